@@ -1,0 +1,52 @@
+# Thin wrapper over CMake. `make run` and `make test` install what they need first.
+BUILD      ?= build
+TEST_BUILD ?= build-test
+FUZZ_TIME  ?= 300
+JOBS       ?= $(shell nproc)
+SMP        ?= 1
+
+.PHONY: all deps release run test fuzz bench format clean
+
+all: release
+
+deps:
+	@scripts/deps.sh build
+
+release: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=OFF >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: release
+	@mkdir -p data
+	./$(BUILD)/strata-server --smp $(SMP) --set log.dirs=./data
+
+test:
+	@scripts/deps.sh test
+	@CC=clang cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON \
+	    -DSTRATA_FUZZ=ON >/dev/null
+	@cmake --build $(TEST_BUILD) -j $(JOBS)
+	@cd $(TEST_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    ctest --output-on-failure -j $(JOBS)
+
+fuzz:
+	@scripts/deps.sh test
+	@CC=clang cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON \
+	    -DSTRATA_FUZZ=ON >/dev/null
+	@cmake --build $(TEST_BUILD) -j $(JOBS)
+	@for f in $(TEST_BUILD)/tests/fuzz_*; do \
+	    echo "== $$f"; mkdir -p fuzz-corpus/$$(basename $$f); \
+	    $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 fuzz-corpus/$$(basename $$f) || exit 1; \
+	done
+
+bench: release
+	@scripts/deps.sh test
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=OFF >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+	@for b in bench/run_*.sh; do [ -x "$$b" ] && BUILD=$(BUILD) $$b; done; true
+
+format:
+	@find src tests bench -name '*.[ch]' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(TEST_BUILD)
