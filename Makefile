@@ -34,7 +34,7 @@ fuzz:
 	@CC=clang cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON \
 	    -DSTRATA_FUZZ=ON >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
-	@for f in $(TEST_BUILD)/tests/fuzz_*; do \
+	@for f in $(TEST_BUILD)/tests/fuzz_*; do [ -x "$$f" ] || continue; \
 	    echo "== $$f"; mkdir -p fuzz-corpus/$$(basename $$f); \
 	    $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=1 fuzz-corpus/$$(basename $$f) || exit 1; \
 	done
