@@ -1,0 +1,222 @@
+/* config.c — the broker's settings table, properties file and --set parsing. */
+#include "cluster/config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <ini.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/err.h"
+#include "base/log.h"
+
+enum { ST_CFG_STR, ST_CFG_INT, ST_CFG_BOOL };
+
+typedef struct {
+    const char *key;
+    int type;
+    const char *def;
+    int64_t min, max;
+    const char *help;
+    size_t off;
+} st_cfg_desc_t;
+
+static const st_cfg_desc_t st_cfg_table[] = {
+#define ST_CFG_DESC(field, key, type, def, min, max, help)                                         \
+    {key, ST_CFG_##type, def, (int64_t)(min), (int64_t)(max), help, offsetof(st_config_t, field)},
+    ST_CONFIG_KEYS(ST_CFG_DESC)
+#undef ST_CFG_DESC
+};
+#define ST_CFG_N (sizeof st_cfg_table / sizeof st_cfg_table[0])
+
+__attribute__((format(printf, 3, 4))) static int st_cfg_fail(char *err, size_t errlen,
+                                                             const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return ST_E_CONFIG;
+}
+
+int st_config_set(st_config_t *c, const char *key, const char *value, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < ST_CFG_N; i++) {
+        const st_cfg_desc_t *d = &st_cfg_table[i];
+        if (strcmp(d->key, key) != 0)
+            continue;
+        void *p = (char *)c + d->off;
+        if (d->type == ST_CFG_STR) {
+            char *v = strdup(value);
+            if (!v)
+                return -ENOMEM;
+            free(*(char **)p);
+            *(char **)p = v;
+            return 0;
+        }
+        if (d->type == ST_CFG_BOOL) {
+            if (strcasecmp(value, "true") == 0)
+                *(bool *)p = true;
+            else if (strcasecmp(value, "false") == 0)
+                *(bool *)p = false;
+            else
+                return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected true or false)",
+                                   key, value);
+            return 0;
+        }
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end)
+            return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected an integer)", key,
+                               value);
+        if (v < d->min || v > d->max) {
+            snprintf(err, errlen, "bad value for %s: %lld (allowed %lld..%lld)", key, v,
+                     (long long)d->min, (long long)d->max);
+            return ST_E_CONFIG;
+        }
+        *(int64_t *)p = v;
+        return 0;
+    }
+    return st_cfg_fail(err, errlen, "unknown setting '%s' (see strata-server --help)", key);
+}
+
+int st_config_init(st_config_t *c)
+{
+    memset(c, 0, sizeof *c);
+    char err[256];
+    for (size_t i = 0; i < ST_CFG_N; i++) {
+        int rc = st_config_set(c, st_cfg_table[i].key, st_cfg_table[i].def, err, sizeof err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void st_config_fini(st_config_t *c)
+{
+    for (size_t i = 0; i < ST_CFG_N; i++)
+        if (st_cfg_table[i].type == ST_CFG_STR) {
+            char **p = (char **)((char *)c + st_cfg_table[i].off);
+            free(*p);
+            *p = NULL;
+        }
+}
+
+typedef struct {
+    st_config_t *c;
+    char *err;
+    size_t errlen;
+    int rc;
+} st_cfg_load_t;
+
+static int st_cfg_ini_cb(void *user, const char *section, const char *name, const char *value)
+{
+    st_cfg_load_t *l = user;
+    (void)section;
+    if (l->rc)
+        return 0;
+    l->rc = st_config_set(l->c, name, value, l->err, l->errlen);
+    return l->rc == 0;
+}
+
+int st_config_load(st_config_t *c, const char *path, char *err, size_t errlen)
+{
+    st_cfg_load_t l = {c, err, errlen, 0};
+    int rc = ini_parse(path, st_cfg_ini_cb, &l);
+    if (rc == -1) {
+        snprintf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
+        return ST_E_CONFIG;
+    }
+    if (l.rc)
+        return l.rc;
+    if (rc > 0) {
+        snprintf(err, errlen, "%s:%d: cannot parse line (expected key=value)", path, rc);
+        return ST_E_CONFIG;
+    }
+    return 0;
+}
+
+int st_parse_hostport(const char *s, char *host, size_t hostlen, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || (size_t)(colon - s) >= hostlen)
+        return ST_E_INVALID;
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || *end || p < 0 || p > 65535)
+        return ST_E_INVALID;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = 0;
+    *port = (int)p;
+    return 0;
+}
+
+/* Parses "PLAINTEXT://host:port" (one listener). */
+static int st_parse_listener(const char *key, const char *s, char *host, size_t hostlen,
+                             int *port, char *err, size_t errlen)
+{
+    const char *pfx = "PLAINTEXT://";
+    if (strchr(s, ','))
+        return st_cfg_fail(err, errlen, "bad value for %s: '%s' (one PLAINTEXT listener only)", key,
+                           s);
+    if (strncasecmp(s, pfx, strlen(pfx)) != 0)
+        return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected PLAINTEXT://host:port)",
+                           key, s);
+    if (st_parse_hostport(s + strlen(pfx), host, hostlen, port))
+        return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected PLAINTEXT://host:port)",
+                           key, s);
+    return 0;
+}
+
+int st_config_finish(st_config_t *c, char *err, size_t errlen)
+{
+    int rc = st_parse_listener("listeners", c->listeners, c->listen_host, sizeof c->listen_host,
+                               &c->listen_port, err, errlen);
+    if (rc)
+        return rc;
+    if (*c->advertised_listeners) {
+        rc = st_parse_listener("advertised.listeners", c->advertised_listeners, c->advertised_host,
+                               sizeof c->advertised_host, &c->advertised_port, err, errlen);
+        if (rc)
+            return rc;
+    } else {
+        const char *h = c->listen_host;
+        if (!*h || strcmp(h, "0.0.0.0") == 0)
+            h = "127.0.0.1";
+        snprintf(c->advertised_host, sizeof c->advertised_host, "%s", h);
+        c->advertised_port = c->listen_port;
+    }
+    if (*c->admin_listen) {
+        if (st_parse_hostport(c->admin_listen, c->admin_host, sizeof c->admin_host,
+                              &c->admin_port))
+            return st_cfg_fail(err, errlen, "bad value for admin.listen: '%s' (expected host:port)",
+                               c->admin_listen);
+    } else {
+        c->admin_port = -1;
+    }
+    st_log_level_t lvl;
+    if (st_log_parse_level(c->log_level, &lvl))
+        return st_cfg_fail(err, errlen, "bad value for log.level: '%s' (trace..error)",
+                           c->log_level);
+    if (strcmp(c->log_message_timestamp_type, "CreateTime") != 0 &&
+        strcmp(c->log_message_timestamp_type, "LogAppendTime") != 0)
+        return st_cfg_fail(err, errlen,
+                           "bad value for log.message.timestamp.type: '%s' "
+                           "(CreateTime or LogAppendTime)",
+                           c->log_message_timestamp_type);
+    if (c->group_min_session_timeout_ms > c->group_max_session_timeout_ms)
+        return st_cfg_fail(err, errlen,
+                           "group.min.session.timeout.ms is above group.max.session.timeout.ms");
+    if (!*c->log_dirs)
+        return st_cfg_fail(err, errlen, "log.dirs is empty");
+    return 0;
+}
+
+void st_config_print_keys(FILE *f)
+{
+    for (size_t i = 0; i < ST_CFG_N; i++)
+        fprintf(f, "  %-34s %s (default: %s)\n", st_cfg_table[i].key, st_cfg_table[i].help,
+                *st_cfg_table[i].def ? st_cfg_table[i].def : "none");
+}

@@ -1,0 +1,106 @@
+/*
+ * config.h — the broker's configuration.
+ *
+ * One X-macro table names every setting with Kafka's name where Kafka has one, its type,
+ * default, bounds and a line of help. Settings come from a properties file (key=value,
+ * '#' comments) and then from --set key=value, later ones winning. An unknown key or a bad
+ * value is refused with one line naming it. The parsed config is immutable once the broker
+ * starts and is shared read-only by every shard.
+ */
+#ifndef ST_CLUSTER_CONFIG_H
+#define ST_CLUSTER_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* X(field, "key", TYPE, default, min, max, "help"); TYPE is STR, INT or BOOL. */
+#define ST_CONFIG_KEYS(X)                                                                          \
+    X(listeners, "listeners", STR, "PLAINTEXT://127.0.0.1:9092", 0, 0,                             \
+      "where the Kafka protocol listens (PLAINTEXT://host:port)")                                  \
+    X(advertised_listeners, "advertised.listeners", STR, "", 0, 0,                                 \
+      "address given to clients in metadata (default: listeners)")                                 \
+    X(log_dirs, "log.dirs", STR, "./data", 0, 0, "directory holding partition logs")               \
+    X(node_id, "node.id", INT, "0", 0, 2147483647, "this broker's id")                             \
+    X(admin_listen, "admin.listen", STR, "127.0.0.1:9644", 0, 0,                                   \
+      "host:port of the admin HTTP API (metrics, status); empty to disable")                       \
+    X(log_level, "log.level", STR, "info", 0, 0, "trace, debug, info, warn or error")              \
+    X(socket_request_max_bytes, "socket.request.max.bytes", INT, "104857600", 1024, 2147483647,   \
+      "largest request frame accepted")                                                            \
+    X(connection_max_inflight_bytes, "connection.max.inflight.bytes", INT, "268435456", 65536,     \
+      INT64_MAX, "bytes of unanswered requests and unsent responses per connection")               \
+    X(auto_create_topics_enable, "auto.create.topics.enable", BOOL, "true", 0, 0,                  \
+      "create unknown topics on Metadata and Produce")                                             \
+    X(num_partitions, "num.partitions", INT, "1", 1, 100000, "partitions of auto-created topics")  \
+    X(default_replication_factor, "default.replication.factor", INT, "1", 1, 32767,               \
+      "replication factor of auto-created topics")                                                 \
+    X(log_segment_bytes, "log.segment.bytes", INT, "1073741824", 14, 2147483647,                   \
+      "roll a segment at this size")                                                               \
+    X(log_roll_ms, "log.roll.ms", INT, "604800000", 1, INT64_MAX, "roll a segment at this age")    \
+    X(log_retention_ms, "log.retention.ms", INT, "604800000", -1, INT64_MAX,                       \
+      "delete segments older than this (-1: keep)")                                                \
+    X(log_retention_bytes, "log.retention.bytes", INT, "-1", -1, INT64_MAX,                        \
+      "delete old segments past this size per partition (-1: keep)")                              \
+    X(log_retention_check_interval_ms, "log.retention.check.interval.ms", INT, "300000", 1,        \
+      INT64_MAX, "how often retention runs")                                                       \
+    X(log_index_interval_bytes, "log.index.interval.bytes", INT, "4096", 0, 2147483647,            \
+      "bytes between offset index entries")                                                        \
+    X(message_max_bytes, "message.max.bytes", INT, "1048588", 0, 2147483647,                       \
+      "largest record batch accepted")                                                             \
+    X(log_message_timestamp_type, "log.message.timestamp.type", STR, "CreateTime", 0, 0,           \
+      "CreateTime or LogAppendTime")                                                               \
+    X(write_caching, "write.caching", BOOL, "false", 0, 0,                                         \
+      "acknowledge after write, sync every log.flush.interval.* (default: ack only when synced)")  \
+    X(log_flush_interval_messages, "log.flush.interval.messages", INT, "9223372036854775807", 1,   \
+      INT64_MAX, "with write.caching: sync after this many messages")                             \
+    X(log_flush_interval_ms, "log.flush.interval.ms", INT, "100", 0, INT64_MAX,                    \
+      "with write.caching: sync at least this often")                                              \
+    X(min_insync_replicas, "min.insync.replicas", INT, "1", 1, 32767,                              \
+      "replicas that must have a write for acks=all")                                              \
+    X(offsets_topic_num_partitions, "offsets.topic.num.partitions", INT, "50", 1, 1000,            \
+      "partitions of __consumer_offsets")                                                          \
+    X(offsets_retention_minutes, "offsets.retention.minutes", INT, "10080", 1, INT64_MAX,          \
+      "keep committed offsets of empty groups this long")                                          \
+    X(group_min_session_timeout_ms, "group.min.session.timeout.ms", INT, "6000", 1, INT64_MAX,     \
+      "smallest session timeout a member may ask for")                                             \
+    X(group_max_session_timeout_ms, "group.max.session.timeout.ms", INT, "1800000", 1, INT64_MAX,  \
+      "largest session timeout a member may ask for")                                              \
+    X(group_initial_rebalance_delay_ms, "group.initial.rebalance.delay.ms", INT, "3000", 0,        \
+      INT64_MAX, "wait this long for more members when a group forms")                             \
+    X(fetch_max_bytes, "fetch.max.bytes", INT, "57671680", 1024, 2147483647,                       \
+      "cap on the bytes of one fetch response")                                                    \
+    X(shutdown_timeout_ms, "shutdown.timeout.ms", INT, "10000", 0, INT64_MAX,                      \
+      "longest a clean shutdown waits for in-flight requests")
+
+#define ST_CFG_CTYPE_STR  char *
+#define ST_CFG_CTYPE_INT  int64_t
+#define ST_CFG_CTYPE_BOOL bool
+
+typedef struct st_config {
+#define ST_CFG_FIELD(field, key, type, def, min, max, help) ST_CFG_CTYPE_##type field;
+    ST_CONFIG_KEYS(ST_CFG_FIELD)
+#undef ST_CFG_FIELD
+    /* Derived from the settings above by st_config_finish(). */
+    char listen_host[256];
+    int listen_port;
+    char advertised_host[256];
+    int advertised_port;
+    char admin_host[256];
+    int admin_port; /* 0 = disabled */
+} st_config_t;
+
+/* Fills every field with its default. */
+int st_config_init(st_config_t *c);
+void st_config_fini(st_config_t *c);
+/* Sets one key; on failure writes one line into err and returns ST_E_CONFIG. */
+int st_config_set(st_config_t *c, const char *key, const char *value, char *err, size_t errlen);
+/* Reads a properties file, setting each key. */
+int st_config_load(st_config_t *c, const char *path, char *err, size_t errlen);
+/* Checks cross-field rules and computes the derived fields. */
+int st_config_finish(st_config_t *c, char *err, size_t errlen);
+/* Prints every key with its default and help, for --help. */
+void st_config_print_keys(FILE *f);
+/* Parses "host:port"; port must be 0..65535. */
+int st_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
+
+#endif

@@ -1,0 +1,264 @@
+/* metadata.c — immutable, reference-counted cluster metadata snapshots. */
+#include "cluster/metadata.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+st_md_t *st_md_new(const char *cluster_id, int32_t controller_id)
+{
+    st_md_t *md = calloc(1, sizeof *md);
+    if (!md)
+        return NULL;
+    atomic_init(&md->refs, 1);
+    md->cluster_id = strdup(cluster_id ? cluster_id : "");
+    md->controller_id = controller_id;
+    if (!md->cluster_id) {
+        free(md);
+        return NULL;
+    }
+    return md;
+}
+
+st_md_t *st_md_ref(st_md_t *md)
+{
+    atomic_fetch_add_explicit(&md->refs, 1, memory_order_relaxed);
+    return md;
+}
+
+void st_md_topic_free(st_md_topic_t *t)
+{
+    if (!t)
+        return;
+    for (int i = 0; i < t->nconfigs; i++) {
+        free(t->configs[i].key);
+        free(t->configs[i].value);
+    }
+    free(t->configs);
+    free(t->partitions);
+    free(t->name);
+    free(t);
+}
+
+void st_md_unref(st_md_t *md)
+{
+    if (!md || atomic_fetch_sub_explicit(&md->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    for (int i = 0; i < md->ntopics; i++)
+        st_md_topic_free(md->topics[i]);
+    for (int i = 0; i < md->nbrokers; i++)
+        free(md->brokers[i].host);
+    free(md->topics);
+    free(md->brokers);
+    free(md->cluster_id);
+    free(md);
+}
+
+st_md_topic_t *st_md_topic_new(const char *name, const uint8_t id[16], int32_t npartitions)
+{
+    st_md_topic_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->name = strdup(name);
+    t->npartitions = npartitions;
+    t->replication_factor = 1;
+    t->partitions = calloc(npartitions > 0 ? (size_t)npartitions : 1, sizeof *t->partitions);
+    if (!t->name || !t->partitions) {
+        st_md_topic_free(t);
+        return NULL;
+    }
+    memcpy(t->id, id, 16);
+    for (int32_t i = 0; i < npartitions; i++)
+        t->partitions[i] = (st_md_partition_t){i, -1, -1, 0};
+    return t;
+}
+
+static st_md_topic_t *st_md_topic_clone(const st_md_topic_t *s)
+{
+    st_md_topic_t *t = st_md_topic_new(s->name, s->id, s->npartitions);
+    if (!t)
+        return NULL;
+    t->internal = s->internal;
+    t->replication_factor = s->replication_factor;
+    memcpy(t->partitions, s->partitions, (size_t)s->npartitions * sizeof *t->partitions);
+    for (int i = 0; i < s->nconfigs; i++)
+        if (st_md_topic_set_config(t, s->configs[i].key, s->configs[i].value)) {
+            st_md_topic_free(t);
+            return NULL;
+        }
+    return t;
+}
+
+int st_md_topic_grow(st_md_topic_t *t, int32_t n)
+{
+    if (n <= t->npartitions)
+        return ST_E_INVALID;
+    st_md_partition_t *p = realloc(t->partitions, (size_t)n * sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    for (int32_t i = t->npartitions; i < n; i++)
+        p[i] = (st_md_partition_t){i, -1, -1, 0};
+    t->partitions = p;
+    t->npartitions = n;
+    return 0;
+}
+
+int st_md_topic_set_config(st_md_topic_t *t, const char *key, const char *value)
+{
+    int i = 0;
+    while (i < t->nconfigs && strcmp(t->configs[i].key, key) < 0)
+        i++;
+    bool found = i < t->nconfigs && strcmp(t->configs[i].key, key) == 0;
+    if (!value) {
+        if (found) {
+            free(t->configs[i].key);
+            free(t->configs[i].value);
+            memmove(&t->configs[i], &t->configs[i + 1],
+                    (size_t)(t->nconfigs - i - 1) * sizeof *t->configs);
+            t->nconfigs--;
+        }
+        return 0;
+    }
+    char *v = strdup(value);
+    if (!v)
+        return -ENOMEM;
+    if (found) {
+        free(t->configs[i].value);
+        t->configs[i].value = v;
+        return 0;
+    }
+    char *k = strdup(key);
+    st_md_config_t *c = realloc(t->configs, (size_t)(t->nconfigs + 1) * sizeof *c);
+    if (!k || !c) {
+        free(k);
+        free(v);
+        if (c)
+            t->configs = c;
+        return -ENOMEM;
+    }
+    t->configs = c;
+    memmove(&c[i + 1], &c[i], (size_t)(t->nconfigs - i) * sizeof *c);
+    c[i].key = k;
+    c[i].value = v;
+    t->nconfigs++;
+    return 0;
+}
+
+const char *st_md_topic_config(const st_md_topic_t *t, const char *key)
+{
+    for (int i = 0; i < t->nconfigs; i++)
+        if (strcmp(t->configs[i].key, key) == 0)
+            return t->configs[i].value;
+    return NULL;
+}
+
+int st_md_add_broker(st_md_t *md, int32_t node_id, const char *host, int32_t port)
+{
+    st_md_broker_t *b = realloc(md->brokers, (size_t)(md->nbrokers + 1) * sizeof *b);
+    if (!b)
+        return -ENOMEM;
+    md->brokers = b;
+    char *h = strdup(host);
+    if (!h)
+        return -ENOMEM;
+    b[md->nbrokers++] = (st_md_broker_t){node_id, h, port};
+    return 0;
+}
+
+static int st_md_pos(const st_md_t *md, const char *name, size_t len, bool *found)
+{
+    int lo = 0, hi = md->ntopics;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        const char *n = md->topics[mid]->name;
+        int c = strncmp(n, name, len);
+        if (c == 0 && n[len] != 0)
+            c = 1;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = lo < md->ntopics && strncmp(md->topics[lo]->name, name, len) == 0 &&
+             md->topics[lo]->name[len] == 0;
+    return lo;
+}
+
+int st_md_add_topic(st_md_t *md, st_md_topic_t *t)
+{
+    bool found;
+    int i = st_md_pos(md, t->name, strlen(t->name), &found);
+    if (found)
+        return ST_E_EXISTS;
+    st_md_topic_t **v = realloc(md->topics, (size_t)(md->ntopics + 1) * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    md->topics = v;
+    memmove(&v[i + 1], &v[i], (size_t)(md->ntopics - i) * sizeof *v);
+    v[i] = t;
+    md->ntopics++;
+    return 0;
+}
+
+int st_md_remove_topic(st_md_t *md, const char *name)
+{
+    bool found;
+    int i = st_md_pos(md, name, strlen(name), &found);
+    if (!found)
+        return ST_E_NOT_FOUND;
+    st_md_topic_free(md->topics[i]);
+    memmove(&md->topics[i], &md->topics[i + 1], (size_t)(md->ntopics - i - 1) * sizeof *md->topics);
+    md->ntopics--;
+    return 0;
+}
+
+st_md_t *st_md_clone(const st_md_t *s)
+{
+    st_md_t *md = st_md_new(s->cluster_id, s->controller_id);
+    if (!md)
+        return NULL;
+    md->version = s->version + 1;
+    for (int i = 0; i < s->nbrokers; i++)
+        if (st_md_add_broker(md, s->brokers[i].node_id, s->brokers[i].host, s->brokers[i].port))
+            goto fail;
+    md->topics = calloc(s->ntopics > 0 ? (size_t)s->ntopics : 1, sizeof *md->topics);
+    if (!md->topics)
+        goto fail;
+    for (int i = 0; i < s->ntopics; i++) {
+        md->topics[i] = st_md_topic_clone(s->topics[i]);
+        if (!md->topics[i])
+            goto fail;
+        md->ntopics++;
+    }
+    return md;
+fail:
+    st_md_unref(md);
+    return NULL;
+}
+
+const st_md_topic_t *st_md_find(const st_md_t *md, const char *name, int32_t len)
+{
+    if (len < 0)
+        return NULL;
+    bool found;
+    int i = st_md_pos(md, name, (size_t)len, &found);
+    return found ? md->topics[i] : NULL;
+}
+
+const st_md_topic_t *st_md_find_id(const st_md_t *md, const uint8_t id[16])
+{
+    for (int i = 0; i < md->ntopics; i++)
+        if (memcmp(md->topics[i]->id, id, 16) == 0)
+            return md->topics[i];
+    return NULL;
+}
+
+const st_md_broker_t *st_md_broker(const st_md_t *md, int32_t node_id)
+{
+    for (int i = 0; i < md->nbrokers; i++)
+        if (md->brokers[i].node_id == node_id)
+            return &md->brokers[i];
+    return NULL;
+}

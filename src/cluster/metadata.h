@@ -1,0 +1,85 @@
+/*
+ * metadata.h — the cluster metadata snapshot: brokers, topics, partitions and where each
+ * partition lives.
+ *
+ * A snapshot is immutable once published. Shard 0 (the controller shard) owns the
+ * authoritative copy: it applies a change by building a new snapshot, persisting it, and
+ * sending each shard a reference; each shard swaps its own pointer and drops its reference
+ * to the old one. Readers on a shard use that shard's pointer directly, with no lock and no
+ * atomic; work that outlives the current event (a long poll, a cross-shard hop) takes a
+ * reference. The reference count is the only shared mutable field and is atomic.
+ */
+#ifndef ST_CLUSTER_METADATA_H
+#define ST_CLUSTER_METADATA_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct st_md_config {
+    char *key;
+    char *value;
+} st_md_config_t;
+
+typedef struct st_md_partition {
+    int32_t index;
+    int32_t shard;        /* owning shard */
+    int32_t leader;       /* broker id */
+    int32_t leader_epoch;
+} st_md_partition_t;
+
+typedef struct st_md_topic {
+    char *name;
+    uint8_t id[16];
+    bool internal;
+    int32_t npartitions;
+    int16_t replication_factor;
+    st_md_partition_t *partitions;
+    int nconfigs;
+    st_md_config_t *configs; /* topic-level overrides, sorted by key */
+} st_md_topic_t;
+
+typedef struct st_md_broker {
+    int32_t node_id;
+    char *host;
+    int32_t port;
+} st_md_broker_t;
+
+typedef struct st_md {
+    _Atomic int refs;
+    int64_t version;
+    char *cluster_id;
+    int32_t controller_id;
+    int nbrokers;
+    st_md_broker_t *brokers;
+    int ntopics;
+    st_md_topic_t **topics; /* sorted by name */
+} st_md_t;
+
+/* An empty snapshot with one reference. */
+st_md_t *st_md_new(const char *cluster_id, int32_t controller_id);
+st_md_t *st_md_ref(st_md_t *md);
+/* Drops a reference; frees the snapshot with the last one. Any thread. */
+void st_md_unref(st_md_t *md);
+/* A deep copy (one reference), version + 1, for building the next snapshot. */
+st_md_t *st_md_clone(const st_md_t *md);
+
+int st_md_add_broker(st_md_t *md, int32_t node_id, const char *host, int32_t port);
+/* Adds a topic (takes ownership of t, which must be heap-built with st_md_topic_new). */
+int st_md_add_topic(st_md_t *md, st_md_topic_t *t);
+/* Removes and frees a topic; returns ST_E_NOT_FOUND if absent. */
+int st_md_remove_topic(st_md_t *md, const char *name);
+
+st_md_topic_t *st_md_topic_new(const char *name, const uint8_t id[16], int32_t npartitions);
+void st_md_topic_free(st_md_topic_t *t);
+/* Sets (value non-NULL) or removes (NULL) a topic config override. */
+int st_md_topic_set_config(st_md_topic_t *t, const char *key, const char *value);
+const char *st_md_topic_config(const st_md_topic_t *t, const char *key);
+/* Grows the topic to n partitions (n > current). New partitions get shard = -1. */
+int st_md_topic_grow(st_md_topic_t *t, int32_t n);
+
+const st_md_topic_t *st_md_find(const st_md_t *md, const char *name, int32_t len);
+const st_md_topic_t *st_md_find_id(const st_md_t *md, const uint8_t id[16]);
+const st_md_broker_t *st_md_broker(const st_md_t *md, int32_t node_id);
+
+#endif

@@ -1,0 +1,672 @@
+/*
+ * conn.c — listener, framing, ordered responses and backpressure.
+ *
+ * Per connection, at most one recv and at most one send (or POLLOUT wait) are in flight.
+ * Invariants:
+ *   1. refs = (open ? 1 : 0) + operations in flight + unanswered requests;
+ *      the connection is freed exactly when refs drops to 0;
+ *   2. slots[i] is the answer to request base_seq + i; answers move to the send queue only
+ *      from slots[0], so responses leave in request order;
+ *   3. inflight = bytes of unanswered frames + bytes queued and not yet sent.
+ *
+ * Read path:  rbuf (64 KiB) collects small frames; a frame that does not fit gets its own
+ *             buffer of exactly its size, received into directly.
+ * Send path:  memory pieces of consecutive responses go out in one sendmsg; file pieces go
+ *             out with sendfile(2) on the non-blocking socket, waiting for POLLOUT on EAGAIN.
+ */
+#include "net/conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/assert.h"
+#include "base/log.h"
+
+#define ST_RBUF_SIZE (64 * 1024)
+#define ST_MAX_IOV 64
+
+typedef struct {
+    bool answered;
+    st_out_t *out;
+    size_t req_len; /* frame bytes, counted in inflight until answered */
+} st_slot_t;
+
+struct st_conn {
+    st_net_t *net;
+    int fd;
+    uint64_t id;
+    int refs;
+    bool open;
+    bool draining;  /* server shutting down: read no more */
+    bool reading;   /* a recv is in flight */
+    bool sending;   /* a send or POLLOUT wait is in flight */
+    bool parsing;   /* inside the recv callback: rbuf must not be the target of a new recv */
+    char peer[64];
+    void *data;
+
+    st_io_t rio, wio;
+    uint8_t *rbuf;
+    size_t rlen;
+    uint8_t *frame; /* large frame being received */
+    size_t frame_len, frame_have;
+
+    uint64_t next_seq; /* sequence number of the next frame */
+    uint64_t base_seq; /* sequence number of slots[0] */
+    st_slot_t *slots;
+    size_t nslots, capslots;
+
+    st_out_t *sq_head, *sq_tail; /* send queue */
+    int piece;                   /* current piece of sq_head: 2*i = mem before file i, 2*i+1 = file i */
+    int64_t piece_off;           /* bytes of the current piece already sent */
+    struct iovec iov[ST_MAX_IOV];
+    struct msghdr msg;
+
+    size_t inflight;
+    st_conn_t *prev, *next; /* net's list */
+};
+
+struct st_net {
+    st_loop_t *loop;
+    int listen_fd;
+    st_io_t aio;
+    bool accepting;
+    bool accept_armed;
+    st_net_handler_t h;
+    st_net_limits_t lim;
+    st_conn_t *conns;
+    size_t nconns;
+    uint64_t next_id;
+    st_net_stats_t stats;
+    void (*done)(void *);
+    void *done_arg;
+    bool shutting_down;
+};
+
+static void st_conn_arm_recv(st_conn_t *c);
+static void st_conn_pump(st_conn_t *c);
+static void st_net_maybe_done(st_net_t *n);
+
+/* ---- sockets ---- */
+
+static int st_sockaddr(const char *host, int port, struct sockaddr_in *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    if (!host || !*host || strcmp(host, "0.0.0.0") == 0)
+        sa->sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (strcmp(host, "localhost") == 0)
+        sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+        return -EINVAL;
+    return 0;
+}
+
+int st_net_probe_port(const char *host, int port)
+{
+    struct sockaddr_in sa;
+    int rc = st_sockaddr(host, port, &sa);
+    if (rc)
+        return rc;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    rc = bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+int st_net_listen(const char *host, int port, int *fd_out, int *port_out)
+{
+    struct sockaddr_in sa;
+    int rc = st_sockaddr(host, port, &sa);
+    if (rc)
+        return rc;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 1024) < 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    socklen_t sl = sizeof sa;
+    getsockname(fd, (struct sockaddr *)&sa, &sl);
+    *fd_out = fd;
+    if (port_out)
+        *port_out = ntohs(sa.sin_port);
+    return 0;
+}
+
+/* ---- lifetime ---- */
+
+static void st_conn_unref(st_conn_t *c)
+{
+    ST_ASSERT(c->refs > 0);
+    if (--c->refs > 0)
+        return;
+    st_net_t *n = c->net;
+    for (size_t i = 0; i < c->nslots; i++)
+        st_out_free(c->slots[i].out);
+    while (c->sq_head) {
+        st_out_t *o = c->sq_head;
+        c->sq_head = o->next;
+        st_out_free(o);
+    }
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        n->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    n->nconns--;
+    n->stats.closed++;
+    close(c->fd);
+    free(c->slots);
+    free(c->rbuf);
+    free(c->frame);
+    free(c);
+    st_net_maybe_done(n);
+}
+
+void st_conn_close(st_conn_t *c)
+{
+    if (!c->open)
+        return;
+    c->open = false;
+    ST_DEBUG("connection %llu from %s closed", (unsigned long long)c->id, c->peer);
+    shutdown(c->fd, SHUT_RDWR);
+    if (c->net->h.on_close)
+        c->net->h.on_close(c->net->h.ctx, c);
+    st_conn_unref(c);
+}
+
+int st_conn_is_closed(const st_conn_t *c)
+{
+    return !c->open;
+}
+
+const char *st_conn_peer(const st_conn_t *c)
+{
+    return c->peer;
+}
+
+void *st_conn_get_data(const st_conn_t *c)
+{
+    return c->data;
+}
+
+void st_conn_set_data(st_conn_t *c, void *data)
+{
+    c->data = data;
+}
+
+uint64_t st_conn_id(const st_conn_t *c)
+{
+    return c->id;
+}
+
+/* A draining connection closes once every request is answered and everything is sent. */
+static void st_conn_check_drained(st_conn_t *c)
+{
+    if (c->open && c->draining && c->nslots == 0 && !c->sq_head && !c->sending)
+        st_conn_close(c);
+}
+
+/* ---- receive ---- */
+
+static void st_conn_deliver(st_conn_t *c, uint8_t *frame, size_t len)
+{
+    if (c->nslots == c->capslots) {
+        size_t cap = c->capslots ? c->capslots * 2 : 8;
+        st_slot_t *s = realloc(c->slots, cap * sizeof *s);
+        if (!s) {
+            free(frame);
+            st_conn_close(c);
+            return;
+        }
+        c->slots = s;
+        c->capslots = cap;
+    }
+    c->slots[c->nslots++] = (st_slot_t){false, NULL, len};
+    c->inflight += len;
+    c->refs++;
+    uint64_t seq = c->next_seq++;
+    c->net->h.on_frame(c->net->h.ctx, c, seq, frame, len);
+}
+
+/* Cuts complete frames out of rbuf; may start a large-frame receive. Returns false if closed. */
+static bool st_conn_parse(st_conn_t *c)
+{
+    size_t pos = 0;
+    while (c->open && c->rlen - pos >= 4) {
+        int32_t len = (int32_t)st_be32(c->rbuf + pos);
+        if (len < 0 || (size_t)len > c->net->lim.max_frame) {
+            c->net->stats.frames_too_large++;
+            ST_WARN("closing %s: request of %d bytes exceeds socket.request.max.bytes=%zu",
+                    c->peer, len, c->net->lim.max_frame);
+            st_conn_close(c);
+            return false;
+        }
+        size_t have = c->rlen - pos - 4;
+        uint8_t *frame = malloc(len ? (size_t)len : 1);
+        if (!frame) {
+            st_conn_close(c);
+            return false;
+        }
+        if (have >= (size_t)len) {
+            memcpy(frame, c->rbuf + pos + 4, (size_t)len);
+            pos += 4 + (size_t)len;
+            st_conn_deliver(c, frame, (size_t)len);
+            continue;
+        }
+        if ((size_t)len + 4 <= ST_RBUF_SIZE) {
+            free(frame); /* fits: wait for the rest in rbuf */
+            break;
+        }
+        memcpy(frame, c->rbuf + pos + 4, have);
+        c->frame = frame;
+        c->frame_len = (size_t)len;
+        c->frame_have = have;
+        pos = c->rlen;
+        break;
+    }
+    if (pos > 0) {
+        memmove(c->rbuf, c->rbuf + pos, c->rlen - pos);
+        c->rlen -= pos;
+    }
+    return c->open;
+}
+
+static void st_conn_recv_done(st_io_t *io, int res)
+{
+    st_conn_t *c = io->data;
+    c->reading = false;
+    if (!c->open) {
+        st_conn_unref(c);
+        return;
+    }
+    if (res <= 0) {
+        if (res < 0 && res != -ECONNRESET && res != -ECANCELED)
+            ST_DEBUG("recv from %s: %s", c->peer, strerror(-res));
+        st_conn_close(c);
+        st_conn_unref(c);
+        return;
+    }
+    c->net->stats.bytes_in += (uint64_t)res;
+    bool ok = true;
+    c->parsing = true;
+    if (c->frame) {
+        c->frame_have += (size_t)res;
+        if (c->frame_have == c->frame_len) {
+            uint8_t *f = c->frame;
+            c->frame = NULL;
+            st_conn_deliver(c, f, c->frame_len);
+        }
+    } else {
+        c->rlen += (size_t)res;
+        ok = st_conn_parse(c);
+    }
+    c->parsing = false;
+    if (ok && c->open)
+        st_conn_arm_recv(c);
+    st_conn_unref(c);
+}
+
+static void st_conn_arm_recv(st_conn_t *c)
+{
+    if (c->reading || c->parsing || !c->open || c->draining)
+        return;
+    if (c->inflight > c->net->lim.max_inflight && c->nslots > 0)
+        return; /* backpressure: resumes as answers drain */
+    int rc;
+    if (c->frame)
+        rc = st_loop_recv(c->net->loop, &c->rio, c->fd, c->frame + c->frame_have,
+                          c->frame_len - c->frame_have);
+    else
+        rc = st_loop_recv(c->net->loop, &c->rio, c->fd, c->rbuf + c->rlen, ST_RBUF_SIZE - c->rlen);
+    if (rc < 0) {
+        st_conn_close(c);
+        return;
+    }
+    c->reading = true;
+    c->refs++;
+}
+
+/* ---- respond and send ---- */
+
+void st_conn_respond(st_conn_t *c, uint64_t seq, st_out_t *out)
+{
+    ST_ASSERT(seq >= c->base_seq && seq - c->base_seq < c->nslots);
+    st_slot_t *s = &c->slots[seq - c->base_seq];
+    ST_ASSERT(!s->answered);
+    s->answered = true;
+    s->out = out;
+    c->inflight -= s->req_len;
+    if (out)
+        c->inflight += (size_t)st_out_size(out);
+    /* Move the answered prefix to the send queue, in order. */
+    size_t k = 0;
+    while (k < c->nslots && c->slots[k].answered) {
+        st_out_t *o = c->slots[k].out;
+        if (o && c->open) {
+            o->next = NULL;
+            if (c->sq_tail)
+                c->sq_tail->next = o;
+            else
+                c->sq_head = o;
+            c->sq_tail = o;
+        } else if (o) {
+            c->inflight -= (size_t)st_out_size(o);
+            st_out_free(o);
+        }
+        k++;
+    }
+    if (k > 0) {
+        memmove(c->slots, c->slots + k, (c->nslots - k) * sizeof *c->slots);
+        c->nslots -= k;
+        c->base_seq += k;
+    }
+    if (c->open) {
+        st_conn_pump(c);
+        st_conn_arm_recv(c);
+        st_conn_check_drained(c);
+    }
+    for (size_t i = 0; i < k; i++)
+        st_conn_unref(c); /* careful: may free c; nothing touches c after the last */
+}
+
+/* Length of piece p of o (see the send-path note at the top). */
+static int64_t st_piece_len(const st_out_t *o, int p)
+{
+    int i = p / 2;
+    if (p % 2 == 1)
+        return o->files[i].len;
+    size_t start = i == 0 ? 0 : o->files[i - 1].cut;
+    size_t end = i < o->nfiles ? o->files[i].cut : o->mem.len;
+    return (int64_t)(end - start);
+}
+
+static const uint8_t *st_piece_mem(const st_out_t *o, int p)
+{
+    int i = p / 2;
+    return o->mem.data + (i == 0 ? 0 : o->files[i - 1].cut);
+}
+
+/* Advances the send position by n bytes, popping finished messages. */
+static void st_conn_advance(st_conn_t *c, int64_t n)
+{
+    c->inflight -= (size_t)n;
+    c->net->stats.bytes_out += (uint64_t)n;
+    while (c->sq_head) {
+        st_out_t *o = c->sq_head;
+        int npieces = 2 * o->nfiles + 1;
+        while (c->piece < npieces) {
+            int64_t left = st_piece_len(o, c->piece) - c->piece_off;
+            if (n < left) {
+                c->piece_off += n;
+                return;
+            }
+            n -= left;
+            c->piece++;
+            c->piece_off = 0;
+        }
+        c->sq_head = o->next;
+        if (!c->sq_head)
+            c->sq_tail = NULL;
+        c->piece = 0;
+        c->piece_off = 0;
+        st_out_free(o);
+    }
+}
+
+static void st_conn_send_done(st_io_t *io, int res)
+{
+    st_conn_t *c = io->data;
+    c->sending = false;
+    if (!c->open) {
+        st_conn_unref(c);
+        return;
+    }
+    if (res < 0 && res != -EAGAIN) {
+        ST_DEBUG("send to %s: %s", c->peer, strerror(-res));
+        st_conn_close(c);
+        st_conn_unref(c);
+        return;
+    }
+    if (res > 0 && c->msg.msg_iovlen > 0)
+        st_conn_advance(c, res);
+    c->msg.msg_iovlen = 0;
+    st_conn_pump(c);
+    st_conn_arm_recv(c);
+    st_conn_check_drained(c);
+    st_conn_unref(c);
+}
+
+/* Sends as much as possible: memory through one async sendmsg, files through sendfile. */
+static void st_conn_pump(st_conn_t *c)
+{
+    while (!c->sending && c->open && c->sq_head) {
+        st_out_t *o = c->sq_head;
+        if (c->piece % 2 == 1) {
+            st_out_file_t *f = &o->files[c->piece / 2];
+            off_t off = f->off + c->piece_off;
+            size_t left = (size_t)(f->len - c->piece_off);
+            if (left == 0) {
+                st_conn_advance(c, 0);
+                continue;
+            }
+            ssize_t w = sendfile(c->fd, f->fd, &off, left);
+            if (w > 0) {
+                st_conn_advance(c, w);
+                continue;
+            }
+            if (w == 0) {
+                /* The file is shorter than promised (truncated under us): give up. */
+                ST_WARN("sendfile to %s: file range ended early", c->peer);
+                st_conn_close(c);
+                return;
+            }
+            if (errno != EAGAIN) {
+                ST_DEBUG("sendfile to %s: %s", c->peer, strerror(errno));
+                st_conn_close(c);
+                return;
+            }
+            c->msg.msg_iovlen = 0;
+            if (st_loop_poll(c->net->loop, &c->wio, c->fd, POLLOUT) < 0) {
+                st_conn_close(c);
+                return;
+            }
+            c->sending = true;
+            c->refs++;
+            return;
+        }
+        /* Gather memory pieces across queued messages until a file piece. */
+        int n = 0;
+        st_out_t *q = o;
+        int p = c->piece;
+        int64_t poff = c->piece_off;
+        while (q && n < ST_MAX_IOV) {
+            int64_t len = st_piece_len(q, p) - poff;
+            if (len > 0) {
+                c->iov[n].iov_base = (void *)(st_piece_mem(q, p) + poff);
+                c->iov[n].iov_len = (size_t)len;
+                n++;
+            }
+            if (p < 2 * q->nfiles)
+                break; /* a file piece follows */
+            q = q->next;
+            p = 0;
+            poff = 0;
+        }
+        if (n == 0) {
+            st_conn_advance(c, 0); /* empty memory pieces: step over them */
+            continue;
+        }
+        memset(&c->msg, 0, sizeof c->msg);
+        c->msg.msg_iov = c->iov;
+        c->msg.msg_iovlen = (size_t)n;
+        if (st_loop_sendmsg(c->net->loop, &c->wio, c->fd, &c->msg) < 0) {
+            st_conn_close(c);
+            return;
+        }
+        c->sending = true;
+        c->refs++;
+        return;
+    }
+}
+
+/* ---- accept ---- */
+
+static void st_net_arm_accept(st_net_t *n);
+
+static void st_net_accept_done(st_io_t *io, int res)
+{
+    st_net_t *n = io->data;
+    n->accept_armed = false;
+    if (res >= 0 && !n->accepting) {
+        close(res);
+        res = -ECANCELED;
+    }
+    if (res >= 0) {
+        st_conn_t *c = calloc(1, sizeof *c);
+        uint8_t *rbuf = malloc(ST_RBUF_SIZE);
+        if (!c || !rbuf) {
+            free(c);
+            free(rbuf);
+            close(res);
+        } else {
+            int one = 1;
+            setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            c->net = n;
+            c->fd = res;
+            c->id = ++n->next_id;
+            c->refs = 1;
+            c->open = true;
+            c->rbuf = rbuf;
+            c->rio.cb = st_conn_recv_done;
+            c->rio.data = c;
+            c->wio.cb = st_conn_send_done;
+            c->wio.data = c;
+            struct sockaddr_in sa;
+            socklen_t sl = sizeof sa;
+            if (getpeername(res, (struct sockaddr *)&sa, &sl) == 0) {
+                char ip[INET_ADDRSTRLEN];
+                inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
+                snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(sa.sin_port));
+            }
+            c->next = n->conns;
+            if (n->conns)
+                n->conns->prev = c;
+            n->conns = c;
+            n->nconns++;
+            n->stats.accepted++;
+            ST_DEBUG("connection %llu from %s", (unsigned long long)c->id, c->peer);
+            st_conn_arm_recv(c);
+        }
+    } else if (res != -ECANCELED && res != -EAGAIN && res != -EINTR) {
+        ST_WARN("accept: %s", strerror(-res));
+    }
+    if (n->accepting)
+        st_net_arm_accept(n);
+    else
+        st_net_maybe_done(n);
+}
+
+static void st_net_arm_accept(st_net_t *n)
+{
+    if (st_loop_accept(n->loop, &n->aio, n->listen_fd) == 0)
+        n->accept_armed = true;
+}
+
+int st_net_create(st_net_t **out, st_loop_t *loop, int listen_fd, const st_net_handler_t *h,
+                  const st_net_limits_t *lim)
+{
+    st_net_t *n = calloc(1, sizeof *n);
+    if (!n)
+        return -ENOMEM;
+    n->loop = loop;
+    n->listen_fd = listen_fd;
+    n->h = *h;
+    n->lim = *lim;
+    n->aio.cb = st_net_accept_done;
+    n->aio.data = n;
+    n->accepting = true;
+    st_net_arm_accept(n);
+    *out = n;
+    return 0;
+}
+
+static void st_net_maybe_done(st_net_t *n)
+{
+    if (n->shutting_down && !n->accept_armed && n->nconns == 0 && n->done) {
+        void (*done)(void *) = n->done;
+        n->done = NULL;
+        done(n->done_arg);
+    }
+}
+
+void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
+{
+    n->shutting_down = true;
+    n->done = done;
+    n->done_arg = arg;
+    n->accepting = false;
+    if (n->accept_armed)
+        st_loop_cancel(n->loop, &n->aio);
+    for (st_conn_t *c = n->conns, *next; c; c = next) {
+        next = c->next;
+        c->draining = true;
+        if (c->reading && c->nslots == 0 && !c->frame && c->rlen == 0)
+            st_loop_cancel(n->loop, &c->rio);
+        st_conn_check_drained(c);
+    }
+    st_net_maybe_done(n);
+}
+
+void st_net_close_all(st_net_t *n)
+{
+    for (st_conn_t *c = n->conns, *next; c; c = next) {
+        next = c->next;
+        if (c->reading)
+            st_loop_cancel(n->loop, &c->rio);
+        if (c->sending)
+            st_loop_cancel(n->loop, &c->wio);
+        st_conn_close(c);
+    }
+}
+
+void st_net_destroy(st_net_t *n)
+{
+    if (!n)
+        return;
+    ST_ASSERT(n->nconns == 0);
+    if (n->listen_fd >= 0)
+        close(n->listen_fd);
+    free(n);
+}
+
+size_t st_net_conn_count(const st_net_t *n)
+{
+    return n->nconns;
+}
+
+const st_net_stats_t *st_net_stats(const st_net_t *n)
+{
+    return &n->stats;
+}

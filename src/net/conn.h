@@ -1,0 +1,80 @@
+/*
+ * conn.h — a shard's Kafka listener and its connections.
+ *
+ * Each shard owns one listening socket (SO_REUSEPORT, so the kernel spreads connections)
+ * and every connection it accepts. Incoming bytes are cut into size-prefixed frames
+ * (int32 length, big-endian, then that many bytes); each complete frame goes to the
+ * handler with a sequence number. The handler answers with st_conn_respond(seq, out) in any
+ * order; responses leave the socket in sequence order, as Kafka requires.
+ *
+ * Limits: a frame longer than max_frame (socket.request.max.bytes) closes the connection;
+ * while the bytes of unanswered requests plus unsent responses exceed max_inflight, the
+ * connection stops reading, so one client cannot take the memory of all.
+ *
+ * Lifetime: a connection is freed once it is closed and nothing refers to it: no operation
+ * in flight and no unanswered request. Responding to a closed connection is allowed (the
+ * response is dropped). All functions run on the owning shard's thread.
+ */
+#ifndef ST_NET_CONN_H
+#define ST_NET_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "io/loop.h"
+#include "net/out.h"
+
+typedef struct st_conn st_conn_t;
+typedef struct st_net st_net_t;
+
+typedef struct st_net_handler {
+    /* A complete frame without its size prefix; the handler owns `frame` (free() it). */
+    void (*on_frame)(void *ctx, st_conn_t *c, uint64_t seq, uint8_t *frame, size_t len);
+    /* The connection closed; answers to its outstanding requests will be dropped. */
+    void (*on_close)(void *ctx, st_conn_t *c);
+    void *ctx;
+} st_net_handler_t;
+
+typedef struct st_net_limits {
+    size_t max_frame;    /* socket.request.max.bytes */
+    size_t max_inflight; /* unanswered request bytes + unsent response bytes per connection */
+} st_net_limits_t;
+
+typedef struct st_net_stats {
+    uint64_t accepted;
+    uint64_t closed;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    uint64_t frames_too_large;
+} st_net_stats_t;
+
+/* Opens a listening socket bound to host:port with SO_REUSEPORT (port 0: pick one). */
+int st_net_listen(const char *host, int port, int *fd_out, int *port_out);
+/* Fails with -EADDRINUSE when another socket (not ours) already listens on host:port. */
+int st_net_probe_port(const char *host, int port);
+
+int st_net_create(st_net_t **out, st_loop_t *loop, int listen_fd, const st_net_handler_t *h,
+                  const st_net_limits_t *lim);
+/* Stops accepting; closes each connection once it has no unanswered request and nothing left
+ * to send; calls done(arg) when no connection is left. */
+void st_net_shutdown(st_net_t *n, void (*done)(void *arg), void *arg);
+/* Closes every connection now (the end of a shutdown that waited long enough). */
+void st_net_close_all(st_net_t *n);
+/* Frees the listener; every connection must already be gone. */
+void st_net_destroy(st_net_t *n);
+size_t st_net_conn_count(const st_net_t *n);
+const st_net_stats_t *st_net_stats(const st_net_t *n);
+
+/* Answers request `seq`; out may be NULL for a request that gets no response (acks=0). */
+void st_conn_respond(st_conn_t *c, uint64_t seq, st_out_t *out);
+/* Closes now; unsent responses are dropped. */
+void st_conn_close(st_conn_t *c);
+int st_conn_is_closed(const st_conn_t *c);
+/* "ip:port" of the peer. */
+const char *st_conn_peer(const st_conn_t *c);
+/* Caller data slot (the Kafka layer keeps its per-connection state here). */
+void *st_conn_get_data(const st_conn_t *c);
+void st_conn_set_data(st_conn_t *c, void *data);
+uint64_t st_conn_id(const st_conn_t *c);
+
+#endif
