@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <ini.h>
 #include <stdlib.h>
 #include <string.h>
