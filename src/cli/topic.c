@@ -1,0 +1,477 @@
+/*
+ * topic.c — `strata topic create|list|describe|delete|add-partitions|alter-config`.
+ *
+ * Listing and describing use Metadata (and ListOffsets for the watermarks); the rest use the
+ * Admin API. librdkafka 2.0 has no IncrementalAlterConfigs, so alter-config reads the topic's
+ * current dynamic configs, applies --set/--delete and writes the whole set back with
+ * AlterConfigs (the read-modify-write Kafka's own tool did before KIP-339).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cmds.h"
+#include "cli/common.h"
+
+int st_cli_topic_create(int argc, char **argv)
+{
+    static const char usage[] = "topic create NAME... [-p PARTITIONS] [-r REPLICAS] [-c K=V]...";
+    int64_t partitions = 1, replicas = 1;
+    st_cli_strlist_t configs = {0}, pos = {0};
+    const st_cli_opt_t opts[] = {
+        {'p', "partitions", ST_CLI_OPT_INT, &partitions, "N", "partitions (default 1)"},
+        {'r', "replicas", ST_CLI_OPT_INT, &replicas, "N", "replication factor (default 1)"},
+        {'c', "config", ST_CLI_OPT_LIST, &configs, "K=V", "topic config (Kafka's names)"},
+        ST_CLI_OPT_END,
+    };
+    int rc = st_cli_parse(argc, argv, usage, "Creates topics.", opts, true, &pos, 1, 1000);
+    if (rc >= 0)
+        goto out;
+    if (partitions < 1 || partitions > 1000000 || replicas < 1 || replicas > 32767) {
+        rc = st_cli_usage_error(usage, "partitions and replicas must be positive");
+        goto out;
+    }
+    rc = ST_CLI_FAIL;
+    rd_kafka_t *rk = st_cli_admin_client();
+    if (!rk)
+        goto out;
+    rd_kafka_NewTopic_t **nt = calloc(pos.n, sizeof(*nt));
+    char err[512];
+    size_t made = 0;
+    for (; made < pos.n; made++) {
+        nt[made] = rd_kafka_NewTopic_new(pos.v[made], (int)partitions, (int)replicas, err,
+                                         sizeof(err));
+        if (!nt[made]) {
+            st_cli_errorf("cannot create topic %s: %s", pos.v[made], err);
+            goto destroy;
+        }
+        for (size_t c = 0; c < configs.n; c++) {
+            char *buf;
+            const char *k, *v;
+            if (st_cli_split_kv(configs.v[c], &buf, &k, &v) < 0) {
+                rd_kafka_NewTopic_destroy(nt[made]);
+                rc = st_cli_usage_error(usage, "-c wants key=value, not '%s'", configs.v[c]);
+                goto destroy;
+            }
+            rd_kafka_NewTopic_set_config(nt[made], k, v);
+            free(buf);
+        }
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_CreateTopics(rk, nt, made, o, q);
+    rd_kafka_event_t *ev = st_cli_admin_wait(q, RD_KAFKA_EVENT_CREATETOPICS_RESULT,
+                                             "cannot create topics");
+    if (ev) {
+        size_t n;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+        int failed = 0;
+        for (size_t i = 0; i < n; i++) {
+            rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+            if (e) {
+                char what[300];
+                snprintf(what, sizeof(what), "cannot create topic %s",
+                         rd_kafka_topic_result_name(res[i]));
+                st_cli_report(what, e, rd_kafka_topic_result_error_string(res[i]));
+                failed++;
+            } else {
+                printf("created topic %s (%" PRId64 " partitions, %" PRId64 " replicas)\n",
+                       rd_kafka_topic_result_name(res[i]), partitions, replicas);
+            }
+        }
+        rc = failed ? ST_CLI_FAIL : ST_CLI_OK;
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_queue_destroy(q);
+destroy:
+    rd_kafka_NewTopic_destroy_array(nt, made);
+    free(nt);
+    st_cli_client_destroy(rk);
+out:
+    st_cli_strlist_fini(&configs);
+    st_cli_strlist_fini(&pos);
+    return rc;
+}
+
+static int cmp_topic(const void *a, const void *b)
+{
+    return strcmp(((const rd_kafka_metadata_topic_t *)a)->topic,
+                  ((const rd_kafka_metadata_topic_t *)b)->topic);
+}
+
+int st_cli_topic_list(int argc, char **argv)
+{
+    static const char usage[] = "topic list [--internal]";
+    bool internal = false;
+    st_cli_strlist_t pos = {0};
+    const st_cli_opt_t opts[] = {
+        {'i', "internal", ST_CLI_OPT_FLAG, &internal, NULL,
+         "include internal topics (__consumer_offsets, ...)"},
+        ST_CLI_OPT_END,
+    };
+    int rc = st_cli_parse(argc, argv, usage, "Lists topics with their partition and replica "
+                                             "counts.",
+                          opts, true, &pos, 0, 0);
+    st_cli_strlist_fini(&pos);
+    if (rc >= 0)
+        return rc;
+    rd_kafka_t *rk = st_cli_admin_client();
+    if (!rk)
+        return ST_CLI_FAIL;
+    const rd_kafka_metadata_t *md = st_cli_metadata(rk, NULL);
+    if (!md) {
+        st_cli_client_destroy(rk);
+        return ST_CLI_FAIL;
+    }
+    rd_kafka_metadata_topic_t *sorted = malloc(sizeof(*sorted) * (size_t)(md->topic_cnt + 1));
+    memcpy(sorted, md->topics, sizeof(*sorted) * (size_t)md->topic_cnt);
+    qsort(sorted, (size_t)md->topic_cnt, sizeof(*sorted), cmp_topic);
+    printf("%-40s %10s %8s\n", "NAME", "PARTITIONS", "REPLICAS");
+    for (int i = 0; i < md->topic_cnt; i++) {
+        const rd_kafka_metadata_topic_t *t = &sorted[i];
+        if (!internal && !strncmp(t->topic, "__", 2))
+            continue;
+        printf("%-40s %10d %8d\n", t->topic, t->partition_cnt,
+               t->partition_cnt ? t->partitions[0].replica_cnt : 0);
+    }
+    free(sorted);
+    rd_kafka_metadata_destroy(md);
+    st_cli_client_destroy(rk);
+    return ST_CLI_OK;
+}
+
+static void print_ids(const int32_t *ids, int n)
+{
+    char buf[256];
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && o < sizeof(buf) - 12; i++)
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s%d", i ? "," : "", ids[i]);
+    printf(" %-12s", n ? buf : "-");
+}
+
+/* Describes the configs of a topic; returns the DescribeConfigs result event or NULL. */
+static rd_kafka_event_t *describe_configs(rd_kafka_t *rk, rd_kafka_queue_t *q,
+                                          const char *topic, bool quiet)
+{
+    rd_kafka_ConfigResource_t *cr = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
+    rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    rd_kafka_DescribeConfigs(rk, &cr, 1, o, q);
+    rd_kafka_event_t *ev = NULL;
+    if (quiet) {
+        /* Wait without printing: a missing config API is reported by the caller. */
+        for (int64_t w = 0; w < st_cli_common.timeout_ms + 5000 && !ev; w += 200) {
+            ev = rd_kafka_queue_poll(q, 200);
+            if (ev && rd_kafka_event_type(ev) != RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT) {
+                rd_kafka_event_destroy(ev);
+                ev = NULL;
+            }
+        }
+    } else {
+        ev = st_cli_admin_wait(q, RD_KAFKA_EVENT_DESCRIBECONFIGS_RESULT,
+                               "cannot read topic configs");
+    }
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_ConfigResource_destroy(cr);
+    return ev;
+}
+
+/* The single resource in a DescribeConfigs result, or NULL after printing its error. */
+static const rd_kafka_ConfigResource_t *config_resource(rd_kafka_event_t *ev, bool quiet)
+{
+    if (rd_kafka_event_error(ev)) {
+        if (!quiet)
+            st_cli_report("cannot read topic configs", rd_kafka_event_error(ev),
+                          rd_kafka_event_error_string(ev));
+        return NULL;
+    }
+    size_t n;
+    const rd_kafka_ConfigResource_t **res =
+        rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(ev), &n);
+    if (n != 1)
+        return NULL;
+    if (rd_kafka_ConfigResource_error(res[0])) {
+        if (!quiet)
+            st_cli_report("cannot read topic configs", rd_kafka_ConfigResource_error(res[0]),
+                          rd_kafka_ConfigResource_error_string(res[0]));
+        return NULL;
+    }
+    return res[0];
+}
+
+int st_cli_topic_describe(int argc, char **argv)
+{
+    static const char usage[] = "topic describe NAME";
+    st_cli_strlist_t pos = {0};
+    const st_cli_opt_t opts[] = {ST_CLI_OPT_END};
+    int rc = st_cli_parse(argc, argv, usage,
+                          "Prints a topic's partitions (leader, replicas, in-sync replicas, "
+                          "first and next\noffset) and its configs.",
+                          opts, true, &pos, 1, 1);
+    if (rc >= 0)
+        goto out;
+    rc = ST_CLI_FAIL;
+    const char *name = pos.v[0];
+    rd_kafka_t *rk = st_cli_admin_client();
+    if (!rk)
+        goto out;
+    const rd_kafka_metadata_t *md = st_cli_metadata(rk, NULL);
+    if (!md)
+        goto destroy;
+    const rd_kafka_metadata_topic_t *t = st_cli_md_topic(md, name);
+    if (!t || t->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) {
+        st_cli_errorf("no topic named '%s' — check the name with `strata topic list`", name);
+        goto md_free;
+    }
+    if (t->err) {
+        st_cli_report(name, t->err, NULL);
+        goto md_free;
+    }
+    printf("topic:       %s\npartitions:  %d\n\n", t->topic, t->partition_cnt);
+    printf("%-9s %-6s %-12s %-12s %12s %12s %12s\n", "PARTITION", "LEADER", "REPLICAS", "ISR",
+           "START", "END", "MESSAGES");
+    for (int p = 0; p < t->partition_cnt; p++) {
+        const rd_kafka_metadata_partition_t *pp = &t->partitions[p];
+        printf("%-9d %-6d", pp->id, pp->leader);
+        print_ids(pp->replicas, pp->replica_cnt);
+        print_ids(pp->isrs, pp->isr_cnt);
+        int64_t lo = -1, hi = -1;
+        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
+            rk, name, pp->id, &lo, &hi, (int)st_cli_common.timeout_ms);
+        if (e)
+            printf(" %12s %12s %12s  (%s)\n", "?", "?", "?", rd_kafka_err2str(e));
+        else
+            printf(" %12" PRId64 " %12" PRId64 " %12" PRId64 "\n", lo, hi, hi - lo);
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_event_t *ev = describe_configs(rk, q, name, true);
+    const rd_kafka_ConfigResource_t *res = ev ? config_resource(ev, true) : NULL;
+    if (!res) {
+        printf("\nconfigs: unavailable (the broker did not answer DescribeConfigs)\n");
+    } else {
+        size_t n;
+        const rd_kafka_ConfigEntry_t **ents = rd_kafka_ConfigResource_configs(res, &n);
+        printf("\n%-40s %-24s %s\n", "CONFIG", "VALUE", "SOURCE");
+        for (size_t i = 0; i < n; i++) {
+            const char *v = rd_kafka_ConfigEntry_value(ents[i]);
+            printf("%-40s %-24s %s\n", rd_kafka_ConfigEntry_name(ents[i]),
+                   rd_kafka_ConfigEntry_is_sensitive(ents[i]) ? "(sensitive)" : v ? v : "(null)",
+                   rd_kafka_ConfigSource_name(rd_kafka_ConfigEntry_source(ents[i])));
+        }
+    }
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rc = ST_CLI_OK;
+md_free:
+    rd_kafka_metadata_destroy(md);
+destroy:
+    st_cli_client_destroy(rk);
+out:
+    st_cli_strlist_fini(&pos);
+    return rc;
+}
+
+int st_cli_topic_delete(int argc, char **argv)
+{
+    static const char usage[] = "topic delete NAME...";
+    st_cli_strlist_t pos = {0};
+    const st_cli_opt_t opts[] = {ST_CLI_OPT_END};
+    int rc = st_cli_parse(argc, argv, usage, "Deletes topics and all their messages.", opts,
+                          true, &pos, 1, 1000);
+    if (rc >= 0)
+        goto out;
+    rc = ST_CLI_FAIL;
+    rd_kafka_t *rk = st_cli_admin_client();
+    if (!rk)
+        goto out;
+    rd_kafka_DeleteTopic_t **dt = calloc(pos.n, sizeof(*dt));
+    for (size_t i = 0; i < pos.n; i++)
+        dt[i] = rd_kafka_DeleteTopic_new(pos.v[i]);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_DELETETOPICS);
+    rd_kafka_DeleteTopics(rk, dt, pos.n, o, q);
+    rd_kafka_event_t *ev =
+        st_cli_admin_wait(q, RD_KAFKA_EVENT_DELETETOPICS_RESULT, "cannot delete topics");
+    if (ev) {
+        size_t n;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
+        int failed = 0;
+        for (size_t i = 0; i < n; i++) {
+            rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+            if (e) {
+                char what[300];
+                snprintf(what, sizeof(what), "cannot delete topic %s",
+                         rd_kafka_topic_result_name(res[i]));
+                st_cli_report(what, e, rd_kafka_topic_result_error_string(res[i]));
+                failed++;
+            } else {
+                printf("deleted topic %s\n", rd_kafka_topic_result_name(res[i]));
+            }
+        }
+        rc = failed ? ST_CLI_FAIL : ST_CLI_OK;
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_DeleteTopic_destroy_array(dt, pos.n);
+    free(dt);
+    st_cli_client_destroy(rk);
+out:
+    st_cli_strlist_fini(&pos);
+    return rc;
+}
+
+int st_cli_topic_add_partitions(int argc, char **argv)
+{
+    static const char usage[] = "topic add-partitions NAME -n TOTAL";
+    int64_t total = 0;
+    st_cli_strlist_t pos = {0};
+    const st_cli_opt_t opts[] = {
+        {'n', "total", ST_CLI_OPT_INT, &total, "TOTAL", "the partition count to grow to"},
+        ST_CLI_OPT_END,
+    };
+    int rc = st_cli_parse(argc, argv, usage,
+                          "Grows a topic to TOTAL partitions (partitions are never removed).",
+                          opts, true, &pos, 1, 1);
+    if (rc >= 0)
+        goto out;
+    if (total < 1 || total > 1000000) {
+        rc = st_cli_usage_error(usage, "-n TOTAL (the new partition count) is required");
+        goto out;
+    }
+    rc = ST_CLI_FAIL;
+    rd_kafka_t *rk = st_cli_admin_client();
+    if (!rk)
+        goto out;
+    char err[512];
+    rd_kafka_NewPartitions_t *np =
+        rd_kafka_NewPartitions_new(pos.v[0], (size_t)total, err, sizeof(err));
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_CREATEPARTITIONS);
+    rd_kafka_CreatePartitions(rk, &np, 1, o, q);
+    rd_kafka_event_t *ev = st_cli_admin_wait(q, RD_KAFKA_EVENT_CREATEPARTITIONS_RESULT,
+                                             "cannot add partitions");
+    if (ev) {
+        size_t n;
+        const rd_kafka_topic_result_t **res = rd_kafka_CreatePartitions_result_topics(
+            rd_kafka_event_CreatePartitions_result(ev), &n);
+        rc = ST_CLI_OK;
+        for (size_t i = 0; i < n; i++) {
+            rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+            if (e) {
+                char what[300];
+                snprintf(what, sizeof(what), "cannot add partitions to %s",
+                         rd_kafka_topic_result_name(res[i]));
+                st_cli_report(what, e, rd_kafka_topic_result_error_string(res[i]));
+                rc = ST_CLI_FAIL;
+            } else {
+                printf("topic %s now has %" PRId64 " partitions\n",
+                       rd_kafka_topic_result_name(res[i]), total);
+            }
+        }
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewPartitions_destroy(np);
+    st_cli_client_destroy(rk);
+out:
+    st_cli_strlist_fini(&pos);
+    return rc;
+}
+
+int st_cli_topic_alter_config(int argc, char **argv)
+{
+    static const char usage[] = "topic alter-config NAME [--set K=V]... [--delete K]...";
+    st_cli_strlist_t sets = {0}, dels = {0}, pos = {0};
+    const st_cli_opt_t opts[] = {
+        {'s', "set", ST_CLI_OPT_LIST, &sets, "K=V", "set a topic config"},
+        {'d', "delete", ST_CLI_OPT_LIST, &dels, "K", "return a config to its default"},
+        ST_CLI_OPT_END,
+    };
+    int rc = st_cli_parse(argc, argv, usage,
+                          "Changes a topic's configs; the others keep their values.", opts, true,
+                          &pos, 1, 1);
+    if (rc >= 0)
+        goto out;
+    if (!sets.n && !dels.n) {
+        rc = st_cli_usage_error(usage, "nothing to change: give --set K=V or --delete K");
+        goto out;
+    }
+    for (size_t i = 0; i < sets.n; i++)
+        if (!strchr(sets.v[i], '=') || sets.v[i][0] == '=') {
+            rc = st_cli_usage_error(usage, "--set wants key=value, not '%s'", sets.v[i]);
+            goto out;
+        }
+    rc = ST_CLI_FAIL;
+    const char *name = pos.v[0];
+    rd_kafka_t *rk = st_cli_admin_client();
+    if (!rk)
+        goto out;
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_event_t *ev = describe_configs(rk, q, name, false);
+    const rd_kafka_ConfigResource_t *cur = ev ? config_resource(ev, false) : NULL;
+    if (!cur)
+        goto free_q;
+    rd_kafka_ConfigResource_t *cr = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, name);
+    size_t n;
+    const rd_kafka_ConfigEntry_t **ents = rd_kafka_ConfigResource_configs(cur, &n);
+    /* Keep the topic's own (dynamic) settings that this call does not touch. */
+    for (size_t i = 0; i < n; i++) {
+        const char *k = rd_kafka_ConfigEntry_name(ents[i]);
+        if (rd_kafka_ConfigEntry_source(ents[i]) != RD_KAFKA_CONFIG_SOURCE_DYNAMIC_TOPIC_CONFIG)
+            continue;
+        bool touched = false;
+        for (size_t d = 0; d < dels.n; d++)
+            touched |= !strcmp(dels.v[d], k);
+        for (size_t s = 0; s < sets.n; s++)
+            touched |= !strncmp(sets.v[s], k, strlen(k)) && sets.v[s][strlen(k)] == '=';
+        if (!touched)
+            rd_kafka_ConfigResource_set_config(cr, k, rd_kafka_ConfigEntry_value(ents[i]));
+    }
+    for (size_t s = 0; s < sets.n; s++) {
+        char *buf;
+        const char *k, *v;
+        st_cli_split_kv(sets.v[s], &buf, &k, &v);
+        rd_kafka_ConfigResource_set_config(cr, k, v);
+        free(buf);
+    }
+    rd_kafka_event_destroy(ev);
+    ev = NULL;
+    rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_ALTERCONFIGS);
+    rd_kafka_AlterConfigs(rk, &cr, 1, o, q);
+    rd_kafka_event_t *aev =
+        st_cli_admin_wait(q, RD_KAFKA_EVENT_ALTERCONFIGS_RESULT, "cannot change topic configs");
+    if (aev) {
+        const rd_kafka_ConfigResource_t **res = rd_kafka_AlterConfigs_result_resources(
+            rd_kafka_event_AlterConfigs_result(aev), &n);
+        if (n == 1 && rd_kafka_ConfigResource_error(res[0])) {
+            st_cli_report("cannot change topic configs", rd_kafka_ConfigResource_error(res[0]),
+                          rd_kafka_ConfigResource_error_string(res[0]));
+        } else {
+            for (size_t s = 0; s < sets.n; s++)
+                printf("set %s on %s\n", sets.v[s], name);
+            for (size_t d = 0; d < dels.n; d++)
+                printf("deleted %s on %s (back to default)\n", dels.v[d], name);
+            rc = ST_CLI_OK;
+        }
+        rd_kafka_event_destroy(aev);
+    }
+    rd_kafka_AdminOptions_destroy(o);
+    rd_kafka_ConfigResource_destroy(cr);
+free_q:
+    if (ev)
+        rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    st_cli_client_destroy(rk);
+out:
+    st_cli_strlist_fini(&sets);
+    st_cli_strlist_fini(&dels);
+    st_cli_strlist_fini(&pos);
+    return rc;
+}
