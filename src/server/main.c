@@ -1,8 +1,160 @@
-/* main.c — strata-server entry point (placeholder until the server core lands). */
+/*
+ * main.c — strata-server: parse the command line and configuration, start the shards, wait
+ * for SIGINT/SIGTERM, shut down cleanly.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-int main(void)
+#include "base/err.h"
+#include "base/log.h"
+#include "cluster/config.h"
+#include "kafka/broker.h"
+
+static void usage(FILE *f)
 {
-    fprintf(stderr, "strata-server: not yet\n");
-    return 1;
+    fprintf(f,
+            "usage: strata-server [-c FILE] [--set key=value ...] [--smp N]\n"
+            "\n"
+            "Starts a Strata broker: the Kafka protocol on `listeners`, data under `log.dirs`.\n"
+            "\n"
+            "options:\n"
+            "  -c, --config FILE   read settings from a properties file (key=value lines)\n"
+            "  -s, --set K=V       set one setting (after the file; may repeat)\n"
+            "  --smp N             number of shards (threads, one per core); default: the\n"
+            "                      number of cores this process may run on\n"
+            "  -h, --help          this help\n"
+            "  -V, --version       print the version\n"
+            "\n"
+            "settings (Kafka's names where Kafka has the setting):\n");
+    st_config_print_keys(f);
+}
+
+static int default_smp(void)
+{
+    cpu_set_t s;
+    if (sched_getaffinity(0, sizeof s, &s) == 0 && CPU_COUNT(&s) > 0)
+        return CPU_COUNT(&s);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
+        {"smp", required_argument, NULL, 'n'},    {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
+    };
+    st_config_t cfg;
+    char err[512];
+    if (st_config_init(&cfg)) {
+        fprintf(stderr, "strata-server: cannot initialise configuration\n");
+        return 1;
+    }
+    const char *config_file = NULL;
+    char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    int nsets = 0, smp = 0, opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "c:s:hV", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            config_file = optarg;
+            break;
+        case 's':
+            sets[nsets++] = optarg;
+            break;
+        case 'n': {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 256) {
+                fprintf(stderr, "strata-server: bad --smp '%s' (expected 1..256)\n", optarg);
+                return 2;
+            }
+            smp = (int)v;
+            break;
+        }
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("strata-server %s\n", STRATA_VERSION);
+            return 0;
+        default:
+            fprintf(stderr, "strata-server: unknown option '%s' (see --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "strata-server: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return 2;
+    }
+    if (config_file && st_config_load(&cfg, config_file, err, sizeof err)) {
+        fprintf(stderr, "strata-server: %s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < nsets; i++) {
+        char *eq = strchr(sets[i], '=');
+        if (!eq) {
+            fprintf(stderr, "strata-server: bad --set '%s' (expected key=value)\n", sets[i]);
+            return 2;
+        }
+        *eq = 0;
+        if (st_config_set(&cfg, sets[i], eq + 1, err, sizeof err)) {
+            fprintf(stderr, "strata-server: %s\n", err);
+            return 1;
+        }
+    }
+    free(sets);
+    if (st_config_finish(&cfg, err, sizeof err)) {
+        fprintf(stderr, "strata-server: %s\n", err);
+        return 1;
+    }
+    st_log_level_t lvl;
+    st_log_parse_level(cfg.log_level, &lvl);
+    st_log_set_level(lvl);
+    if (smp == 0)
+        smp = default_smp();
+
+    /* Block the signals in every thread; the main thread takes them with sigwait. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    st_broker_t *b;
+    int rc = st_broker_create(&b, &cfg, smp, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "strata-server: %s\n", err);
+        return 1;
+    }
+    rc = st_broker_start(b);
+    if (rc) {
+        fprintf(stderr, "strata-server: a shard failed to start (see the log above)\n");
+        st_broker_stop(b);
+        st_broker_join(b);
+        st_broker_destroy(b);
+        return 1;
+    }
+    ST_INFO("strata-server %s ready: kafka on %s:%d (advertised %s:%d), %d shard(s), data in %s, "
+            "cluster %s, node %lld",
+            STRATA_VERSION, cfg.listen_host, b->listen_port, cfg.advertised_host,
+            cfg.advertised_port ? cfg.advertised_port : b->listen_port, smp, cfg.log_dirs,
+            b->cluster_id, (long long)cfg.node_id);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    ST_INFO("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    st_broker_stop(b);
+    st_broker_join(b);
+    st_broker_destroy(b);
+    st_config_fini(&cfg);
+    ST_INFO("stopped cleanly");
+    return 0;
 }

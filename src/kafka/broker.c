@@ -1,0 +1,469 @@
+/*
+ * broker.c — broker start-up and shutdown, shard threads, and request dispatch.
+ *
+ * Shutdown (SIGTERM/SIGINT):
+ *   main: st_broker_stop() sets `stopping` and wakes every loop
+ *   shard, before sleeping: sees `stopping` -> stops accepting, lets each connection finish
+ *   its in-flight requests (net/ closes it once answered and sent), arms a timer of
+ *   shutdown.timeout.ms that closes whatever is left -> when no connection remains, the loop
+ *   stops and the thread exits -> main joins every shard and exits 0.
+ */
+#include "kafka/broker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/assert.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "proto/kerr.h"
+#include "proto/kreader.h"
+
+static pthread_mutex_t st_start_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t st_start_cv = PTHREAD_COND_INITIALIZER;
+
+/* ---- cluster identity: <log.dirs>/meta.properties, as Kafka writes it ---- */
+
+static void st_new_cluster_id(char *out, size_t n)
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    uint8_t raw[16];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+        for (size_t i = 0; i < sizeof raw; i++)
+            raw[i] = (uint8_t)(st_mono_ns() >> (i % 8));
+    size_t k = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < sizeof raw && k + 1 < n; i++) {
+        acc = acc << 8 | raw[i];
+        bits += 8;
+        while (bits >= 6 && k + 1 < n) {
+            out[k++] = b64[(acc >> (bits - 6)) & 63];
+            bits -= 6;
+        }
+    }
+    if (bits > 0 && k + 1 < n)
+        out[k++] = b64[(acc << (6 - bits)) & 63];
+    out[k] = 0;
+}
+
+static int st_mkdirs(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static int st_load_identity(st_broker_t *b, char *err, size_t errlen)
+{
+    const st_config_t *c = b->cfg;
+    int rc = st_mkdirs(c->log_dirs);
+    if (rc) {
+        snprintf(err, errlen, "cannot create log.dirs %s: %s", c->log_dirs, strerror(-rc));
+        return rc;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/meta.properties", c->log_dirs);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char line[512];
+        int64_t node = -1;
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\r\n")] = 0;
+            if (strncmp(line, "cluster.id=", 11) == 0)
+                snprintf(b->cluster_id, sizeof b->cluster_id, "%s", line + 11);
+            else if (strncmp(line, "node.id=", 8) == 0)
+                node = strtoll(line + 8, NULL, 10);
+        }
+        fclose(f);
+        if (!b->cluster_id[0]) {
+            snprintf(err, errlen, "%s has no cluster.id", path);
+            return ST_E_CONFIG;
+        }
+        if (node >= 0 && node != c->node_id) {
+            snprintf(err, errlen, "%s belongs to node.id=%lld, but node.id=%lld is configured",
+                     path, (long long)node, (long long)c->node_id);
+            return ST_E_CONFIG;
+        }
+        return 0;
+    }
+    st_new_cluster_id(b->cluster_id, 23);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        return -errno;
+    }
+    fprintf(f, "#\n#Written by strata-server\nversion=1\ncluster.id=%s\nnode.id=%lld\n",
+            b->cluster_id, (long long)c->node_id);
+    if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -errno;
+    }
+    ST_INFO("new cluster id %s", b->cluster_id);
+    return 0;
+}
+
+/* ---- creation ---- */
+
+int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, char *err,
+                     size_t errlen)
+{
+    st_broker_t *b = calloc(1, sizeof *b);
+    if (!b)
+        return -ENOMEM;
+    b->cfg = cfg;
+    b->nshards = nshards;
+    int rc = st_load_identity(b, err, errlen);
+    if (rc)
+        goto fail;
+    rc = st_net_probe_port(cfg->listen_host, cfg->listen_port);
+    if (rc) {
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port,
+                 strerror(-rc));
+        goto fail;
+    }
+    b->listen_fds = calloc((size_t)nshards, sizeof *b->listen_fds);
+    b->shards = calloc((size_t)nshards, sizeof *b->shards);
+    if (!b->listen_fds || !b->shards) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (int i = 0; i < nshards; i++)
+        b->listen_fds[i] = -1;
+    int port = cfg->listen_port;
+    for (int i = 0; i < nshards; i++) {
+        rc = st_net_listen(cfg->listen_host, port, &b->listen_fds[i], &port);
+        if (rc) {
+            snprintf(err, errlen, "cannot listen on %s:%d: %s", cfg->listen_host, port,
+                     strerror(-rc));
+            goto fail;
+        }
+    }
+    b->listen_port = port;
+    rc = st_mesh_create(&b->mesh, nshards, 4096);
+    if (rc) {
+        snprintf(err, errlen, "cannot create the shard mesh: %s", st_strerror(rc));
+        goto fail;
+    }
+    for (int i = 0; i < nshards; i++) {
+        b->shards[i] = calloc(1, sizeof *b->shards[i]);
+        if (!b->shards[i]) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        b->shards[i]->b = b;
+        b->shards[i]->id = i;
+    }
+    *out = b;
+    return 0;
+fail:
+    st_broker_destroy(b);
+    return rc ? rc : ST_E_CONFIG;
+}
+
+void st_broker_destroy(st_broker_t *b)
+{
+    if (!b)
+        return;
+    if (b->listen_fds)
+        for (int i = 0; i < b->nshards; i++)
+            if (b->listen_fds[i] >= 0)
+                close(b->listen_fds[i]);
+    if (b->shards)
+        for (int i = 0; i < b->nshards; i++)
+            free(b->shards[i]);
+    st_mesh_destroy(b->mesh);
+    free(b->listen_fds);
+    free(b->shards);
+    free(b);
+}
+
+/* ---- dispatch ---- */
+
+static void st_kreq_free(st_kreq_t *r)
+{
+    st_arena_fini(&r->arena);
+    free(r->frame);
+    free(r);
+}
+
+st_out_t *st_kreq_begin(st_kreq_t *r, st_kwriter_t *w)
+{
+    st_out_t *o = st_out_new();
+    if (!o)
+        return NULL;
+    st_kwriter_init(w, &o->mem);
+    st_buf_put_be32(&o->mem, 0); /* size, patched in st_kreq_finish */
+    st_kp_resp_header_t h = {.correlation_id = r->hdr.correlation_id};
+    st_kp_resp_header_encode(w, st_kp_resp_header_version(r->api_key, r->api_version), &h);
+    return o;
+}
+
+static void st_kreq_account(st_kreq_t *r)
+{
+    st_kshard_stats_t *s = &r->shard->stats;
+    int k = r->api_key >= 0 && r->api_key < 128 ? r->api_key : 127;
+    atomic_fetch_add_explicit(&s->requests[k], 1, memory_order_relaxed);
+    if (r->error_code)
+        atomic_fetch_add_explicit(&s->request_errors[k], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->request_ns[k], (uint64_t)(st_mono_ns() - r->start_ns),
+                              memory_order_relaxed);
+}
+
+void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc)
+{
+    st_kreq_account(r);
+    if (rc || !o || o->mem.oom) {
+        ST_ERROR("cannot encode response to api %d v%d: %s", r->api_key, r->api_version,
+                 st_strerror(rc ? rc : -ENOMEM));
+        st_out_free(o);
+        st_conn_respond(r->conn, r->seq, NULL);
+        st_conn_close(r->conn);
+        st_kreq_free(r);
+        return;
+    }
+    o->total = st_out_size(o);
+    st_put_be32(o->mem.data, (uint32_t)(o->total - 4));
+    st_conn_respond(r->conn, r->seq, o);
+    st_kreq_free(r);
+}
+
+void st_kreq_finish_silent(st_kreq_t *r)
+{
+    st_kreq_account(r);
+    st_conn_respond(r->conn, r->seq, NULL);
+    st_kreq_free(r);
+}
+
+void st_kreq_fail(st_kreq_t *r, const char *why)
+{
+    ST_WARN("closing connection from %s: %s (api %d v%d, client %.*s)", st_conn_peer(r->conn),
+            why, r->api_key, r->api_version, r->hdr.client_id.len > 0 ? r->hdr.client_id.len : 0,
+            r->hdr.client_id.len > 0 ? r->hdr.client_id.ptr : "");
+    r->error_code = -1;
+    st_kreq_account(r);
+    st_conn_respond(r->conn, r->seq, NULL);
+    st_conn_close(r->conn);
+    st_kreq_free(r);
+}
+
+const st_khandler_t *st_khandler_find(int16_t api_key)
+{
+    for (int i = 0; i < st_nkhandlers; i++)
+        if (st_khandlers[i].api_key == api_key)
+            return &st_khandlers[i];
+    return NULL;
+}
+
+static void st_kshard_on_frame(void *ctx, st_conn_t *c, uint64_t seq, uint8_t *frame, size_t len)
+{
+    st_kshard_t *s = ctx;
+    st_kreq_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        free(frame);
+        st_conn_respond(c, seq, NULL);
+        st_conn_close(c);
+        return;
+    }
+    r->shard = s;
+    r->conn = c;
+    r->seq = seq;
+    r->frame = frame;
+    r->frame_len = len;
+    r->start_ns = st_mono_ns();
+    st_arena_init(&r->arena, 8192);
+    if (len < 8) {
+        r->api_key = -1;
+        st_kreq_fail(r, "request shorter than its header");
+        return;
+    }
+    r->api_key = (int16_t)st_be16(frame);
+    r->api_version = (int16_t)st_be16(frame + 2);
+    r->hdr.correlation_id = (int32_t)st_be32(frame + 4);
+    const st_khandler_t *h = st_khandler_find(r->api_key);
+    if (!h) {
+        st_kreq_fail(r, "unsupported api key");
+        return;
+    }
+    bool supported = r->api_version >= h->min_version && r->api_version <= h->max_version;
+    if (!supported && r->api_key != ST_KP_API_API_VERSIONS) {
+        st_kreq_fail(r, "unsupported api version");
+        return;
+    }
+    /* An ApiVersions request of a version we do not know is answered in the v0 layout (the
+     * client cannot know our header format yet), so it may not even parse: skip the rest. */
+    if (supported) {
+        int hv = st_kp_req_header_version(r->api_key, r->api_version);
+        st_kreader_init(&r->body, frame, len, &r->arena);
+        int rc = st_kp_req_header_decode(&r->body, hv, &r->hdr);
+        if (rc) {
+            st_kreq_fail(r, "malformed request header");
+            return;
+        }
+    } else {
+        st_kreader_init(&r->body, frame + len, 0, &r->arena);
+    }
+    h->fn(r);
+}
+
+/* ---- shard threads ---- */
+
+static void st_kshard_on_close(void *ctx, st_conn_t *c)
+{
+    (void)ctx;
+    (void)c;
+}
+
+static void st_kshard_drained(void *arg)
+{
+    st_kshard_t *s = arg;
+    s->shutdown_state = 2;
+    st_loop_timer_stop(s->loop, &s->shutdown_timer);
+    st_loop_stop(s->loop);
+}
+
+static void st_kshard_shutdown_timeout(st_timer_t *t)
+{
+    st_kshard_t *s = t->data;
+    ST_WARN("shutdown: %zu connection(s) still busy after %lld ms; closing them",
+            st_net_conn_count(s->net), (long long)s->b->cfg->shutdown_timeout_ms);
+    st_net_close_all(s->net);
+}
+
+static void st_kshard_before_sleep(void *arg)
+{
+    st_kshard_t *s = arg;
+    if (s->shutdown_state != 0 || !atomic_load_explicit(&s->b->stopping, memory_order_acquire))
+        return;
+    s->shutdown_state = 1;
+    ST_DEBUG("shutting down: %zu connection(s) open", st_net_conn_count(s->net));
+    st_timer_init(&s->shutdown_timer, st_kshard_shutdown_timeout, s);
+    st_loop_timer_start(s->loop, &s->shutdown_timer, s->b->cfg->shutdown_timeout_ms);
+    st_net_shutdown(s->net, st_kshard_drained, s);
+}
+
+static void st_pin(int shard)
+{
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        return;
+    int n = CPU_COUNT(&allowed);
+    if (n <= 0)
+        return;
+    int want = shard % n, k = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed))
+            continue;
+        if (k++ == want) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
+
+static void st_start_signal(st_broker_t *b, bool ok)
+{
+    pthread_mutex_lock(&st_start_mu);
+    if (ok)
+        atomic_fetch_add(&b->started, 1);
+    else
+        atomic_fetch_add(&b->failed, 1);
+    pthread_cond_broadcast(&st_start_cv);
+    pthread_mutex_unlock(&st_start_mu);
+}
+
+static void *st_kshard_main(void *arg)
+{
+    st_kshard_t *s = arg;
+    st_broker_t *b = s->b;
+    st_log_set_shard(s->id);
+    st_pin(s->id);
+    int rc = st_loop_create(&s->loop, 4096);
+    if (rc) {
+        ST_ERROR("cannot create the event loop (io_uring): %s", st_strerror(rc));
+        st_start_signal(b, false);
+        return NULL;
+    }
+    st_mesh_attach(b->mesh, s->id, s->loop);
+    st_loop_add_before_sleep(s->loop, st_kshard_before_sleep, s);
+    st_md_t *md = st_md_new(b->cluster_id, (int32_t)b->cfg->node_id);
+    if (!md || st_md_add_broker(md, (int32_t)b->cfg->node_id, b->cfg->advertised_host,
+                                b->cfg->advertised_port ? b->cfg->advertised_port
+                                                        : b->listen_port)) {
+        st_start_signal(b, false);
+        return NULL;
+    }
+    s->md = md;
+    st_net_handler_t h = {st_kshard_on_frame, st_kshard_on_close, s};
+    st_net_limits_t lim = {(size_t)b->cfg->socket_request_max_bytes,
+                           (size_t)b->cfg->connection_max_inflight_bytes};
+    rc = st_net_create(&s->net, s->loop, b->listen_fds[s->id], &h, &lim);
+    if (rc) {
+        ST_ERROR("cannot start the listener: %s", st_strerror(rc));
+        st_start_signal(b, false);
+        return NULL;
+    }
+    b->listen_fds[s->id] = -1; /* the net owns it now */
+    st_start_signal(b, true);
+    rc = st_loop_run(s->loop);
+    if (rc)
+        ST_ERROR("event loop failed: %s", st_strerror(rc));
+    st_net_destroy(s->net);
+    s->net = NULL;
+    st_md_unref(s->md);
+    s->md = NULL;
+    st_loop_destroy(s->loop);
+    s->loop = NULL;
+    return NULL;
+}
+
+int st_broker_start(st_broker_t *b)
+{
+    for (int i = 0; i < b->nshards; i++) {
+        int rc = pthread_create(&b->shards[i]->thread, NULL, st_kshard_main, b->shards[i]);
+        if (rc)
+            return -rc;
+    }
+    pthread_mutex_lock(&st_start_mu);
+    while (atomic_load(&b->started) + atomic_load(&b->failed) < b->nshards)
+        pthread_cond_wait(&st_start_cv, &st_start_mu);
+    pthread_mutex_unlock(&st_start_mu);
+    return atomic_load(&b->failed) ? ST_E_CONFIG : 0;
+}
+
+void st_broker_stop(st_broker_t *b)
+{
+    atomic_store_explicit(&b->stopping, 1, memory_order_release);
+    for (int i = 0; i < b->nshards; i++)
+        if (b->shards[i]->loop)
+            st_loop_wake(b->shards[i]->loop);
+}
+
+void st_broker_join(st_broker_t *b)
+{
+    for (int i = 0; i < b->nshards; i++)
+        pthread_join(b->shards[i]->thread, NULL);
+}

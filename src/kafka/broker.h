@@ -1,0 +1,128 @@
+/*
+ * broker.h — the Kafka broker: shards, their connections, and request dispatch.
+ *
+ * One st_broker_t per process holds what every shard reads (configuration, the cross-shard
+ * mesh, the listening sockets). One st_kshard_t per shard thread holds what that shard owns:
+ * its loop, its connections, its partitions, its view of the metadata snapshot.
+ *
+ * A request's life:  frame arrives (net/) -> st_kreq_t created with an arena -> header decoded
+ * -> handler by api_key -> handler answers, now or later, with st_kreq_finish() -> response
+ * encoded (size, header, body) -> connection sends it in request order -> arena freed.
+ *
+ * Threads: st_broker_* on the main thread; everything taking an st_kshard_t or st_kreq_t on
+ * that shard's thread.
+ */
+#ifndef ST_KAFKA_BROKER_H
+#define ST_KAFKA_BROKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "cluster/config.h"
+#include "cluster/metadata.h"
+#include "io/loop.h"
+#include "io/mesh.h"
+#include "net/conn.h"
+#include "net/out.h"
+#include "proto/kafka_gen.h"
+#include "proto/kheader.h"
+#include "proto/kwriter.h"
+
+typedef struct st_broker st_broker_t;
+typedef struct st_kshard st_kshard_t;
+typedef struct st_kreq st_kreq_t;
+
+/* Per-shard counters, written by the shard, read by the admin thread without locks. */
+typedef struct st_kshard_stats {
+    _Atomic uint64_t requests[128];
+    _Atomic uint64_t request_errors[128];
+    _Atomic uint64_t request_ns[128];
+} st_kshard_stats_t;
+
+struct st_kshard {
+    st_broker_t *b;
+    int id;
+    pthread_t thread;
+    st_loop_t *loop;
+    st_net_t *net;
+    st_md_t *md; /* this shard's current snapshot */
+    st_timer_t shutdown_timer;
+    int shutdown_state; /* 0 running, 1 draining, 2 done */
+    st_kshard_stats_t stats;
+};
+
+struct st_broker {
+    const st_config_t *cfg;
+    int nshards;
+    st_mesh_t *mesh;
+    st_kshard_t **shards;
+    int *listen_fds;
+    int listen_port; /* actual port (when configured as 0) */
+    char cluster_id[64];
+    _Atomic int stopping;
+    _Atomic int started;
+    _Atomic int failed;
+};
+
+struct st_kreq {
+    st_kshard_t *shard;
+    st_conn_t *conn;
+    uint64_t seq;
+    uint8_t *frame;
+    size_t frame_len;
+    st_arena_t arena;
+    st_kp_req_header_t hdr;
+    int16_t api_key;
+    int16_t api_version;
+    st_kreader_t body; /* the bytes after the header */
+    int64_t start_ns;
+    int16_t error_code; /* top-level error, for metrics */
+};
+
+/* Creates the broker: reads or creates meta.properties under log.dirs (cluster id), binds
+ * one listening socket per shard. Returns 0, or an error with one line in err. */
+int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, char *err,
+                     size_t errlen);
+/* Starts the shard threads and waits until every shard serves (or one failed). */
+int st_broker_start(st_broker_t *b);
+/* Any thread (signal handling): asks every shard to shut down cleanly. */
+void st_broker_stop(st_broker_t *b);
+/* Waits for the shard threads to exit. */
+void st_broker_join(st_broker_t *b);
+void st_broker_destroy(st_broker_t *b);
+
+/* Encodes the response header and body, hands the frame to the connection, frees the
+ * request. `enc` is a generated encoder; resp its matching response struct. */
+#define ST_KREQ_RESPOND(req, api, resp)                                                            \
+    do {                                                                                           \
+        st_kwriter_t w_;                                                                           \
+        st_out_t *o_ = st_kreq_begin((req), &w_);                                                  \
+        int rc_ = o_ ? st_kp_##api##_resp_encode(&w_, (req)->api_version, (resp)) : -12;           \
+        st_kreq_finish((req), o_, rc_);                                                            \
+    } while (0)
+
+st_out_t *st_kreq_begin(st_kreq_t *r, st_kwriter_t *w);
+void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc);
+/* Finishes a request that gets no response (Produce with acks=0). */
+void st_kreq_finish_silent(st_kreq_t *r);
+/* Closes the connection and frees the request (unknown api, malformed request). */
+void st_kreq_fail(st_kreq_t *r, const char *why);
+
+/* Handler signature and the table. */
+typedef void (*st_khandler_fn)(st_kreq_t *r);
+typedef struct st_khandler {
+    int16_t api_key;
+    int16_t min_version, max_version;
+    st_khandler_fn fn;
+} st_khandler_t;
+extern const st_khandler_t st_khandlers[];
+extern const int st_nkhandlers;
+const st_khandler_t *st_khandler_find(int16_t api_key);
+
+/* Handlers (one file each). */
+void st_kh_api_versions(st_kreq_t *r);
+void st_kh_metadata(st_kreq_t *r);
+
+#endif
