@@ -31,8 +31,9 @@ typedef struct st_kreader {
 
 static inline void st_kreader_init(st_kreader_t *r, const void *data, size_t len, st_arena_t *arena)
 {
-    r->p = data;
-    r->end = r->p + len;
+    static const uint8_t empty[1];
+    r->p = data ? (const uint8_t *)data : empty; /* NULL data of length 0 is an empty frame */
+    r->end = r->p + (data ? len : 0);
     r->arena = arena;
 }
 
