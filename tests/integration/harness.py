@@ -361,8 +361,9 @@ def need_server_binary():
 
 def run_cmd(cmd, timeout=30, **kw):
     """Run a command, return CompletedProcess with text stdout/stderr."""
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=timeout, **kw)
+    if "input" not in kw:
+        kw["stdin"] = subprocess.DEVNULL
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
 class _CountingResult(unittest.TextTestResult):
