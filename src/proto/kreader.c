@@ -137,6 +137,8 @@ static int read_len(st_kreader_t *r, bool compact, bool wide, bool nullable, int
     }
     if (*len < -1 || (*len == -1 && !nullable))
         return ST_E_MALFORMED;
+    if (!wide && *len > INT16_MAX) /* strings are limited to 32767 bytes in either form */
+        return ST_E_MALFORMED;
     return 0;
 }
 
@@ -221,5 +223,6 @@ void *st_kreader_alloc(st_kreader_t *r, size_t n, size_t sz)
 {
     if (sz && n > SIZE_MAX / sz)
         return NULL;
-    return st_arena_zalloc(r->arena, n * sz ? n * sz : 1);
+    size_t bytes = n * sz;
+    return st_arena_zalloc(r->arena, bytes > 0 ? bytes : 1);
 }

@@ -76,12 +76,12 @@ static int write_len(st_kwriter_t *w, bool compact, bool wide, bool nullable, in
 {
     if (len < -1 || (len == -1 && !nullable))
         return ST_E_INVALID;
+    if (!wide && len > INT16_MAX) /* strings are limited to 32767 bytes in either form */
+        return ST_E_INVALID;
     if (compact)
         st_kwriter_uvarint(w, (uint32_t)len + 1);
     else if (wide)
         st_kwriter_i32(w, len);
-    else if (len > INT16_MAX)
-        return ST_E_INVALID;
     else
         st_kwriter_i16(w, (int16_t)len);
     return 0;

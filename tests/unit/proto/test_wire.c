@@ -421,6 +421,16 @@ static void test_lying_lengths(void **state)
     static const uint8_t nullstr[] = {0x00, 0x01, 0x00};
     st_kreader_init(&r, nullstr, sizeof nullstr, &arena);
     assert_int_equal(st_kp_api_versions_req_decode(&r, 3, &av), ST_E_MALFORMED);
+
+    /* Strings are limited to 32767 bytes in compact form too: 0xc1 0xb8 0x02 is 40001. */
+    uint8_t *big = calloc(1, 40010);
+    assert_non_null(big);
+    big[0] = 0xc1;
+    big[1] = 0xb8;
+    big[2] = 0x02;
+    st_kreader_init(&r, big, 40010, &arena);
+    assert_int_equal(st_kp_api_versions_req_decode(&r, 3, &av), ST_E_MALFORMED);
+    free(big);
 }
 
 /* Values the protocol cannot carry are refused on encode. */
@@ -447,6 +457,13 @@ static void test_encode_rejects_invalid(void **state)
     assert_int_equal(st_kp_metadata_req_encode(&w, 9, &m), ST_E_INVALID); /* null name < v10 */
     st_buf_clear(&b);
     assert_int_equal(st_kp_metadata_req_encode(&w, 10, &m), 0);
+
+    char *big = calloc(1, 40000);
+    assert_non_null(big);
+    t.name = (st_kstr_t){big, 40000};
+    assert_int_equal(st_kp_metadata_req_encode(&w, 12, &m), ST_E_INVALID);
+    assert_int_equal(st_kp_metadata_req_encode(&w, 1, &m), ST_E_INVALID);
+    free(big);
     st_buf_fini(&b);
 }
 
