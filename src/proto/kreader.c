@@ -178,8 +178,7 @@ int st_kreader_records(st_kreader_t *r, bool compact, bool nullable, st_krecords
     return read_span(r, compact, true, nullable, &out->ptr, &out->len);
 }
 
-int st_kreader_count(st_kreader_t *r, bool compact, bool nullable, size_t min_elem,
-                     int32_t *count)
+int st_kreader_count(st_kreader_t *r, bool compact, bool nullable, size_t min_elem, int32_t *count)
 {
     int rc = read_len(r, compact, true, nullable, count);
     if (rc < 0)

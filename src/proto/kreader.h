@@ -68,8 +68,7 @@ int st_kreader_records(st_kreader_t *r, bool compact, bool nullable, st_krecords
  * ST_E_TRUNCATED when count * min_elem exceeds the bytes left, so a lying count can never cause
  * an allocation larger than a small multiple of the input. min_elem must be at least 1.
  */
-int st_kreader_count(st_kreader_t *r, bool compact, bool nullable, size_t min_elem,
-                     int32_t *count);
+int st_kreader_count(st_kreader_t *r, bool compact, bool nullable, size_t min_elem, int32_t *count);
 
 /* Reads one tagged field's header: its tag and size; sets *field to a reader over exactly its
  * bytes (same arena) and advances r past them. */

@@ -37,8 +37,8 @@ typedef struct {
     void *ext;   /* opaque handle for st_kwriter_t.put_ext, or NULL */
 } st_krecords_t;
 
-#define ST_KSTR_NULL ((st_kstr_t){NULL, -1})
-#define ST_KSTR_EMPTY ((st_kstr_t){"", 0})
+#define ST_KSTR_NULL   ((st_kstr_t){NULL, -1})
+#define ST_KSTR_EMPTY  ((st_kstr_t){"", 0})
 #define ST_KBYTES_NULL ((st_kbytes_t){NULL, -1})
 
 /* A string from a C string literal or NUL-terminated buffer (NULL gives the null string). */

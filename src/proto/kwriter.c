@@ -123,8 +123,7 @@ int st_kwriter_records(st_kwriter_t *w, bool compact, bool nullable, const st_kr
     return rc;
 }
 
-int st_kwriter_count(st_kwriter_t *w, bool compact, bool nullable, int32_t count,
-                     const void *elems)
+int st_kwriter_count(st_kwriter_t *w, bool compact, bool nullable, int32_t count, const void *elems)
 {
     if (count > 0 && !elems)
         return ST_E_INVALID;

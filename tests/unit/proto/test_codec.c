@@ -32,13 +32,12 @@ typedef struct {
 
 static const side_t sides[2] = {
     {st_kp_req_fill_any, st_kp_req_encode_any, st_kp_req_decode_any, st_kp_req_format, "req"},
-    {st_kp_resp_fill_any, st_kp_resp_encode_any, st_kp_resp_decode_any, st_kp_resp_format,
-     "resp"},
+    {st_kp_resp_fill_any, st_kp_resp_encode_any, st_kp_resp_decode_any, st_kp_resp_format, "resp"},
 };
 
 /* Encodes a filled message of (api, version) into out; returns the filled message. */
-static void *fill_and_encode(const side_t *s, st_arena_t *arena, int16_t key, int16_t v,
-                             bool nulls, st_buf_t *out)
+static void *fill_and_encode(const side_t *s, st_arena_t *arena, int16_t key, int16_t v, bool nulls,
+                             st_buf_t *out)
 {
     st_kp_fill_t f = {arena, 0, nulls};
     void *m = NULL;

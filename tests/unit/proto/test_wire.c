@@ -56,8 +56,8 @@ static void check_encodes_to(st_buf_t *b, const uint8_t *want, size_t n)
 static void test_apiversions_v0_request(void **state)
 {
     (void)state;
-    static const uint8_t frame[] = {0x00, 0x12, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0x07,
-                                    'r',  'd',  'k',  'a',  'f',  'k',  'a'};
+    static const uint8_t frame[] = {0x00, 0x12, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00,
+                                    0x07, 'r',  'd',  'k',  'a',  'f',  'k',  'a'};
     assert_int_equal(st_kp_req_header_version(ST_KP_API_API_VERSIONS, 0), 1);
     uint8_t *c = copy_of(frame, sizeof frame);
     st_kreader_t r;
@@ -88,9 +88,9 @@ static void test_apiversions_v3_request(void **state)
 {
     (void)state;
     static const uint8_t frame[] = {
-        0x00, 0x12, 0x00, 0x03, 0x00, 0x00, 0x00, 0x02,                /* key 18, v3, corr 2 */
-        0x00, 0x07, 'r',  'd',  'k',  'a',  'f',  'k',  'a',  0x00,    /* client_id, no tags */
-        0x0b, 'l',  'i',  'b',  'r',  'd',  'k',  'a',  'f',  'k',  'a', /* compact "librdkafka" */
+        0x00, 0x12, 0x00, 0x03, 0x00, 0x00, 0x00, 0x02,                 /* key 18, v3, corr 2 */
+        0x00, 0x07, 'r',  'd',  'k',  'a',  'f',  'k',  'a', 0x00,      /* client_id, no tags */
+        0x0b, 'l',  'i',  'b',  'r',  'd',  'k',  'a',  'f', 'k',  'a', /* compact "librdkafka" */
         0x06, '2',  '.',  '3',  '.',  '0',                              /* compact "2.3.0" */
         0x00};                                                          /* no tagged fields */
     assert_int_equal(st_kp_req_header_version(ST_KP_API_API_VERSIONS, 3), 2);
@@ -123,13 +123,13 @@ static void test_apiversions_v3_request(void **state)
 static void test_apiversions_v3_response(void **state)
 {
     (void)state;
-    static const uint8_t want[] = {
-        0x00, 0x00, 0x00, 0x07,                         /* response header v0: corr 7 */
-        0x00, 0x00,                                     /* error_code */
-        0x02,                                           /* api_keys: 1 element */
-        0x00, 0x12, 0x00, 0x00, 0x00, 0x04, 0x00,       /* 18, 0..4, no tags */
-        0x00, 0x00, 0x00, 0x00,                         /* throttle_time_ms */
-        0x01, 0x01, 0x08, 0, 0, 0, 0, 0, 0, 0, 0x05};   /* 1 tag: #1, 8 bytes, epoch 5 */
+    static const uint8_t want[] = {0x00, 0x00, 0x00, 0x07, /* response header v0: corr 7 */
+                                   0x00, 0x00,             /* error_code */
+                                   0x02,                   /* api_keys: 1 element */
+                                   0x00, 0x12, 0x00, 0x00, 0x00, 0x04, 0x00, /* 18, 0..4, no tags */
+                                   0x00, 0x00, 0x00, 0x00,                   /* throttle_time_ms */
+                                   0x01, 0x01, 0x08, 0,    0,    0,    0,
+                                   0,    0,    0,    0x05}; /* 1 tag: #1, 8 bytes, epoch 5 */
     assert_int_equal(st_kp_resp_header_version(ST_KP_API_API_VERSIONS, 3), 0);
     assert_int_equal(st_kp_resp_header_version(ST_KP_API_METADATA, 9), 1);
     assert_int_equal(st_kp_resp_header_version(ST_KP_API_METADATA, 8), 0);
@@ -171,11 +171,10 @@ static void test_unknown_tags_skipped(void **state)
 {
     (void)state;
     static const uint8_t body[] = {
-        0x0b, 'l',  'i',  'b',  'r',  'd',  'k',  'a',  'f',  'k',  'a', 0x06, '2', '.', '3',
-        '.',  '0',
-        0x02,                   /* two tagged fields */
-        0x3f, 0x03, 0xaa, 0xbb, 0xcc, /* tag 63, 3 bytes */
-        0xc8, 0x01, 0x00};      /* tag 200, empty */
+        0x0b, 'l',  'i',  'b',  'r',  'd', 'k', 'a', 'f',
+        'k',  'a',  0x06, '2',  '.',  '3', '.', '0', 0x02, /* two tagged fields */
+        0x3f, 0x03, 0xaa, 0xbb, 0xcc,                      /* tag 63, 3 bytes */
+        0xc8, 0x01, 0x00};                                 /* tag 200, empty */
     uint8_t *c = copy_of(body, sizeof body);
     st_kreader_t r;
     st_kreader_init(&r, c, sizeof body, &arena);
@@ -186,11 +185,12 @@ static void test_unknown_tags_skipped(void **state)
     free(c);
 
     static const uint8_t resp[] = {
-        0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00,      /* error, no api_keys, throttle 0 */
-        0x03,                                          /* three tags */
-        0x01, 0x08, 0, 0, 0, 0, 0, 0, 0x01, 0x00,      /* #1 finalized_features_epoch 256 */
-        0x07, 0x02, 0x11, 0x22,                        /* #7 unknown */
-        0x03, 0x01, 0x01};                             /* #3 zk_migration_ready true */
+        0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, /* error, no api_keys, throttle 0 */
+        0x03,                                     /* three tags */
+        0x01, 0x08, 0,    0,    0,    0,    0,
+        0,    0x01, 0x00,       /* #1 finalized_features_epoch 256 */
+        0x07, 0x02, 0x11, 0x22, /* #7 unknown */
+        0x03, 0x01, 0x01};      /* #3 zk_migration_ready true */
     c = copy_of(resp, sizeof resp);
     st_kreader_init(&r, c, sizeof resp, &arena);
     st_kp_api_versions_resp_t out;
@@ -217,13 +217,13 @@ static void test_metadata_golden(void **state)
     assert_true(req.allow_auto_topic_creation); /* absent before v4: default true */
     free(c);
 
-    static const uint8_t v12[] = {
-        0x02,                                                     /* one topic */
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,           /* topic_id: zero */
-        0x05, 't', 'e', 's', 't', 0x00,                           /* name, no tags */
-        0x01,                                                     /* allow_auto_topic_creation */
-        0x00,                                                     /* include_topic_authorized */
-        0x00};                                                    /* no tags */
+    static const uint8_t v12[] = {0x02, /* one topic */
+                                  0,    0,   0,   0,   0,   0,    0, 0,
+                                  0,    0,   0,   0,   0,   0,    0, 0, /* topic_id: zero */
+                                  0x05, 't', 'e', 's', 't', 0x00,       /* name, no tags */
+                                  0x01,  /* allow_auto_topic_creation */
+                                  0x00,  /* include_topic_authorized */
+                                  0x00}; /* no tags */
     st_kp_metadata_req_topic_t t;
     st_kp_metadata_req_topic_init(&t);
     t.name = st_kstr("test");
@@ -247,14 +247,14 @@ static void test_metadata_golden(void **state)
     assert_int_equal(st_kp_metadata_req_decode(&r, 0, &req), ST_E_MALFORMED);
 
     static const uint8_t resp0[] = {
-        0, 0, 0, 1,                                               /* one broker */
-        0, 0, 0, 1, 0, 9, 'l', 'o', 'c', 'a', 'l', 'h', 'o', 's', 't', 0, 0, 0x23, 0x84,
-        0, 0, 0, 1,                                               /* one topic */
-        0, 0, 0, 4, 't', 'e', 's', 't',                           /* error 0, name */
-        0, 0, 0, 1,                                               /* one partition */
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 1,                             /* error, index 0, leader 1 */
-        0, 0, 0, 1, 0, 0, 0, 1,                                   /* replicas [1] */
-        0, 0, 0, 1, 0, 0, 0, 1};                                  /* isr [1] */
+        0,   0,   0,   1, /* one broker */
+        0,   0,   0,   1, 0,   9,    'l',  'o', 'c', 'a', 'l', 'h',
+        'o', 's', 't', 0, 0,   0x23, 0x84, 0,   0,   0,   1, /* one topic */
+        0,   0,   0,   4, 't', 'e',  's',  't',              /* error 0, name */
+        0,   0,   0,   1,                                    /* one partition */
+        0,   0,   0,   0, 0,   0,    0,    0,   0,   1,      /* error, index 0, leader 1 */
+        0,   0,   0,   1, 0,   0,    0,    1,                /* replicas [1] */
+        0,   0,   0,   1, 0,   0,    0,    1};               /* isr [1] */
     c = copy_of(resp0, sizeof resp0);
     st_kreader_init(&r, c, sizeof resp0, &arena);
     st_kp_metadata_resp_t m;
@@ -288,9 +288,9 @@ static void test_produce_v3_golden(void **state)
     static const uint8_t body[] = {
         0xff, 0xff,                         /* transactional_id: null */
         0x00, 0x01, 0x00, 0x00, 0x75, 0x30, /* acks 1, timeout_ms 30000 */
-        0x00, 0x00, 0x00, 0x01, 0x00, 0x03, 'f', 'o', 'o',
+        0x00, 0x00, 0x00, 0x01, 0x00, 0x03, 'f',  'o',  'o',
         0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02, /* partition 2 */
-        0x00, 0x00, 0x00, 0x03, 0xaa, 0xbb, 0xcc};       /* records: 3 bytes */
+        0x00, 0x00, 0x00, 0x03, 0xaa, 0xbb, 0xcc};      /* records: 3 bytes */
     uint8_t *c = copy_of(body, sizeof body);
     st_kreader_t r;
     st_kreader_init(&r, c, sizeof body, &arena);
@@ -407,7 +407,8 @@ static void test_lying_lengths(void **state)
         st_kreader_init(&r, c, cases[i].n, &a);
         int rc = st_kp_metadata_req_decode(&r, cases[i].version, &m);
         if (rc != cases[i].want)
-            fail_msg("%s: got %s want %s", cases[i].what, st_errname(rc), st_errname(cases[i].want));
+            fail_msg("%s: got %s want %s", cases[i].what, st_errname(rc),
+                     st_errname(cases[i].want));
         assert_true(a.total <= 256);
         free(c);
         st_arena_fini(&a);
@@ -499,19 +500,32 @@ static void test_api_table(void **state)
         int16_t key, min, max, flex;
         const char *name;
     } want[] = {
-        {0, 3, 13, 9, "Produce"},          {1, 4, 18, 12, "Fetch"},
-        {2, 1, 11, 6, "ListOffsets"},      {3, 0, 13, 9, "Metadata"},
-        {8, 2, 10, 8, "OffsetCommit"},     {9, 1, 10, 6, "OffsetFetch"},
-        {10, 0, 6, 3, "FindCoordinator"},  {11, 2, 9, 6, "JoinGroup"},
-        {12, 0, 4, 4, "Heartbeat"},        {13, 0, 5, 4, "LeaveGroup"},
-        {14, 0, 5, 4, "SyncGroup"},        {15, 0, 6, 5, "DescribeGroups"},
-        {16, 0, 5, 3, "ListGroups"},       {18, 0, 4, 3, "ApiVersions"},
-        {19, 2, 7, 5, "CreateTopics"},     {20, 1, 6, 4, "DeleteTopics"},
-        {21, 0, 2, 2, "DeleteRecords"},    {22, 0, 5, 2, "InitProducerId"},
-        {23, 2, 4, 4, "OffsetForLeaderEpoch"}, {32, 1, 4, 4, "DescribeConfigs"},
-        {33, 0, 2, 2, "AlterConfigs"},     {37, 0, 3, 2, "CreatePartitions"},
-        {42, 0, 2, 2, "DeleteGroups"},     {44, 0, 1, 1, "IncrementalAlterConfigs"},
-        {47, 0, 0, -1, "OffsetDelete"},    {60, 0, 2, 0, "DescribeCluster"},
+        {0, 3, 13, 9, "Produce"},
+        {1, 4, 18, 12, "Fetch"},
+        {2, 1, 11, 6, "ListOffsets"},
+        {3, 0, 13, 9, "Metadata"},
+        {8, 2, 10, 8, "OffsetCommit"},
+        {9, 1, 10, 6, "OffsetFetch"},
+        {10, 0, 6, 3, "FindCoordinator"},
+        {11, 2, 9, 6, "JoinGroup"},
+        {12, 0, 4, 4, "Heartbeat"},
+        {13, 0, 5, 4, "LeaveGroup"},
+        {14, 0, 5, 4, "SyncGroup"},
+        {15, 0, 6, 5, "DescribeGroups"},
+        {16, 0, 5, 3, "ListGroups"},
+        {18, 0, 4, 3, "ApiVersions"},
+        {19, 2, 7, 5, "CreateTopics"},
+        {20, 1, 6, 4, "DeleteTopics"},
+        {21, 0, 2, 2, "DeleteRecords"},
+        {22, 0, 5, 2, "InitProducerId"},
+        {23, 2, 4, 4, "OffsetForLeaderEpoch"},
+        {32, 1, 4, 4, "DescribeConfigs"},
+        {33, 0, 2, 2, "AlterConfigs"},
+        {37, 0, 3, 2, "CreatePartitions"},
+        {42, 0, 2, 2, "DeleteGroups"},
+        {44, 0, 1, 1, "IncrementalAlterConfigs"},
+        {47, 0, 0, -1, "OffsetDelete"},
+        {60, 0, 2, 0, "DescribeCluster"},
     };
     assert_int_equal(st_kp_apis_count, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < st_kp_apis_count; i++) {
