@@ -1,0 +1,53 @@
+/*
+ * env.h — what the storage module needs from its host: files, time, and asynchronous syncs.
+ *
+ * One st_storage_env_t per shard (or per test). Every log opened with it uses its file-system
+ * table, its clock, its sync hook and its descriptor cache, all from the shard's thread.
+ *
+ * The sync hook is how durability stays off the event loop:
+ *
+ *   int sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
+ *
+ * starts an fdatasync of fd and returns 0, or returns a negative errno if it could not start
+ * it (then done is never called). done(arg, res) runs exactly once on the shard thread, with
+ * res 0 or a negative errno, either later (the server submits IORING_OP_FSYNC with
+ * IORING_FSYNC_DATASYNC and calls done from its completion) or inline before sync_submit
+ * returns (the default below, and tests). fd stays open until done has run.
+ *
+ * The default (st_storage_env_init) uses the real clock and runs fdatasync inline: simple, and
+ * right for tests and tools, but it blocks; a server replaces sync_submit.
+ */
+#ifndef ST_STORAGE_ENV_H
+#define ST_STORAGE_ENV_H
+
+#include <stdint.h>
+
+#include "storage/file.h"
+#include "storage/fs.h"
+
+typedef void (*st_sync_done_fn)(void *arg, int res);
+
+typedef struct st_storage_env {
+    st_fs_t fs;                      /* every file-system call */
+    int64_t (*now_ms)(void *ctx);    /* wall clock, ms since the epoch */
+    void *now_ctx;
+    int (*sync_submit)(void *ctx, int fd, st_sync_done_fn done, void *arg);
+    void *sync_ctx;
+    st_fdcache_t fdcache;            /* descriptors of this env's files */
+} st_storage_env_t;
+
+/* Defaults: the given fs, st_wall_ms, inline fdatasync through fs, a cache of max_open_files
+ * descriptors (<= 0: 1024). Replace now_ms/sync_submit afterwards as needed. */
+void st_storage_env_init(st_storage_env_t *env, st_fs_t fs, int max_open_files);
+/* Every log of this env must be closed first. */
+void st_storage_env_fini(st_storage_env_t *env);
+
+/* The default sync hook: fdatasync through env->fs, then done inline. ctx is the env. */
+int st_storage_sync_inline(void *ctx, int fd, st_sync_done_fn done, void *arg);
+
+static inline int64_t st_storage_now(const st_storage_env_t *env)
+{
+    return env->now_ms(env->now_ctx);
+}
+
+#endif

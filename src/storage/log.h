@@ -1,0 +1,260 @@
+/*
+ * log.h — the partition log: one directory of segments, appended by its leader, read by
+ * consumers and followers, durable through group commit, recovered after a crash.
+ *
+ *   <data>/<topic>-<partition>/
+ *       00000000000000000000.log         record batches (batch.h), as received
+ *       00000000000000000000.index       offset index (index.h)
+ *       00000000000000000000.timeindex   time index (index.h)
+ *       00000000000000001234.log ...     one triple per segment; name = base offset, 20 digits
+ *       leader-epoch-checkpoint          epoch -> start offset (meta.c)
+ *       partition.metadata               topic id (meta.c)
+ *       strata.checkpoint                log start offset + recovery point (meta.c)
+ *       .strata-clean-shutdown           present only between a clean close and the next open
+ *   Every byte of every file: docs/format.md.
+ *
+ * Offsets. log_start <= durable <= end. Offsets in [log_start, end) are readable; end is the
+ * next offset to assign (Kafka's log end offset); durable is the first offset not yet known
+ * to be on stable storage.
+ *
+ * Threads and ownership. A log belongs to one shard: every function here must be called on
+ * that shard's thread (open/close included: the log uses its env's descriptor cache). There
+ * are no locks. Callbacks (durability) run on that thread too. st_log_open() and st_log_close()
+ * do blocking I/O (recovery scan, final sync): call them at start-up/shutdown or when creating
+ * or deleting a partition, not per request.
+ *
+ * Errors. 0 / negative errno (-EIO, -ENOSPC: KAFKA_STORAGE_ERROR) / Strata codes:
+ *   ST_E_CORRUPT      CORRUPT_MESSAGE                 ST_E_TOO_LARGE   MESSAGE_TOO_LARGE
+ *   ST_E_MALFORMED    INVALID_RECORD                  ST_E_INVALID     INVALID_REQUEST
+ *   ST_E_UNSUPPORTED  UNSUPPORTED_FOR_MESSAGE_FORMAT  ST_E_OUT_OF_RANGE OFFSET_OUT_OF_RANGE
+ *   ST_E_NOT_FOUND    no such offset/timestamp/epoch  ST_E_CLOSED      log closed meanwhile
+ * An I/O error never leaves the log unreadable: a failed append is cut back off the segment,
+ * a failed sync cuts the log back to the durable offset (see st_log_wait_durable).
+ */
+#ifndef ST_STORAGE_LOG_H
+#define ST_STORAGE_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "storage/batch.h"
+#include "storage/env.h"
+#include "storage/file.h"
+
+typedef struct st_log st_log_t;
+
+typedef enum {
+    ST_TS_CREATE_TIME = 0,     /* keep the producer's timestamps */
+    ST_TS_LOG_APPEND_TIME = 1, /* the broker stamps maxTimestamp with its clock */
+} st_ts_type_t;
+
+typedef enum {
+    ST_FLUSH_STRICT = 0,        /* an append counts as done once fdatasync'ed (group commit) */
+    ST_FLUSH_WRITE_CACHING = 1, /* done once written; sync by flush_messages / flush_ms */
+} st_flush_policy_t;
+
+/* Per-log settings, Kafka's topic config names in the comments. */
+typedef struct st_log_config {
+    int64_t segment_bytes;        /* segment.bytes: roll past this size (default 1 GiB) */
+    int64_t segment_ms;           /* segment.ms: roll a segment this old (-1: never; 7 days) */
+    int64_t retention_ms;         /* retention.ms (-1: unlimited; default 7 days) */
+    int64_t retention_bytes;      /* retention.bytes (-1: unlimited, the default) */
+    int32_t index_interval_bytes; /* index.interval.bytes (4096) */
+    int32_t max_message_bytes;    /* max.message.bytes: largest batch (1048588) */
+    st_ts_type_t timestamp_type;  /* message.timestamp.type */
+    st_flush_policy_t flush_policy;
+    int64_t flush_messages; /* flush.messages: write-caching syncs after this many (-1: never) */
+    int64_t flush_ms;       /* flush.ms: write-caching syncs data this old (-1: never) */
+} st_log_config_t;
+
+void st_log_config_default(st_log_config_t *c);
+/* 0 or ST_E_CONFIG when a value is out of range. */
+int st_log_config_check(const st_log_config_t *c);
+
+/*
+ * Opens (creating if needed) the partition directory dir. Without a clean-shutdown marker the
+ * segments past the recovery point are scanned batch by batch and cut at the first bad byte
+ * (logged with what was cut); indexes that are missing or do not match are rebuilt. Blocks.
+ */
+int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *cfg,
+                st_log_t **out);
+/*
+ * Writes out indexes, syncs everything (synchronously), leaves the clean-shutdown marker, frees
+ * the log. Waiters still queued are called with the final sync's result. Returns that result.
+ * Syncs still in flight in the host keep a reference; their done() may arrive later safely.
+ */
+int st_log_close(st_log_t *log);
+/* Deletes every file of the log and its directory, then frees it (DeleteTopics). Read
+ * ranges still held stay readable until released. */
+int st_log_delete(st_log_t *log);
+/* Applies changed settings to an open log (AlterConfigs); ST_E_CONFIG if invalid. */
+int st_log_set_config(st_log_t *log, const st_log_config_t *cfg);
+const st_log_config_t *st_log_config(const st_log_t *log);
+const char *st_log_dir(const st_log_t *log);
+
+/* ---- append ---------------------------------------------------------------------------- */
+
+typedef struct st_log_append_info {
+    int64_t base_offset;      /* offset of the first record appended */
+    int64_t last_offset;      /* offset of the last record appended */
+    int64_t log_append_time;  /* the stamp for LogAppendTime, -1 for CreateTime */
+    int64_t log_start_offset; /* after the append */
+    int32_t batches;
+    int32_t records;
+} st_log_append_info_t;
+
+/*
+ * Appends the records field of one partition of a Produce request: one or more RecordBatch v2
+ * back to back, all validated before anything is written (st_batch_validate_client; an empty
+ * input is ST_E_INVALID, the whole input larger than segment_bytes ST_E_TOO_LARGE). On success
+ * the batches are rewritten in place in `records` (base offset, leader epoch, and for
+ * LogAppendTime the timestamp attribute, maxTimestamp and CRC), written to the active segment
+ * (rolling first if due) and indexed, and info is filled. Synchronous: the bytes are in the
+ * page cache on return, readable at once (use the high watermark to hide them).
+ * Durability is separate: st_log_wait_durable(log, info.last_offset + 1, ...).
+ * On failure nothing was appended; verdict (may be NULL) says which batch and why.
+ */
+int st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_epoch,
+                  st_log_append_info_t *info, st_batch_verdict_t *verdict);
+/*
+ * For a follower: appends batches that already carry offsets and epochs from the leader,
+ * unchanged. Each must pass st_batch_check and start at or after the log end offset, in
+ * increasing order (else ST_E_OUT_OF_RANGE / ST_E_CORRUPT).
+ */
+int st_log_append_replica(st_log_t *log, const uint8_t *records, size_t len,
+                          st_log_append_info_t *info);
+
+/* ---- durability ------------------------------------------------------------------------ */
+
+typedef void (*st_log_durable_fn)(void *arg, int res);
+
+/*
+ * Asks to be told when every offset below end_offset is as durable as the flush policy
+ * promises: synced for ST_FLUSH_STRICT; written for ST_FLUSH_WRITE_CACHING.
+ *   returns 1: already so; cb is not called.
+ *   returns 0: cb(arg, res) will be called exactly once, later, on this thread, never from
+ *              inside this call: res 0 when durable, or a negative error if the sync failed
+ *              (the log was then cut back to its durable offset: the offsets were lost) or the
+ *              offsets were truncated away (ST_E_OUT_OF_RANGE) or the log closed.
+ *   returns < 0: error now (ST_E_OUT_OF_RANGE if end_offset > end); cb is not called.
+ * Group commit: one fdatasync covers everything appended before it was issued. In strict mode
+ * a sync is issued as soon as data is appended and none is in flight; appends made while one
+ * is in flight are covered by the next, issued when it completes.
+ */
+int st_log_wait_durable(st_log_t *log, int64_t end_offset, st_log_durable_fn cb, void *arg);
+/* Issues a sync now if anything is unsynced and none is in flight (flush.ms timers). */
+int st_log_flush(st_log_t *log);
+/* Periodic housekeeping (call every ~100 ms to a few seconds): write-caching flush.ms,
+ * segment.ms roll of an idle segment, retention. Returns segments deleted, or < 0. */
+int st_log_tick(st_log_t *log);
+bool st_log_sync_in_flight(const st_log_t *log);
+
+/* ---- offsets --------------------------------------------------------------------------- */
+
+int64_t st_log_start_offset(const st_log_t *log);
+int64_t st_log_end_offset(const st_log_t *log);
+int64_t st_log_durable_offset(const st_log_t *log);
+/* Bytes in all segments, and the number of segments. */
+int64_t st_log_size_bytes(const st_log_t *log);
+int st_log_segment_count(const st_log_t *log);
+
+/* First offset whose record timestamp >= ts (ListOffsets with a timestamp): 0 and the offset
+ * and that record's timestamp, or ST_E_NOT_FOUND when every timestamp is older. For a
+ * compressed batch the batch's base offset and maxTimestamp stand in for the record. */
+int st_log_offset_for_timestamp(st_log_t *log, int64_t ts, int64_t *offset, int64_t *found_ts);
+/* The largest timestamp and the offset of the record carrying it (ListOffsets -3); ST_E_NOT_FOUND
+ * for an empty log. For a compressed batch the offset is the batch's last offset. */
+int st_log_max_timestamp(st_log_t *log, int64_t *ts, int64_t *offset);
+
+/* ---- reads ----------------------------------------------------------------------------- */
+
+#define ST_LOG_READ_MAX_RANGES 8
+
+/* A run of whole batches in one segment file. The file is referenced and pinned (its
+ * descriptor open) until st_log_read_release(), even if retention deletes the segment. */
+typedef struct st_log_range {
+    st_file_t *file;
+    int64_t pos; /* byte offset in the file */
+    int64_t len;
+} st_log_range_t;
+
+typedef struct st_log_read {
+    st_log_range_t ranges[ST_LOG_READ_MAX_RANGES];
+    int nranges;
+    int64_t bytes;            /* sum of range lengths */
+    int64_t first_offset;     /* base offset of the first batch returned (<= fetch offset) */
+    int64_t next_offset;      /* offset after the last batch returned (fetch_offset if none) */
+    int64_t log_start_offset; /* at the time of the read */
+    int64_t log_end_offset;
+} st_log_read_t;
+
+/*
+ * Collects whole batches from the one holding fetch_offset onwards, stopping before a batch
+ * whose last offset is >= max_offset (the caller's visible limit, e.g. the high watermark;
+ * -1 = log end) or that would take the total past max_bytes; the first batch is returned even
+ * if larger than max_bytes. Returns 0 (possibly with no ranges when fetch_offset is at the
+ * limit), or ST_E_OUT_OF_RANGE when fetch_offset < log start or > log end.
+ * Every successful read must be released with st_log_read_release() on this thread.
+ * st_file_fd(range.file) is the descriptor to sendfile from.
+ */
+int st_log_read(st_log_t *log, int64_t fetch_offset, int64_t max_bytes, int64_t max_offset,
+                st_log_read_t *out);
+void st_log_read_release(st_log_read_t *r);
+/* Copies the ranges into dst (cap bytes) with pread, for callers that cannot sendfile.
+ * Returns bytes copied (r->bytes) or -ENOBUFS if cap is too small, or an I/O error. */
+ssize_t st_log_read_copy(const st_log_read_t *r, uint8_t *dst, size_t cap);
+
+/* ---- segments, retention, truncation --------------------------------------------------- */
+
+/* Rolls a new active segment now (no-op when the active one is empty). */
+int st_log_roll(st_log_t *log);
+/* Deletes whole segments past retention.ms / retention.bytes, and those wholly below the log
+ * start offset; never the active segment. Returns the number deleted or < 0. */
+int st_log_enforce_retention(st_log_t *log);
+/* DeleteRecords: moves the log start offset up to offset (<= end; ST_E_OUT_OF_RANGE beyond),
+ * persists it, and deletes segments wholly below it. Lower values are ignored. */
+int st_log_set_start_offset(st_log_t *log, int64_t offset);
+/* Removes every batch whose last offset >= offset (a batch straddling offset goes whole); the
+ * new end is the base of the first removed batch. offset < log start empties the log and
+ * restarts it at offset (st_log_truncate_fully). Waiters beyond the cut get ST_E_OUT_OF_RANGE. */
+int st_log_truncate_to(st_log_t *log, int64_t offset);
+/* Deletes all segments and starts an empty log at new_start. */
+int st_log_truncate_fully(st_log_t *log, int64_t new_start);
+
+/* ---- leader epochs, partition metadata ------------------------------------------------- */
+
+/* Latest epoch in the leader-epoch cache, -1 when empty. Appends with a higher epoch add an
+ * entry (epoch, first offset of that append). */
+int32_t st_log_latest_epoch(const st_log_t *log);
+/*
+ * OffsetForLeaderEpoch: the end offset of `epoch` as Kafka computes it: the log end if epoch is
+ * the latest, else the start offset of the first larger epoch, reporting the largest known
+ * epoch <= the requested one. (-1, -1) when epoch is above every known epoch or unknown.
+ */
+int st_log_end_offset_for_epoch(const st_log_t *log, int32_t epoch, int32_t *out_epoch,
+                                int64_t *end_offset);
+/* Writes partition.metadata with the topic id (16 bytes). Blocking, small. */
+int st_log_set_topic_id(st_log_t *log, const uint8_t id[16]);
+/* 0 and the id, or ST_E_NOT_FOUND. */
+int st_log_topic_id(const st_log_t *log, uint8_t id[16]);
+
+/* ---- data directory -------------------------------------------------------------------- */
+
+/* Writes "<data_dir>/<topic>-<partition>" into buf. -ENAMETOOLONG if it does not fit. */
+int st_storage_partition_dir(char *buf, size_t n, const char *data_dir, const char *topic,
+                             int32_t partition);
+/* Calls cb for every partition directory under data_dir (name "<topic>-<digits>"); stops when
+ * cb returns non-zero and returns that. The broker opens each with st_log_open(). */
+int st_storage_list_partitions(st_storage_env_t *env, const char *data_dir,
+                               int (*cb)(void *arg, const char *dir, const char *topic,
+                                         int32_t partition),
+                               void *arg);
+/* Deletes a partition directory that is not open, with everything in it. */
+int st_storage_delete_dir(st_storage_env_t *env, const char *dir);
+
+/* Costly self-check of the in-memory state (debug builds assert it). */
+bool st_log_check(const st_log_t *log);
+
+#endif
