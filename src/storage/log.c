@@ -61,6 +61,7 @@ struct st_log {
     int64_t sync_target;  /* the round in flight covers offsets below this */
     int64_t sync_rp;      /* recovery point the round will establish */
     int sync_err;
+    int cut_err;          /* the error of the last sync failure that cut the log back */
     bool ckpt_dirty;      /* strata.checkpoint written since its last sync */
     int64_t last_sync_ms;
     int64_t unflushed_msgs;
@@ -468,7 +469,7 @@ int st_log_wait_durable(st_log_t *log, int64_t end_offset, st_log_durable_fn cb,
     if (log->closed)
         return ST_E_CLOSED;
     if (end_offset > log->end)
-        return ST_E_OUT_OF_RANGE;
+        return log->cut_err ? log->cut_err : ST_E_OUT_OF_RANGE;
     if (end_offset <= log->durable)
         return 1;
     if (log->cfg.flush_policy == ST_FLUSH_WRITE_CACHING)
@@ -476,8 +477,10 @@ int st_log_wait_durable(st_log_t *log, int64_t end_offset, st_log_durable_fn cb,
     round_start(log);
     if (end_offset <= log->durable)
         return 1;
-    if (log->closed || end_offset > log->end)
-        return log->closed ? ST_E_CLOSED : ST_E_OUT_OF_RANGE; /* a failed inline sync cut it */
+    if (log->closed)
+        return ST_E_CLOSED;
+    if (end_offset > log->end) /* a sync that failed inline cut it off */
+        return log->cut_err ? log->cut_err : ST_E_OUT_OF_RANGE;
     log_waiter_t *w = malloc(sizeof *w);
     if (!w)
         return -ENOMEM;
@@ -579,6 +582,7 @@ static int cut_to_boundary(st_log_t *log, int64_t to, int64_t *new_end)
 static void log_cut_back(st_log_t *log, int64_t to, int err)
 {
     int64_t new_end = log->end;
+    log->cut_err = err;
     int rc = cut_to_boundary(log, to, &new_end);
     if (rc < 0)
         ST_ERROR("storage: %s: cannot cut back to %" PRId64 ": %s", log->dir, to,
@@ -653,6 +657,7 @@ static int do_append(st_log_t *log, uint8_t *records, size_t len, const st_batch
         return rc;
     }
     log->end = last + 1;
+    log->cut_err = 0;
     bool epochs_changed = false;
     for (int i = 0; i < n; i++)
         if (hdrs[i].partition_leader_epoch >= 0 &&
@@ -1380,7 +1385,8 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
         free(o.bases);
         return rc;
     }
-    qsort(o.bases, (size_t)o.n, sizeof *o.bases, cmp_i64);
+    if (o.n > 1)
+        qsort(o.bases, (size_t)o.n, sizeof *o.bases, cmp_i64);
     int64_t now = now_ms(log);
     int32_t iv = log->cfg.index_interval_bytes;
     int64_t min_next = 0;

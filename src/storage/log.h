@@ -138,7 +138,10 @@ typedef void (*st_log_durable_fn)(void *arg, int res);
  *              inside this call: res 0 when durable, or a negative error if the sync failed
  *              (the log was then cut back to its durable offset: the offsets were lost) or the
  *              offsets were truncated away (ST_E_OUT_OF_RANGE) or the log closed.
- *   returns < 0: error now (ST_E_OUT_OF_RANGE if end_offset > end); cb is not called.
+ *   returns < 0: error now; cb is not called. end_offset > end gives the error of the sync
+ *              failure that cut those offsets off (when the host completes syncs inline the
+ *              append already returned 0), else ST_E_OUT_OF_RANGE. Call it right after the
+ *              append: after a cut, later appends reuse the offsets.
  * Group commit: one fdatasync covers everything appended before it was issued. In strict mode
  * a sync is issued as soon as data is appended and none is in flight; appends made while one
  * is in flight are covered by the next, issued when it completes.
