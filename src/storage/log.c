@@ -1436,7 +1436,19 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
         min_next = s->next_offset;
     }
     free(o.bases);
-    return rc;
+    if (rc < 0)
+        return rc;
+    /* Empty segments hold nothing, and one named past the data (a crash while rolling, a
+     * stray file) would leave a gap of offsets no read can cross: drop them, keeping one. */
+    for (int i = log->nsegs - 1; i >= 0 && log->nsegs > 1; i--) {
+        if (log->segs[i]->size == 0) {
+            st_segment_t *s = log->segs[i];
+            ST_WARN("storage: %s: removing empty segment %" PRId64, log->dir, s->base_offset);
+            segs_remove(log, i);
+            st_segment_delete(s);
+        }
+    }
+    return 0;
 }
 
 int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *cfg,

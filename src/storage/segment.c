@@ -262,6 +262,10 @@ int st_segment_load(st_segment_t *s, int32_t interval)
     int rc = read_whole(s->oidx_file, &d, &n, &missing_o);
     if (rc < 0)
         return rc;
+    if (n % ST_OFFIDX_ENTRY != 0) {
+        free(d);
+        return ST_E_CORRUPT; /* not what we wrote: a partial entry */
+    }
     rc = st_offidx_load(&s->oidx, d, n, s->size, SEG_MAX_REL);
     free(d);
     if (rc < 0)
@@ -269,6 +273,10 @@ int st_segment_load(st_segment_t *s, int32_t interval)
     rc = read_whole(s->tidx_file, &d, &n, &missing_t);
     if (rc < 0)
         return rc;
+    if (n % ST_TIMEIDX_ENTRY != 0) {
+        free(d);
+        return ST_E_CORRUPT;
+    }
     rc = st_timeidx_load(&s->tidx, d, n, SEG_MAX_REL);
     free(d);
     if (rc < 0)
