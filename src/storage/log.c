@@ -1083,8 +1083,6 @@ static int delete_front(st_log_t *log)
         ST_ERROR("storage: %s: cannot delete a segment: %s", log->dir, st_strerror(rc));
     if (log->segs[0]->base_offset > log->log_start)
         log->log_start = log->segs[0]->base_offset;
-    if (log->durable < log->log_start)
-        log->durable = log->log_start;
     return 0;
 }
 
@@ -1183,6 +1181,10 @@ int st_log_truncate_to(st_log_t *log, int64_t offset)
     int rc = cut_to_boundary(log, offset, &new_end);
     if (rc < 0)
         return rc;
+    if (new_end < log->log_start) {
+        /* The batch holding the log start went: nothing readable is left below the cut. */
+        return st_log_truncate_fully(log, log->log_start);
+    }
     after_cut(log, new_end, ST_E_OUT_OF_RANGE);
     ST_DEBUG_ASSERT(st_log_check(log));
     return 0;
