@@ -2,13 +2,6 @@
 #include "cli/cmds.h"
 #include "cli/common.h"
 #define STUB(f) int f(int argc, char **argv) { (void)argc; (void)argv; st_cli_errorf("not yet"); return 1; }
-STUB(st_cli_group_list)
-STUB(st_cli_group_describe)
-STUB(st_cli_group_seek)
-STUB(st_cli_group_delete)
-STUB(st_cli_bench_produce)
-STUB(st_cli_bench_consume)
-STUB(st_cli_bench_e2e)
 STUB(st_cli_debug_dump_log)
 STUB(st_cli_debug_verify_index)
 STUB(st_cli_proxy)
