@@ -539,9 +539,16 @@ static void after_cut(st_log_t *log, int64_t new_end, int err)
     fire_waiters(log, log->durable, new_end, err);
 }
 
-/* Cuts the log to end at `to`, which must be a batch boundary at or above the log start.
- * Errors are logged; the in-memory state follows the cut regardless (a file that could not
- * be shortened is marked so the next append shortens it first). */
+static int roll_to(st_log_t *log, int64_t base);
+
+/*
+ * Cuts the log so that it ends at E = min(to, base of the first batch whose last offset is
+ * >= to), or at `to` if no batch reaches it (to < end). Batches with last offset >= to go
+ * whole. When E lies past the kept data (a gap: replica appends, or data recovered after a
+ * crash), an empty segment named E is started so the end survives a reopen. Errors are logged;
+ * the in-memory state follows the cut regardless (a file that could not be shortened is
+ * marked so the next append shortens it first).
+ */
 static int cut_to_boundary(st_log_t *log, int64_t to, int64_t *new_end)
 {
     int i = seg_for(log, to);
@@ -557,25 +564,25 @@ static int cut_to_boundary(st_log_t *log, int64_t to, int64_t *new_end)
     free(r);
     if (rc < 0)
         return rc;
-    int64_t pos, next;
+    int64_t pos = s->size, e = to;
     if (rc == 1) {
         pos = at.pos;
-        next = pos == 0 ? s->base_offset : at.hdr.base_offset;
-    } else {
-        pos = s->size;
-        next = s->next_offset;
+        if (at.hdr.base_offset < e)
+            e = at.hdr.base_offset;
     }
+    if (e > log->end)
+        e = log->end;
     delete_segments_from(log, i + 1);
-    if (pos < s->size) {
-        rc = st_segment_truncate(s, pos, next);
-        if (rc < 0) {
-            s->tail_unknown = true;
-            s->size = pos;
-            s->next_offset = next;
-            ST_ERROR("storage: %s: truncate failed: %s", log->dir, st_strerror(rc));
-        }
+    if (log->recovery_point > s->base_offset) {
+        log->recovery_point = s->base_offset;
+        ckpt_write(log);
     }
-    *new_end = s->next_offset;
+    if (pos < s->size && (rc = st_segment_truncate(s, pos)) < 0)
+        ST_ERROR("storage: %s: truncate failed: %s", log->dir, st_strerror(rc));
+    if (s->next_offset < e && (rc = roll_to(log, e)) < 0)
+        ST_ERROR("storage: %s: cannot start a segment at %" PRId64 ": %s", log->dir, e,
+                 st_strerror(rc));
+    *new_end = active(log)->next_offset;
     return 0;
 }
 
@@ -1401,6 +1408,30 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
             st_segment_free(s);
             break;
         }
+        if (log->nsegs > 1 && log->segs[log->nsegs - 2]->next_offset > s->base_offset) {
+            /* The previous segment runs into this one: a truncation of it that never reached
+             * the disk before this segment was started. The later segment wins. */
+            st_segment_t *prev = log->segs[log->nsegs - 2];
+            st_segment_reader_t *r = malloc(sizeof *r);
+            if (!r) {
+                rc = -ENOMEM;
+                break;
+            }
+            st_segment_reader_init(r, prev);
+            st_segment_pos_t at;
+            int f = st_segment_find(r, s->base_offset, &at);
+            free(r);
+            if (f == 1) {
+                ST_WARN("storage: %s: segment %" PRId64 " overlaps segment %" PRId64
+                        "; cutting it at byte %" PRId64,
+                        log->dir, prev->base_offset, s->base_offset, at.pos);
+                if ((rc = st_segment_truncate(prev, at.pos)) < 0)
+                    break;
+                if ((rc = st_segment_flush_indexes(prev, true)) < 0)
+                    break;
+            }
+            min_next = prev->next_offset;
+        }
         bool last = i == o.n - 1;
         bool scan = !clean && (last || s->base_offset >= ck->recovery_point);
         if (!scan) {
@@ -1440,9 +1471,9 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
     free(o.bases);
     if (rc < 0)
         return rc;
-    /* Empty segments hold nothing, and one named past the data (a crash while rolling, a
-     * stray file) would leave a gap of offsets no read can cross: drop them, keeping one. */
-    for (int i = log->nsegs - 1; i >= 0 && log->nsegs > 1; i--) {
+    /* Empty segments before the last hold nothing: drop them. The last one stays even when
+     * empty, as its name is the log end (after a roll or a truncation into a gap). */
+    for (int i = log->nsegs - 2; i >= 0; i--) {
         if (log->segs[i]->size == 0) {
             st_segment_t *s = log->segs[i];
             ST_WARN("storage: %s: removing empty segment %" PRId64, log->dir, s->base_offset);

@@ -609,27 +609,25 @@ int st_segment_flush_indexes(st_segment_t *s, bool final)
     return 0;
 }
 
-int st_segment_truncate(st_segment_t *s, int64_t pos, int64_t new_next)
+int st_segment_truncate(st_segment_t *s, int64_t pos)
 {
-    int rc = st_file_truncate(s->log, pos);
-    if (rc < 0)
-        return rc;
-    s->tail_unknown = false;
+    int trc = st_file_truncate(s->log, pos);
+    s->tail_unknown = trc < 0; /* memory follows the cut; the next write cuts the file first */
     s->log_dirty = true;
     s->size = pos;
-    s->next_offset = new_next;
-    st_offidx_truncate_pos(&s->oidx, (uint32_t)pos);
-    st_timeidx_truncate_rel(&s->tidx, (uint32_t)(new_next - s->base_offset));
-    s->idx_rewrite = true;
     /* Recompute what the cut may have changed with a header walk. */
     s->max_timestamp = -1;
     s->max_ts_offset = -1;
     s->first_batch_ts = -1;
     s->bytes_since_index = 0;
+    s->next_offset = s->base_offset;
+    st_offidx_truncate_pos(&s->oidx, (uint32_t)pos);
+    s->idx_rewrite = true;
     st_segment_reader_t *r = malloc(sizeof *r);
     if (!r)
         return -ENOMEM;
     st_segment_reader_init(r, s);
+    int rc = 0;
     int64_t p = 0;
     int64_t last_idx_pos = s->oidx.n ? (int64_t)s->oidx.e[s->oidx.n - 1].pos : -1;
     while (p < s->size) {
@@ -645,10 +643,14 @@ int st_segment_truncate(st_segment_t *s, int64_t pos, int64_t new_next)
         if (p == last_idx_pos)
             s->bytes_since_index = 0;
         s->bytes_since_index += st_batch_size(&h);
+        s->next_offset = st_batch_last_offset(&h) + 1;
         p += st_batch_size(&h);
     }
     free(r);
-    return rc < 0 ? rc : 0;
+    st_timeidx_truncate_rel(&s->tidx, (uint32_t)(s->next_offset - s->base_offset));
+    if (rc < 0)
+        return rc;
+    return trc;
 }
 
 bool st_segment_check(st_segment_t *s)

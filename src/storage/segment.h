@@ -118,9 +118,10 @@ int st_segment_append(st_segment_t *s, const uint8_t *data, size_t len,
 /* Writes index entries not yet in the files (rewriting them whole when needed); adds the final
  * time-index entry when `final`. */
 int st_segment_flush_indexes(st_segment_t *s, bool final);
-/* Cuts the segment at byte pos (a batch boundary), dropping index entries past it;
- * next_offset becomes new_next. max_timestamp is recomputed by a scan when needed. */
-int st_segment_truncate(st_segment_t *s, int64_t pos, int64_t new_next);
+/* Cuts the segment at byte pos (a batch boundary), dropping index entries past it, and
+ * recomputes next_offset and the timestamps with a header walk. If the file cannot be cut the
+ * in-memory state still follows (tail_unknown is set) and the error is returned. */
+int st_segment_truncate(st_segment_t *s, int64_t pos);
 
 bool st_segment_check(st_segment_t *s);
 

@@ -81,6 +81,16 @@ static void model_truncate(model_t *m, int64_t to)
     m->end = new_end;
 }
 
+/* truncate_to(to): batches with last >= to go; the end is min(to, first removed base). */
+static void model_cut(model_t *m, int64_t to)
+{
+    if (to >= m->end)
+        return;
+    model_truncate(m, to);
+    if (m->end > to)
+        m->end = to;
+}
+
 static void on_durable(void *arg, int res)
 {
     waiter_rec_t *w = arg;
@@ -233,6 +243,10 @@ static void model_after_reopen(model_t *m, int64_t min_end, bool crashed)
         st_buf_init(&b);
         int64_t next;
         CHECK(tb_read_all(m->log, off, 1 << 16, &b, &next) == 0);
+        if (b.len == 0) { /* a gap up to the end */
+            st_buf_fini(&b);
+            break;
+        }
         CHECK(next > off);
         for (size_t p = 0; p < b.len;) {
             st_batch_hdr_t h;
@@ -298,9 +312,14 @@ static void run_model(uint64_t seed, int steps)
             int64_t to = rnd_in(m, m->start, m->end);
             CHECK(st_log_truncate_to(m->log, to) == 0);
             /* The batch holding `to` goes whole. */
-            model_truncate(m, to);
+            int64_t before_end = m->end;
+            model_cut(m, to);
             if (m->end < m->start)
                 m->end = m->start;
+            if (st_log_end_offset(m->log) != m->end)
+                fail_msg("seed %" PRIu64 " step %d: truncate_to(%" PRId64 ") from %" PRId64
+                         ": log end %" PRId64 ", model %" PRId64, m->seed, m->step, to,
+                         before_end, st_log_end_offset(m->log), m->end);
         } else if (op < 72) {
             int64_t to = rnd_in(m, m->start, m->end);
             CHECK(st_log_set_start_offset(m->log, to) == 0);
