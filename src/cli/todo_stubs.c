@@ -2,6 +2,4 @@
 #include "cli/cmds.h"
 #include "cli/common.h"
 #define STUB(f) int f(int argc, char **argv) { (void)argc; (void)argv; st_cli_errorf("not yet"); return 1; }
-STUB(st_cli_debug_dump_log)
-STUB(st_cli_debug_verify_index)
 STUB(st_cli_proxy)
