@@ -1,0 +1,402 @@
+/*
+ * proxy.c — `strata proxy --listen ADDR --upstream ADDR [--log]`: a TCP proxy for Kafka
+ * traffic, the debugging proxy of the design.
+ *
+ * Each accepted connection gets its own connection to the upstream broker. Bytes are cut into
+ * Kafka frames (int32 size + payload) in both directions and forwarded whole, unchanged, in
+ * order. With --log each request is printed when it arrives (api, version, correlation id,
+ * client id, decoded fields) and each response when it returns (same, plus the latency since
+ * the request was forwarded), matched by correlation id. Decoding uses proto/'s generated
+ * codecs; a frame they cannot decode is still forwarded and printed by size.
+ *
+ * One thread, one poll() loop. A side whose peer has more than ST_CLI_PROXY_HIGH_WATER bytes
+ * queued is not read until that drains (back-pressure). Note: the proxy does not rewrite
+ * Metadata, so clients learn the broker's advertised address and connect there directly for
+ * everything after the bootstrap exchange, unless the broker advertises the proxy.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/arena.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "cli/cmds.h"
+#include "cli/common.h"
+#include "proto/kafka_gen.h"
+#include "proto/kerr.h"
+#include "proto/kheader.h"
+
+#define ST_CLI_PROXY_HIGH_WATER (8u << 20)
+#define ST_CLI_PROXY_MAX_FRAME (100 << 20)
+#define ST_CLI_PROXY_MAX_CONNS 256
+
+typedef struct pending {
+    int32_t correlation_id;
+    int16_t api_key, api_version;
+    int64_t t_ns;
+} pending_t;
+
+typedef struct side {
+    int fd;
+    st_buf_t in;  /* bytes read, not yet a whole frame */
+    st_buf_t out; /* frames to write to this side */
+    size_t out_off;
+} side_t;
+
+typedef struct pconn {
+    int id;
+    side_t client, upstream;
+    pending_t *pend; /* requests waiting for a response, in order */
+    size_t npend, cappend;
+} pconn_t;
+
+typedef struct proxy {
+    bool log;
+    st_arena_t arena;
+    st_buf_t line;
+} proxy_t;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Resolves "host:port" (host may be empty or [v6]); returns 0 or -1 with err set. */
+static int resolve(const char *addr, bool passive, struct addrinfo **out)
+{
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon[1] == '\0')
+        return -1;
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= sizeof(host))
+        return -1;
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    char *h = host;
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        h = host + 1;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = passive ? AI_PASSIVE : 0};
+    return getaddrinfo(*h ? h : NULL, colon + 1, &hints, out) ? -1 : 0;
+}
+
+static const char *api_name(int16_t key)
+{
+    const st_kp_api_t *a = st_kp_api_find(key);
+    return a ? a->name : "?";
+}
+
+static void print_line(proxy_t *px, const pconn_t *c, const char *dir, const uint8_t *frame,
+                       size_t len, const pending_t *p, bool request)
+{
+    st_buf_t *b = &px->line;
+    st_buf_clear(b);
+    st_arena_reset(&px->arena);
+    char head[200];
+    int n = snprintf(head, sizeof(head), "[%d] %s %s v%d #%d %zu bytes", c->id, dir,
+                     api_name(p->api_key), p->api_version, p->correlation_id, len + 4);
+    st_buf_append(b, head, (size_t)n);
+    st_kreader_t r;
+    st_kreader_init(&r, frame, len, &px->arena);
+    void *msg = NULL;
+    int rc;
+    if (request) {
+        st_kp_req_header_t h;
+        int hv = st_kp_req_header_version(p->api_key, p->api_version);
+        rc = hv < 0 ? hv : st_kp_req_header_decode(&r, hv, &h);
+        if (rc >= 0 && h.client_id.len > 0) {
+            n = snprintf(head, sizeof(head), " client=%.*s", (int)h.client_id.len,
+                         h.client_id.ptr);
+            st_buf_append(b, head, (size_t)n);
+        }
+        if (rc >= 0)
+            rc = st_kp_req_decode_any(&r, p->api_key, p->api_version, &msg);
+    } else {
+        n = snprintf(head, sizeof(head), " %.3f ms",
+                     (double)(mono_ns() - p->t_ns) / 1e6);
+        st_buf_append(b, head, (size_t)n);
+        st_kp_resp_header_t h;
+        int hv = st_kp_resp_header_version(p->api_key, p->api_version);
+        rc = hv < 0 ? hv : st_kp_resp_header_decode(&r, hv, &h);
+        if (rc >= 0)
+            rc = st_kp_resp_decode_any(&r, p->api_key, p->api_version, &msg);
+    }
+    if (rc >= 0 && msg) {
+        st_buf_put_u8(b, ' ');
+        if (request)
+            st_kp_req_format(b, p->api_key, p->api_version, msg);
+        else
+            st_kp_resp_format(b, p->api_key, p->api_version, msg);
+    } else {
+        n = snprintf(head, sizeof(head), " (not decoded: %s)", st_strerror(rc));
+        st_buf_append(b, head, (size_t)n);
+    }
+    st_buf_put_u8(b, '\n');
+    fwrite(b->data, 1, b->len, stdout);
+    fflush(stdout);
+}
+
+/* Moves whole frames from s->in to dst->out, logging them. Returns 0 or -1 (close). */
+static int pump(proxy_t *px, pconn_t *c, side_t *s, side_t *dst, bool from_client)
+{
+    size_t off = 0;
+    while (s->in.len - off >= 4) {
+        int32_t size = (int32_t)st_be32(s->in.data + off);
+        if (size < 0 || size > ST_CLI_PROXY_MAX_FRAME) {
+            fprintf(stderr, "strata proxy: [%d] frame of %d bytes from the %s; closing\n", c->id,
+                    size, from_client ? "client" : "upstream");
+            return -1;
+        }
+        if (s->in.len - off < 4 + (size_t)size)
+            break;
+        const uint8_t *f = s->in.data + off + 4;
+        if (from_client && size >= 8) {
+            pending_t p = {(int32_t)st_be32(f + 4), (int16_t)st_be16(f), (int16_t)st_be16(f + 2),
+                           mono_ns()};
+            if (c->npend == c->cappend) {
+                c->cappend = c->cappend ? c->cappend * 2 : 16;
+                c->pend = realloc(c->pend, c->cappend * sizeof(*c->pend));
+            }
+            /* Produce with acks=0 gets no response; it is not kept waiting. */
+            bool no_resp = false;
+            if (px->log)
+                print_line(px, c, "->", f, (size_t)size, &p, true);
+            if (p.api_key == 0 && size >= 14) {
+                /* acks sits after the header; decode it to know whether to wait. */
+                st_arena_reset(&px->arena);
+                st_kreader_t r;
+                st_kreader_init(&r, f, (size_t)size, &px->arena);
+                st_kp_req_header_t h;
+                void *msg;
+                int hv = st_kp_req_header_version(p.api_key, p.api_version);
+                if (hv >= 0 && st_kp_req_header_decode(&r, hv, &h) >= 0 &&
+                    st_kp_req_decode_any(&r, p.api_key, p.api_version, &msg) >= 0)
+                    no_resp = ((st_kp_produce_req_t *)msg)->acks == 0;
+            }
+            if (!no_resp)
+                c->pend[c->npend++] = p;
+        } else if (!from_client && size >= 4) {
+            int32_t corr = (int32_t)st_be32(f);
+            size_t i = 0;
+            while (i < c->npend && c->pend[i].correlation_id != corr)
+                i++;
+            if (i < c->npend) {
+                if (px->log)
+                    print_line(px, c, "<-", f, (size_t)size, &c->pend[i], false);
+                memmove(&c->pend[i], &c->pend[i + 1], (c->npend - i - 1) * sizeof(*c->pend));
+                c->npend--;
+            } else if (px->log) {
+                printf("[%d] <- #%d %d bytes (no matching request)\n", c->id, corr, size + 4);
+            }
+        }
+        st_buf_append(&dst->out, s->in.data + off, 4 + (size_t)size);
+        off += 4 + (size_t)size;
+    }
+    if (off) {
+        memmove(s->in.data, s->in.data + off, s->in.len - off);
+        s->in.len -= off;
+    }
+    return dst->out.oom || s->in.oom ? -1 : 0;
+}
+
+static int do_read(proxy_t *px, pconn_t *c, bool from_client)
+{
+    side_t *s = from_client ? &c->client : &c->upstream;
+    side_t *d = from_client ? &c->upstream : &c->client;
+    if (st_buf_reserve(&s->in, 65536) < 0)
+        return -1;
+    ssize_t n = read(s->fd, s->in.data + s->in.len, s->in.cap - s->in.len);
+    if (n == 0)
+        return -1;
+    if (n < 0)
+        return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    s->in.len += (size_t)n;
+    return pump(px, c, s, d, from_client);
+}
+
+static int do_write(side_t *s)
+{
+    while (s->out_off < s->out.len) {
+        ssize_t n = write(s->fd, s->out.data + s->out_off, s->out.len - s->out_off);
+        if (n < 0)
+            return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        s->out_off += (size_t)n;
+    }
+    st_buf_clear(&s->out);
+    s->out_off = 0;
+    return 0;
+}
+
+static void conn_close(pconn_t *c, bool log)
+{
+    if (log)
+        printf("[%d] closed (%zu request(s) unanswered)\n", c->id, c->npend);
+    fflush(stdout);
+    close(c->client.fd);
+    close(c->upstream.fd);
+    st_buf_fini(&c->client.in);
+    st_buf_fini(&c->client.out);
+    st_buf_fini(&c->upstream.in);
+    st_buf_fini(&c->upstream.out);
+    free(c->pend);
+    free(c);
+}
+
+int st_cli_proxy(int argc, char **argv)
+{
+    static const char usage[] = "proxy --listen HOST:PORT --upstream HOST:PORT [--log]";
+    const char *listen_s = "127.0.0.1:19092", *upstream_s = NULL;
+    bool log = false;
+    st_cli_strlist_t pos = {0};
+    const st_cli_opt_t opts[] = {
+        {'l', "listen", ST_CLI_OPT_STR, &listen_s, "HOST:PORT",
+         "where to accept clients (127.0.0.1:19092; port 0 picks one)"},
+        {'u', "upstream", ST_CLI_OPT_STR, &upstream_s, "HOST:PORT", "the broker to forward to"},
+        {0, "log", ST_CLI_OPT_FLAG, &log, NULL,
+         "print every request and response, decoded, with latency"},
+        ST_CLI_OPT_END,
+    };
+    int rc = st_cli_parse(argc, argv, usage,
+                          "Forwards Kafka connections to a broker; with --log prints the "
+                          "traffic decoded.\nPrints \"listening on HOST:PORT\" once ready.",
+                          opts, false, &pos, 0, 0);
+    st_cli_strlist_fini(&pos);
+    if (rc >= 0)
+        return rc;
+    if (!upstream_s)
+        return st_cli_usage_error(usage, "--upstream HOST:PORT is required");
+    struct addrinfo *la, *ua;
+    if (resolve(listen_s, true, &la) < 0)
+        return st_cli_usage_error(usage, "cannot resolve --listen '%s' (want HOST:PORT)",
+                                  listen_s);
+    if (resolve(upstream_s, false, &ua) < 0) {
+        freeaddrinfo(la);
+        return st_cli_usage_error(usage, "cannot resolve --upstream '%s' (want HOST:PORT)",
+                                  upstream_s);
+    }
+    int lfd = socket(la->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (lfd < 0 || bind(lfd, la->ai_addr, la->ai_addrlen) < 0 || listen(lfd, 128) < 0) {
+        st_cli_errorf("cannot listen on %s: %s — is something else using the port?", listen_s,
+                      strerror(errno));
+        freeaddrinfo(la);
+        freeaddrinfo(ua);
+        if (lfd >= 0)
+            close(lfd);
+        return ST_CLI_FAIL;
+    }
+    struct sockaddr_storage bound;
+    socklen_t bl = sizeof(bound);
+    getsockname(lfd, (struct sockaddr *)&bound, &bl);
+    char hbuf[NI_MAXHOST], pbuf[NI_MAXSERV];
+    getnameinfo((struct sockaddr *)&bound, bl, hbuf, sizeof(hbuf), pbuf, sizeof(pbuf),
+                NI_NUMERICHOST | NI_NUMERICSERV);
+    printf("listening on %s:%s, forwarding to %s\n", hbuf, pbuf, upstream_s);
+    fflush(stdout);
+    freeaddrinfo(la);
+
+    proxy_t px = {.log = log};
+    st_arena_init(&px.arena, 64 << 10);
+    st_buf_init(&px.line);
+    pconn_t *conns[ST_CLI_PROXY_MAX_CONNS];
+    size_t nconns = 0;
+    int next_id = 1;
+    struct pollfd pfd[1 + 2 * ST_CLI_PROXY_MAX_CONNS];
+    while (!st_cli_stop) {
+        pfd[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        for (size_t i = 0; i < nconns; i++) {
+            pconn_t *c = conns[i];
+            short ce = c->upstream.out.len < ST_CLI_PROXY_HIGH_WATER ? POLLIN : 0;
+            short ue = c->client.out.len < ST_CLI_PROXY_HIGH_WATER ? POLLIN : 0;
+            if (c->client.out.len)
+                ce |= POLLOUT;
+            if (c->upstream.out.len)
+                ue |= POLLOUT;
+            pfd[1 + 2 * i] = (struct pollfd){.fd = c->client.fd, .events = ce};
+            pfd[2 + 2 * i] = (struct pollfd){.fd = c->upstream.fd, .events = ue};
+        }
+        int n = poll(pfd, 1 + 2 * nconns, 500);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        /* Serve existing connections first: new ones are appended after this pass. */
+        for (size_t i = nconns; i-- > 0;) {
+            pconn_t *c = conns[i];
+            short cr = pfd[1 + 2 * i].revents, ur = pfd[2 + 2 * i].revents;
+            bool bad = false;
+            if (cr & (POLLIN | POLLHUP | POLLERR))
+                bad |= do_read(&px, c, true) < 0;
+            if (!bad && (ur & (POLLIN | POLLHUP | POLLERR)))
+                bad |= do_read(&px, c, false) < 0;
+            if (!bad)
+                bad |= do_write(&c->upstream) < 0 || do_write(&c->client) < 0;
+            if (bad) {
+                /* Deliver what the upstream already answered before closing. */
+                do_write(&c->client);
+                conn_close(c, log);
+                conns[i] = conns[--nconns];
+            }
+        }
+        if (pfd[0].revents & POLLIN) {
+            int cfd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (cfd < 0)
+                continue;
+            if (nconns == ST_CLI_PROXY_MAX_CONNS) {
+                close(cfd);
+                continue;
+            }
+            int ufd = socket(ua->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (ufd < 0 || connect(ufd, ua->ai_addr, ua->ai_addrlen) < 0) {
+                fprintf(stderr, "strata proxy: cannot connect to %s: %s — is the broker "
+                                "running?\n",
+                        upstream_s, strerror(errno));
+                if (ufd >= 0)
+                    close(ufd);
+                close(cfd);
+                continue;
+            }
+            fcntl(ufd, F_SETFL, fcntl(ufd, F_GETFL) | O_NONBLOCK);
+            setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            pconn_t *c = calloc(1, sizeof(*c));
+            c->id = next_id++;
+            c->client.fd = cfd;
+            c->upstream.fd = ufd;
+            st_buf_init(&c->client.in);
+            st_buf_init(&c->client.out);
+            st_buf_init(&c->upstream.in);
+            st_buf_init(&c->upstream.out);
+            conns[nconns++] = c;
+            if (log) {
+                printf("[%d] connected\n", c->id);
+                fflush(stdout);
+            }
+        }
+    }
+    for (size_t i = 0; i < nconns; i++)
+        conn_close(conns[i], false);
+    close(lfd);
+    freeaddrinfo(ua);
+    st_arena_fini(&px.arena);
+    st_buf_fini(&px.line);
+    return ST_CLI_OK;
+}
