@@ -621,6 +621,11 @@ static int roll_to(st_log_t *log, int64_t base)
         st_segment_delete(s);
         return rc;
     }
+    if (log->segs[0]->base_offset > log->log_start) {
+        /* The only segment was empty and replaced: nothing exists below its successor. */
+        log->log_start = log->segs[0]->base_offset;
+        ckpt_write(log);
+    }
     return 0;
 }
 
