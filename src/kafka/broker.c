@@ -24,8 +24,18 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "kafka/controller.h"
+#include "kafka/fetch_wait.h"
 #include "proto/kerr.h"
 #include "proto/kreader.h"
+#include "storage/fs.h"
+
+static _Thread_local st_kshard_t *st_cur_shard;
+
+st_kshard_t *st_kshard_current(void)
+{
+    return st_cur_shard;
+}
 
 static pthread_mutex_t st_start_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t st_start_cv = PTHREAD_COND_INITIALIZER;
@@ -160,6 +170,15 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
         }
     }
     b->listen_port = port;
+    b->ctl_md = st_md_new(b->cluster_id, (int32_t)cfg->node_id);
+    if (!b->ctl_md || st_md_add_broker(b->ctl_md, (int32_t)cfg->node_id, cfg->advertised_host,
+                                       cfg->advertised_port ? cfg->advertised_port : port)) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = st_ctl_load(b->ctl_md, cfg->log_dirs, nshards, err, errlen);
+    if (rc)
+        goto fail;
     rc = st_mesh_create(&b->mesh, nshards, 4096);
     if (rc) {
         snprintf(err, errlen, "cannot create the shard mesh: %s", st_strerror(rc));
@@ -173,6 +192,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
         }
         b->shards[i]->b = b;
         b->shards[i]->id = i;
+        b->shards[i]->md = st_md_ref(b->ctl_md);
     }
     *out = b;
     return 0;
@@ -191,7 +211,11 @@ void st_broker_destroy(st_broker_t *b)
                 close(b->listen_fds[i]);
     if (b->shards)
         for (int i = 0; i < b->nshards; i++)
-            free(b->shards[i]);
+            if (b->shards[i]) {
+                st_md_unref(b->shards[i]->md);
+                free(b->shards[i]);
+            }
+    st_md_unref(b->ctl_md);
     st_mesh_destroy(b->mesh);
     free(b->listen_fds);
     free(b->shards);
@@ -334,12 +358,24 @@ static void st_kshard_on_close(void *ctx, st_conn_t *c)
     (void)c;
 }
 
+static void st_kshard_maybe_stop(st_kshard_t *s)
+{
+    if (s->shutdown_state == 2 && s->syncs_in_flight == 0) {
+        s->shutdown_state = 3;
+        st_loop_stop(s->loop);
+    }
+}
+
+/* Every connection is gone: close the logs cleanly (final sync, clean-shutdown marker), then
+ * stop once the syncs already submitted to io_uring have come back. */
 static void st_kshard_drained(void *arg)
 {
     st_kshard_t *s = arg;
-    s->shutdown_state = 2;
     st_loop_timer_stop(s->loop, &s->shutdown_timer);
-    st_loop_stop(s->loop);
+    st_loop_timer_stop(s->loop, &s->tick_timer);
+    st_parts_fini(&s->parts);
+    s->shutdown_state = 2;
+    st_kshard_maybe_stop(s);
 }
 
 static void st_kshard_shutdown_timeout(st_timer_t *t)
@@ -359,7 +395,85 @@ static void st_kshard_before_sleep(void *arg)
     ST_DEBUG("shutting down: %zu connection(s) open", st_net_conn_count(s->net));
     st_timer_init(&s->shutdown_timer, st_kshard_shutdown_timeout, s);
     st_loop_timer_start(s->loop, &s->shutdown_timer, s->b->cfg->shutdown_timeout_ms);
+    st_fetch_cancel_all(s); /* long polls answer now with what they have */
     st_net_shutdown(s->net, st_kshard_drained, s);
+}
+
+typedef struct {
+    st_io_t io;
+    st_kshard_t *s;
+    st_sync_done_fn done;
+    void *arg;
+} st_sync_op_t;
+
+static void st_sync_complete(st_io_t *io, int res)
+{
+    st_sync_op_t *op = io->data;
+    st_kshard_t *s = op->s;
+    s->syncs_in_flight--;
+    op->done(op->arg, res);
+    free(op);
+    st_kshard_maybe_stop(s);
+}
+
+/* The storage sync hook: an fdatasync through io_uring, never on the loop thread. */
+static int st_sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
+{
+    st_kshard_t *s = ctx;
+    st_sync_op_t *op = malloc(sizeof *op);
+    if (!op)
+        return -ENOMEM;
+    op->io.cb = st_sync_complete;
+    op->io.data = op;
+    op->s = s;
+    op->done = done;
+    op->arg = arg;
+    int rc = st_loop_fsync(s->loop, &op->io, fd, true);
+    if (rc) {
+        free(op);
+        return rc;
+    }
+    s->syncs_in_flight++;
+    return 0;
+}
+
+static void st_tick_one(void *arg, st_part_t *p)
+{
+    st_kshard_t *s = arg;
+    int rc = st_log_tick(p->log);
+    if (rc < 0)
+        ST_WARN("housekeeping of %s-%d: %s", p->topic, p->index, st_strerror(rc));
+    st_part_update_hw(s, p);
+}
+
+static void st_kshard_tick(st_timer_t *t)
+{
+    st_kshard_t *s = t->data;
+    st_parts_each(&s->parts, st_tick_one, s);
+    st_loop_timer_start(s->loop, &s->tick_timer, 100);
+}
+
+/* Opens the partitions this shard owns (recovering them if needed). */
+static int st_kshard_open_partitions(st_kshard_t *s)
+{
+    const st_md_t *md = s->md;
+    int64_t t0 = st_mono_ms();
+    int n = 0;
+    for (int i = 0; i < md->ntopics; i++) {
+        const st_md_topic_t *t = md->topics[i];
+        for (int32_t p = 0; p < t->npartitions; p++) {
+            if (t->partitions[p].shard != s->id)
+                continue;
+            st_part_t *part;
+            int rc = st_parts_open(s, t, p, &part);
+            if (rc)
+                return rc;
+            n++;
+        }
+    }
+    if (n)
+        ST_INFO("opened %d partition(s) in %lld ms", n, (long long)(st_mono_ms() - t0));
+    return 0;
 }
 
 static void st_pin(int shard)
@@ -400,6 +514,7 @@ static void *st_kshard_main(void *arg)
     st_kshard_t *s = arg;
     st_broker_t *b = s->b;
     st_log_set_shard(s->id);
+    st_cur_shard = s;
     st_pin(s->id);
     int rc = st_loop_create(&s->loop, 4096);
     if (rc) {
@@ -409,14 +524,18 @@ static void *st_kshard_main(void *arg)
     }
     st_mesh_attach(b->mesh, s->id, s->loop);
     st_loop_add_before_sleep(s->loop, st_kshard_before_sleep, s);
-    st_md_t *md = st_md_new(b->cluster_id, (int32_t)b->cfg->node_id);
-    if (!md || st_md_add_broker(md, (int32_t)b->cfg->node_id, b->cfg->advertised_host,
-                                b->cfg->advertised_port ? b->cfg->advertised_port
-                                                        : b->listen_port)) {
+    st_storage_env_init(&s->env, st_fs_posix(), 4096 / b->nshards + 64);
+    s->env.sync_submit = st_sync_submit;
+    s->env.sync_ctx = s;
+    st_parts_init(&s->parts);
+    rc = st_kshard_open_partitions(s);
+    if (rc) {
+        ST_ERROR("cannot open this shard's partitions: %s", st_strerror(rc));
         st_start_signal(b, false);
         return NULL;
     }
-    s->md = md;
+    st_timer_init(&s->tick_timer, st_kshard_tick, s);
+    st_loop_timer_start(s->loop, &s->tick_timer, 100);
     st_net_handler_t h = {st_kshard_on_frame, st_kshard_on_close, s};
     st_net_limits_t lim = {(size_t)b->cfg->socket_request_max_bytes,
                            (size_t)b->cfg->connection_max_inflight_bytes};
@@ -433,8 +552,9 @@ static void *st_kshard_main(void *arg)
         ST_ERROR("event loop failed: %s", st_strerror(rc));
     st_net_destroy(s->net);
     s->net = NULL;
-    st_md_unref(s->md);
-    s->md = NULL;
+    if (s->parts.buckets)
+        st_parts_fini(&s->parts);
+    st_storage_env_fini(&s->env);
     st_loop_destroy(s->loop);
     s->loop = NULL;
     return NULL;

@@ -26,6 +26,9 @@
 #include "io/mesh.h"
 #include "net/conn.h"
 #include "net/out.h"
+#include "storage/env.h"
+#include "kafka/partition.h"
+#include "kafka/xcall.h"
 #include "proto/kafka_gen.h"
 #include "proto/kheader.h"
 #include "proto/kwriter.h"
@@ -48,8 +51,13 @@ struct st_kshard {
     st_loop_t *loop;
     st_net_t *net;
     st_md_t *md; /* this shard's current snapshot */
+    st_storage_env_t env;
+    st_parts_t parts;
+    int syncs_in_flight;
+    struct st_fetch *waits;   /* fetches waiting for data, on this shard */
+    st_timer_t tick_timer;       /* storage housekeeping */
     st_timer_t shutdown_timer;
-    int shutdown_state; /* 0 running, 1 draining, 2 done */
+    int shutdown_state; /* 0 running, 1 draining, 2 closing logs, 3 done */
     st_kshard_stats_t stats;
 };
 
@@ -61,6 +69,7 @@ struct st_broker {
     int *listen_fds;
     int listen_port; /* actual port (when configured as 0) */
     char cluster_id[64];
+    st_md_t *ctl_md; /* the controller's authoritative snapshot (shard 0 only after start) */
     _Atomic int stopping;
     _Atomic int started;
     _Atomic int failed;
@@ -121,8 +130,34 @@ extern const st_khandler_t st_khandlers[];
 extern const int st_nkhandlers;
 const st_khandler_t *st_khandler_find(int16_t api_key);
 
-/* Handlers (one file each). */
+/* Handlers (one file each, or one per family). */
 void st_kh_api_versions(st_kreq_t *r);
 void st_kh_metadata(st_kreq_t *r);
+void st_kh_produce(st_kreq_t *r);
+void st_kh_fetch(st_kreq_t *r);
+void st_kh_list_offsets(st_kreq_t *r);
+void st_kh_create_topics(st_kreq_t *r);
+void st_kh_delete_topics(st_kreq_t *r);
+void st_kh_create_partitions(st_kreq_t *r);
+void st_kh_describe_configs(st_kreq_t *r);
+void st_kh_alter_configs(st_kreq_t *r);
+void st_kh_incremental_alter_configs(st_kreq_t *r);
+void st_kh_describe_cluster(st_kreq_t *r);
+void st_kh_delete_records(st_kreq_t *r);
+void st_kh_offset_for_leader_epoch(st_kreq_t *r);
+
+/* The shard of the calling thread (NULL off the shard threads). */
+st_kshard_t *st_kshard_current(void);
+
+/* The shard owning a partition, or -1. */
+static inline int st_kshard_owner(const st_md_topic_t *t, int32_t partition)
+{
+    if (!t || partition < 0 || partition >= t->npartitions)
+        return -1;
+    return t->partitions[partition].shard;
+}
+
+/* Kafka error code for a storage/Strata error. */
+int16_t st_kerr_from(int err);
 
 #endif

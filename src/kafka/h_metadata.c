@@ -5,6 +5,7 @@
  * topics == null (v1+) or an empty list at v0 means every topic. A named topic that does not
  * exist is UNKNOWN_TOPIC_OR_PARTITION (topic creation on Metadata comes with topic admin).
  */
+#include "kafka/autocreate.h"
 #include "kafka/broker.h"
 #include "proto/kerr.h"
 
@@ -38,13 +39,9 @@ static int st_fill_topic(st_kreq_t *r, const st_md_t *md, const st_md_topic_t *t
     return 0;
 }
 
-void st_kh_metadata(st_kreq_t *r)
+static void st_metadata_answer(st_kreq_t *r, void *arg)
 {
-    st_kp_metadata_req_t req;
-    if (st_kp_metadata_req_decode(&r->body, r->api_version, &req)) {
-        st_kreq_fail(r, "malformed Metadata request");
-        return;
-    }
+    st_kp_metadata_req_t req = *(st_kp_metadata_req_t *)arg;
     const st_md_t *md = r->shard->md;
     st_kp_metadata_resp_t resp = {0};
     resp.controller_id = md->controller_id;
@@ -93,4 +90,27 @@ void st_kh_metadata(st_kreq_t *r)
     return;
 oom:
     st_kreq_fail(r, "out of memory");
+}
+
+void st_kh_metadata(st_kreq_t *r)
+{
+    st_kp_metadata_req_t *req = st_arena_zalloc(&r->arena, sizeof *req);
+    if (!req || st_kp_metadata_req_decode(&r->body, r->api_version, req)) {
+        st_kreq_fail(r, "malformed Metadata request");
+        return;
+    }
+    bool autocreate = r->shard->b->cfg->auto_create_topics_enable &&
+                      (r->api_version < 4 || req->allow_auto_topic_creation);
+    if (!autocreate || req->topics_count <= 0) {
+        st_metadata_answer(r, req);
+        return;
+    }
+    st_kstr_t *names = st_arena_zalloc(&r->arena, (size_t)req->topics_count * sizeof *names);
+    if (!names) {
+        st_kreq_fail(r, "out of memory");
+        return;
+    }
+    for (int i = 0; i < req->topics_count; i++)
+        names[i] = req->topics[i].name;
+    st_autocreate(r, names, req->topics_count, st_metadata_answer, req);
 }

@@ -1,11 +1,26 @@
 /*
  * handlers.c — the table of implemented APIs: what ApiVersions advertises and what dispatch
- * accepts. A version range here must be implemented in full by its handler.
+ * accepts. A version range here must be implemented in full by its handler; the ranges are
+ * the generated schema's (oldest version Kafka 4.x accepts to newest it defines).
  */
 #include "kafka/broker.h"
 
+#define ST_H(NAME, fn) {ST_KP_API_##NAME, ST_KP_##NAME##_MIN_VERSION, ST_KP_##NAME##_MAX_VERSION, fn}
+
 const st_khandler_t st_khandlers[] = {
-    {ST_KP_API_API_VERSIONS, 0, 4, st_kh_api_versions},
-    {ST_KP_API_METADATA, 0, 12, st_kh_metadata},
+    ST_H(PRODUCE, st_kh_produce),
+    ST_H(FETCH, st_kh_fetch),
+    ST_H(LIST_OFFSETS, st_kh_list_offsets),
+    ST_H(METADATA, st_kh_metadata),
+    ST_H(API_VERSIONS, st_kh_api_versions),
+    ST_H(CREATE_TOPICS, st_kh_create_topics),
+    ST_H(DELETE_TOPICS, st_kh_delete_topics),
+    ST_H(DELETE_RECORDS, st_kh_delete_records),
+    ST_H(OFFSET_FOR_LEADER_EPOCH, st_kh_offset_for_leader_epoch),
+    ST_H(DESCRIBE_CONFIGS, st_kh_describe_configs),
+    ST_H(ALTER_CONFIGS, st_kh_alter_configs),
+    ST_H(CREATE_PARTITIONS, st_kh_create_partitions),
+    ST_H(INCREMENTAL_ALTER_CONFIGS, st_kh_incremental_alter_configs),
+    ST_H(DESCRIBE_CLUSTER, st_kh_describe_cluster),
 };
 const int st_nkhandlers = (int)(sizeof st_khandlers / sizeof st_khandlers[0]);

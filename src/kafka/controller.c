@@ -1,0 +1,542 @@
+/*
+ * controller.c — topic administration on the controller shard, persistence of the metadata,
+ * and the hand-over of each new snapshot to every shard.
+ *
+ * strata-metadata.json:
+ *   {"version": N, "topics": [{"name": "t", "id": "<32 hex>", "internal": false,
+ *     "replication_factor": 1, "partitions": [<shard of p0>, <shard of p1>, ...],
+ *     "configs": {"retention.ms": "1000"}}]}
+ * A partition's shard is taken modulo the current shard count at load, so a broker restarted
+ * with another --smp still finds every partition.
+ */
+#include "kafka/controller.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "base/assert.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "kafka/broker.h"
+#include "kafka/partition.h"
+#include "kafka/topic_config.h"
+#include "proto/kerr.h"
+
+int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen)
+{
+    if (len == 0) {
+        snprintf(msg, msglen, "Topic name is illegal, it can't be empty");
+        return ST_E_INVALID;
+    }
+    if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.')) {
+        snprintf(msg, msglen, "Topic name cannot be \".\" or \"..\"");
+        return ST_E_INVALID;
+    }
+    if (len > 249) {
+        snprintf(msg, msglen, "Topic name is illegal, it can't be longer than 249 characters");
+        return ST_E_INVALID;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-')) {
+            snprintf(msg, msglen,
+                     "Topic name \"%.*s\" is illegal, it contains a character other than ASCII "
+                     "alphanumerics, '.', '_' and '-'",
+                     (int)(len > 100 ? 100 : len), name);
+            return ST_E_INVALID;
+        }
+    }
+    return 0;
+}
+
+/* ---- persistence ---- */
+
+static void st_hex(const uint8_t id[16], char out[33])
+{
+    static const char h[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = h[id[i] >> 4];
+        out[2 * i + 1] = h[id[i] & 15];
+    }
+    out[32] = 0;
+}
+
+static int st_unhex(const char *s, uint8_t id[16])
+{
+    if (!s || strlen(s) != 32)
+        return -1;
+    for (int i = 0; i < 16; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        id[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+static int st_ctl_save(const st_md_t *md, const char *log_dirs)
+{
+    json_t *root = json_object(), *topics = json_array();
+    json_object_set_new(root, "version", json_integer(md->version));
+    json_object_set_new(root, "topics", topics);
+    for (int i = 0; i < md->ntopics; i++) {
+        const st_md_topic_t *t = md->topics[i];
+        char hex[33];
+        st_hex(t->id, hex);
+        json_t *jt = json_object(), *parts = json_array(), *cfg = json_object();
+        json_object_set_new(jt, "name", json_string(t->name));
+        json_object_set_new(jt, "id", json_string(hex));
+        json_object_set_new(jt, "internal", json_boolean(t->internal));
+        json_object_set_new(jt, "replication_factor", json_integer(t->replication_factor));
+        for (int32_t p = 0; p < t->npartitions; p++)
+            json_array_append_new(parts, json_integer(t->partitions[p].shard));
+        json_object_set_new(jt, "partitions", parts);
+        for (int c = 0; c < t->nconfigs; c++)
+            json_object_set_new(cfg, t->configs[c].key, json_string(t->configs[c].value));
+        json_object_set_new(jt, "configs", cfg);
+        json_array_append_new(topics, jt);
+    }
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/strata-metadata.json", log_dirs);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!text)
+        return -ENOMEM;
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    size_t n = strlen(text);
+    if (fd < 0 || write(fd, text, n) != (ssize_t)n || fdatasync(fd) != 0)
+        rc = errno ? -errno : -EIO;
+    if (fd >= 0)
+        close(fd);
+    free(text);
+    if (!rc && rename(tmp, path) != 0)
+        rc = -errno;
+    if (!rc) {
+        int dfd = open(log_dirs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    return rc;
+}
+
+int st_ctl_load(st_md_t *md, const char *log_dirs, int nshards, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/strata-metadata.json", log_dirs);
+    if (access(path, F_OK) != 0)
+        return 0;
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) {
+        snprintf(err, errlen, "%s:%d: %s", path, je.line, je.text);
+        return ST_E_CORRUPT;
+    }
+    md->version = json_integer_value(json_object_get(root, "version"));
+    json_t *topics = json_object_get(root, "topics"), *jt;
+    size_t i;
+    int rc = 0;
+    json_array_foreach(topics, i, jt)
+    {
+        const char *name = json_string_value(json_object_get(jt, "name"));
+        uint8_t id[16];
+        json_t *parts = json_object_get(jt, "partitions");
+        if (!name || st_unhex(json_string_value(json_object_get(jt, "id")), id) ||
+            !json_is_array(parts)) {
+            snprintf(err, errlen, "%s: topic %zu is malformed", path, i);
+            rc = ST_E_CORRUPT;
+            break;
+        }
+        st_md_topic_t *t = st_md_topic_new(name, id, (int32_t)json_array_size(parts));
+        if (!t) {
+            rc = -ENOMEM;
+            break;
+        }
+        t->internal = json_is_true(json_object_get(jt, "internal"));
+        json_t *rf = json_object_get(jt, "replication_factor");
+        t->replication_factor = rf ? (int16_t)json_integer_value(rf) : 1;
+        size_t p;
+        json_t *js;
+        json_array_foreach(parts, p, js)
+        {
+            t->partitions[p].shard = (int32_t)(json_integer_value(js) % nshards);
+            t->partitions[p].leader = md->controller_id;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(jt, "configs"), k, v)
+            st_md_topic_set_config(t, k, json_string_value(v));
+        if (st_md_add_topic(md, t)) {
+            st_md_topic_free(t);
+            snprintf(err, errlen, "%s: topic %s appears twice", path, name);
+            rc = ST_E_CORRUPT;
+            break;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* ---- applying a snapshot on each shard ---- */
+
+typedef struct {
+    st_xcall_t x;
+    st_md_t *md;
+    st_ctl_op_t *op;
+} st_ctl_apply_t;
+
+static bool st_configs_equal(const st_md_topic_t *a, const st_md_topic_t *b)
+{
+    if (a->nconfigs != b->nconfigs)
+        return false;
+    for (int i = 0; i < a->nconfigs; i++)
+        if (strcmp(a->configs[i].key, b->configs[i].key) ||
+            strcmp(a->configs[i].value, b->configs[i].value))
+            return false;
+    return true;
+}
+
+typedef struct {
+    st_kshard_t *s;
+    const st_md_t *md;
+} st_sweep_t;
+
+static void st_sweep_one(void *arg, st_part_t *p)
+{
+    st_sweep_t *w = arg;
+    const st_md_topic_t *t = st_md_find_id(w->md, p->topic_id);
+    if (!t || p->index >= t->npartitions || t->partitions[p->index].shard != w->s->id)
+        st_parts_delete(w->s, p);
+}
+
+static void st_ctl_apply_run(st_kshard_t *s, st_xcall_t *x)
+{
+    st_ctl_apply_t *a = (st_ctl_apply_t *)x;
+    st_md_t *old = s->md;
+    s->md = st_md_ref(a->md);
+    st_sweep_t w = {s, a->md};
+    st_parts_each(&s->parts, st_sweep_one, &w);
+    for (int i = 0; i < a->md->ntopics; i++) {
+        const st_md_topic_t *t = a->md->topics[i];
+        const st_md_topic_t *ot = old ? st_md_find_id(old, t->id) : NULL;
+        bool reconf = ot && !st_configs_equal(ot, t);
+        for (int32_t p = 0; p < t->npartitions; p++) {
+            if (t->partitions[p].shard != s->id)
+                continue;
+            st_part_t *part = st_parts_get(&s->parts, t->id, p);
+            if (!part) {
+                st_part_t *np;
+                st_parts_open(s, t, p, &np);
+            } else if (reconf) {
+                st_parts_reconfigure(s, part, t);
+            }
+        }
+    }
+    st_md_unref(old);
+    st_xcall_return(s, x);
+}
+
+static void st_ctl_apply_done(st_kshard_t *s, st_xcall_t *x)
+{
+    st_ctl_apply_t *a = (st_ctl_apply_t *)x;
+    st_ctl_op_t *op = a->op;
+    st_md_unref(a->md);
+    free(a);
+    if (--op->pending == 0)
+        st_xcall_return(s, &op->x);
+}
+
+/* ---- the operations ---- */
+
+__attribute__((format(printf, 3, 4))) static void st_item_fail(st_ctl_item_t *it, int16_t code,
+                                                              const char *fmt, ...)
+{
+    it->error = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->message, sizeof it->message, fmt, ap);
+    va_end(ap);
+}
+
+static int32_t st_least_loaded_shard(const st_md_t *md, int nshards, int32_t *load)
+{
+    (void)md;
+    int32_t best = 0;
+    for (int i = 1; i < nshards; i++)
+        if (load[i] < load[best])
+            best = i;
+    load[best]++;
+    return best;
+}
+
+/* Computes the new value of a list config for APPEND/SUBTRACT of `v` into out. */
+static void st_list_edit(const char *cur, const char *v, bool add, char *out, size_t n)
+{
+    out[0] = 0;
+    bool present = false;
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", cur ? cur : "");
+    for (char *save, *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, v) == 0) {
+            present = true;
+            if (!add)
+                continue;
+        }
+        size_t l = strlen(out);
+        snprintf(out + l, n - l, "%s%s", l ? "," : "", tok);
+    }
+    if (add && !present) {
+        size_t l = strlen(out);
+        snprintf(out + l, n - l, "%s%s", l ? "," : "", v);
+    }
+}
+
+/* Validates every change first, then applies them all, so a refused item changes nothing. */
+static int st_apply_configs(st_md_topic_t *t, st_ctl_item_t *it)
+{
+    for (int c = 0; c < it->ncfg; c++) {
+        st_ctl_cfg_t *cf = &it->cfg[c];
+        const st_tcfg_desc_t *d = st_tcfg_find(cf->key, strlen(cf->key));
+        if (!d) {
+            st_item_fail(it, ST_KERR_INVALID_CONFIG, "Unknown topic config name: %s", cf->key);
+            return -1;
+        }
+        if (cf->op < ST_CTL_CFG_SET || cf->op > ST_CTL_CFG_SUBTRACT) {
+            st_item_fail(it, ST_KERR_INVALID_REQUEST, "Invalid config operation for %s", cf->key);
+            return -1;
+        }
+        if (cf->op == ST_CTL_CFG_DELETE)
+            continue;
+        if ((cf->op == ST_CTL_CFG_APPEND || cf->op == ST_CTL_CFG_SUBTRACT) &&
+            d->type != ST_TCFG_LIST) {
+            st_item_fail(it, ST_KERR_INVALID_CONFIG,
+                         "Config %s is not a list: APPEND/SUBTRACT do not apply", cf->key);
+            return -1;
+        }
+        if (!cf->value) {
+            st_item_fail(it, ST_KERR_INVALID_CONFIG, "Null value for config %s", cf->key);
+            return -1;
+        }
+        char err[200];
+        if (cf->op == ST_CTL_CFG_SET && st_tcfg_validate(d, cf->value, err, sizeof err)) {
+            st_item_fail(it, ST_KERR_INVALID_CONFIG, "%s", err);
+            return -1;
+        }
+    }
+    if (it->replace_configs)
+        while (t->nconfigs > 0)
+            st_md_topic_set_config(t, t->configs[0].key, NULL);
+    for (int c = 0; c < it->ncfg; c++) {
+        st_ctl_cfg_t *cf = &it->cfg[c];
+        const st_tcfg_desc_t *d = st_tcfg_find(cf->key, strlen(cf->key));
+        if (cf->op == ST_CTL_CFG_DELETE) {
+            st_md_topic_set_config(t, cf->key, NULL);
+        } else if (cf->op == ST_CTL_CFG_SET) {
+            st_md_topic_set_config(t, cf->key, cf->value);
+        } else {
+            const char *cur = st_md_topic_config(t, cf->key);
+            char out[256];
+            st_list_edit(cur ? cur : d->fixed_default, cf->value, cf->op == ST_CTL_CFG_APPEND, out,
+                         sizeof out);
+            st_md_topic_set_config(t, cf->key, out);
+        }
+    }
+    return 0;
+}
+
+static bool st_ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_t *load)
+{
+    const st_config_t *cfg = s->b->cfg;
+    char msg[200];
+    if (st_topic_name_check(it->name, strlen(it->name), msg, sizeof msg)) {
+        it->error = ST_KERR_INVALID_TOPIC_EXCEPTION;
+        snprintf(it->message, sizeof it->message, "%s", msg);
+        return false;
+    }
+    if (st_md_find(md, it->name, (int32_t)strlen(it->name))) {
+        st_item_fail(it, ST_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", it->name);
+        return false;
+    }
+    if (it->bad_assignment) {
+        st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                     "Replica assignments must name this broker only%s", "");
+        return false;
+    }
+    int32_t n = it->assigned >= 0 ? it->assigned : it->count < 0 ? (int32_t)cfg->num_partitions
+                                                                  : it->count;
+    int rf = it->rf < 0 ? (int)cfg->default_replication_factor : it->rf;
+    if (it->assigned < 0 && (n <= 0 || n > 100000)) {
+        snprintf(it->message, sizeof it->message,
+                 "Number of partitions must be larger than 0 (and at most 100000), got %d.", n);
+        it->error = ST_KERR_INVALID_PARTITIONS;
+        return false;
+    }
+    if (rf <= 0 || rf > md->nbrokers) {
+        snprintf(it->message, sizeof it->message,
+                 "Unable to replicate the partition %d time(s): The target replication factor "
+                 "of %d cannot be reached because only %d broker(s) are registered.",
+                 rf, rf, md->nbrokers);
+        it->error = ST_KERR_INVALID_REPLICATION_FACTOR;
+        return false;
+    }
+    uint8_t id[16];
+    if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id)
+        return false;
+    id[6] = (uint8_t)((id[6] & 0x0f) | 0x40); /* UUID v4 */
+    id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
+    st_md_topic_t *t = st_md_topic_new(it->name, id, n);
+    if (!t) {
+        st_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
+        return false;
+    }
+    t->internal = it->internal;
+    t->replication_factor = (int16_t)rf;
+    if (st_apply_configs(t, it)) {
+        st_md_topic_free(t);
+        return false;
+    }
+    for (int32_t p = 0; p < n; p++) {
+        t->partitions[p].shard = st_least_loaded_shard(md, s->b->nshards, load);
+        t->partitions[p].leader = md->controller_id;
+    }
+    memcpy(it->id, id, 16);
+    st_md_add_topic(md, t);
+    return true;
+}
+
+static st_md_topic_t *st_ctl_find(st_md_t *md, st_ctl_item_t *it)
+{
+    const st_md_topic_t *t = it->name ? st_md_find(md, it->name, (int32_t)strlen(it->name))
+                                      : st_md_find_id(md, it->id);
+    if (t)
+        it->out_name = t->name;
+    return (st_md_topic_t *)t;
+}
+
+static bool st_ctl_item(st_kshard_t *s, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *it,
+                        int32_t *load)
+{
+    it->error = 0;
+    it->message[0] = 0;
+    if (op->kind == ST_CTL_CREATE)
+        return st_ctl_create(s, md, it, load);
+    st_md_topic_t *t = st_ctl_find(md, it);
+    if (!t) {
+        it->error = it->name ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION : ST_KERR_UNKNOWN_TOPIC_ID;
+        snprintf(it->message, sizeof it->message, "This server does not host this topic.");
+        return false;
+    }
+    memcpy(it->id, t->id, 16);
+    switch (op->kind) {
+    case ST_CTL_DELETE:
+        if (t->internal) {
+            st_item_fail(it, ST_KERR_POLICY_VIOLATION, "Internal topic %s cannot be deleted",
+                         t->name);
+            return false;
+        }
+        st_md_remove_topic(md, t->name);
+        return true;
+    case ST_CTL_CREATE_PARTITIONS:
+        if (it->count <= t->npartitions) {
+            snprintf(it->message, sizeof it->message,
+                     "Topic currently has %d partitions, which is higher than the requested %d.",
+                     t->npartitions, it->count);
+            it->error = ST_KERR_INVALID_PARTITIONS;
+            return false;
+        }
+        if (it->count > 100000) {
+            st_item_fail(it, ST_KERR_INVALID_PARTITIONS, "Too many partitions%s", "");
+            return false;
+        }
+        if (it->bad_assignment) {
+            st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                         "Replica assignments must name this broker only%s", "");
+            return false;
+        }
+        {
+            int32_t old = t->npartitions;
+            if (st_md_topic_grow(t, it->count))
+                return false;
+            for (int32_t p = old; p < it->count; p++) {
+                t->partitions[p].shard = st_least_loaded_shard(md, s->b->nshards, load);
+                t->partitions[p].leader = md->controller_id;
+            }
+        }
+        return true;
+    case ST_CTL_ALTER_CONFIGS:
+        return st_apply_configs(t, it) == 0;
+    }
+    return false;
+}
+
+static void st_ctl_run(st_kshard_t *s, st_xcall_t *x)
+{
+    st_ctl_op_t *op = (st_ctl_op_t *)x;
+    st_broker_t *b = s->b;
+    st_md_t *md = st_md_clone(b->ctl_md);
+    if (!md) {
+        for (int i = 0; i < op->n; i++)
+            st_item_fail(&op->items[i], ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
+        st_xcall_return(s, x);
+        return;
+    }
+    int32_t *load = calloc((size_t)b->nshards, sizeof *load);
+    for (int i = 0; i < md->ntopics; i++)
+        for (int32_t p = 0; p < md->topics[i]->npartitions; p++)
+            load[md->topics[i]->partitions[p].shard % b->nshards]++;
+    bool changed = false;
+    for (int i = 0; i < op->n; i++) {
+        /* Validate-only runs each item against a scratch copy so nothing sticks. */
+        if (st_ctl_item(s, md, op, &op->items[i], load))
+            changed = true;
+    }
+    free(load);
+    if (!changed || op->validate_only) {
+        st_md_unref(md);
+        st_xcall_return(s, x);
+        return;
+    }
+    int rc = st_ctl_save(md, b->cfg->log_dirs);
+    if (rc) {
+        ST_ERROR("cannot persist the cluster metadata: %s", st_strerror(rc));
+        for (int i = 0; i < op->n; i++)
+            if (!op->items[i].error)
+                st_item_fail(&op->items[i], ST_KERR_KAFKA_STORAGE_ERROR,
+                             "cannot persist metadata: %s", st_strerror(rc));
+        st_md_unref(md);
+        st_xcall_return(s, x);
+        return;
+    }
+    st_md_unref(b->ctl_md);
+    b->ctl_md = md;
+    op->pending = b->nshards;
+    for (int i = 0; i < b->nshards; i++) {
+        st_ctl_apply_t *a = calloc(1, sizeof *a);
+        ST_ASSERT(a != NULL);
+        a->md = st_md_ref(md);
+        a->op = op;
+        st_xcall(s, i, &a->x, st_ctl_apply_run, st_ctl_apply_done);
+    }
+}
+
+static void st_ctl_done(st_kshard_t *s, st_xcall_t *x)
+{
+    st_ctl_op_t *op = (st_ctl_op_t *)x;
+    op->cb(s, op);
+}
+
+void st_ctl_submit(st_kshard_t *s, st_ctl_op_t *op)
+{
+    st_xcall(s, 0, &op->x, st_ctl_run, st_ctl_done);
+}

@@ -1,0 +1,79 @@
+/*
+ * controller.h — topic administration, run on shard 0 (the controller shard).
+ *
+ * Every change to the metadata goes through here: the controller validates it against its
+ * authoritative snapshot, builds the next snapshot, persists it (<log.dirs>/strata-metadata.json,
+ * written to a temporary file, synced, renamed), and sends it to every shard. Each shard swaps
+ * its snapshot, opens the partitions newly assigned to it, deletes those removed, applies
+ * config changes, and answers. Once all have answered, the operation returns to the shard
+ * that asked. So when a CreateTopics answer leaves, every shard already serves the topic.
+ *
+ * Operations are applied in the order they reach the controller; snapshots reach each shard
+ * in that same order (one ring per shard pair keeps order).
+ *
+ * Threads: st_ctl_submit on any shard; the rest runs on shard 0 and the shards it updates.
+ */
+#ifndef ST_KAFKA_CONTROLLER_H
+#define ST_KAFKA_CONTROLLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cluster/metadata.h"
+#include "kafka/xcall.h"
+
+enum {
+    ST_CTL_CREATE,            /* create topics */
+    ST_CTL_DELETE,            /* delete topics */
+    ST_CTL_CREATE_PARTITIONS, /* grow topics to `count` partitions */
+    ST_CTL_ALTER_CONFIGS,     /* change topic configs */
+};
+
+enum { ST_CTL_CFG_SET, ST_CTL_CFG_DELETE, ST_CTL_CFG_APPEND, ST_CTL_CFG_SUBTRACT };
+
+typedef struct st_ctl_cfg {
+    const char *key;
+    const char *value; /* NULL for delete */
+    int op;            /* ST_CTL_CFG_* */
+} st_ctl_cfg_t;
+
+typedef struct st_ctl_item {
+    /* in */
+    const char *name;   /* NUL-terminated; NULL when addressed by id */
+    uint8_t id[16];
+    int32_t count;      /* partitions (create: -1 = num.partitions; grow: new total) */
+    int16_t rf;         /* replication factor (-1 = default) */
+    int32_t assigned;   /* create: partitions given by explicit assignments, or -1 */
+    bool bad_assignment;
+    int ncfg;
+    st_ctl_cfg_t *cfg;
+    bool replace_configs; /* AlterConfigs: the given set replaces all overrides */
+    bool internal;
+    /* out */
+    int16_t error;
+    char message[200];
+    const char *out_name; /* for items addressed by id: the topic's name, if found */
+} st_ctl_item_t;
+
+typedef struct st_ctl_op st_ctl_op_t;
+struct st_ctl_op {
+    st_xcall_t x;
+    int kind;
+    bool validate_only;
+    int n;
+    st_ctl_item_t *items;
+    void (*cb)(st_kshard_t *s, st_ctl_op_t *op); /* on the submitting shard */
+    void *arg;
+    int pending; /* controller: shards yet to apply */
+    st_md_t *next_md;
+};
+
+/* Submits op (memory owned by the caller until cb runs). */
+void st_ctl_submit(st_kshard_t *s, st_ctl_op_t *op);
+
+/* Loads the persisted metadata into md (start-up, main thread). Missing file: nothing. */
+int st_ctl_load(st_md_t *md, const char *log_dirs, int nshards, char *err, size_t errlen);
+/* Validates a topic name as Kafka does; 0 or ST_E_INVALID with a message. */
+int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,34 @@
+/* errors.c — from Strata's error codes to the Kafka error a client acts on. */
+#include <errno.h>
+
+#include "base/err.h"
+#include "kafka/broker.h"
+#include "proto/kerr.h"
+
+int16_t st_kerr_from(int err)
+{
+    switch (err) {
+    case 0:
+        return ST_KERR_NONE;
+    case ST_E_CORRUPT:
+        return ST_KERR_CORRUPT_MESSAGE;
+    case ST_E_TOO_LARGE:
+        return ST_KERR_MESSAGE_TOO_LARGE;
+    case ST_E_MALFORMED:
+        return ST_KERR_INVALID_RECORD;
+    case ST_E_INVALID:
+        return ST_KERR_INVALID_REQUEST;
+    case ST_E_UNSUPPORTED:
+        return ST_KERR_UNSUPPORTED_FOR_MESSAGE_FORMAT;
+    case ST_E_OUT_OF_RANGE:
+        return ST_KERR_OFFSET_OUT_OF_RANGE;
+    case ST_E_NOT_FOUND:
+        return ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    case ST_E_CLOSED:
+        return ST_KERR_NOT_LEADER_OR_FOLLOWER;
+    case ST_E_TIMEOUT:
+        return ST_KERR_REQUEST_TIMED_OUT;
+    default:
+        return ST_KERR_KAFKA_STORAGE_ERROR; /* EIO, ENOSPC, EROFS, ... */
+    }
+}

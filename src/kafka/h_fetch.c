@@ -1,0 +1,499 @@
+/*
+ * h_fetch.c — Fetch (key 1): reads from partitions on any shard, long polling, zero-copy send.
+ *
+ * Life of a fetch (on the connection's shard, "origin"):
+ *   decode -> resolve topics -> ROUND: one xcall per owner shard reads its partitions
+ *   (st_log_read up to partition_max_bytes and the high watermark; file ranges, no copy)
+ *   -> all back: enough bytes (>= min_bytes), an error, no wait, or the deadline passed?
+ *        yes: trim to max_bytes (whole partitions; the first non-empty always kept), encode
+ *             with records spliced in as file ranges, send; each read is released on its
+ *             owner shard once its bytes are on the socket
+ *        no:  release the reads, register on every owner shard, sleep until a partition
+ *             moves (fetch_wait.h) or max_wait_ms -> ROUND again
+ *
+ * Fetch sessions (KIP-227) are declined as the protocol allows: every answer carries
+ * session_id 0, so clients keep sending full fetches; a request naming a session we never
+ * created gets FETCH_SESSION_ID_NOT_FOUND and the client starts over without one.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "kafka/broker.h"
+#include "kafka/fetch_wait.h"
+#include "proto/kerr.h"
+
+typedef struct st_fetch st_fetch_t;
+
+/* A read handed to the response; released on its owner shard after the send. */
+typedef struct st_fetch_rel {
+    st_msg_t msg;
+    st_broker_t *b;
+    int owner;
+    int origin;
+    st_log_read_t read;
+} st_fetch_rel_t;
+
+typedef struct {
+    uint8_t topic_id[16];
+    int32_t partition;
+    int64_t fetch_offset;
+    int32_t max_bytes;
+    int owner; /* -1: unknown topic or partition */
+    /* results */
+    int16_t error;
+    int64_t hw, log_start;
+    st_fetch_rel_t *rel; /* non-NULL when the read returned bytes */
+    st_kp_fetch_resp_partition_t *out;
+} st_fetch_part_t;
+
+typedef struct {
+    st_xcall_t x;
+    st_fetch_t *f;
+    int owner;
+} st_fetch_call_t;
+
+struct st_fetch {
+    st_kreq_t *r;
+    st_kp_fetch_req_t req;
+    st_kp_fetch_resp_t resp;
+    int nparts;
+    st_fetch_part_t *parts;
+    st_fetch_call_t *calls; /* one per shard */
+    int pending;
+    int64_t deadline_ns;
+    bool final;
+    bool waiting;
+    st_timer_t timer;
+    st_task_t rerun;
+    st_fetch_t *prev, *next; /* shard's waiting list */
+};
+
+/* ---- reads and their release ---- */
+
+static void st_rel_on_owner(st_msg_t *m)
+{
+    st_fetch_rel_t *rel = (st_fetch_rel_t *)m;
+    st_log_read_release(&rel->read);
+    free(rel);
+}
+
+/* Releases a read from any shard: directly on its owner, else by message. `from` is the
+ * calling shard. */
+static void st_rel_release(st_fetch_rel_t *rel, int from)
+{
+    if (!rel)
+        return;
+    if (from == rel->owner) {
+        st_log_read_release(&rel->read);
+        free(rel);
+        return;
+    }
+    st_mesh_send(rel->b->mesh, from, rel->owner, &rel->msg, st_rel_on_owner);
+}
+
+/* st_out_t release hook: runs on the origin shard when the bytes are sent or dropped. */
+static void st_rel_out_release(void *ref)
+{
+    st_fetch_rel_t *rel = ref;
+    st_rel_release(rel, rel->origin);
+}
+
+static void st_fetch_release_all(st_fetch_t *f)
+{
+    for (int i = 0; i < f->nparts; i++) {
+        st_rel_release(f->parts[i].rel, f->r->shard->id);
+        f->parts[i].rel = NULL;
+    }
+}
+
+/* ---- per-owner step ---- */
+
+static void st_fetch_read_one(st_kshard_t *s, st_fetch_part_t *fp, int origin)
+{
+    st_part_t *p = st_parts_get(&s->parts, fp->topic_id, fp->partition);
+    if (!p || !p->log) {
+        fp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+        return;
+    }
+    fp->hw = p->hw;
+    fp->log_start = st_log_start_offset(p->log);
+    if (fp->fetch_offset < fp->log_start || fp->fetch_offset > st_log_end_offset(p->log)) {
+        fp->error = ST_KERR_OFFSET_OUT_OF_RANGE;
+        return;
+    }
+    if (fp->fetch_offset >= p->hw || fp->max_bytes <= 0)
+        return;
+    st_fetch_rel_t *rel = calloc(1, sizeof *rel);
+    if (!rel) {
+        fp->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        return;
+    }
+    int rc = st_log_read(p->log, fp->fetch_offset, fp->max_bytes, p->hw, &rel->read);
+    if (rc) {
+        free(rel);
+        fp->error = st_kerr_from(rc);
+        return;
+    }
+    if (rel->read.bytes == 0) {
+        st_log_read_release(&rel->read);
+        free(rel);
+        return;
+    }
+    rel->b = s->b;
+    rel->owner = s->id;
+    rel->origin = origin;
+    p->records_out += (uint64_t)(rel->read.next_offset - fp->fetch_offset);
+    p->bytes_out += (uint64_t)rel->read.bytes;
+    fp->rel = rel;
+}
+
+static void st_fetch_call_run(st_kshard_t *s, st_xcall_t *x)
+{
+    st_fetch_call_t *c = (st_fetch_call_t *)x;
+    st_fetch_t *f = c->f;
+    for (int i = 0; i < f->nparts; i++)
+        if (f->parts[i].owner == s->id)
+            st_fetch_read_one(s, &f->parts[i], x->origin);
+    st_xcall_return(s, x);
+}
+
+typedef struct {
+    st_msg_t msg;
+    st_broker_t *b;
+    int waiter;
+    uint8_t topic_id[16];
+    int32_t partition;
+    int64_t offset;
+} st_fetch_reg_t;
+
+static void st_fetch_reg_on_owner(st_msg_t *m)
+{
+    st_fetch_reg_t *g = (st_fetch_reg_t *)m;
+    st_kshard_t *s = st_kshard_current();
+    st_part_t *p = st_parts_get(&s->parts, g->topic_id, g->partition);
+    if (p && p->log)
+        st_part_add_waiter(s, p, g->waiter, g->offset);
+    else
+        st_fetch_notify(s, g->waiter, g->topic_id, g->partition);
+    free(g);
+}
+
+/* ---- rounds ---- */
+
+static void st_fetch_round(st_fetch_t *f);
+static void st_fetch_respond(st_fetch_t *f);
+
+static void st_fetch_unlink(st_fetch_t *f)
+{
+    if (!f->waiting)
+        return;
+    st_kshard_t *s = f->r->shard;
+    if (f->prev)
+        f->prev->next = f->next;
+    else
+        s->waits = f->next;
+    if (f->next)
+        f->next->prev = f->prev;
+    f->prev = f->next = NULL;
+    f->waiting = false;
+}
+
+static void st_fetch_timeout(st_timer_t *t)
+{
+    st_fetch_t *f = t->data;
+    f->final = true;
+    if (!f->waiting)
+        return; /* a round is running or queued; it sees `final` */
+    st_fetch_unlink(f);
+    st_fetch_round(f);
+}
+
+static void st_fetch_rerun(st_task_t *t)
+{
+    st_fetch_t *f = t->data;
+    st_fetch_round(f);
+}
+
+static void st_fetch_wait(st_fetch_t *f)
+{
+    st_kshard_t *s = f->r->shard;
+    st_fetch_release_all(f);
+    for (int i = 0; i < f->nparts; i++) {
+        st_fetch_part_t *fp = &f->parts[i];
+        if (fp->owner < 0)
+            continue;
+        st_fetch_reg_t *g = calloc(1, sizeof *g);
+        if (!g)
+            continue;
+        g->b = s->b;
+        g->waiter = s->id;
+        memcpy(g->topic_id, fp->topic_id, 16);
+        g->partition = fp->partition;
+        g->offset = fp->fetch_offset;
+        st_mesh_send(s->b->mesh, s->id, fp->owner, &g->msg, st_fetch_reg_on_owner);
+    }
+    f->waiting = true;
+    f->prev = NULL;
+    f->next = s->waits;
+    if (s->waits)
+        s->waits->prev = f;
+    s->waits = f;
+    if (!st_timer_armed(&f->timer))
+        st_loop_timer_start_ns(s->loop, &f->timer, f->deadline_ns - st_mono_ns());
+}
+
+static void st_fetch_call_done(st_kshard_t *s, st_xcall_t *x)
+{
+    st_fetch_call_t *c = (st_fetch_call_t *)x;
+    st_fetch_t *f = c->f;
+    (void)s;
+    if (--f->pending > 0)
+        return;
+    int64_t bytes = 0;
+    bool error = false;
+    for (int i = 0; i < f->nparts; i++) {
+        if (f->parts[i].rel)
+            bytes += f->parts[i].rel->read.bytes;
+        if (f->parts[i].error)
+            error = true;
+    }
+    bool stopping = atomic_load_explicit(&f->r->shard->b->stopping, memory_order_relaxed);
+    if (f->final || error || stopping || bytes >= f->req.min_bytes || f->req.max_wait_ms <= 0 ||
+        st_mono_ns() >= f->deadline_ns) {
+        st_fetch_respond(f);
+        return;
+    }
+    st_fetch_wait(f);
+}
+
+static void st_fetch_round(st_fetch_t *f)
+{
+    st_kshard_t *s = f->r->shard;
+    int nshards = s->b->nshards;
+    bool *need = calloc((size_t)nshards, sizeof *need);
+    f->pending = 1; /* held until every call is sent */
+    for (int i = 0; i < f->nparts; i++) {
+        st_fetch_part_t *fp = &f->parts[i];
+        fp->error = fp->owner < 0 ? fp->error : 0;
+        fp->rel = NULL;
+        if (fp->owner >= 0 && need && !need[fp->owner]) {
+            need[fp->owner] = true;
+            f->pending++;
+            st_xcall(s, fp->owner, &f->calls[fp->owner].x, st_fetch_call_run, st_fetch_call_done);
+        }
+    }
+    free(need);
+    /* Drop the hold: runs the completion at once when no shard was asked. */
+    st_fetch_call_t self = {.f = f};
+    st_fetch_call_done(s, &self.x);
+}
+
+/* ---- the answer ---- */
+
+static int st_fetch_put_ext(st_kwriter_t *w, void *ext, int32_t len)
+{
+    st_out_t *o = w->ctx;
+    st_fetch_rel_t *rel = ext;
+    (void)len;
+    for (int i = 0; i < rel->read.nranges; i++) {
+        const st_log_range_t *rg = &rel->read.ranges[i];
+        bool last = i == rel->read.nranges - 1;
+        int rc = st_out_add_file(o, st_file_fd(rg->file), rg->pos, rg->len,
+                                 last ? st_rel_out_release : NULL, last ? rel : NULL);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static void st_fetch_respond(st_fetch_t *f)
+{
+    st_kreq_t *r = f->r;
+    st_fetch_unlink(f);
+    st_loop_timer_stop(r->shard->loop, &f->timer);
+    int64_t budget = f->req.max_bytes > 0 ? f->req.max_bytes : INT32_MAX;
+    if (budget > r->shard->b->cfg->fetch_max_bytes)
+        budget = r->shard->b->cfg->fetch_max_bytes;
+    int64_t used = 0;
+    bool any = false;
+    for (int i = 0; i < f->nparts; i++) {
+        st_fetch_part_t *fp = &f->parts[i];
+        st_kp_fetch_resp_partition_t *o = fp->out;
+        o->error_code = fp->error;
+        o->high_watermark = fp->error ? -1 : fp->hw;
+        o->last_stable_offset = fp->error ? -1 : fp->hw;
+        o->log_start_offset = fp->error ? -1 : fp->log_start;
+        o->aborted_transactions_count = r->api_version >= 4 ? 0 : -1;
+        o->records = (st_krecords_t){NULL, 0, NULL};
+        if (fp->error == ST_KERR_UNKNOWN_TOPIC_OR_PARTITION) {
+            o->high_watermark = -1;
+        }
+        if (!fp->rel)
+            continue;
+        int64_t n = fp->rel->read.bytes;
+        if (any && used + n > budget) {
+            st_rel_release(fp->rel, r->shard->id);
+            fp->rel = NULL;
+            continue;
+        }
+        any = true;
+        used += n;
+        o->records = (st_krecords_t){NULL, (int32_t)n, fp->rel};
+    }
+    st_kwriter_t w;
+    st_out_t *out = st_kreq_begin(r, &w);
+    int rc = -ENOMEM;
+    if (out) {
+        w.put_ext = st_fetch_put_ext;
+        w.ctx = out;
+        rc = st_kp_fetch_resp_encode(&w, r->api_version, &f->resp);
+    }
+    /* From here the out owns the reads that were spliced in. Any read not spliced (encode
+     * failed before reaching it) is released here. */
+    for (int i = 0; i < f->nparts; i++) {
+        st_fetch_rel_t *rel = f->parts[i].rel;
+        if (!rel)
+            continue;
+        bool spliced = false;
+        for (int k = 0; out && k < out->nfiles; k++)
+            if (out->files[k].ref == rel)
+                spliced = true;
+        if (!spliced)
+            st_rel_release(rel, r->shard->id);
+    }
+    free(f->calls);
+    st_kreq_finish(r, out, rc);
+}
+
+void st_fetch_cancel_all(st_kshard_t *s)
+{
+    while (s->waits) {
+        st_fetch_t *f = s->waits;
+        st_fetch_unlink(f);
+        st_loop_timer_stop(s->loop, &f->timer);
+        f->final = true;
+        st_fetch_respond(f);
+    }
+}
+
+/* ---- notifications ---- */
+
+typedef struct {
+    st_msg_t msg;
+    st_broker_t *b;
+    uint8_t topic_id[16];
+    int32_t partition;
+} st_fetch_note_t;
+
+static void st_fetch_note_on_waiter(st_msg_t *m)
+{
+    st_fetch_note_t *n = (st_fetch_note_t *)m;
+    st_kshard_t *s = st_kshard_current();
+    for (st_fetch_t *f = s->waits, *next; f; f = next) {
+        next = f->next;
+        for (int i = 0; i < f->nparts; i++) {
+            st_fetch_part_t *fp = &f->parts[i];
+            if (fp->partition == n->partition && memcmp(fp->topic_id, n->topic_id, 16) == 0) {
+                st_fetch_unlink(f);
+                st_loop_defer(s->loop, &f->rerun);
+                break;
+            }
+        }
+    }
+    free(n);
+}
+
+void st_fetch_notify(st_kshard_t *owner, int waiter, const uint8_t topic_id[16], int32_t index)
+{
+    st_fetch_note_t *n = calloc(1, sizeof *n);
+    if (!n)
+        return;
+    n->b = owner->b;
+    memcpy(n->topic_id, topic_id, 16);
+    n->partition = index;
+    st_mesh_send(owner->b->mesh, owner->id, waiter, &n->msg, st_fetch_note_on_waiter);
+}
+
+/* ---- the handler ---- */
+
+void st_kh_fetch(st_kreq_t *r)
+{
+    st_fetch_t *f = st_arena_zalloc(&r->arena, sizeof *f);
+    if (!f || st_kp_fetch_req_decode(&r->body, r->api_version, &f->req)) {
+        st_kreq_fail(r, "malformed Fetch request");
+        return;
+    }
+    f->r = r;
+    st_kp_fetch_resp_init(&f->resp);
+    st_timer_init(&f->timer, st_fetch_timeout, f);
+    st_task_init(&f->rerun, st_fetch_rerun, f);
+    f->calls = calloc((size_t)r->shard->b->nshards, sizeof *f->calls);
+    if (!f->calls) {
+        st_kreq_fail(r, "out of memory");
+        return;
+    }
+    for (int i = 0; i < r->shard->b->nshards; i++)
+        f->calls[i].f = f;
+    int32_t max_wait = f->req.max_wait_ms < 0 ? 0 : f->req.max_wait_ms;
+    f->deadline_ns = st_mono_ns() + (int64_t)max_wait * 1000000;
+
+    if (f->req.session_id != 0 || f->req.session_epoch > 0) {
+        f->resp.error_code = ST_KERR_FETCH_SESSION_ID_NOT_FOUND;
+        r->error_code = f->resp.error_code;
+        free(f->calls);
+        ST_KREQ_RESPOND(r, fetch, &f->resp);
+        return;
+    }
+    int total = 0;
+    for (int t = 0; t < f->req.topics_count; t++)
+        total += f->req.topics[t].partitions_count;
+    f->parts = st_arena_zalloc(&r->arena, (size_t)total * sizeof *f->parts + 1);
+    f->resp.responses =
+        st_arena_zalloc(&r->arena, (size_t)f->req.topics_count * sizeof *f->resp.responses + 1);
+    if (!f->parts || !f->resp.responses) {
+        free(f->calls);
+        st_kreq_fail(r, "out of memory");
+        return;
+    }
+    f->resp.responses_count = f->req.topics_count;
+    const st_md_t *md = r->shard->md;
+    int k = 0;
+    for (int t = 0; t < f->req.topics_count; t++) {
+        st_kp_fetch_req_topic_t *qt = &f->req.topics[t];
+        st_kp_fetch_resp_response_t *rt = &f->resp.responses[t];
+        const st_md_topic_t *mt = r->api_version >= 13 ? st_md_find_id(md, qt->topic_id.b)
+                                                       : st_md_find(md, qt->topic.ptr,
+                                                                    qt->topic.len);
+        rt->topic = qt->topic;
+        rt->topic_id = qt->topic_id;
+        rt->partitions_count = qt->partitions_count;
+        rt->partitions = st_arena_zalloc(&r->arena, (size_t)qt->partitions_count *
+                                                        sizeof *rt->partitions + 1);
+        if (!rt->partitions) {
+            free(f->calls);
+            st_kreq_fail(r, "out of memory");
+            return;
+        }
+        for (int p = 0; p < qt->partitions_count; p++) {
+            st_kp_fetch_req_partition_t *qp = &qt->partitions[p];
+            st_fetch_part_t *fp = &f->parts[k++];
+            st_kp_fetch_resp_partition_init(&rt->partitions[p]);
+            rt->partitions[p].partition_index = qp->partition;
+            fp->out = &rt->partitions[p];
+            fp->partition = qp->partition;
+            fp->fetch_offset = qp->fetch_offset;
+            fp->max_bytes = qp->partition_max_bytes;
+            fp->owner = st_kshard_owner(mt, qp->partition);
+            if (mt)
+                memcpy(fp->topic_id, mt->id, 16);
+            if (fp->owner < 0)
+                fp->error = mt || r->api_version < 13 ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION
+                                                      : ST_KERR_UNKNOWN_TOPIC_ID;
+        }
+    }
+    f->nparts = k;
+    st_fetch_round(f);
+}

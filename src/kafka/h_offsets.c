@@ -1,0 +1,277 @@
+/*
+ * h_offsets.c — ListOffsets (2), DeleteRecords (21) and OffsetForLeaderEpoch (23): each a
+ * short step on the partitions' owner shards (pcall.h).
+ *
+ * ListOffsets answers within what consumers may read (below the high watermark):
+ *   -1 latest: the high watermark      -2 earliest, -4 earliest local, -5: the log start
+ *   -3 max timestamp: that record      t >= 0: first record with timestamp >= t, else -1
+ */
+#include "base/err.h"
+#include "kafka/pcall.h"
+#include "proto/kerr.h"
+
+/* ---- ListOffsets ---- */
+
+static void st_list_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
+{
+    (void)s;
+    int64_t ts = it->in;
+    it->out_epoch = st_log_latest_epoch(p->log) < 0 ? 0 : st_log_latest_epoch(p->log);
+    it->out_ts = -1;
+    if (ts == -1) {
+        it->out_offset = p->hw;
+    } else if (ts == -2 || ts == -4 || ts == -5) {
+        it->out_offset = st_log_start_offset(p->log);
+    } else if (ts == -3) {
+        int64_t t, o;
+        if (st_log_max_timestamp(p->log, &t, &o) == 0 && o < p->hw) {
+            it->out_offset = o;
+            it->out_ts = t;
+        } else {
+            it->out_offset = -1;
+        }
+    } else if (ts >= 0) {
+        int64_t o, t;
+        int rc = st_log_offset_for_timestamp(p->log, ts, &o, &t);
+        if (rc == 0 && o < p->hw) {
+            it->out_offset = o;
+            it->out_ts = t;
+        } else if (rc == 0 || rc == ST_E_NOT_FOUND) {
+            it->out_offset = -1;
+        } else {
+            it->error = st_kerr_from(rc);
+        }
+    } else {
+        it->error = ST_KERR_INVALID_REQUEST;
+    }
+}
+
+typedef struct {
+    st_kp_list_offsets_req_t req;
+    st_kp_list_offsets_resp_t resp;
+    st_pitem_t *items;
+} st_list_ctx_t;
+
+static void st_list_done(st_kreq_t *r, void *arg)
+{
+    st_list_ctx_t *c = arg;
+    int k = 0;
+    for (int t = 0; t < c->resp.topics_count; t++)
+        for (int p = 0; p < c->resp.topics[t].partitions_count; p++) {
+            st_kp_list_offsets_resp_partition_t *o = &c->resp.topics[t].partitions[p];
+            st_pitem_t *it = &c->items[k++];
+            o->error_code = it->error;
+            o->offset = it->error ? -1 : it->out_offset;
+            o->timestamp = it->error ? -1 : it->out_ts;
+            o->leader_epoch = it->error ? -1 : it->out_epoch;
+            if (it->error)
+                r->error_code = it->error;
+        }
+    ST_KREQ_RESPOND(r, list_offsets, &c->resp);
+}
+
+void st_kh_list_offsets(st_kreq_t *r)
+{
+    st_list_ctx_t *c = st_arena_zalloc(&r->arena, sizeof *c);
+    if (!c || st_kp_list_offsets_req_decode(&r->body, r->api_version, &c->req)) {
+        st_kreq_fail(r, "malformed ListOffsets request");
+        return;
+    }
+    int total = 0;
+    for (int t = 0; t < c->req.topics_count; t++)
+        total += c->req.topics[t].partitions_count;
+    c->items = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->items + 1);
+    c->resp.topics = st_arena_zalloc(&r->arena, (size_t)c->req.topics_count *
+                                                    sizeof *c->resp.topics + 1);
+    if (!c->items || !c->resp.topics) {
+        st_kreq_fail(r, "out of memory");
+        return;
+    }
+    c->resp.topics_count = c->req.topics_count;
+    int k = 0;
+    for (int t = 0; t < c->req.topics_count; t++) {
+        st_kp_list_offsets_req_topic_t *qt = &c->req.topics[t];
+        st_kp_list_offsets_resp_topic_t *rt = &c->resp.topics[t];
+        rt->name = qt->name;
+        rt->partitions_count = qt->partitions_count;
+        rt->partitions = st_arena_zalloc(&r->arena, (size_t)qt->partitions_count *
+                                                        sizeof *rt->partitions + 1);
+        if (!rt->partitions) {
+            st_kreq_fail(r, "out of memory");
+            return;
+        }
+        for (int p = 0; p < qt->partitions_count; p++) {
+            st_pitem_t *it = &c->items[k++];
+            rt->partitions[p].partition_index = qt->partitions[p].partition_index;
+            st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index);
+            it->in = qt->partitions[p].timestamp;
+        }
+    }
+    st_pcall(r, c->items, k, st_list_one, st_list_done, c);
+}
+
+/* ---- DeleteRecords ---- */
+
+static void st_delete_records_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
+{
+    (void)s;
+    int64_t off = it->in == -1 ? p->hw : it->in;
+    if (off < 0 || off > p->hw) {
+        it->error = ST_KERR_OFFSET_OUT_OF_RANGE;
+        return;
+    }
+    int rc = st_log_set_start_offset(p->log, off);
+    if (rc)
+        it->error = st_kerr_from(rc);
+    it->out_offset = st_log_start_offset(p->log);
+}
+
+typedef struct {
+    st_kp_delete_records_req_t req;
+    st_kp_delete_records_resp_t resp;
+    st_pitem_t *items;
+} st_delrec_ctx_t;
+
+static void st_delete_records_done(st_kreq_t *r, void *arg)
+{
+    st_delrec_ctx_t *c = arg;
+    int k = 0;
+    for (int t = 0; t < c->resp.topics_count; t++)
+        for (int p = 0; p < c->resp.topics[t].partitions_count; p++) {
+            st_pitem_t *it = &c->items[k++];
+            c->resp.topics[t].partitions[p].error_code = it->error;
+            c->resp.topics[t].partitions[p].low_watermark = it->error ? -1 : it->out_offset;
+        }
+    ST_KREQ_RESPOND(r, delete_records, &c->resp);
+}
+
+void st_kh_delete_records(st_kreq_t *r)
+{
+    st_delrec_ctx_t *c = st_arena_zalloc(&r->arena, sizeof *c);
+    if (!c || st_kp_delete_records_req_decode(&r->body, r->api_version, &c->req)) {
+        st_kreq_fail(r, "malformed DeleteRecords request");
+        return;
+    }
+    int total = 0;
+    for (int t = 0; t < c->req.topics_count; t++)
+        total += c->req.topics[t].partitions_count;
+    c->items = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->items + 1);
+    c->resp.topics = st_arena_zalloc(&r->arena, (size_t)c->req.topics_count *
+                                                    sizeof *c->resp.topics + 1);
+    if (!c->items || !c->resp.topics) {
+        st_kreq_fail(r, "out of memory");
+        return;
+    }
+    c->resp.topics_count = c->req.topics_count;
+    int k = 0;
+    for (int t = 0; t < c->req.topics_count; t++) {
+        st_kp_delete_records_req_topic_t *qt = &c->req.topics[t];
+        st_kp_delete_records_resp_topic_t *rt = &c->resp.topics[t];
+        rt->name = qt->name;
+        rt->partitions_count = qt->partitions_count;
+        rt->partitions = st_arena_zalloc(&r->arena, (size_t)qt->partitions_count *
+                                                        sizeof *rt->partitions + 1);
+        if (!rt->partitions) {
+            st_kreq_fail(r, "out of memory");
+            return;
+        }
+        for (int p = 0; p < qt->partitions_count; p++) {
+            st_pitem_t *it = &c->items[k++];
+            rt->partitions[p].partition_index = qt->partitions[p].partition_index;
+            st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index);
+            it->in = qt->partitions[p].offset;
+        }
+    }
+    st_pcall(r, c->items, k, st_delete_records_one, st_delete_records_done, c);
+}
+
+/* ---- OffsetForLeaderEpoch ---- */
+
+static void st_ofle_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
+{
+    (void)s;
+    int32_t current = (int32_t)it->in2;
+    int32_t latest = st_log_latest_epoch(p->log) < 0 ? 0 : st_log_latest_epoch(p->log);
+    if (current >= 0 && current < latest) {
+        it->error = ST_KERR_FENCED_LEADER_EPOCH;
+        return;
+    }
+    if (current > latest) {
+        it->error = ST_KERR_UNKNOWN_LEADER_EPOCH;
+        return;
+    }
+    int32_t epoch;
+    int64_t end;
+    if (st_log_latest_epoch(p->log) < 0) {
+        /* Nothing appended yet: the only epoch is the current one, ending at the log end. */
+        epoch = (int32_t)it->in <= latest ? (int32_t)it->in : -1;
+        end = epoch >= 0 ? st_log_end_offset(p->log) : -1;
+    } else if (st_log_end_offset_for_epoch(p->log, (int32_t)it->in, &epoch, &end)) {
+        epoch = -1;
+        end = -1;
+    }
+    it->out_epoch = epoch;
+    it->out_offset = end;
+}
+
+typedef struct {
+    st_kp_offset_for_leader_epoch_req_t req;
+    st_kp_offset_for_leader_epoch_resp_t resp;
+    st_pitem_t *items;
+} st_ofle_ctx_t;
+
+static void st_ofle_done(st_kreq_t *r, void *arg)
+{
+    st_ofle_ctx_t *c = arg;
+    int k = 0;
+    for (int t = 0; t < c->resp.topics_count; t++)
+        for (int p = 0; p < c->resp.topics[t].partitions_count; p++) {
+            st_pitem_t *it = &c->items[k++];
+            st_kp_offset_for_leader_epoch_resp_partition_t *o = &c->resp.topics[t].partitions[p];
+            o->error_code = it->error;
+            o->leader_epoch = it->error ? -1 : it->out_epoch;
+            o->end_offset = it->error ? -1 : it->out_offset;
+        }
+    ST_KREQ_RESPOND(r, offset_for_leader_epoch, &c->resp);
+}
+
+void st_kh_offset_for_leader_epoch(st_kreq_t *r)
+{
+    st_ofle_ctx_t *c = st_arena_zalloc(&r->arena, sizeof *c);
+    if (!c || st_kp_offset_for_leader_epoch_req_decode(&r->body, r->api_version, &c->req)) {
+        st_kreq_fail(r, "malformed OffsetForLeaderEpoch request");
+        return;
+    }
+    int total = 0;
+    for (int t = 0; t < c->req.topics_count; t++)
+        total += c->req.topics[t].partitions_count;
+    c->items = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->items + 1);
+    c->resp.topics = st_arena_zalloc(&r->arena, (size_t)c->req.topics_count *
+                                                    sizeof *c->resp.topics + 1);
+    if (!c->items || !c->resp.topics) {
+        st_kreq_fail(r, "out of memory");
+        return;
+    }
+    c->resp.topics_count = c->req.topics_count;
+    int k = 0;
+    for (int t = 0; t < c->req.topics_count; t++) {
+        st_kp_offset_for_leader_epoch_req_topic_t *qt = &c->req.topics[t];
+        st_kp_offset_for_leader_epoch_resp_topic_t *rt = &c->resp.topics[t];
+        rt->topic = qt->topic;
+        rt->partitions_count = qt->partitions_count;
+        rt->partitions = st_arena_zalloc(&r->arena, (size_t)qt->partitions_count *
+                                                        sizeof *rt->partitions + 1);
+        if (!rt->partitions) {
+            st_kreq_fail(r, "out of memory");
+            return;
+        }
+        for (int p = 0; p < qt->partitions_count; p++) {
+            st_pitem_t *it = &c->items[k++];
+            rt->partitions[p].partition = qt->partitions[p].partition;
+            st_pitem_resolve(r, it, qt->topic, qt->partitions[p].partition);
+            it->in = qt->partitions[p].leader_epoch;
+            it->in2 = qt->partitions[p].current_leader_epoch;
+        }
+    }
+    st_pcall(r, c->items, k, st_ofle_one, st_ofle_done, c);
+}

@@ -1,0 +1,279 @@
+/*
+ * h_produce.c — Produce (key 0): append on the owner shards, answer once durable.
+ *
+ *   decode -> missing topics auto-created (if enabled) -> one xcall per owner shard:
+ *   st_log_append for each of its partitions, then (acks != 0) wait until the append is as
+ *   durable as the flush policy promises (strict: fdatasync'ed by group commit) -> back on
+ *   the connection's shard, answer. acks=0 gets no answer at all, but the request is held
+ *   until the appends are done, since the records live in its frame.
+ *
+ * Every append also moves the partition's high watermark once durable, waking fetches.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "kafka/autocreate.h"
+#include "kafka/controller.h"
+#include "kafka/broker.h"
+#include "proto/kerr.h"
+
+typedef struct st_produce st_produce_t;
+
+typedef struct {
+    uint8_t topic_id[16];
+    int32_t partition;
+    int owner;
+    uint8_t *records;
+    int32_t len;
+    int16_t error;
+    const char *why;
+    st_kp_produce_resp_partition_response_t *out;
+} st_prod_part_t;
+
+typedef struct {
+    st_xcall_t x;
+    st_produce_t *p;
+    int waiting; /* durability callbacks outstanding on the owner */
+} st_prod_call_t;
+
+struct st_produce {
+    st_kreq_t *r;
+    st_kp_produce_req_t req;
+    st_kp_produce_resp_t resp;
+    int nparts;
+    st_prod_part_t *parts;
+    st_prod_call_t *calls;
+    int pending;
+};
+
+typedef struct {
+    st_kshard_t *s;
+    st_prod_call_t *c; /* NULL: only moving the high watermark */
+    st_prod_part_t *pp;
+    st_part_t *part;
+} st_prod_wait_t;
+
+static void st_prod_durable(void *arg, int res)
+{
+    st_prod_wait_t *w = arg;
+    st_part_t *part = w->part;
+    part->pending_durable--;
+    if (res && w->pp) {
+        w->pp->error = st_kerr_from(res);
+        w->pp->why = st_strerror(res);
+    }
+    st_part_update_hw(w->s, part);
+    st_part_maybe_free(part);
+    st_prod_call_t *c = w->c;
+    st_kshard_t *s = w->s;
+    free(w);
+    if (c && --c->waiting == 0)
+        st_xcall_return(s, &c->x);
+}
+
+static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t *pp,
+                               int16_t acks)
+{
+    st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
+    if (!part || !part->log) {
+        pp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+        return;
+    }
+    if (!pp->records || pp->len <= 0) {
+        pp->error = ST_KERR_INVALID_REQUEST;
+        pp->why = "no records";
+        return;
+    }
+    st_log_append_info_t info;
+    st_batch_verdict_t v = {0};
+    int rc = st_log_append(part->log, pp->records, (size_t)pp->len,
+                           (int32_t)0, &info, &v);
+    if (rc) {
+        pp->error = st_kerr_from(rc);
+        if (rc == ST_E_TRUNCATED)
+            pp->error = ST_KERR_CORRUPT_MESSAGE;
+        if (rc == ST_E_TOO_LARGE && pp->len > st_log_config(part->log)->segment_bytes)
+            pp->error = ST_KERR_RECORD_LIST_TOO_LARGE;
+        pp->why = v.why ? v.why : st_strerror(rc);
+        ST_DEBUG("produce to %s-%d refused: %s", part->topic, part->index, pp->why);
+        return;
+    }
+    part->records_in += (uint64_t)info.records;
+    part->bytes_in += (uint64_t)pp->len;
+    pp->out->base_offset = info.base_offset;
+    pp->out->log_append_time_ms = info.log_append_time;
+    pp->out->log_start_offset = info.log_start_offset;
+    st_prod_wait_t *w = malloc(sizeof *w);
+    if (!w) {
+        pp->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        return;
+    }
+    *w = (st_prod_wait_t){s, acks != 0 ? c : NULL, acks != 0 ? pp : NULL, part};
+    rc = st_log_wait_durable(part->log, info.last_offset + 1, st_prod_durable, w);
+    if (rc == 0) {
+        part->pending_durable++;
+        if (w->c)
+            c->waiting++;
+        return;
+    }
+    free(w);
+    if (rc < 0 && acks != 0) {
+        pp->error = st_kerr_from(rc);
+        pp->why = st_strerror(rc);
+    }
+    st_part_update_hw(s, part);
+}
+
+static void st_prod_call_run(st_kshard_t *s, st_xcall_t *x)
+{
+    st_prod_call_t *c = (st_prod_call_t *)x;
+    st_produce_t *p = c->p;
+    c->waiting = 1; /* held while appending */
+    for (int i = 0; i < p->nparts; i++)
+        if (p->parts[i].owner == s->id && !p->parts[i].error)
+            st_prod_append_one(s, c, &p->parts[i], p->req.acks);
+    if (--c->waiting == 0)
+        st_xcall_return(s, x);
+}
+
+static void st_prod_finish(st_produce_t *p)
+{
+    st_kreq_t *r = p->r;
+    free(p->calls);
+    for (int i = 0; i < p->nparts; i++) {
+        st_prod_part_t *pp = &p->parts[i];
+        pp->out->error_code = pp->error;
+        if (pp->error) {
+            pp->out->base_offset = -1;
+            pp->out->log_append_time_ms = -1;
+            pp->out->log_start_offset = -1;
+            if (pp->why)
+                pp->out->error_message = st_kstr(pp->why);
+            r->error_code = pp->error;
+        }
+    }
+    if (p->req.acks == 0) {
+        st_kreq_finish_silent(r);
+        return;
+    }
+    ST_KREQ_RESPOND(r, produce, &p->resp);
+}
+
+static void st_prod_call_done(st_kshard_t *s, st_xcall_t *x)
+{
+    st_prod_call_t *c = (st_prod_call_t *)x;
+    (void)s;
+    if (--c->p->pending == 0)
+        st_prod_finish(c->p);
+}
+
+/* Resolves topics against this shard's snapshot and sends each owner its partitions. */
+static void st_prod_dispatch(st_kreq_t *r, void *arg)
+{
+    st_produce_t *p = arg;
+    const st_md_t *md = r->shard->md;
+    int k = 0;
+    for (int t = 0; t < p->req.topic_data_count; t++) {
+        st_kp_produce_req_topic_data_t *qt = &p->req.topic_data[t];
+        const st_md_topic_t *mt = r->api_version >= 13 ? st_md_find_id(md, qt->topic_id.b)
+                                                       : st_md_find(md, qt->name.ptr,
+                                                                    qt->name.len);
+        for (int i = 0; i < qt->partition_data_count; i++) {
+            st_prod_part_t *pp = &p->parts[k++];
+            pp->owner = st_kshard_owner(mt, pp->partition);
+            if (mt)
+                memcpy(pp->topic_id, mt->id, 16);
+            if (pp->owner < 0 && !pp->error) {
+                char msg[200];
+                if (r->api_version < 13 && qt->name.len >= 0 &&
+                    st_topic_name_check(qt->name.ptr, (size_t)qt->name.len, msg, sizeof msg))
+                    pp->error = ST_KERR_INVALID_TOPIC_EXCEPTION;
+                else
+                    pp->error = mt || r->api_version < 13 ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION
+                                                          : ST_KERR_UNKNOWN_TOPIC_ID;
+            }
+            if (mt && mt->internal && !pp->error) {
+                pp->error = ST_KERR_INVALID_TOPIC_EXCEPTION;
+                pp->why = "cannot produce to an internal topic";
+            }
+        }
+    }
+    int nshards = r->shard->b->nshards;
+    p->calls = calloc((size_t)nshards, sizeof *p->calls);
+    if (!p->calls) {
+        st_kreq_fail(r, "out of memory");
+        return;
+    }
+    p->pending = 1;
+    for (int i = 0; i < p->nparts; i++) {
+        st_prod_part_t *pp = &p->parts[i];
+        if (pp->error || pp->owner < 0 || p->calls[pp->owner].p)
+            continue;
+        p->calls[pp->owner].p = p;
+        p->pending++;
+        st_xcall(r->shard, pp->owner, &p->calls[pp->owner].x, st_prod_call_run, st_prod_call_done);
+    }
+    if (--p->pending == 0)
+        st_prod_finish(p);
+}
+
+void st_kh_produce(st_kreq_t *r)
+{
+    st_produce_t *p = st_arena_zalloc(&r->arena, sizeof *p);
+    if (!p || st_kp_produce_req_decode(&r->body, r->api_version, &p->req)) {
+        st_kreq_fail(r, "malformed Produce request");
+        return;
+    }
+    p->r = r;
+    st_kp_produce_resp_init(&p->resp);
+    int total = 0;
+    for (int t = 0; t < p->req.topic_data_count; t++)
+        total += p->req.topic_data[t].partition_data_count;
+    p->parts = st_arena_zalloc(&r->arena, (size_t)total * sizeof *p->parts + 1);
+    p->resp.responses = st_arena_zalloc(&r->arena, (size_t)p->req.topic_data_count *
+                                                       sizeof *p->resp.responses + 1);
+    st_kstr_t *names = st_arena_zalloc(&r->arena, (size_t)p->req.topic_data_count *
+                                                      sizeof *names + 1);
+    if (!p->parts || !p->resp.responses || !names) {
+        st_kreq_fail(r, "out of memory");
+        return;
+    }
+    p->resp.responses_count = p->req.topic_data_count;
+    int k = 0;
+    for (int t = 0; t < p->req.topic_data_count; t++) {
+        st_kp_produce_req_topic_data_t *qt = &p->req.topic_data[t];
+        st_kp_produce_resp_response_t *rt = &p->resp.responses[t];
+        names[t] = qt->name;
+        rt->name = qt->name;
+        rt->topic_id = qt->topic_id;
+        rt->partition_responses_count = qt->partition_data_count;
+        rt->partition_responses = st_arena_zalloc(
+            &r->arena, (size_t)qt->partition_data_count * sizeof *rt->partition_responses + 1);
+        if (!rt->partition_responses) {
+            st_kreq_fail(r, "out of memory");
+            return;
+        }
+        for (int i = 0; i < qt->partition_data_count; i++) {
+            st_kp_produce_req_partition_data_t *qp = &qt->partition_data[i];
+            st_prod_part_t *pp = &p->parts[k++];
+            st_kp_produce_resp_partition_response_init(&rt->partition_responses[i]);
+            rt->partition_responses[i].index = qp->index;
+            pp->out = &rt->partition_responses[i];
+            pp->partition = qp->index;
+            pp->records = (uint8_t *)qp->records.ptr;
+            pp->len = qp->records.len;
+            if (p->req.acks != 0 && p->req.acks != 1 && p->req.acks != -1)
+                pp->error = ST_KERR_INVALID_REQUIRED_ACKS;
+            else if (!st_kstr_is_null(p->req.transactional_id))
+                pp->error = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        }
+    }
+    p->nparts = k;
+    if (r->api_version < 13 && r->shard->b->cfg->auto_create_topics_enable)
+        st_autocreate(r, names, p->req.topic_data_count, st_prod_dispatch, p);
+    else
+        st_prod_dispatch(r, p);
+}

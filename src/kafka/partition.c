@@ -1,0 +1,219 @@
+/* partition.c — a shard's partition table and high-watermark wake-ups. */
+#include "kafka/partition.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "kafka/broker.h"
+#include "kafka/fetch_wait.h"
+#include "kafka/topic_config.h"
+
+static size_t st_part_hash(const uint8_t id[16], int32_t index)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < 16; i++)
+        h = (h ^ id[i]) * 1099511628211ull;
+    h = (h ^ (uint32_t)index) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+void st_parts_init(st_parts_t *t)
+{
+    t->nbuckets = 256;
+    t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
+    t->count = 0;
+}
+
+static void st_parts_grow(st_parts_t *t)
+{
+    size_t n = t->nbuckets * 2;
+    st_part_t **b = calloc(n, sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
+            next = p->next;
+            size_t k = st_part_hash(p->topic_id, p->index) & (n - 1);
+            p->next = b[k];
+            b[k] = p;
+        }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
+}
+
+st_part_t *st_parts_get(const st_parts_t *t, const uint8_t topic_id[16], int32_t index)
+{
+    size_t k = st_part_hash(topic_id, index) & (t->nbuckets - 1);
+    for (st_part_t *p = t->buckets[k]; p; p = p->next)
+        if (p->index == index && memcmp(p->topic_id, topic_id, 16) == 0)
+            return p;
+    return NULL;
+}
+
+static void st_parts_unlink(st_parts_t *t, st_part_t *p)
+{
+    size_t k = st_part_hash(p->topic_id, p->index) & (t->nbuckets - 1);
+    for (st_part_t **pp = &t->buckets[k]; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            t->count--;
+            return;
+        }
+}
+
+void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg)
+{
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
+            next = p->next;
+            fn(arg, p);
+        }
+}
+
+void st_parts_fini(st_parts_t *t)
+{
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
+            next = p->next;
+            int rc = st_log_close(p->log);
+            if (rc)
+                ST_ERROR("closing %s-%d: %s", p->topic, p->index, st_strerror(rc));
+            free(p->topic);
+            free(p);
+        }
+    free(t->buckets);
+    t->buckets = NULL;
+    t->count = 0;
+}
+
+void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_config_t *out)
+{
+    st_log_config_default(out);
+    out->segment_bytes = st_tcfg_int(cfg, t, "segment.bytes");
+    out->segment_ms = st_tcfg_int(cfg, t, "segment.ms");
+    out->retention_ms = st_tcfg_int(cfg, t, "retention.ms");
+    out->retention_bytes = st_tcfg_int(cfg, t, "retention.bytes");
+    out->index_interval_bytes = (int32_t)st_tcfg_int(cfg, t, "index.interval.bytes");
+    out->max_message_bytes = (int32_t)st_tcfg_int(cfg, t, "max.message.bytes");
+    char buf[64];
+    const st_tcfg_desc_t *d = st_tcfg_find("message.timestamp.type", 22);
+    const char *ts = st_tcfg_value(cfg, t, d, buf, sizeof buf, NULL);
+    out->timestamp_type =
+        strcasecmp(ts, "LogAppendTime") == 0 ? ST_TS_LOG_APPEND_TIME : ST_TS_CREATE_TIME;
+    out->flush_policy =
+        st_tcfg_int(cfg, t, "write.caching") ? ST_FLUSH_WRITE_CACHING : ST_FLUSH_STRICT;
+    out->flush_messages = st_tcfg_int(cfg, t, "flush.messages");
+    out->flush_ms = st_tcfg_int(cfg, t, "flush.ms");
+}
+
+int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part_t **out)
+{
+    st_part_t *p = st_parts_get(&s->parts, t->id, index);
+    if (p) {
+        *out = p;
+        return 0;
+    }
+    char dir[4096];
+    int rc = st_storage_partition_dir(dir, sizeof dir, s->b->cfg->log_dirs, t->name, index);
+    if (rc)
+        return rc;
+    st_log_config_t lc;
+    st_topic_log_config(s->b->cfg, t, &lc);
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->topic = strdup(t->name);
+    memcpy(p->topic_id, t->id, 16);
+    p->index = index;
+    rc = p->topic ? st_log_open(&s->env, dir, &lc, &p->log) : -ENOMEM;
+    if (rc) {
+        ST_ERROR("cannot open partition %s-%d: %s", t->name, index, st_strerror(rc));
+        free(p->topic);
+        free(p);
+        return rc;
+    }
+    uint8_t have[16];
+    if (st_log_topic_id(p->log, have) != 0)
+        st_log_set_topic_id(p->log, t->id);
+    p->hw = lc.flush_policy == ST_FLUSH_STRICT ? st_log_durable_offset(p->log)
+                                               : st_log_end_offset(p->log);
+    if (s->parts.count >= s->parts.nbuckets)
+        st_parts_grow(&s->parts);
+    size_t k = st_part_hash(p->topic_id, p->index) & (s->parts.nbuckets - 1);
+    p->next = s->parts.buckets[k];
+    s->parts.buckets[k] = p;
+    s->parts.count++;
+    *out = p;
+    return 0;
+}
+
+/* Frees a partition unlinked from the table once no durability callback refers to it. */
+void st_part_maybe_free(st_part_t *p)
+{
+    if (p->dead && p->pending_durable == 0) {
+        free(p->topic);
+        free(p);
+    }
+}
+
+void st_parts_delete(st_kshard_t *s, st_part_t *p)
+{
+    st_parts_unlink(&s->parts, p);
+    int rc = st_log_delete(p->log);
+    if (rc)
+        ST_WARN("deleting %s-%d: %s", p->topic, p->index, st_strerror(rc));
+    p->log = NULL;
+    p->dead = true;
+    /* Waiting fetches on other shards re-read and find the partition gone. */
+    for (int i = 0; i < s->b->nshards; i++)
+        if (p->waiters[i / 64] & (1ull << (i % 64)))
+            st_fetch_notify(s, i, p->topic_id, p->index);
+    memset(p->waiters, 0, sizeof p->waiters);
+    st_part_maybe_free(p);
+}
+
+void st_parts_reconfigure(st_kshard_t *s, st_part_t *p, const st_md_topic_t *t)
+{
+    st_log_config_t lc;
+    st_topic_log_config(s->b->cfg, t, &lc);
+    int rc = st_log_set_config(p->log, &lc);
+    if (rc)
+        ST_WARN("reconfiguring %s-%d: %s", p->topic, p->index, st_strerror(rc));
+    st_part_update_hw(s, p);
+}
+
+void st_part_update_hw(st_kshard_t *s, st_part_t *p)
+{
+    if (!p->log)
+        return;
+    int64_t hw = st_log_config(p->log)->flush_policy == ST_FLUSH_STRICT
+                     ? st_log_durable_offset(p->log)
+                     : st_log_end_offset(p->log);
+    if (hw == p->hw)
+        return;
+    p->hw = hw;
+    for (int w = 0; w < 4; w++) {
+        uint64_t bits = p->waiters[w];
+        p->waiters[w] = 0;
+        while (bits) {
+            int b = __builtin_ctzll(bits);
+            bits &= bits - 1;
+            st_fetch_notify(s, w * 64 + b, p->topic_id, p->index);
+        }
+    }
+}
+
+void st_part_add_waiter(st_kshard_t *s, st_part_t *p, int waiter, int64_t offset)
+{
+    if (p->hw > offset || p->hw < offset) {
+        /* Data past the fetch offset already, or the offset moved (truncation): re-read. */
+        st_fetch_notify(s, waiter, p->topic_id, p->index);
+        return;
+    }
+    p->waiters[waiter / 64] |= 1ull << (waiter % 64);
+}

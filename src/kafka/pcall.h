@@ -1,0 +1,34 @@
+/*
+ * pcall.h — run a short synchronous step on each partition's owner shard and gather.
+ *
+ * For the per-partition requests that need no waiting (ListOffsets, DeleteRecords,
+ * OffsetForLeaderEpoch): items are grouped by owner, one xcall per owner runs `fn` on each of
+ * its items (with the partition, or NULL if the shard does not have it), and `done` runs back
+ * on the request's shard once every owner has answered. Items with owner < 0 are skipped
+ * (the caller has already set their error).
+ */
+#ifndef ST_KAFKA_PCALL_H
+#define ST_KAFKA_PCALL_H
+
+#include "kafka/broker.h"
+
+typedef struct st_pitem {
+    uint8_t topic_id[16];
+    int32_t partition;
+    int owner;
+    int16_t error;
+    int64_t in;      /* request value (offset, timestamp, epoch) */
+    int64_t in2;
+    int64_t out_offset, out_ts; /* results */
+    int32_t out_epoch;
+} st_pitem_t;
+
+typedef void (*st_pitem_fn)(st_kshard_t *s, st_part_t *p, st_pitem_t *it);
+typedef void (*st_pdone_fn)(st_kreq_t *r, void *ctx);
+
+void st_pcall(st_kreq_t *r, st_pitem_t *items, int n, st_pitem_fn fn, st_pdone_fn done,
+              void *ctx);
+/* Fills it->topic_id/owner/error for a topic looked up by name in the request's snapshot. */
+void st_pitem_resolve(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int32_t partition);
+
+#endif
