@@ -989,7 +989,7 @@ static int record_at_or_after(st_segment_t *s, const st_segment_pos_t *at, int64
     *found_ts = at->hdr.max_timestamp;
     if (st_batch_compression(&at->hdr) != 0)
         return 0;
-    uint8_t *b;
+    uint8_t *b = NULL;
     int rc = read_batch(s, at, &b);
     if (rc < 0)
         return rc;
@@ -1777,12 +1777,12 @@ bool st_log_check(const st_log_t *log)
         return true;
     if (log->nsegs < 1)
         return false;
-    for (int i = 0; i < log->nsegs; i++) {
-        if (!st_segment_check(log->segs[i]))
+    /* Closed segments were checked while active and do not change: check the active one. */
+    if (!st_segment_check(active(log)))
+        return false;
+    for (int i = 1; i < log->nsegs; i++)
+        if (log->segs[i - 1]->next_offset > log->segs[i]->base_offset)
             return false;
-        if (i > 0 && log->segs[i - 1]->next_offset > log->segs[i]->base_offset)
-            return false;
-    }
     if (!(log->segs[0]->base_offset <= log->log_start && log->log_start <= log->end))
         return false;
     if (log->durable > log->end || active(log)->next_offset != log->end)
