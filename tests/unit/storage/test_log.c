@@ -374,10 +374,25 @@ static void test_enospc_mid_append(void **state)
     assert_int_equal(st_log_append(log, b.data, b.len, 1, &info, NULL), 0);
     assert_int_equal(info.base_offset, 10);
     assert_int_equal(check_readable(log), 6);
+
+    /* ENOSPC and then the cut-back fails too: the next append cuts the stale tail first. */
+    assert_int_equal(st_log_roll(log), 0);
+    st_faultfs_set_capacity(t.ff, st_faultfs_used(t.ff) + 100);
+    st_faultfs_fail(t.ff, ST_FAULT_FTRUNCATE, EIO, 0, 1);
+    assert_int_equal(st_log_append(log, b.data, b.len, 1, &info, NULL), -ENOSPC);
+    st_faultfs_set_capacity(t.ff, -1);
+    st_buf_t small;
+    st_buf_init(&small);
+    tb_batch(&small, 1, 5, 0, 's'); /* shorter than the stale tail */
+    assert_int_equal(st_log_append(log, small.data, small.len, 1, &info, NULL), 0);
+    assert_int_equal(info.base_offset, 12);
+    st_buf_fini(&small);
+    assert_int_equal(check_readable(log), 7);
     st_buf_fini(&b);
     st_log_close(log);
     log = open_log(&t, &c);
-    assert_int_equal(st_log_end_offset(log), 12);
+    assert_int_equal(st_log_end_offset(log), 13);
+    assert_int_equal(check_readable(log), 7);
     st_log_close(log);
     tenv_fini(&t);
 }
