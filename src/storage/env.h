@@ -28,12 +28,12 @@
 typedef void (*st_sync_done_fn)(void *arg, int res);
 
 typedef struct st_storage_env {
-    st_fs_t fs;                      /* every file-system call */
-    int64_t (*now_ms)(void *ctx);    /* wall clock, ms since the epoch */
+    st_fs_t fs;                   /* every file-system call */
+    int64_t (*now_ms)(void *ctx); /* wall clock, ms since the epoch */
     void *now_ctx;
     int (*sync_submit)(void *ctx, int fd, st_sync_done_fn done, void *arg);
     void *sync_ctx;
-    st_fdcache_t fdcache;            /* descriptors of this env's files */
+    st_fdcache_t fdcache; /* descriptors of this env's files */
 } st_storage_env_t;
 
 /* Defaults: the given fs, st_wall_ms, inline fdatasync through fs, a cache of max_open_files

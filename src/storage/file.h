@@ -29,21 +29,21 @@ typedef struct st_file st_file_t;
 
 typedef struct st_fdcache {
     st_fs_t fs;
-    int cap;              /* unpinned descriptors kept open at most */
-    int open;             /* descriptors open now (pinned or not) */
-    st_file_t *lru_head;  /* least recently used unpinned open file */
+    int cap;             /* unpinned descriptors kept open at most */
+    int open;            /* descriptors open now (pinned or not) */
+    st_file_t *lru_head; /* least recently used unpinned open file */
     st_file_t *lru_tail;
 } st_fdcache_t;
 
 struct st_file {
     st_fdcache_t *cache;
     char *path;
-    int fd;          /* -1 while closed */
-    int refs;        /* holders */
-    int pins;        /* users of fd right now */
-    bool writable;   /* opened read-write */
-    bool create;     /* create on the next open */
-    bool unlinked;   /* the name is gone: the descriptor must not be closed while referenced */
+    int fd;        /* -1 while closed */
+    int refs;      /* holders */
+    int pins;      /* users of fd right now */
+    bool writable; /* opened read-write */
+    bool create;   /* create on the next open */
+    bool unlinked; /* the name is gone: the descriptor must not be closed while referenced */
     bool in_lru;
     st_file_t *lru_prev, *lru_next;
 };

@@ -162,8 +162,8 @@ ssize_t st_fs_pread_full(const st_fs_t *fs, int fd, void *buf, size_t n, int64_t
 {
     size_t done = 0;
     while (done < n) {
-        ssize_t r = fs->ops->pread(fs->ctx, fd, (uint8_t *)buf + done, n - done,
-                                   off + (int64_t)done);
+        ssize_t r =
+            fs->ops->pread(fs->ctx, fd, (uint8_t *)buf + done, n - done, off + (int64_t)done);
         if (r < 0)
             return r;
         if (r == 0)
@@ -188,8 +188,7 @@ int st_fs_pwrite_full(const st_fs_t *fs, int fd, const void *buf, size_t n, int6
     return 0;
 }
 
-int st_fs_read_file(const st_fs_t *fs, const char *path, size_t max, uint8_t **data,
-                    size_t *len)
+int st_fs_read_file(const st_fs_t *fs, const char *path, size_t max, uint8_t **data, size_t *len)
 {
     int fd = fs->ops->open(fs->ctx, path, ST_FS_RDONLY);
     if (fd < 0)
@@ -221,8 +220,8 @@ int st_fs_read_file(const st_fs_t *fs, const char *path, size_t max, uint8_t **d
     return 0;
 }
 
-int st_fs_write_file_atomic(const st_fs_t *fs, const char *dir, const char *name,
-                            const void *data, size_t len)
+int st_fs_write_file_atomic(const st_fs_t *fs, const char *dir, const char *name, const void *data,
+                            size_t len)
 {
     char tmp[4096], dst[4096];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s/%s.tmp", dir, name) >= sizeof tmp ||

@@ -42,8 +42,8 @@ typedef struct st_fs_ops {
     int (*rmdir)(void *ctx, const char *path);
     /* Calls cb for each entry of the directory but "." and ".."; stops early on cb != 0 and
      * returns that value. is_dir is 1 for a directory. */
-    int (*listdir)(void *ctx, const char *path,
-                   int (*cb)(void *arg, const char *name, int is_dir), void *arg);
+    int (*listdir)(void *ctx, const char *path, int (*cb)(void *arg, const char *name, int is_dir),
+                   void *arg);
     /* Makes the directory's entries (creations, renames, unlinks) durable. */
     int (*fsync_dir)(void *ctx, const char *path);
 } st_fs_ops_t;
@@ -62,11 +62,10 @@ ssize_t st_fs_pread_full(const st_fs_t *fs, int fd, void *buf, size_t n, int64_t
  * no progress returns -EIO). On failure some prefix may have been written. */
 int st_fs_pwrite_full(const st_fs_t *fs, int fd, const void *buf, size_t n, int64_t off);
 /* Reads a whole small file (at most max bytes) into a malloc'd buffer. */
-int st_fs_read_file(const st_fs_t *fs, const char *path, size_t max, uint8_t **data,
-                    size_t *len);
+int st_fs_read_file(const st_fs_t *fs, const char *path, size_t max, uint8_t **data, size_t *len);
 /* Writes path atomically and durably with synchronous calls: path.tmp, fdatasync, rename,
  * directory sync. For small metadata files; blocks, so only at open/close or on a helper. */
-int st_fs_write_file_atomic(const st_fs_t *fs, const char *dir, const char *name,
-                            const void *data, size_t len);
+int st_fs_write_file_atomic(const st_fs_t *fs, const char *dir, const char *name, const void *data,
+                            size_t len);
 
 #endif

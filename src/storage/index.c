@@ -111,8 +111,7 @@ void st_timeidx_truncate_rel(st_timeidx_t *x, uint32_t rel)
         x->flushed = x->n;
 }
 
-int st_offidx_load(st_offidx_t *x, const uint8_t *p, size_t n, int64_t seg_size,
-                   int64_t max_rel)
+int st_offidx_load(st_offidx_t *x, const uint8_t *p, size_t n, int64_t seg_size, int64_t max_rel)
 {
     st_offidx_clear(x);
     size_t cnt = n / ST_OFFIDX_ENTRY;
@@ -140,8 +139,7 @@ int st_timeidx_load(st_timeidx_t *x, const uint8_t *p, size_t n, int64_t max_rel
     for (size_t i = 0; i < cnt; i++) {
         int64_t ts = (int64_t)st_be64(p + i * ST_TIMEIDX_ENTRY);
         uint32_t rel = st_be32(p + i * ST_TIMEIDX_ENTRY + 8);
-        if ((int64_t)rel > max_rel ||
-            (i > 0 && (ts <= x->e[i - 1].ts || rel < x->e[i - 1].rel))) {
+        if ((int64_t)rel > max_rel || (i > 0 && (ts <= x->e[i - 1].ts || rel < x->e[i - 1].rel))) {
             st_timeidx_clear(x);
             return ST_E_CORRUPT;
         }

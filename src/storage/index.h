@@ -75,8 +75,7 @@ void st_timeidx_truncate_rel(st_timeidx_t *x, uint32_t rel);
  * Decodes and validates file bytes. seg_size bounds positions, max_rel bounds relative offsets.
  * Returns 0, or ST_E_CORRUPT leaving x empty. flushed is set to the entries loaded.
  */
-int st_offidx_load(st_offidx_t *x, const uint8_t *p, size_t n, int64_t seg_size,
-                   int64_t max_rel);
+int st_offidx_load(st_offidx_t *x, const uint8_t *p, size_t n, int64_t seg_size, int64_t max_rel);
 int st_timeidx_load(st_timeidx_t *x, const uint8_t *p, size_t n, int64_t max_rel);
 
 /* Encodes entries [from, n) into out (room for (n - from) * entry size). */

@@ -53,16 +53,16 @@ struct st_log {
     int64_t end;
     int64_t durable;
     int64_t recovery_point;
-    int refs;    /* the owner + each round in flight */
+    int refs; /* the owner + each round in flight */
     bool closed;
 
     /* group commit */
-    int sync_pending;     /* outstanding done() calls of the round in flight, plus a guard */
-    int64_t sync_target;  /* the round in flight covers offsets below this */
-    int64_t sync_rp;      /* recovery point the round will establish */
+    int sync_pending;    /* outstanding done() calls of the round in flight, plus a guard */
+    int64_t sync_target; /* the round in flight covers offsets below this */
+    int64_t sync_rp;     /* recovery point the round will establish */
     int sync_err;
-    int cut_err;          /* the error of the last sync failure that cut the log back */
-    bool ckpt_dirty;      /* strata.checkpoint written since its last sync */
+    int cut_err;     /* the error of the last sync failure that cut the log back */
+    bool ckpt_dirty; /* strata.checkpoint written since its last sync */
     int64_t last_sync_ms;
     int64_t unflushed_msgs;
     log_waiter_t *waiters;
@@ -101,9 +101,9 @@ void st_log_config_default(st_log_config_t *c)
 
 int st_log_config_check(const st_log_config_t *c)
 {
-    if (c->segment_bytes < 14 || c->segment_bytes > INT32_MAX ||
-        c->segment_ms < -1 || c->segment_ms == 0 || c->retention_ms < -1 ||
-        c->retention_bytes < -1 || c->index_interval_bytes < 0 || c->max_message_bytes < 0 ||
+    if (c->segment_bytes < 14 || c->segment_bytes > INT32_MAX || c->segment_ms < -1 ||
+        c->segment_ms == 0 || c->retention_ms < -1 || c->retention_bytes < -1 ||
+        c->index_interval_bytes < 0 || c->max_message_bytes < 0 ||
         (c->timestamp_type != ST_TS_CREATE_TIME && c->timestamp_type != ST_TS_LOG_APPEND_TIME) ||
         (c->flush_policy != ST_FLUSH_STRICT && c->flush_policy != ST_FLUSH_WRITE_CACHING) ||
         c->flush_messages < -1 || c->flush_ms < -1)
@@ -207,8 +207,7 @@ static int ckpt_write(st_log_t *log)
     if (rc == 0)
         log->ckpt_dirty = true;
     else
-        ST_WARN("storage: %s: cannot write %s: %s", log->dir, ST_META_CKPT_FILE,
-                st_strerror(rc));
+        ST_WARN("storage: %s: cannot write %s: %s", log->dir, ST_META_CKPT_FILE, st_strerror(rc));
     return rc;
 }
 
@@ -221,8 +220,7 @@ static int epochs_write(st_log_t *log, bool durable)
     st_buf_init(&b);
     int rc = st_meta_format_epochs(log->epochs, log->nepochs, &b);
     if (rc == 0 && durable) {
-        rc = st_fs_write_file_atomic(&log->env->fs, log->dir, ST_META_EPOCH_FILE, b.data,
-                                     b.len);
+        rc = st_fs_write_file_atomic(&log->env->fs, log->dir, ST_META_EPOCH_FILE, b.data, b.len);
     } else if (rc == 0) {
         char tmp[PATH_MAX], dst[PATH_MAX];
         st_fs_t *fs = &log->env->fs;
@@ -240,8 +238,7 @@ static int epochs_write(st_log_t *log, bool durable)
     }
     st_buf_fini(&b);
     if (rc < 0)
-        ST_WARN("storage: %s: cannot write %s: %s", log->dir, ST_META_EPOCH_FILE,
-                st_strerror(rc));
+        ST_WARN("storage: %s: cannot write %s: %s", log->dir, ST_META_EPOCH_FILE, st_strerror(rc));
     return rc;
 }
 
@@ -592,8 +589,7 @@ static void log_cut_back(st_log_t *log, int64_t to, int err)
     log->cut_err = err;
     int rc = cut_to_boundary(log, to, &new_end);
     if (rc < 0)
-        ST_ERROR("storage: %s: cannot cut back to %" PRId64 ": %s", log->dir, to,
-                 st_strerror(rc));
+        ST_ERROR("storage: %s: cannot cut back to %" PRId64 ": %s", log->dir, to, st_strerror(rc));
     after_cut(log, new_end, err);
 }
 
@@ -657,8 +653,8 @@ static int maybe_roll(st_log_t *log, int64_t len, int64_t first_offset, int64_t 
 
 /* ---- append ------------------------------------------------------------------------------ */
 
-static int do_append(st_log_t *log, uint8_t *records, size_t len, const st_batch_hdr_t *hdrs,
-                     int n, int64_t first, int64_t last)
+static int do_append(st_log_t *log, uint8_t *records, size_t len, const st_batch_hdr_t *hdrs, int n,
+                     int64_t first, int64_t last)
 {
     int rc = maybe_roll(log, (int64_t)len, first, last);
     if (rc < 0)
@@ -810,8 +806,7 @@ int st_log_append_replica(st_log_t *log, const uint8_t *records, size_t len,
         n++;
     }
     /* A batch may not cross a segment's u32 relative offset range; roll so it starts one. */
-    rc = do_append(log, (uint8_t *)(uintptr_t)records, len, hdrs, n, hdrs[0].base_offset,
-                   next - 1);
+    rc = do_append(log, (uint8_t *)(uintptr_t)records, len, hdrs, n, hdrs[0].base_offset, next - 1);
     if (rc == 0 && info) {
         info->base_offset = hdrs[0].base_offset;
         info->last_offset = next - 1;
@@ -1117,12 +1112,13 @@ int st_log_enforce_retention(st_log_t *log)
         bool below_start = log->segs[1]->base_offset <= log->log_start;
         bool by_time = log->cfg.retention_ms >= 0 && s->max_timestamp >= 0 &&
                        now - s->max_timestamp > log->cfg.retention_ms;
-        bool by_size = log->cfg.retention_bytes >= 0 &&
-                       total - s->size >= log->cfg.retention_bytes;
+        bool by_size = log->cfg.retention_bytes >= 0 && total - s->size >= log->cfg.retention_bytes;
         if (!below_start && !by_time && !by_size)
             break;
         ST_INFO("storage: %s: deleting segment %" PRId64 " (%s)", log->dir, s->base_offset,
-                below_start ? "below the log start" : by_time ? "retention.ms" : "retention.bytes");
+                below_start ? "below the log start"
+                : by_time   ? "retention.ms"
+                            : "retention.bytes");
         total -= s->size;
         delete_front(log);
         deleted++;
@@ -1226,8 +1222,8 @@ int st_log_set_topic_id(st_log_t *log, const uint8_t id[16])
     int n = st_meta_format_partition_metadata(id, text, sizeof text);
     if (n < 0)
         return n;
-    int rc = st_fs_write_file_atomic(&log->env->fs, log->dir, ST_META_PARTMETA_FILE, text,
-                                     (size_t)n);
+    int rc =
+        st_fs_write_file_atomic(&log->env->fs, log->dir, ST_META_PARTMETA_FILE, text, (size_t)n);
     if (rc == 0) {
         memcpy(log->topic_id, id, 16);
         log->has_topic_id = true;
@@ -1459,8 +1455,8 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
                 break;
             if (sc.cut_bytes > 0 && !last) {
                 /* Nothing after a cut can be trusted to follow on. */
-                ST_WARN("storage: %s: deleting %d segment(s) after the cut in %" PRId64,
-                        log->dir, o.n - i - 1, s->base_offset);
+                ST_WARN("storage: %s: deleting %d segment(s) after the cut in %" PRId64, log->dir,
+                        o.n - i - 1, s->base_offset);
                 for (int j = i + 1; j < o.n; j++) {
                     st_segment_t *t;
                     if (st_segment_open(&log->env->fdcache, log->dir, o.bases[j], now, &t) == 0)
@@ -1489,8 +1485,7 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
     return 0;
 }
 
-int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *cfg,
-                st_log_t **out)
+int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *cfg, st_log_t **out)
 {
     int rc = st_log_config_check(cfg);
     if (rc < 0)

@@ -78,8 +78,7 @@ int st_log_config_check(const st_log_config_t *c);
  * segments past the recovery point are scanned batch by batch and cut at the first bad byte
  * (logged with what was cut); indexes that are missing or do not match are rebuilt. Blocks.
  */
-int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *cfg,
-                st_log_t **out);
+int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *cfg, st_log_t **out);
 /*
  * Writes out indexes, syncs everything (synchronously), leaves the clean-shutdown marker, frees
  * the log. Waiters still queued are called with the final sync's result. Returns that result.

@@ -52,8 +52,8 @@ int st_meta_parse_epochs(const uint8_t *p, size_t n, st_epoch_entry_t **out, int
         return -ENOMEM;
     for (int64_t i = 0; i < cnt; i++) {
         int64_t ep, off;
-        if (parse_int(&p, end, ' ', &ep) < 0 || parse_int(&p, end, '\n', &off) < 0 ||
-            ep < 0 || ep > INT32_MAX || off < 0 ||
+        if (parse_int(&p, end, ' ', &ep) < 0 || parse_int(&p, end, '\n', &off) < 0 || ep < 0 ||
+            ep > INT32_MAX || off < 0 ||
             (i > 0 && (ep <= e[i - 1].epoch || off < e[i - 1].start_offset))) {
             free(e);
             return ST_E_CORRUPT;
@@ -76,8 +76,7 @@ int st_meta_format_epochs(const st_epoch_entry_t *e, int n, st_buf_t *out)
     int l = snprintf(line, sizeof line, "0\n%d\n", n);
     st_buf_append(out, line, (size_t)l);
     for (int i = 0; i < n; i++) {
-        l = snprintf(line, sizeof line, "%" PRId32 " %" PRId64 "\n", e[i].epoch,
-                     e[i].start_offset);
+        l = snprintf(line, sizeof line, "%" PRId32 " %" PRId64 "\n", e[i].epoch, e[i].start_offset);
         st_buf_append(out, line, (size_t)l);
     }
     return out->oom ? -ENOMEM : 0;

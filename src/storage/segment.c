@@ -19,8 +19,8 @@
 #include "base/err.h"
 #include "base/log.h"
 
-#define SEG_MAX_REL   INT32_MAX
-#define SCAN_WINDOW   (1 << 20)
+#define SEG_MAX_REL INT32_MAX
+#define SCAN_WINDOW (1 << 20)
 
 int st_segment_path(char *buf, size_t n, const char *dir, int64_t base, const char *ext)
 {
@@ -146,8 +146,7 @@ int st_segment_delete(st_segment_t *s)
 
 /* Records one valid batch at pos in the in-memory state: timestamps, then index entries the
  * way Kafka places them. */
-static int seg_note_batch(st_segment_t *s, int64_t pos, const st_batch_hdr_t *h,
-                          int32_t interval)
+static int seg_note_batch(st_segment_t *s, int64_t pos, const st_batch_hdr_t *h, int32_t interval)
 {
     int64_t last = st_batch_last_offset(h);
     if (s->first_batch_ts < 0 && pos == 0)
@@ -225,8 +224,8 @@ static int seg_check_tail(st_segment_t *s, int64_t pos, int64_t min_next, int32_
             break;
         }
         if (r != (ssize_t)sizeof hb || st_batch_parse_hdr(hb, sizeof hb, &h) < 0 ||
-            st_batch_size(&h) > s->size - pos || h.base_offset < next ||
-            h.last_offset_delta < 0 || st_batch_last_offset(&h) - s->base_offset > SEG_MAX_REL) {
+            st_batch_size(&h) > s->size - pos || h.base_offset < next || h.last_offset_delta < 0 ||
+            st_batch_last_offset(&h) - s->base_offset > SEG_MAX_REL) {
             rc = ST_E_CORRUPT;
             break;
         }
@@ -354,8 +353,8 @@ int st_segment_recover(st_segment_t *s, int32_t interval, int64_t min_offset,
     uint8_t *buf = malloc(cap);
     if (!buf)
         return -ENOMEM;
-    int64_t win = 0;  /* file position of buf[0] */
-    size_t wlen = 0;  /* valid bytes in buf */
+    int64_t win = 0; /* file position of buf[0] */
+    size_t wlen = 0; /* valid bytes in buf */
     int64_t pos = 0;
     int64_t next = min_offset > s->base_offset ? min_offset : s->base_offset;
     const char *why = NULL;
@@ -530,8 +529,8 @@ int st_segment_find(st_segment_reader_t *r, int64_t offset, st_segment_pos_t *ou
     return rc;
 }
 
-int st_segment_append(st_segment_t *s, const uint8_t *data, size_t len,
-                      const st_batch_hdr_t *hdrs, int n, int32_t interval)
+int st_segment_append(st_segment_t *s, const uint8_t *data, size_t len, const st_batch_hdr_t *hdrs,
+                      int n, int32_t interval)
 {
     int rc;
     if (s->tail_unknown) {
@@ -596,11 +595,11 @@ int st_segment_flush_indexes(st_segment_t *s, bool final)
             return -ENOMEM;
     }
     bool any = s->idx_rewrite || s->oidx.flushed < s->oidx.n || s->tidx.flushed < s->tidx.n;
-    int rc = flush_one(s->oidx_file, &s->oidx.flushed, s->oidx.n, ST_OFFIDX_ENTRY,
-                       s->idx_rewrite, enc_o, &s->oidx);
+    int rc = flush_one(s->oidx_file, &s->oidx.flushed, s->oidx.n, ST_OFFIDX_ENTRY, s->idx_rewrite,
+                       enc_o, &s->oidx);
     if (rc == 0)
-        rc = flush_one(s->tidx_file, &s->tidx.flushed, s->tidx.n, ST_TIMEIDX_ENTRY,
-                       s->idx_rewrite, enc_t, &s->tidx);
+        rc = flush_one(s->tidx_file, &s->tidx.flushed, s->tidx.n, ST_TIMEIDX_ENTRY, s->idx_rewrite,
+                       enc_t, &s->tidx);
     if (rc < 0)
         return rc;
     s->idx_rewrite = false;
@@ -662,8 +661,8 @@ bool st_segment_check(st_segment_t *s)
     for (size_t i = 0; i < s->oidx.n; i++) {
         if ((int64_t)s->oidx.e[i].pos >= s->size)
             return false;
-        if (i > 0 && (s->oidx.e[i].pos <= s->oidx.e[i - 1].pos ||
-                      s->oidx.e[i].rel <= s->oidx.e[i - 1].rel))
+        if (i > 0 &&
+            (s->oidx.e[i].pos <= s->oidx.e[i - 1].pos || s->oidx.e[i].rel <= s->oidx.e[i - 1].rel))
             return false;
     }
     for (size_t i = 1; i < s->tidx.n; i++)

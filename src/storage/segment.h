@@ -25,12 +25,12 @@
 
 typedef struct st_segment {
     int64_t base_offset;
-    int64_t next_offset;   /* last offset + 1 */
-    int64_t size;          /* valid bytes of .log */
-    int64_t max_timestamp; /* -1 when none */
-    int64_t max_ts_offset; /* last offset of the first batch reaching max_timestamp */
+    int64_t next_offset;    /* last offset + 1 */
+    int64_t size;           /* valid bytes of .log */
+    int64_t max_timestamp;  /* -1 when none */
+    int64_t max_ts_offset;  /* last offset of the first batch reaching max_timestamp */
     int64_t first_batch_ts; /* maxTimestamp of the first batch (segment.ms), -1 if none */
-    int64_t created_ms;    /* when this process created or opened it */
+    int64_t created_ms;     /* when this process created or opened it */
     int64_t bytes_since_index;
     st_file_t *log;
     st_file_t *oidx_file;
@@ -61,9 +61,9 @@ int st_segment_delete(st_segment_t *s);
 
 /* What a scan found. */
 typedef struct st_segment_scan {
-    int64_t valid_bytes;   /* bytes of whole valid batches from the start of the scan */
-    int64_t cut_bytes;     /* bytes after them */
-    const char *why;       /* why the scan stopped early, NULL if it reached the end */
+    int64_t valid_bytes; /* bytes of whole valid batches from the start of the scan */
+    int64_t cut_bytes;   /* bytes after them */
+    const char *why;     /* why the scan stopped early, NULL if it reached the end */
     int64_t batches;
 } st_segment_scan_t;
 
@@ -113,8 +113,8 @@ int st_segment_find(st_segment_reader_t *r, int64_t offset, st_segment_pos_t *ou
  * end of .log, then indexes them. On a write error the .log is cut back to its old size
  * (tail_unknown set if even that failed) and nothing changes.
  */
-int st_segment_append(st_segment_t *s, const uint8_t *data, size_t len,
-                      const st_batch_hdr_t *hdrs, int n, int32_t index_interval);
+int st_segment_append(st_segment_t *s, const uint8_t *data, size_t len, const st_batch_hdr_t *hdrs,
+                      int n, int32_t index_interval);
 /* Writes index entries not yet in the files (rewriting them whole when needed); adds the final
  * time-index entry when `final`. */
 int st_segment_flush_indexes(st_segment_t *s, bool final);

@@ -49,11 +49,10 @@ typedef struct model {
     size_t nh, caph;
 } model_t;
 
-#define CHECK(cond)                                                                            \
-    do {                                                                                       \
-        if (!(cond))                                                                           \
-            fail_msg("seed %" PRIu64 " step %d: %s (line %d)", m->seed, m->step, #cond,        \
-                     __LINE__);                                                                \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            fail_msg("seed %" PRIu64 " step %d: %s (line %d)", m->seed, m->step, #cond, __LINE__); \
     } while (0)
 
 static uint64_t rnd(model_t *m)
@@ -158,11 +157,12 @@ static void step_append(model_t *m)
     st_buf_init(&b);
     int nb = (int)rnd_in(m, 1, 3);
     for (int i = 0; i < nb; i++)
-        tb_batch(&b, (int32_t)rnd_in(m, 1, 5), (size_t)rnd_in(m, 0, 300), m->t.now - rnd_in(m, 0, 5000),
-                 (uint8_t)rnd(m));
+        tb_batch(&b, (int32_t)rnd_in(m, 1, 5), (size_t)rnd_in(m, 0, 300),
+                 m->t.now - rnd_in(m, 0, 5000), (uint8_t)rnd(m));
     bool enospc = rnd_in(m, 0, 30) == 0;
     if (enospc)
-        st_faultfs_set_capacity(m->t.ff, st_faultfs_used(m->t.ff) + rnd_in(m, 0, (int64_t)b.len - 1));
+        st_faultfs_set_capacity(m->t.ff,
+                                st_faultfs_used(m->t.ff) + rnd_in(m, 0, (int64_t)b.len - 1));
     st_log_append_info_t info;
     int rc = st_log_append(m->log, b.data, b.len, (int32_t)(m->step / 500), &info, NULL);
     if ((int64_t)b.len > m->c.segment_bytes) {
@@ -297,9 +297,10 @@ static void run_model(uint64_t seed, int steps)
     for (m->step = 0; m->step < steps; m->step++) {
         int64_t op = rnd_in(m, 0, mod - 1);
         if (getenv("STORAGE_MODEL_TRACE"))
-            fprintf(stderr, "step %d op %" PRId64 " start %" PRId64 " end %" PRId64
-                    " durable %" PRId64 "\n", m->step, op, m->start, m->end,
-                    st_log_durable_offset(m->log));
+            fprintf(stderr,
+                    "step %d op %" PRId64 " start %" PRId64 " end %" PRId64 " durable %" PRId64
+                    "\n",
+                    m->step, op, m->start, m->end, st_log_durable_offset(m->log));
         if (op < 45) {
             step_append(m);
         } else if (op < 63) {
@@ -318,8 +319,8 @@ static void run_model(uint64_t seed, int steps)
                 m->end = m->start;
             if (st_log_end_offset(m->log) != m->end)
                 fail_msg("seed %" PRIu64 " step %d: truncate_to(%" PRId64 ") from %" PRId64
-                         ": log end %" PRId64 ", model %" PRId64, m->seed, m->step, to,
-                         before_end, st_log_end_offset(m->log), m->end);
+                         ": log end %" PRId64 ", model %" PRId64,
+                         m->seed, m->step, to, before_end, st_log_end_offset(m->log), m->end);
         } else if (op < 72) {
             int64_t to = rnd_in(m, m->start, m->end);
             CHECK(st_log_set_start_offset(m->log, to) == 0);
@@ -384,8 +385,8 @@ static void run_model(uint64_t seed, int steps)
             fail_msg("seed %" PRIu64 ": waiter %zu for %" PRId64 " called %d times", seed, i,
                      w->offset, w->calls);
         if (w->res == 0 && w->durable_at_call >= 0 && w->durable_at_call < w->offset)
-            fail_msg("seed %" PRIu64 ": waiter %zu told durable at %" PRId64 " < %" PRId64, seed,
-                     i, w->durable_at_call, w->offset);
+            fail_msg("seed %" PRIu64 ": waiter %zu told durable at %" PRId64 " < %" PRId64, seed, i,
+                     w->durable_at_call, w->offset);
     }
     for (size_t i = 0; i < m->n; i++)
         free(m->b[i].bytes);

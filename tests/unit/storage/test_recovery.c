@@ -173,7 +173,8 @@ static void test_bit_flips(void **state)
          * checked: Kafka's format cannot tell). */
         int64_t in;
         do
-            in = 8 + (int64_t)((rng >> 20) % (uint64_t)(size - 8)), rng = rng * 6364136223846793005ULL + 1;
+            in = 8 + (int64_t)((rng >> 20) % (uint64_t)(size - 8)),
+            rng = rng * 6364136223846793005ULL + 1;
         while (in >= 12 && in < 16);
         flip_t f = {(size_t)(b.pos[k] + in), (uint8_t)(1u << ((rng >> 40) % 8))};
         unclean(&b);
