@@ -82,6 +82,7 @@ typedef struct sync_req {
 } sync_req_t;
 
 static void round_start(st_log_t *log);
+static void fire_waiters(st_log_t *log, int64_t durable, int64_t limit, int res);
 
 /* ---- config ------------------------------------------------------------------------------ */
 
@@ -120,6 +121,8 @@ int st_log_set_config(st_log_t *log, const st_log_config_t *cfg)
     /* Switching to strict must not leave acknowledged-but-unsynced data unsynced. */
     if (log->cfg.flush_policy == ST_FLUSH_STRICT)
         round_start(log);
+    else
+        fire_waiters(log, log->end, INT64_MAX, 0); /* written is all write-caching promises */
     return 0;
 }
 

@@ -280,11 +280,27 @@ static void test_write_caching(void **state)
     t.now += 1000;
     assert_int_equal(st_log_tick(log), 0);
     assert_int_equal(st_log_durable_offset(log), 11);
+    /* Switching to write-caching answers strict waiters still queued. */
+    c.flush_policy = ST_FLUSH_STRICT;
+    assert_int_equal(st_log_set_config(log, &c), 0);
+    t.defer = true;
+    append1(log, 1, 10, 0, 'w');
+    waited_t ws = {0, 1};
+    assert_int_equal(st_log_wait_durable(log, st_log_end_offset(log), on_durable, &ws), 0);
+    append1(log, 1, 10, 0, 'w');
+    waited_t ws2 = {0, 1};
+    assert_int_equal(st_log_wait_durable(log, st_log_end_offset(log), on_durable, &ws2), 0);
+    c.flush_policy = ST_FLUSH_WRITE_CACHING;
+    assert_int_equal(st_log_set_config(log, &c), 0);
+    assert_int_equal(ws.calls + ws2.calls, 2);
+    t.defer = false;
+    tenv_complete(&t, t.nq);
+    assert_int_equal(ws.calls, 1);
     /* Switching to strict syncs what is pending. */
     append1(log, 1, 10, 0, 'd');
     c.flush_policy = ST_FLUSH_STRICT;
     assert_int_equal(st_log_set_config(log, &c), 0);
-    assert_int_equal(st_log_durable_offset(log), 12);
+    assert_int_equal(st_log_durable_offset(log), st_log_end_offset(log));
     st_log_close(log);
     tenv_fini(&t);
 }
