@@ -82,7 +82,7 @@ typedef struct sync_req {
 } sync_req_t;
 
 static void round_start(st_log_t *log);
-static void fire_waiters(st_log_t *log, int64_t durable, int64_t limit, int res);
+static bool needs_sync(const st_log_t *log);
 
 /* ---- config ------------------------------------------------------------------------------ */
 
@@ -119,10 +119,10 @@ int st_log_set_config(st_log_t *log, const st_log_config_t *cfg)
         return rc;
     log->cfg = *cfg;
     /* Switching to strict must not leave acknowledged-but-unsynced data unsynced. */
-    if (log->cfg.flush_policy == ST_FLUSH_STRICT)
+    /* Switching to strict must sync what write-caching acknowledged; waiters queued under
+     * strict keep their promise after a switch to write-caching (needs_sync counts them). */
+    if (needs_sync(log))
         round_start(log);
-    else
-        fire_waiters(log, log->end, INT64_MAX, 0); /* written is all write-caching promises */
     return 0;
 }
 
@@ -352,7 +352,7 @@ static bool needs_sync(const st_log_t *log)
 {
     if (log->end <= log->durable)
         return false;
-    if (log->cfg.flush_policy == ST_FLUSH_STRICT)
+    if (log->cfg.flush_policy == ST_FLUSH_STRICT || log->waiters)
         return true;
     if (log->cfg.flush_messages >= 0 && log->unflushed_msgs >= log->cfg.flush_messages)
         return true;
