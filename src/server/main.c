@@ -43,21 +43,32 @@ static int default_smp(void)
     return n > 0 ? (int)n : 1;
 }
 
+static int run(int argc, char **argv, st_config_t *cfgp, char **sets);
+
 int main(int argc, char **argv)
+{
+    st_config_t cfg;
+    if (st_config_init(&cfg)) {
+        fprintf(stderr, "strata-server: cannot initialise configuration\n");
+        return 1;
+    }
+    char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    int rc = sets ? run(argc, argv, &cfg, sets) : 1;
+    free(sets);
+    st_config_fini(&cfg);
+    return rc;
+}
+
+/* Parses the command line into *cfgp, runs the broker until a signal; returns the exit code. */
+static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
         {"smp", required_argument, NULL, 'n'},    {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
     };
-    st_config_t cfg;
     char err[512];
-    if (st_config_init(&cfg)) {
-        fprintf(stderr, "strata-server: cannot initialise configuration\n");
-        return 1;
-    }
     const char *config_file = NULL;
-    char **sets = calloc((size_t)argc + 1, sizeof *sets);
     int nsets = 0, smp = 0, opt;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, "c:s:hV", opts, NULL)) != -1) {
@@ -94,7 +105,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "strata-server: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
-    if (config_file && st_config_load(&cfg, config_file, err, sizeof err)) {
+    if (config_file && st_config_load(cfgp, config_file, err, sizeof err)) {
         fprintf(stderr, "strata-server: %s\n", err);
         return 1;
     }
@@ -105,18 +116,17 @@ int main(int argc, char **argv)
             return 2;
         }
         *eq = 0;
-        if (st_config_set(&cfg, sets[i], eq + 1, err, sizeof err)) {
+        if (st_config_set(cfgp, sets[i], eq + 1, err, sizeof err)) {
             fprintf(stderr, "strata-server: %s\n", err);
             return 1;
         }
     }
-    free(sets);
-    if (st_config_finish(&cfg, err, sizeof err)) {
+    if (st_config_finish(cfgp, err, sizeof err)) {
         fprintf(stderr, "strata-server: %s\n", err);
         return 1;
     }
     st_log_level_t lvl;
-    st_log_parse_level(cfg.log_level, &lvl);
+    st_log_parse_level(cfgp->log_level, &lvl);
     st_log_set_level(lvl);
     if (smp == 0)
         smp = default_smp();
@@ -130,7 +140,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     st_broker_t *b;
-    int rc = st_broker_create(&b, &cfg, smp, err, sizeof err);
+    int rc = st_broker_create(&b, cfgp, smp, err, sizeof err);
     if (rc) {
         fprintf(stderr, "strata-server: %s\n", err);
         return 1;
@@ -145,16 +155,15 @@ int main(int argc, char **argv)
     }
     ST_INFO("strata-server %s ready: kafka on %s:%d (advertised %s:%d), %d shard(s), data in %s, "
             "cluster %s, node %lld",
-            STRATA_VERSION, cfg.listen_host, b->listen_port, cfg.advertised_host,
-            cfg.advertised_port ? cfg.advertised_port : b->listen_port, smp, cfg.log_dirs,
-            b->cluster_id, (long long)cfg.node_id);
+            STRATA_VERSION, cfgp->listen_host, b->listen_port, cfgp->advertised_host,
+            cfgp->advertised_port ? cfgp->advertised_port : b->listen_port, smp, cfgp->log_dirs,
+            b->cluster_id, (long long)cfgp->node_id);
     int sig = 0;
     sigwait(&sigs, &sig);
     ST_INFO("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     st_broker_stop(b);
     st_broker_join(b);
     st_broker_destroy(b);
-    st_config_fini(&cfg);
     ST_INFO("stopped cleanly");
     return 0;
 }

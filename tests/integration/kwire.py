@@ -343,6 +343,8 @@ def metadata(conn, version, topics=None, auto_create=False):
     out["topics"] = arr(topic)
     if 8 <= version <= 10:
         r.i32()           # cluster_authorized_operations
+    if version >= 13:
+        out["error"] = r.i16()  # top-level error_code (v13+)
     if flexible:
         r.tags()
     r.end()

@@ -96,6 +96,9 @@ class TopicsConfluentTest(ServerTestCase):
         a.create_partitions([NewPartitions(name, 5)])[name].result(timeout=20)
         kc.wait_topic(self.bootstrap, name, 5, a)
         self.assertEqual(topic_ids(self.bootstrap)[name][0], tid_before, "topic id kept")
+        # A new producer: an existing one keeps its cached partition count until its next
+        # metadata refresh (as with any Kafka broker).
+        p = kc.producer(self.bootstrap)
         kc.produce_all(p, name, [{"value": b"new%d" % i, "partition": i} for i in range(5)])
         got = kc.consume_partitions(self.bootstrap, name, range(5), 45)
         parts = kc.by_partition(got)
@@ -128,7 +131,8 @@ class TopicsConfluentTest(ServerTestCase):
         self.assertEqual(topic_ids(self.server.bootstrap)[name], before)
         from confluent_kafka.admin import ConfigResource
         res = ConfigResource(ConfigResource.Type.TOPIC, name)
-        cfg = kc.admin(self.server.bootstrap).describe_configs([res])[res].result(timeout=15)
+        admin = kc.admin(self.server.bootstrap)  # held: a collected client cancels its futures
+        cfg = admin.describe_configs([res])[res].result(timeout=15)
         self.assertEqual(cfg["retention.ms"].value, "777777")
         got = kc.consume_partitions(self.server.bootstrap, name, range(3), 30)
         kc.assert_contiguous_from(self, got)
