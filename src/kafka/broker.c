@@ -243,14 +243,34 @@ st_out_t *st_kreq_begin(st_kreq_t *r, st_kwriter_t *w)
     return o;
 }
 
+const int64_t st_kstats_bounds_ns[ST_KSTATS_BUCKETS] = {
+    50000,    100000,    250000,    500000,    1000000,    2500000,
+    5000000,  10000000,  25000000,  50000000,  100000000,  250000000,
+    500000000, 1000000000, 2500000000, 5000000000, 10000000000,
+};
+
+int st_kstats_bucket(int64_t ns)
+{
+    int i = 0;
+    while (i < ST_KSTATS_BUCKETS && ns > st_kstats_bounds_ns[i])
+        i++;
+    return i;
+}
+
 static void st_kreq_account(st_kreq_t *r)
 {
     st_kshard_stats_t *s = &r->shard->stats;
     int k = r->api_key >= 0 && r->api_key < 128 ? r->api_key : 127;
+    int64_t ns = st_mono_ns() - r->start_ns;
     atomic_fetch_add_explicit(&s->requests[k], 1, memory_order_relaxed);
-    if (r->error_code)
+    if (r->error_code) {
         atomic_fetch_add_explicit(&s->request_errors[k], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->request_ns[k], (uint64_t)(st_mono_ns() - r->start_ns),
+        int code = r->error_code + 1;
+        if (k < ST_KSTATS_NAPIS && code >= 0 && code < ST_KSTATS_NCODES)
+            atomic_fetch_add_explicit(&s->request_error_codes[k][code], 1, memory_order_relaxed);
+    }
+    atomic_fetch_add_explicit(&s->request_ns[k], (uint64_t)ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->request_latency[k][st_kstats_bucket(ns)], 1,
                               memory_order_relaxed);
 }
 
@@ -404,12 +424,20 @@ typedef struct {
     st_kshard_t *s;
     st_sync_done_fn done;
     void *arg;
+    int64_t start_ns;
 } st_sync_op_t;
 
 static void st_sync_complete(st_io_t *io, int res)
 {
     st_sync_op_t *op = io->data;
     st_kshard_t *s = op->s;
+    int64_t ns = st_mono_ns() - op->start_ns;
+    atomic_fetch_add_explicit(&s->stats.fsyncs, 1, memory_order_relaxed);
+    if (res < 0)
+        atomic_fetch_add_explicit(&s->stats.fsync_errors, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.fsync_ns, (uint64_t)ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.fsync_latency[st_kstats_bucket(ns)], 1,
+                              memory_order_relaxed);
     s->syncs_in_flight--;
     op->done(op->arg, res);
     free(op);
@@ -428,6 +456,7 @@ static int st_sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
     op->s = s;
     op->done = done;
     op->arg = arg;
+    op->start_ns = st_mono_ns();
     int rc = st_loop_fsync(s->loop, &op->io, fd, true);
     if (rc) {
         free(op);
@@ -450,6 +479,8 @@ static void st_kshard_tick(st_timer_t *t)
 {
     st_kshard_t *s = t->data;
     st_parts_each(&s->parts, st_tick_one, s);
+    if (s->b->tick_hook)
+        s->b->tick_hook(s->b->tick_hook_arg, s);
     st_loop_timer_start(s->loop, &s->tick_timer, 100);
 }
 
@@ -546,6 +577,8 @@ static void *st_kshard_main(void *arg)
         return NULL;
     }
     b->listen_fds[s->id] = -1; /* the net owns it now */
+    if (b->tick_hook)
+        b->tick_hook(b->tick_hook_arg, s);
     st_start_signal(b, true);
     rc = st_loop_run(s->loop);
     if (rc)

@@ -37,12 +37,30 @@ typedef struct st_broker st_broker_t;
 typedef struct st_kshard st_kshard_t;
 typedef struct st_kreq st_kreq_t;
 
+/* Latency histogram buckets shared by request and fsync latencies: upper bounds in ns
+ * (st_kstats_bounds_ns), then one overflow bucket (+Inf). Buckets are not cumulative. */
+#define ST_KSTATS_BUCKETS 17
+#define ST_KSTATS_NAPIS   64  /* api keys with errors broken down by code */
+#define ST_KSTATS_NCODES  132 /* Kafka error codes -1..130, at code + 1 */
+extern const int64_t st_kstats_bounds_ns[ST_KSTATS_BUCKETS];
+/* The bucket of a latency: 0..ST_KSTATS_BUCKETS (the last is +Inf). */
+int st_kstats_bucket(int64_t ns);
+
 /* Per-shard counters, written by the shard, read by the admin thread without locks. */
 typedef struct st_kshard_stats {
     _Atomic uint64_t requests[128];
     _Atomic uint64_t request_errors[128];
     _Atomic uint64_t request_ns[128];
+    _Atomic uint64_t request_latency[128][ST_KSTATS_BUCKETS + 1];
+    _Atomic uint64_t request_error_codes[ST_KSTATS_NAPIS][ST_KSTATS_NCODES];
+    _Atomic uint64_t fsyncs, fsync_errors, fsync_ns; /* completed fdatasyncs */
+    _Atomic uint64_t fsync_latency[ST_KSTATS_BUCKETS + 1];
+    _Atomic uint64_t appends, append_bytes; /* successful log appends (one per partition) */
 } st_kshard_stats_t;
+
+/* Called on every shard's thread once before it serves and then from its housekeeping tick
+ * (every 100 ms): the admin module publishes the shard's metrics snapshot from here. */
+typedef void (*st_kshard_hook_fn)(void *arg, st_kshard_t *s);
 
 struct st_kshard {
     st_broker_t *b;
@@ -73,6 +91,8 @@ struct st_broker {
     _Atomic int stopping;
     _Atomic int started;
     _Atomic int failed;
+    st_kshard_hook_fn tick_hook; /* set before st_broker_start, or NULL */
+    void *tick_hook_arg;
 };
 
 struct st_kreq {
@@ -155,6 +175,13 @@ static inline int st_kshard_owner(const st_md_topic_t *t, int32_t partition)
     if (!t || partition < 0 || partition >= t->npartitions)
         return -1;
     return t->partitions[partition].shard;
+}
+
+/* Counts one successful log append of `bytes` bytes (Produce), for metrics. */
+static inline void st_kstats_appended(st_kshard_t *s, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&s->stats.appends, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.append_bytes, bytes, memory_order_relaxed);
 }
 
 /* Kafka error code for a storage/Strata error. */

@@ -103,6 +103,7 @@ static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t
     }
     part->records_in += (uint64_t)info.records;
     part->bytes_in += (uint64_t)pp->len;
+    st_kstats_appended(s, (uint64_t)pp->len);
     pp->out->base_offset = info.base_offset;
     pp->out->log_append_time_ms = info.log_append_time;
     pp->out->log_start_offset = info.log_start_offset;

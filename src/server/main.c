@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admin/admin.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "cluster/config.h"
@@ -145,14 +147,31 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
         fprintf(stderr, "strata-server: %s\n", err);
         return 1;
     }
+    /* The admin API answers (503 on /v1/status/ready) while the shards recover. */
+    st_admin_t *admin = NULL;
+    if (cfgp->admin_port >= 0) {
+        rc = st_admin_create(&admin, b);
+        if (!rc)
+            rc = st_admin_listen(admin, cfgp->admin_host, cfgp->admin_port, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "strata-server: %s\n", rc == -ENOMEM ? "out of memory" : err);
+            st_admin_destroy(admin);
+            st_broker_destroy(b);
+            return 1;
+        }
+    }
+    int64_t t0 = st_mono_ns();
     rc = st_broker_start(b);
     if (rc) {
         fprintf(stderr, "strata-server: a shard failed to start (see the log above)\n");
         st_broker_stop(b);
         st_broker_join(b);
+        st_admin_destroy(admin);
         st_broker_destroy(b);
         return 1;
     }
+    if (admin)
+        st_admin_set_started(admin, (double)(st_mono_ns() - t0) / 1e9);
     ST_INFO("strata-server %s ready: kafka on %s:%d (advertised %s:%d), %d shard(s), data in %s, "
             "cluster %s, node %lld",
             STRATA_VERSION, cfgp->listen_host, b->listen_port, cfgp->advertised_host,
@@ -163,6 +182,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
     ST_INFO("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     st_broker_stop(b);
     st_broker_join(b);
+    st_admin_destroy(admin);
     st_broker_destroy(b);
     ST_INFO("stopped cleanly");
     return 0;

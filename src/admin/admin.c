@@ -1,0 +1,417 @@
+/* admin.c — the admin HTTP server and the shards' snapshot publishing (admin.h, snap.h). */
+#include "admin/admin.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "admin/render.h"
+#include "base/clock.h"
+#include "base/log.h"
+
+#define ST_ADMIN_MAX_COLLECTORS 4
+
+typedef struct {
+    st_admin_group_collect_fn fn;
+    void *arg;
+} collector_t;
+
+struct st_admin {
+    st_broker_t *b;
+    st_admin_slot_t *slots; /* [nshards] */
+    collector_t collectors[ST_ADMIN_MAX_COLLECTORS];
+    int ncollectors;
+    struct MHD_Daemon *mhd;
+    int listen_fd;
+    int port;
+    double start_wall_s;
+    int64_t start_mono_ns;
+    _Atomic int64_t startup_ns; /* -1 until st_admin_set_started */
+};
+
+/* ---- shard side: build and publish (on each shard's thread) ----------------------------- */
+
+static void add_part(void *arg, st_part_t *p)
+{
+    st_admin_snap_t *snap = arg;
+    if (!p->log || p->dead)
+        return;
+    st_admin_part_t *r = st_admin_snap_add_part(snap, p->topic);
+    if (!r)
+        return;
+    r->partition = p->index;
+    r->log_start_offset = st_log_start_offset(p->log);
+    r->log_end_offset = st_log_end_offset(p->log);
+    r->high_watermark = p->hw;
+    r->size_bytes = st_log_size_bytes(p->log);
+    r->segments = st_log_segment_count(p->log);
+    r->records_in = p->records_in;
+    r->bytes_in = p->bytes_in;
+    r->records_out = p->records_out;
+    r->bytes_out = p->bytes_out;
+}
+
+static void st_admin_on_tick(void *arg, st_kshard_t *s)
+{
+    st_admin_t *a = arg;
+    st_admin_slot_t *slot = &a->slots[s->id];
+    int64_t now = st_mono_ns();
+    if (slot->last_ns && now - slot->last_ns < (int64_t)ST_ADMIN_PUBLISH_MS * 1000000)
+        return;
+    st_admin_snap_t *snap = st_admin_snap_new(s->id);
+    if (!snap)
+        return;
+    slot->last_ns = now;
+    snap->taken_ns = now;
+    snap->md = st_md_ref(s->md);
+    st_loop_times(s->loop, &snap->busy_ns, &snap->total_ns);
+    snap->slow_tasks = st_loop_slow_tasks(s->loop);
+    /* Only this shard publishes into its slot, so its current snapshot cannot be freed under
+     * us: it is the previous one, for the busy ratio over the interval. */
+    const st_admin_snap_t *prev = atomic_load(&slot->cur);
+    int64_t dt = prev ? snap->total_ns - prev->total_ns : snap->total_ns;
+    int64_t db = prev ? snap->busy_ns - prev->busy_ns : snap->busy_ns;
+    snap->busy_ratio = dt > 0 ? (double)db / (double)dt : 0;
+    if (s->net) {
+        const st_net_stats_t *ns = st_net_stats(s->net);
+        snap->connections = st_net_conn_count(s->net);
+        snap->accepted = ns->accepted;
+        snap->closed = ns->closed;
+        snap->net_bytes_in = ns->bytes_in;
+        snap->net_bytes_out = ns->bytes_out;
+        snap->frames_too_large = ns->frames_too_large;
+    }
+    if (s->parts.buckets)
+        st_parts_each(&s->parts, add_part, snap);
+    for (int i = 0; i < a->ncollectors; i++)
+        a->collectors[i].fn(a->collectors[i].arg, s, snap);
+    st_admin_slot_publish(slot, snap);
+}
+
+/* ---- process figures --------------------------------------------------------------------- */
+
+static int64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return -1;
+    long long size = 0, rss = -1;
+    if (fscanf(f, "%lld %lld", &size, &rss) != 2)
+        rss = -1;
+    fclose(f);
+    return rss < 0 ? -1 : rss * (int64_t)sysconf(_SC_PAGESIZE);
+}
+
+static int64_t open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int64_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n - 1; /* the directory stream's own descriptor */
+}
+
+static int64_t max_fds(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY)
+        return -1;
+    return (int64_t)r.rlim_cur;
+}
+
+/* ---- the HTTP side ----------------------------------------------------------------------- */
+
+static bool is_ready(st_admin_t *a)
+{
+    st_broker_t *b = a->b;
+    if (atomic_load(&a->startup_ns) < 0 || atomic_load(&b->stopping) || atomic_load(&b->failed))
+        return false;
+    if (atomic_load(&b->started) < b->nshards)
+        return false;
+    for (int i = 0; i < b->nshards; i++)
+        if (!atomic_load(&a->slots[i].cur))
+            return false;
+    return true;
+}
+
+typedef struct {
+    st_admin_view_t v;
+    st_admin_snap_t **snaps;
+    st_admin_live_t *live;
+} view_hold_t;
+
+static int view_take(st_admin_t *a, view_hold_t *h, bool process)
+{
+    st_broker_t *b = a->b;
+    int n = b->nshards;
+    memset(h, 0, sizeof *h);
+    h->snaps = calloc((size_t)n, sizeof *h->snaps);
+    h->live = calloc((size_t)n, sizeof *h->live);
+    if (!h->snaps || !h->live) {
+        free(h->snaps);
+        free(h->live);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        h->snaps[i] = st_admin_slot_acquire(&a->slots[i]);
+        h->live[i].stats = &b->shards[i]->stats;
+        h->live[i].mesh_sent = st_mesh_sent(b->mesh, i);
+        h->live[i].mesh_received = st_mesh_received(b->mesh, i);
+        h->live[i].ring_occupancy = st_mesh_ring_occupancy(b->mesh, i);
+    }
+    st_admin_view_t *v = &h->v;
+    v->nshards = n;
+    v->snaps = h->snaps;
+    v->live = h->live;
+    v->version = STRATA_VERSION;
+    v->cluster_id = b->cluster_id;
+    v->node_id = (int32_t)b->cfg->node_id;
+    v->ready = is_ready(a);
+    v->now_ns = st_mono_ns();
+    v->start_time_seconds = a->start_wall_s;
+    v->uptime_seconds = (double)(v->now_ns - a->start_mono_ns) / 1e9;
+    int64_t su = atomic_load(&a->startup_ns);
+    v->recovery_seconds = su < 0 ? -1 : (double)su / 1e9;
+    v->rss_bytes = process ? rss_bytes() : -1;
+    v->open_fds = process ? open_fds() : -1;
+    v->max_fds = process ? max_fds() : -1;
+    return 0;
+}
+
+static void view_drop(view_hold_t *h)
+{
+    for (int i = 0; i < h->v.nshards; i++)
+        st_admin_snap_unref(h->snaps[i]);
+    free(h->snaps);
+    free(h->live);
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
+                             st_buf_t *body)
+{
+    size_t len = 0;
+    uint8_t *data = st_buf_steal(body, &len);
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        len, data ? data : (uint8_t *)"", data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result reply_str(struct MHD_Connection *c, unsigned status, const char *type,
+                                 const char *s)
+{
+    st_buf_t b;
+    st_buf_init(&b);
+    st_buf_append(&b, s, strlen(s));
+    return reply(c, status, type, &b);
+}
+
+#define JSON_TYPE "application/json"
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **state)
+{
+    (void)version;
+    (void)upload;
+    st_admin_t *a = cls;
+    if (*state == NULL) { /* first call: headers only; answer on the next */
+        *state = a;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        *upload_size = 0; /* ignore any body */
+        return MHD_YES;
+    }
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return reply_str(c, MHD_HTTP_METHOD_NOT_ALLOWED, JSON_TYPE,
+                         "{\"error\":\"method not allowed\"}");
+    if (strcmp(url, "/v1/status/ready") == 0) {
+        bool ok = is_ready(a);
+        return reply_str(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, JSON_TYPE,
+                         ok ? "{\"ready\":true}" : "{\"ready\":false}");
+    }
+    bool metrics = strcmp(url, "/metrics") == 0;
+    bool cluster = strcmp(url, "/v1/cluster") == 0;
+    bool topics = strcmp(url, "/v1/topics") == 0;
+    bool parts = strcmp(url, "/v1/partitions") == 0;
+    if (!metrics && !cluster && !topics && !parts)
+        return reply_str(c, MHD_HTTP_NOT_FOUND, JSON_TYPE, "{\"error\":\"not found\"}");
+    view_hold_t h;
+    if (view_take(a, &h, metrics))
+        return reply_str(c, MHD_HTTP_INTERNAL_SERVER_ERROR, JSON_TYPE,
+                         "{\"error\":\"out of memory\"}");
+    st_buf_t out;
+    st_buf_init(&out);
+    int rc;
+    if (metrics)
+        rc = st_admin_render_metrics(&h.v, &out);
+    else if (cluster)
+        rc = st_admin_render_cluster(&h.v, &out);
+    else if (topics)
+        rc = st_admin_render_topics(&h.v, &out);
+    else
+        rc = st_admin_render_partitions(
+            &h.v, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "topic"), &out);
+    view_drop(&h);
+    if (rc) {
+        st_buf_fini(&out);
+        return reply_str(c, MHD_HTTP_INTERNAL_SERVER_ERROR, JSON_TYPE,
+                         "{\"error\":\"out of memory\"}");
+    }
+    return reply(c, MHD_HTTP_OK, metrics ? "text/plain; version=0.0.4; charset=utf-8" : JSON_TYPE,
+                 &out);
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------- */
+
+int st_admin_create(st_admin_t **out, st_broker_t *b)
+{
+    st_admin_t *a = calloc(1, sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    a->slots = calloc((size_t)b->nshards, sizeof *a->slots);
+    if (!a->slots) {
+        free(a);
+        return -ENOMEM;
+    }
+    a->b = b;
+    a->listen_fd = -1;
+    a->port = -1;
+    a->start_wall_s = (double)st_wall_ms() / 1e3;
+    a->start_mono_ns = st_mono_ns();
+    atomic_init(&a->startup_ns, -1);
+    b->tick_hook = st_admin_on_tick;
+    b->tick_hook_arg = a;
+    *out = a;
+    return 0;
+}
+
+int st_admin_add_group_collector(st_admin_t *a, st_admin_group_collect_fn fn, void *arg)
+{
+    if (a->ncollectors >= ST_ADMIN_MAX_COLLECTORS)
+        return -ENOSPC;
+    a->collectors[a->ncollectors++] = (collector_t){fn, arg};
+    return 0;
+}
+
+static int bind_listen(const char *host, int port, int *fd_out, int *port_out, char *err,
+                       size_t errlen)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    struct addrinfo *ai = NULL;
+    int g = getaddrinfo(*host ? host : NULL, ps, &hints, &ai);
+    if (g) {
+        snprintf(err, errlen, "admin.listen %s:%d: %s", host, port, gai_strerror(g));
+        return -EINVAL;
+    }
+    int rc = -EADDRNOTAVAIL;
+    for (struct addrinfo *p = ai; p; p = p->ai_next) {
+        int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            rc = -errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, p->ai_addr, p->ai_addrlen) == 0 && listen(fd, 64) == 0) {
+            struct sockaddr_storage ss;
+            socklen_t sl = sizeof ss;
+            getsockname(fd, (struct sockaddr *)&ss, &sl);
+            char hs[NI_MAXHOST], sv[NI_MAXSERV];
+            getnameinfo((struct sockaddr *)&ss, sl, hs, sizeof hs, sv, sizeof sv,
+                        NI_NUMERICHOST | NI_NUMERICSERV);
+            *port_out = atoi(sv);
+            *fd_out = fd;
+            freeaddrinfo(ai);
+            return 0;
+        }
+        rc = -errno;
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    snprintf(err, errlen, "cannot listen on admin.listen %s:%d: %s", host, port, strerror(-rc));
+    return rc;
+}
+
+int st_admin_listen(st_admin_t *a, const char *host, int port, char *err, size_t errlen)
+{
+    int rc = bind_listen(host, port, &a->listen_fd, &a->port, err, errlen);
+    if (rc)
+        return rc;
+    a->mhd =
+        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, handle, a,
+                         MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_CONNECTION_TIMEOUT,
+                         (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
+    if (!a->mhd) {
+        snprintf(err, errlen, "cannot start the admin HTTP server on %s:%d", host, a->port);
+        close(a->listen_fd);
+        a->listen_fd = -1;
+        a->port = -1;
+        return -EIO;
+    }
+    a->listen_fd = -1; /* MHD owns it now and closes it when stopped */
+    ST_INFO("admin API on http://%s:%d (/metrics, /v1/status/ready, /v1/cluster, /v1/topics, "
+            "/v1/partitions)",
+            host, a->port);
+    return 0;
+}
+
+int st_admin_port(const st_admin_t *a)
+{
+    return a->port;
+}
+
+void st_admin_set_started(st_admin_t *a, double startup_seconds)
+{
+    atomic_store(&a->startup_ns, (int64_t)(startup_seconds * 1e9));
+}
+
+void st_admin_stop(st_admin_t *a)
+{
+    if (a->mhd) {
+        MHD_stop_daemon(a->mhd);
+        a->mhd = NULL;
+    }
+    if (a->listen_fd >= 0) {
+        close(a->listen_fd);
+        a->listen_fd = -1;
+    }
+}
+
+void st_admin_destroy(st_admin_t *a)
+{
+    if (!a)
+        return;
+    st_admin_stop(a);
+    if (a->b->tick_hook_arg == a) {
+        a->b->tick_hook = NULL;
+        a->b->tick_hook_arg = NULL;
+    }
+    for (int i = 0; i < a->b->nshards; i++)
+        st_admin_slot_fini(&a->slots[i]);
+    free(a->slots);
+    free(a);
+}

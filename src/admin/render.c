@@ -1,0 +1,604 @@
+/* render.c — /metrics and the JSON endpoints, from a view (render.h). */
+#include "admin/render.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/prom.h"
+#include "proto/kerr.h"
+#include "proto/kafka_gen.h"
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+const st_md_t *st_admin_view_md(const st_admin_view_t *v)
+{
+    const st_md_t *best = NULL;
+    for (int i = 0; i < v->nshards; i++) {
+        const st_admin_snap_t *s = v->snaps[i];
+        if (s && s->md && (!best || s->md->version > best->version))
+            best = s->md;
+    }
+    return best;
+}
+
+static uint64_t ld(const _Atomic uint64_t *a)
+{
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+static const char *api_name(int k)
+{
+    const st_kp_api_t *a = st_kp_api_find((int16_t)k);
+    return a ? a->name : NULL;
+}
+
+static int part_cmp(const void *a, const void *b)
+{
+    const st_admin_part_t *x = *(st_admin_part_t *const *)a, *y = *(st_admin_part_t *const *)b;
+    int c = strcmp(x->topic, y->topic);
+    return c ? c : (x->partition > y->partition) - (x->partition < y->partition);
+}
+
+/* Every partition row of every snapshot, sorted by (topic, partition). Caller frees. */
+static st_admin_part_t **all_parts(const st_admin_view_t *v, int *n)
+{
+    int total = 0;
+    for (int i = 0; i < v->nshards; i++)
+        if (v->snaps[i])
+            total += v->snaps[i]->nparts;
+    st_admin_part_t **a = malloc((size_t)(total ? total : 1) * sizeof *a);
+    if (!a)
+        return NULL;
+    int k = 0;
+    for (int i = 0; i < v->nshards; i++)
+        if (v->snaps[i])
+            for (int j = 0; j < v->snaps[i]->nparts; j++)
+                a[k++] = &v->snaps[i]->parts[j];
+    qsort(a, (size_t)k, sizeof *a, part_cmp);
+    *n = k;
+    return a;
+}
+
+static const st_admin_part_t *find_part(st_admin_part_t *const *a, int n, const char *topic,
+                                        int32_t partition)
+{
+    st_admin_part_t key = {.topic = topic, .partition = partition};
+    const st_admin_part_t *kp = &key;
+    st_admin_part_t *const *r = bsearch(&kp, a, (size_t)n, sizeof *a, part_cmp);
+    return r ? *r : NULL;
+}
+
+/* The latency bucket bounds in seconds. */
+static void bounds_seconds(double out[ST_KSTATS_BUCKETS])
+{
+    for (int i = 0; i < ST_KSTATS_BUCKETS; i++)
+        out[i] = (double)st_kstats_bounds_ns[i] / 1e9;
+}
+
+/* ---- /metrics --------------------------------------------------------------------------- */
+
+static void process_metrics(st_prom_t *p, const st_admin_view_t *v)
+{
+    st_prom_label_t ver[] = {{"version", v->version}};
+    st_prom_family(p, "strata_build_info", "gauge", "Always 1; the version in a label.");
+    st_prom_sample(p, "", ver, 1, 1);
+    st_prom_family(p, "strata_ready", "gauge",
+                   "1 once start-up recovery is done and the Kafka port serves.");
+    st_prom_sample(p, "", NULL, 0, v->ready);
+    st_prom_family(p, "strata_process_start_time_seconds", "gauge",
+                   "Unix time the process started.");
+    st_prom_sample(p, "", NULL, 0, v->start_time_seconds);
+    st_prom_family(p, "strata_uptime_seconds", "gauge", "Seconds since the process started.");
+    st_prom_sample(p, "", NULL, 0, v->uptime_seconds);
+    if (v->rss_bytes >= 0) {
+        st_prom_family(p, "strata_process_resident_memory_bytes", "gauge", "Resident set size.");
+        st_prom_sample(p, "", NULL, 0, (double)v->rss_bytes);
+    }
+    if (v->open_fds >= 0) {
+        st_prom_family(p, "strata_process_open_fds", "gauge", "Open file descriptors.");
+        st_prom_sample(p, "", NULL, 0, (double)v->open_fds);
+    }
+    if (v->max_fds >= 0) {
+        st_prom_family(p, "strata_process_max_fds", "gauge", "Limit on open file descriptors.");
+        st_prom_sample(p, "", NULL, 0, (double)v->max_fds);
+    }
+    if (v->recovery_seconds >= 0) {
+        st_prom_family(p, "strata_storage_recovery_seconds", "gauge",
+                       "Seconds start-up took to open (and recover) every partition log and "
+                       "start serving.");
+        st_prom_sample(p, "", NULL, 0, v->recovery_seconds);
+    }
+}
+
+static void request_metrics(st_prom_t *p, const st_admin_view_t *v)
+{
+    /* Sum the shards' counters per API. API keys without a name (never implemented) count
+     * together under api="unknown". */
+    enum { NK = 128 };
+    uint64_t req[NK + 1] = {0};
+    double secs[NK + 1] = {0};
+    uint64_t lat[NK + 1][ST_KSTATS_BUCKETS + 1];
+    memset(lat, 0, sizeof lat);
+    double bounds_s[ST_KSTATS_BUCKETS];
+    bounds_seconds(bounds_s);
+    bool any_stats = false;
+    for (int i = 0; i < v->nshards; i++) {
+        const st_kshard_stats_t *s = v->live[i].stats;
+        if (!s)
+            continue;
+        any_stats = true;
+        for (int k = 0; k < NK; k++) {
+            int slot = api_name(k) ? k : NK;
+            req[slot] += ld(&s->requests[k]);
+            secs[slot] += (double)ld(&s->request_ns[k]) / 1e9;
+            for (int b = 0; b <= ST_KSTATS_BUCKETS; b++)
+                lat[slot][b] += ld(&s->request_latency[k][b]);
+        }
+    }
+    if (!any_stats)
+        return;
+    st_prom_family(p, "strata_kafka_requests_total", "counter", "Kafka requests handled, by API.");
+    for (int k = 0; k <= NK; k++) {
+        if (k < NK && !api_name(k))
+            continue;
+        if (k == NK && !req[k])
+            continue;
+        st_prom_label_t l[] = {{"api", k < NK ? api_name(k) : "unknown"}};
+        st_prom_sample_u64(p, "", l, 1, req[k]);
+    }
+    st_prom_family(p, "strata_kafka_request_errors_total", "counter",
+                   "Kafka requests answered with a top-level error (or that closed the "
+                   "connection: code -1), by API and error code.");
+    for (int k = 0; k < ST_KSTATS_NAPIS && k < NK; k++) {
+        if (!api_name(k))
+            continue;
+        for (int c = 0; c < ST_KSTATS_NCODES; c++) {
+            uint64_t n = 0;
+            for (int i = 0; i < v->nshards; i++)
+                if (v->live[i].stats)
+                    n += ld(&v->live[i].stats->request_error_codes[k][c]);
+            if (!n)
+                continue;
+            char code[16];
+            snprintf(code, sizeof code, "%d", c - 1);
+            st_prom_label_t l[] = {
+                {"api", api_name(k)}, {"code", code}, {"error", st_kerr_name((int16_t)(c - 1))}};
+            st_prom_sample_u64(p, "", l, 3, n);
+        }
+    }
+    st_prom_family(p, "strata_kafka_request_duration_seconds", "histogram",
+                   "Time from a request's arrival to its response being queued, by API.");
+    for (int k = 0; k <= NK; k++) {
+        if ((k < NK && !api_name(k)) || (k == NK && !req[k]))
+            continue;
+        st_prom_label_t l[] = {{"api", k < NK ? api_name(k) : "unknown"}};
+        st_prom_histogram(p, l, 1, bounds_s, lat[k], ST_KSTATS_BUCKETS, secs[k]);
+    }
+}
+
+/* One counter or gauge family with one sample per shard. */
+typedef uint64_t (*shard_fig_fn)(const st_admin_view_t *v, int i);
+
+static void per_shard(st_prom_t *p, const st_admin_view_t *v, const char *name, const char *type,
+                      const char *help, shard_fig_fn fn, bool need_snap)
+{
+    st_prom_family(p, name, type, help);
+    for (int i = 0; i < v->nshards; i++) {
+        if (need_snap && !v->snaps[i])
+            continue;
+        if (!need_snap && !v->live[i].stats)
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t l[] = {{"shard", sh}};
+        st_prom_sample_u64(p, "", l, 1, fn(v, i));
+    }
+}
+
+#define SNAP_FIG(fname, field)                                                                     \
+    static uint64_t fname(const st_admin_view_t *v, int i)                                         \
+    {                                                                                              \
+        return (uint64_t)v->snaps[i]->field;                                                       \
+    }
+#define STAT_FIG(fname, field)                                                                     \
+    static uint64_t fname(const st_admin_view_t *v, int i)                                         \
+    {                                                                                              \
+        return ld(&v->live[i].stats->field);                                                       \
+    }
+SNAP_FIG(f_conns, connections)
+SNAP_FIG(f_accepted, accepted)
+SNAP_FIG(f_closed, closed)
+SNAP_FIG(f_net_in, net_bytes_in)
+SNAP_FIG(f_net_out, net_bytes_out)
+SNAP_FIG(f_too_large, frames_too_large)
+SNAP_FIG(f_slow, slow_tasks)
+SNAP_FIG(f_nparts, nparts)
+STAT_FIG(f_appends, appends)
+STAT_FIG(f_append_bytes, append_bytes)
+STAT_FIG(f_fsyncs, fsyncs)
+STAT_FIG(f_fsync_errors, fsync_errors)
+
+static uint64_t f_sent(const st_admin_view_t *v, int i)
+{
+    return v->live[i].mesh_sent;
+}
+static uint64_t f_received(const st_admin_view_t *v, int i)
+{
+    return v->live[i].mesh_received;
+}
+static uint64_t f_ring(const st_admin_view_t *v, int i)
+{
+    return v->live[i].ring_occupancy;
+}
+
+static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
+{
+    per_shard(p, v, "strata_kafka_connections", "gauge", "Open Kafka connections.", f_conns, true);
+    per_shard(p, v, "strata_kafka_connections_accepted_total", "counter",
+              "Kafka connections accepted.", f_accepted, true);
+    per_shard(p, v, "strata_kafka_connections_closed_total", "counter", "Kafka connections closed.",
+              f_closed, true);
+    per_shard(p, v, "strata_kafka_received_bytes_total", "counter",
+              "Bytes read from Kafka connections.", f_net_in, true);
+    per_shard(p, v, "strata_kafka_sent_bytes_total", "counter",
+              "Bytes written to Kafka connections.", f_net_out, true);
+    per_shard(p, v, "strata_kafka_frames_too_large_total", "counter",
+              "Request frames refused for exceeding socket.request.max.bytes.", f_too_large, true);
+    per_shard(p, v, "strata_shard_partitions", "gauge", "Partitions owned by the shard.", f_nparts,
+              true);
+    per_shard(p, v, "strata_shard_slow_tasks_total", "counter",
+              "Event-loop callbacks that ran longer than 500 microseconds.", f_slow, true);
+    per_shard(p, v, "strata_shard_mesh_sent_total", "counter",
+              "Cross-shard messages sent by the shard.", f_sent, false);
+    per_shard(p, v, "strata_shard_mesh_received_total", "counter",
+              "Cross-shard messages received by the shard.", f_received, false);
+    per_shard(p, v, "strata_shard_ring_occupancy", "gauge",
+              "Cross-shard messages waiting in the shard's incoming rings.", f_ring, false);
+
+    st_prom_family(p, "strata_shard_busy_ratio", "gauge",
+                   "Share of wall time the shard's event loop spent running callbacks, over "
+                   "the last snapshot interval (0..1).");
+    for (int i = 0; i < v->nshards; i++) {
+        if (!v->snaps[i])
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t l[] = {{"shard", sh}};
+        st_prom_sample(p, "", l, 1, v->snaps[i]->busy_ratio);
+    }
+    st_prom_family(p, "strata_shard_busy_seconds_total", "counter",
+                   "Seconds the shard's event loop spent running callbacks.");
+    for (int i = 0; i < v->nshards; i++) {
+        if (!v->snaps[i])
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t l[] = {{"shard", sh}};
+        st_prom_sample(p, "", l, 1, (double)v->snaps[i]->busy_ns / 1e9);
+    }
+    st_prom_family(p, "strata_shard_snapshot_age_seconds", "gauge",
+                   "Age of the shard's published metrics snapshot (partition, group, loop and "
+                   "connection figures lag by this much).");
+    for (int i = 0; i < v->nshards; i++) {
+        if (!v->snaps[i])
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t l[] = {{"shard", sh}};
+        st_prom_sample(p, "", l, 1, (double)(v->now_ns - v->snaps[i]->taken_ns) / 1e9);
+    }
+
+    bool any_stats = false;
+    for (int i = 0; i < v->nshards; i++)
+        any_stats |= v->live[i].stats != NULL;
+    if (!any_stats)
+        return;
+    per_shard(p, v, "strata_storage_appends_total", "counter",
+              "Successful partition log appends (one per partition per Produce).", f_appends,
+              false);
+    per_shard(p, v, "strata_storage_written_bytes_total", "counter",
+              "Record batch bytes appended to partition logs.", f_append_bytes, false);
+    per_shard(p, v, "strata_storage_fsyncs_total", "counter",
+              "fdatasync calls completed on partition files.", f_fsyncs, false);
+    per_shard(p, v, "strata_storage_fsync_errors_total", "counter", "fdatasync calls that failed.",
+              f_fsync_errors, false);
+    double bounds_s[ST_KSTATS_BUCKETS];
+    bounds_seconds(bounds_s);
+    st_prom_family(p, "strata_storage_fsync_duration_seconds", "histogram",
+                   "Time from submitting an fdatasync to its completion.");
+    for (int i = 0; i < v->nshards; i++) {
+        const st_kshard_stats_t *s = v->live[i].stats;
+        if (!s)
+            continue;
+        uint64_t c[ST_KSTATS_BUCKETS + 1];
+        for (int b = 0; b <= ST_KSTATS_BUCKETS; b++)
+            c[b] = ld(&s->fsync_latency[b]);
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t l[] = {{"shard", sh}};
+        st_prom_histogram(p, l, 1, bounds_s, c, ST_KSTATS_BUCKETS, (double)ld(&s->fsync_ns) / 1e9);
+    }
+}
+
+typedef struct {
+    const char *name, *type, *help;
+    int field;
+} part_family_t;
+
+enum { PF_REC_IN, PF_BYTES_IN, PF_REC_OUT, PF_BYTES_OUT, PF_LEO, PF_LSO, PF_HW, PF_SIZE, PF_SEGS };
+
+static const part_family_t part_families[] = {
+    {"strata_partition_produced_records_total", "counter", "Records appended by producers.",
+     PF_REC_IN},
+    {"strata_partition_produced_bytes_total", "counter",
+     "Record batch bytes appended by producers.", PF_BYTES_IN},
+    {"strata_partition_fetched_records_total", "counter",
+     "Records sent to consumers and followers (whole batches, so it can exceed what was asked).",
+     PF_REC_OUT},
+    {"strata_partition_fetched_bytes_total", "counter", "Record batch bytes sent by Fetch.",
+     PF_BYTES_OUT},
+    {"strata_partition_log_end_offset", "gauge", "The next offset to be assigned.", PF_LEO},
+    {"strata_partition_log_start_offset", "gauge", "The first offset still in the log.", PF_LSO},
+    {"strata_partition_high_watermark", "gauge", "The offset below which consumers may read.",
+     PF_HW},
+    {"strata_partition_size_bytes", "gauge", "Bytes of the partition's segments on disk.", PF_SIZE},
+    {"strata_partition_segments", "gauge", "Segments in the partition's log.", PF_SEGS},
+};
+
+static double part_field(const st_admin_part_t *r, int f)
+{
+    switch (f) {
+    case PF_REC_IN:
+        return (double)r->records_in;
+    case PF_BYTES_IN:
+        return (double)r->bytes_in;
+    case PF_REC_OUT:
+        return (double)r->records_out;
+    case PF_BYTES_OUT:
+        return (double)r->bytes_out;
+    case PF_LEO:
+        return (double)r->log_end_offset;
+    case PF_LSO:
+        return (double)r->log_start_offset;
+    case PF_HW:
+        return (double)r->high_watermark;
+    case PF_SIZE:
+        return (double)r->size_bytes;
+    default:
+        return (double)r->segments;
+    }
+}
+
+static void partition_metrics(st_prom_t *p, st_admin_part_t *const *a, int n)
+{
+    for (size_t f = 0; f < sizeof part_families / sizeof part_families[0]; f++) {
+        const part_family_t *pf = &part_families[f];
+        st_prom_family(p, pf->name, pf->type, pf->help);
+        for (int i = 0; i < n; i++) {
+            char pa[16];
+            snprintf(pa, sizeof pa, "%d", a[i]->partition);
+            st_prom_label_t l[] = {{"topic", a[i]->topic}, {"partition", pa}};
+            st_prom_sample(p, "", l, 2, part_field(a[i], pf->field));
+        }
+    }
+}
+
+static void group_metrics(st_prom_t *p, const st_admin_view_t *v, st_admin_part_t *const *a, int n)
+{
+    st_prom_family(p, "strata_group_members", "gauge", "Members of a consumer group.");
+    for (int i = 0; i < v->nshards; i++)
+        for (int j = 0; v->snaps[i] && j < v->snaps[i]->ngroups; j++) {
+            const st_admin_group_t *g = &v->snaps[i]->groups[j];
+            st_prom_label_t l[] = {{"group", g->group}};
+            st_prom_sample(p, "", l, 1, g->members);
+        }
+    st_prom_family(p, "strata_group_state", "gauge",
+                   "1 for a consumer group's current state (label state).");
+    for (int i = 0; i < v->nshards; i++)
+        for (int j = 0; v->snaps[i] && j < v->snaps[i]->ngroups; j++) {
+            const st_admin_group_t *g = &v->snaps[i]->groups[j];
+            st_prom_label_t l[] = {{"group", g->group}, {"state", g->state}};
+            st_prom_sample(p, "", l, 2, 1);
+        }
+    st_prom_family(p, "strata_group_committed_offset", "gauge",
+                   "A consumer group's committed offset for a partition.");
+    for (int i = 0; i < v->nshards; i++)
+        for (int j = 0; v->snaps[i] && j < v->snaps[i]->ngoffsets; j++) {
+            const st_admin_goffset_t *o = &v->snaps[i]->goffsets[j];
+            char pa[16];
+            snprintf(pa, sizeof pa, "%d", o->partition);
+            st_prom_label_t l[] = {{"group", o->group}, {"topic", o->topic}, {"partition", pa}};
+            st_prom_sample(p, "", l, 3, (double)o->committed);
+        }
+    st_prom_family(p, "strata_group_lag", "gauge",
+                   "Records between a group's committed offset and the partition's high "
+                   "watermark (0 when caught up).");
+    for (int i = 0; i < v->nshards; i++)
+        for (int j = 0; v->snaps[i] && j < v->snaps[i]->ngoffsets; j++) {
+            const st_admin_goffset_t *o = &v->snaps[i]->goffsets[j];
+            const st_admin_part_t *r = find_part(a, n, o->topic, o->partition);
+            if (!r)
+                continue;
+            int64_t lag = r->high_watermark - o->committed;
+            char pa[16];
+            snprintf(pa, sizeof pa, "%d", o->partition);
+            st_prom_label_t l[] = {{"group", o->group}, {"topic", o->topic}, {"partition", pa}};
+            st_prom_sample(p, "", l, 3, (double)(lag > 0 ? lag : 0));
+        }
+}
+
+int st_admin_render_metrics(const st_admin_view_t *v, st_buf_t *out)
+{
+    int n = 0;
+    st_admin_part_t **a = all_parts(v, &n);
+    if (!a)
+        return -ENOMEM;
+    st_prom_t p;
+    st_prom_init(&p, out);
+    process_metrics(&p, v);
+    request_metrics(&p, v);
+    shard_metrics(&p, v);
+    partition_metrics(&p, a, n);
+    group_metrics(&p, v, a, n);
+    free(a);
+    return out->oom ? -ENOMEM : 0;
+}
+
+/* ---- JSON ------------------------------------------------------------------------------- */
+
+static int dump(json_t *j, st_buf_t *out)
+{
+    if (!j)
+        return -ENOMEM;
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s)
+        return -ENOMEM;
+    st_buf_append(out, s, strlen(s));
+    free(s);
+    return out->oom ? -ENOMEM : 0;
+}
+
+/* Kafka's textual topic id: 16 bytes in URL-safe base64 without padding (22 characters). */
+static void uuid_str(const uint8_t id[16], char out[23])
+{
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    int k = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (int i = 0; i < 16; i++) {
+        acc = acc << 8 | id[i];
+        bits += 8;
+        while (bits >= 6) {
+            out[k++] = b64[(acc >> (bits - 6)) & 63];
+            bits -= 6;
+        }
+    }
+    if (bits > 0)
+        out[k++] = b64[(acc << (6 - bits)) & 63];
+    out[k] = 0;
+}
+
+int st_admin_render_cluster(const st_admin_view_t *v, st_buf_t *out)
+{
+    const st_md_t *md = st_admin_view_md(v);
+    json_t *j = json_object();
+    json_object_set_new(j, "cluster_id", json_string(v->cluster_id ? v->cluster_id : ""));
+    json_object_set_new(j, "node_id", json_integer(v->node_id));
+    json_object_set_new(j, "version", json_string(v->version ? v->version : ""));
+    json_object_set_new(j, "ready", json_boolean(v->ready));
+    json_object_set_new(j, "shards", json_integer(v->nshards));
+    json_object_set_new(j, "uptime_seconds", json_real(v->uptime_seconds));
+    json_t *brokers = json_array();
+    int ntopics = 0;
+    int64_t nparts = 0;
+    if (md) {
+        json_object_set_new(j, "controller_id", json_integer(md->controller_id));
+        json_object_set_new(j, "metadata_version", json_integer(md->version));
+        for (int i = 0; i < md->nbrokers; i++) {
+            json_t *b = json_object();
+            json_object_set_new(b, "node_id", json_integer(md->brokers[i].node_id));
+            json_object_set_new(b, "host", json_string(md->brokers[i].host));
+            json_object_set_new(b, "port", json_integer(md->brokers[i].port));
+            json_array_append_new(brokers, b);
+        }
+        ntopics = md->ntopics;
+        for (int i = 0; i < md->ntopics; i++)
+            nparts += md->topics[i]->npartitions;
+    } else {
+        json_object_set_new(j, "controller_id", json_null());
+        json_object_set_new(j, "metadata_version", json_null());
+    }
+    json_object_set_new(j, "brokers", brokers);
+    json_object_set_new(j, "topics", json_integer(ntopics));
+    json_object_set_new(j, "partitions", json_integer(nparts));
+    return dump(j, out);
+}
+
+int st_admin_render_topics(const st_admin_view_t *v, st_buf_t *out)
+{
+    const st_md_t *md = st_admin_view_md(v);
+    int n = 0;
+    st_admin_part_t **a = all_parts(v, &n);
+    if (!a)
+        return -ENOMEM;
+    json_t *arr = json_array();
+    for (int i = 0; md && i < md->ntopics; i++) {
+        const st_md_topic_t *t = md->topics[i];
+        json_t *o = json_object();
+        char id[23];
+        uuid_str(t->id, id);
+        json_object_set_new(o, "name", json_string(t->name));
+        json_object_set_new(o, "id", json_string(id));
+        json_object_set_new(o, "internal", json_boolean(t->internal));
+        json_object_set_new(o, "partitions", json_integer(t->npartitions));
+        json_object_set_new(o, "replication_factor", json_integer(t->replication_factor));
+        int64_t size = 0, records = 0;
+        for (int32_t p = 0; p < t->npartitions; p++) {
+            const st_admin_part_t *r = find_part(a, n, t->name, p);
+            if (r) {
+                size += r->size_bytes;
+                records += r->log_end_offset - r->log_start_offset;
+            }
+        }
+        json_object_set_new(o, "size_bytes", json_integer(size));
+        json_object_set_new(o, "records", json_integer(records));
+        json_t *cfg = json_object();
+        for (int c = 0; c < t->nconfigs; c++)
+            json_object_set_new(cfg, t->configs[c].key, json_string(t->configs[c].value));
+        json_object_set_new(o, "configs", cfg);
+        json_array_append_new(arr, o);
+    }
+    free(a);
+    json_t *j = json_object();
+    json_object_set_new(j, "topics", arr);
+    return dump(j, out);
+}
+
+int st_admin_render_partitions(const st_admin_view_t *v, const char *topic, st_buf_t *out)
+{
+    const st_md_t *md = st_admin_view_md(v);
+    int n = 0;
+    st_admin_part_t **a = all_parts(v, &n);
+    if (!a)
+        return -ENOMEM;
+    json_t *arr = json_array();
+    for (int i = 0; md && i < md->ntopics; i++) {
+        const st_md_topic_t *t = md->topics[i];
+        if (topic && strcmp(topic, t->name) != 0)
+            continue;
+        for (int32_t p = 0; p < t->npartitions; p++) {
+            const st_md_partition_t *mp = &t->partitions[p];
+            const st_admin_part_t *r = find_part(a, n, t->name, p);
+            json_t *o = json_object();
+            json_object_set_new(o, "topic", json_string(t->name));
+            json_object_set_new(o, "partition", json_integer(p));
+            json_object_set_new(o, "leader", json_integer(mp->leader));
+            json_object_set_new(o, "leader_epoch", json_integer(mp->leader_epoch));
+            json_object_set_new(o, "shard", json_integer(mp->shard));
+            /* Offsets come from the owner's snapshot; null until it has published one with
+             * this partition open. */
+#define NUM(key, expr)                                                                             \
+    json_object_set_new(o, key, r ? json_integer((json_int_t)(expr)) : json_null())
+            NUM("log_start_offset", r->log_start_offset);
+            NUM("log_end_offset", r->log_end_offset);
+            NUM("high_watermark", r->high_watermark);
+            NUM("size_bytes", r->size_bytes);
+            NUM("segments", r->segments);
+            NUM("records_produced", r->records_in);
+            NUM("bytes_produced", r->bytes_in);
+            NUM("records_fetched", r->records_out);
+            NUM("bytes_fetched", r->bytes_out);
+#undef NUM
+            json_array_append_new(arr, o);
+        }
+    }
+    free(a);
+    json_t *j = json_object();
+    json_object_set_new(j, "partitions", arr);
+    return dump(j, out);
+}
