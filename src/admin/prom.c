@@ -126,7 +126,8 @@ void st_prom_histogram(st_prom_t *p, const st_prom_label_t *labels, int nlabels,
     st_prom_label_t l[7];
     if (nlabels > 6)
         nlabels = 6;
-    memcpy(l, labels, (size_t)nlabels * sizeof *l);
+    if (nlabels > 0)
+        memcpy(l, labels, (size_t)nlabels * sizeof *l);
     char le[64];
     l[nlabels].name = "le";
     l[nlabels].value = le;
