@@ -4,21 +4,41 @@ topic Admin APIs. The same checks against the real server live in pending/test_c
 until it serves Produce/Fetch."""
 import json
 import os
-import select
+import queue
 import signal
 import subprocess
+import threading
 import time
 import unittest
 
 CLI = os.environ.get("STRATA_CLI")
 
 
+def start(*args):
+    """Starts a long-running strata command; its stdout lines arrive on proc.lines."""
+    proc = subprocess.Popen([CLI, *args], stdout=subprocess.PIPE, text=True)
+    proc.lines = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            proc.lines.put(line.rstrip("\n"))
+    threading.Thread(target=pump, daemon=True).start()
+    return proc
+
+
 def read_line(proc, timeout=30.0):
-    """One line of proc's stdout, waiting at most timeout seconds for it."""
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    if not ready:
-        raise TimeoutError("no output from %r" % proc.args)
-    return proc.stdout.readline().strip()
+    """The next line of proc's stdout, waiting at most timeout seconds for it."""
+    try:
+        return proc.lines.get(timeout=timeout)
+    except queue.Empty:
+        raise TimeoutError("no output from %r" % proc.args) from None
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(timeout=30)
+    proc.stdout.close()
+    return rc
 
 
 def run(*args, stdin=None, env_brokers=None, timeout=60):
@@ -66,17 +86,18 @@ class NoBroker(unittest.TestCase):
 class MockCluster(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.mock = subprocess.Popen([CLI, "debug", "mock-cluster", "--topic", "t:3",
-                                     "--topic", "g:2", "--topic", "bench:2"],
-                                    stdout=subprocess.PIPE, text=True)
-        cls.addr = read_line(cls.mock)
-        assert read_line(cls.mock) == "ready"
+        cls.mock = start("debug", "mock-cluster", "--topic", "t:3", "--topic", "g:2",
+                         "--topic", "bench:2")
+        try:
+            cls.addr = read_line(cls.mock)
+            assert read_line(cls.mock) == "ready"
+        except BaseException:
+            stop(cls.mock)
+            raise
 
     @classmethod
     def tearDownClass(cls):
-        cls.mock.send_signal(signal.SIGTERM)
-        cls.mock.wait(timeout=30)
-        cls.mock.stdout.close()
+        assert stop(cls.mock) == 0
 
     def cli(self, *args, stdin=None):
         return run(*args, "-b", self.addr, stdin=stdin)
@@ -174,8 +195,7 @@ class MockCluster(unittest.TestCase):
         self.assertGreaterEqual(json.loads(r.stdout)["messages"], 2500)
 
     def test_proxy_log(self):
-        proxy = subprocess.Popen([CLI, "proxy", "--listen", "127.0.0.1:0", "--upstream",
-                                  self.addr, "--log"], stdout=subprocess.PIPE, text=True)
+        proxy = start("proxy", "--listen", "127.0.0.1:0", "--upstream", self.addr, "--log")
         try:
             first = read_line(proxy)
             self.assertTrue(first.startswith("listening on "), first)
@@ -193,9 +213,7 @@ class MockCluster(unittest.TestCase):
             self.assertIn("client=strata-cli", text)
             self.assertRegex(text, r"<- Metadata v\d+ #\d+ \d+ bytes \d+\.\d+ ms \{\"brokers\"")
         finally:
-            proxy.send_signal(signal.SIGTERM)
-            proxy.wait(timeout=30)
-            proxy.stdout.close()
+            self.assertEqual(stop(proxy), 0)
 
 
 if __name__ == "__main__":
