@@ -86,7 +86,7 @@ typedef struct st_config {
     char advertised_host[256];
     int advertised_port;
     char admin_host[256];
-    int admin_port; /* 0 = disabled */
+    int admin_port; /* -1 = disabled (admin.listen empty), 0 = any free port */
 } st_config_t;
 
 /* Fills every field with its default. */
