@@ -416,6 +416,7 @@ static void st_kshard_before_sleep(void *arg)
     st_timer_init(&s->shutdown_timer, st_kshard_shutdown_timeout, s);
     st_loop_timer_start(s->loop, &s->shutdown_timer, s->b->cfg->shutdown_timeout_ms);
     st_fetch_cancel_all(s); /* long polls answer now with what they have */
+    st_kgroup_drain(s);     /* waiting joins and syncs answer now */
     st_net_shutdown(s->net, st_kshard_drained, s);
 }
 
@@ -565,6 +566,12 @@ static void *st_kshard_main(void *arg)
         st_start_signal(b, false);
         return NULL;
     }
+    rc = st_kgroup_start(s);
+    if (rc) {
+        ST_ERROR("cannot start the group coordinator: %s", st_strerror(rc));
+        st_start_signal(b, false);
+        return NULL;
+    }
     st_timer_init(&s->tick_timer, st_kshard_tick, s);
     st_loop_timer_start(s->loop, &s->tick_timer, 100);
     st_net_handler_t h = {st_kshard_on_frame, st_kshard_on_close, s};
@@ -587,6 +594,7 @@ static void *st_kshard_main(void *arg)
     s->net = NULL;
     if (s->parts.buckets)
         st_parts_fini(&s->parts);
+    st_kgroup_fini(s);
     st_storage_env_fini(&s->env);
     st_loop_destroy(s->loop);
     s->loop = NULL;

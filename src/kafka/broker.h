@@ -75,6 +75,7 @@ struct st_kshard {
     struct st_fetch *waits;   /* fetches waiting for data, on this shard */
     st_timer_t tick_timer;       /* storage housekeeping */
     st_timer_t shutdown_timer;
+    struct st_gcoord *groups; /* the group coordinator of this shard (h_group.c) */
     int shutdown_state; /* 0 running, 1 draining, 2 closing logs, 3 done */
     st_kshard_stats_t stats;
 };
@@ -165,6 +166,23 @@ void st_kh_incremental_alter_configs(st_kreq_t *r);
 void st_kh_describe_cluster(st_kreq_t *r);
 void st_kh_delete_records(st_kreq_t *r);
 void st_kh_offset_for_leader_epoch(st_kreq_t *r);
+void st_kh_find_coordinator(st_kreq_t *r);
+void st_kh_join_group(st_kreq_t *r);
+void st_kh_sync_group(st_kreq_t *r);
+void st_kh_heartbeat(st_kreq_t *r);
+void st_kh_leave_group(st_kreq_t *r);
+void st_kh_offset_commit(st_kreq_t *r);
+void st_kh_offset_fetch(st_kreq_t *r);
+void st_kh_describe_groups(st_kreq_t *r);
+void st_kh_list_groups(st_kreq_t *r);
+void st_kh_delete_groups(st_kreq_t *r);
+void st_kh_offset_delete(st_kreq_t *r);
+
+/* The shard's group coordinator (h_group.c): created and loaded at shard start, after the
+ * partitions are open; drained when shutdown begins; freed once the loop has stopped. */
+int st_kgroup_start(st_kshard_t *s);
+void st_kgroup_drain(st_kshard_t *s);
+void st_kgroup_fini(st_kshard_t *s);
 
 /* The shard of the calling thread (NULL off the shard threads). */
 st_kshard_t *st_kshard_current(void);

@@ -22,5 +22,16 @@ const st_khandler_t st_khandlers[] = {
     ST_H(CREATE_PARTITIONS, st_kh_create_partitions),
     ST_H(INCREMENTAL_ALTER_CONFIGS, st_kh_incremental_alter_configs),
     ST_H(DESCRIBE_CLUSTER, st_kh_describe_cluster),
+    ST_H(FIND_COORDINATOR, st_kh_find_coordinator),
+    ST_H(JOIN_GROUP, st_kh_join_group),
+    ST_H(SYNC_GROUP, st_kh_sync_group),
+    ST_H(HEARTBEAT, st_kh_heartbeat),
+    ST_H(LEAVE_GROUP, st_kh_leave_group),
+    ST_H(OFFSET_COMMIT, st_kh_offset_commit),
+    ST_H(OFFSET_FETCH, st_kh_offset_fetch),
+    ST_H(DESCRIBE_GROUPS, st_kh_describe_groups),
+    ST_H(LIST_GROUPS, st_kh_list_groups),
+    ST_H(DELETE_GROUPS, st_kh_delete_groups),
+    ST_H(OFFSET_DELETE, st_kh_offset_delete),
 };
 const int st_nkhandlers = (int)(sizeof st_khandlers / sizeof st_khandlers[0]);

@@ -168,7 +168,7 @@ class GroupsConfluentTest(ServerTestCase):
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
                       "enable.auto.commit": False})
         offs = [TopicPartition(topic, 0, 7), TopicPartition(topic, 1, 20),
-                TopicPartition(topic, 2, 30)]
+                TopicPartition(topic, 2, 25)]
         res = c.commit(offsets=offs, asynchronous=False)
         self.assertTrue(all(r.error is None for r in res), res)
         c.close()
@@ -178,7 +178,7 @@ class GroupsConfluentTest(ServerTestCase):
                       "auto.offset.reset": "error"})
         try:
             got = c.committed([TopicPartition(topic, q) for q in range(3)], timeout=20)
-            self.assertEqual([x.offset for x in got], [7, 20, 30])
+            self.assertEqual([x.offset for x in got], [7, 20, 25])
             c.subscribe([topic])
             first = {}
             deadline = time.monotonic() + 40
@@ -186,7 +186,7 @@ class GroupsConfluentTest(ServerTestCase):
                 m = c.poll(0.2)
                 if m is not None and not m.error():
                     first.setdefault(m.partition(), m.offset())
-            self.assertEqual(first, {0: 7, 1: 20, 2: 30})
+            self.assertEqual(first, {0: 7, 1: 20, 2: 25})
         finally:
             c.close()
 

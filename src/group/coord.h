@@ -1,0 +1,151 @@
+/*
+ * coord.h — the group coordinator of one shard: the classic consumer-group protocol's state
+ * machine and committed offsets for the groups whose __consumer_offsets partition the shard
+ * owns, kept in memory and persisted as records of that partition (records.h).
+ *
+ * Which groups: group g lives in partition st_gcoord_partition_for(g, N) of __consumer_offsets
+ * (Kafka's abs(String.hashCode) % N, so Kafka's tools agree); the shard owning that partition
+ * is the coordinator. The Kafka layer routes each request there and hands the partition's log
+ * to st_gcoord_load() when the shard opens it.
+ *
+ * Group states and the function behind each transition (Kafka's names):
+ *
+ *            +---------------------- member joins (prepare_rebalance) ---------+
+ *            v                                                                  |
+ *   Empty --join--> PreparingRebalance --all joined / rebalance timeout-->  CompletingRebalance
+ *     ^                 |   ^         (complete_join: new generation,            |
+ *     |   no member left|   |          leader gets the members)                  | leader's
+ *     +-----------------+   +--- member joins, leaves, times out, changes -------+ SyncGroup
+ *                           |    protocols (prepare_rebalance)                   v (durable)
+ *                           +------------------------------------------------ Stable
+ *   Empty --DeleteGroups / offsets expired--> Dead (removed once its tombstones are durable)
+ *
+ * Invariants:
+ *   1. In-memory state changes only once the record describing it is durable (commits,
+ *      assignments, deletions), except membership changes that Kafka does not persist either
+ *      (joins, leaves, expiries between generations) and expired offsets (dropped at once;
+ *      a lost tombstone only brings back an offset that is expired anyway).
+ *   2. g->persisted holds the last group metadata value made durable for the group; the
+ *      compaction snapshot writes exactly that, so a snapshot never says more than the log did.
+ *   3. A compaction starts only when no write of the partition is in flight, so the snapshot
+ *      covers every record below it; only once it is durable does the log start move past
+ *      the old records.
+ *   4. Every waiting JoinGroup/SyncGroup is answered exactly once: on completion, on fencing,
+ *      on removal of its member, or by st_gcoord_drain().
+ *
+ * Threads: one coordinator per shard; every function on that shard's thread. Callbacks run
+ * there too, possibly from inside the call that started the operation.
+ */
+#ifndef ST_GROUP_COORD_H
+#define ST_GROUP_COORD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/arena.h"
+#include "io/loop.h"
+#include "proto/kafka_gen.h"
+#include "storage/log.h"
+
+#define ST_GCOORD_MAX_METADATA 4096 /* committed metadata longer than this is refused */
+
+typedef struct st_gcoord st_gcoord_t;
+
+typedef struct st_gcoord_config {
+    int64_t min_session_timeout_ms;
+    int64_t max_session_timeout_ms;
+    int64_t initial_rebalance_delay_ms;
+    int64_t offsets_retention_ms;
+    int64_t expire_check_ms;     /* how often expired offsets are looked for */
+    int32_t num_partitions;      /* partitions of __consumer_offsets (upper bound of indexes) */
+    size_t max_batch_bytes;      /* records per batch written, in bytes (about) */
+    int64_t compact_slack_bytes; /* compact once the log exceeds its live size by this much;
+                                    0: by the log's segment.bytes */
+    /* Called after a write to a partition became durable (the Kafka layer moves the
+     * partition's high watermark). May be NULL. */
+    void (*on_durable)(void *ctx, int32_t partition);
+    void *ctx;
+} st_gcoord_config_t;
+
+typedef void (*st_gcoord_done_fn)(void *arg);
+
+int st_gcoord_create(st_gcoord_t **out, st_loop_t *loop, const st_gcoord_config_t *cfg);
+/* Frees everything. Call after st_gcoord_drain() and after the logs were closed. */
+void st_gcoord_destroy(st_gcoord_t *c);
+/* Shutdown: answers every waiting JoinGroup/SyncGroup (NOT_COORDINATOR), stops the timers,
+ * and refuses requests from now on. Writes in flight still complete. */
+void st_gcoord_drain(st_gcoord_t *c);
+
+/* Reads partition `partition`'s log from its start and rebuilds its groups; the coordinator
+ * then serves them and writes to that log. Blocking (start-up, or a new empty partition). */
+int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log);
+bool st_gcoord_loaded(const st_gcoord_t *c, int32_t partition);
+
+/* Kafka's partition of a group: abs(Java String.hashCode of the id) % n. */
+int32_t st_gcoord_partition_for(st_kstr_t group_id, int32_t n);
+
+/* ---- membership: the generated request/response structs, answered in `resp` (memory from
+ * `a`, which must outlive the answer); resp must be initialised by the caller ---- */
+
+void st_gcoord_join(st_gcoord_t *c, int32_t partition, const st_kp_join_group_req_t *req,
+                    int16_t version, st_kstr_t client_id, st_kstr_t client_host, st_arena_t *a,
+                    st_kp_join_group_resp_t *resp, st_gcoord_done_fn done, void *arg);
+void st_gcoord_sync(st_gcoord_t *c, int32_t partition, const st_kp_sync_group_req_t *req,
+                    int16_t version, st_arena_t *a, st_kp_sync_group_resp_t *resp,
+                    st_gcoord_done_fn done, void *arg);
+void st_gcoord_heartbeat(st_gcoord_t *c, int32_t partition, const st_kp_heartbeat_req_t *req,
+                         st_kp_heartbeat_resp_t *resp);
+/* Both forms: v0-2 (member_id) and v3+ (members, by id and/or instance id). */
+void st_gcoord_leave(st_gcoord_t *c, int32_t partition, const st_kp_leave_group_req_t *req,
+                     int16_t version, st_arena_t *a, st_kp_leave_group_resp_t *resp);
+void st_gcoord_describe(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, int16_t version,
+                        st_arena_t *a, st_kp_describe_groups_resp_group_t *out);
+/* Every live group of this shard passing the filters (empty filter: all). */
+void st_gcoord_list(st_gcoord_t *c, const st_kstr_t *states, int nstates, const st_kstr_t *types,
+                    int ntypes, st_arena_t *a, st_kp_list_groups_resp_group_t **out, int32_t *n);
+/* DeleteGroups for one group: *error receives the result once the tombstones are durable. */
+void st_gcoord_delete_group(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, int16_t *error,
+                            st_gcoord_done_fn done, void *arg);
+
+/* ---- offsets ---- */
+
+typedef struct st_goffset {
+    st_kstr_t topic;
+    int32_t partition;
+    int64_t offset;       /* commit: in; fetch: out (-1 when none) */
+    int32_t leader_epoch; /* -1 when unknown */
+    st_kstr_t metadata;
+    int16_t error; /* in: set when already refused (then left alone); out: the result */
+} st_goffset_t;
+
+typedef struct st_goffsets {
+    st_kstr_t group_id;
+    st_kstr_t member_id;         /* commit */
+    st_kstr_t group_instance_id; /* commit */
+    int32_t generation;          /* commit: -1 for commits from outside the group */
+    bool all;                    /* fetch: every offset of the group (parts allocated from `a`) */
+    int n;
+    st_goffset_t *parts;
+    int16_t error; /* group-level result (fetch, offset delete) */
+} st_goffsets_t;
+
+/* OffsetCommit: answers (done) once the records are durable. */
+void st_gcoord_commit(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_gcoord_done_fn done,
+                      void *arg);
+/* OffsetFetch: synchronous. */
+void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_arena_t *a);
+/* OffsetDelete: refuses offsets of topics a live member subscribes to; answers once the
+ * tombstones are durable. */
+void st_gcoord_offset_delete(st_gcoord_t *c, int32_t partition, st_goffsets_t *o,
+                             st_gcoord_done_fn done, void *arg);
+
+/* ---- housekeeping, for tests ---- */
+
+/* Looks for expired offsets now (the timer does it every expire_check_ms). */
+void st_gcoord_expire_now(st_gcoord_t *c);
+/* Compacts the partition now if its log is past the threshold; 1 if a compaction started. */
+int st_gcoord_maybe_compact(st_gcoord_t *c, int32_t partition);
+/* Number of groups this coordinator holds. */
+int st_gcoord_group_count(const st_gcoord_t *c);
+
+#endif
