@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "admin/groups.h"
 #include "admin/render.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -299,6 +300,7 @@ int st_admin_create(st_admin_t **out, st_broker_t *b)
     a->start_wall_s = (double)st_wall_ms() / 1e3;
     a->start_mono_ns = st_mono_ns();
     atomic_init(&a->startup_ns, -1);
+    st_admin_add_group_collector(a, st_admin_collect_groups, NULL);
     b->tick_hook = st_admin_on_tick;
     b->tick_hook_arg = a;
     *out = a;

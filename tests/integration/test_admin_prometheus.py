@@ -167,9 +167,11 @@ class AdminPrometheusTest(ServerTestCase):
                           "issue 5): no group metrics to check")
         from confluent_kafka import Consumer
         topic, group = self.unique(), self.unique("g")
-        kc.create_topic(self.bootstrap, topic, 2)
+        # One partition, so the first commit covers every partition the lag is summed over
+        # (a partition without a commit has no lag series, as in kafka-consumer-groups).
+        kc.create_topic(self.bootstrap, topic, 1)
         p = kc.producer(self.bootstrap)
-        kc.produce_all(p, topic, [{"value": b"x" * 10, "partition": i % 2} for i in range(200)])
+        kc.produce_all(p, topic, [{"value": b"x" * 10, "partition": 0} for i in range(200)])
         del p
         sel = '{group="%s",topic="%s"}' % (group, topic)
         cons = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
