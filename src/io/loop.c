@@ -431,5 +431,6 @@ int st_loop_run(st_loop_t *l)
         l->busy_ns += st_mono_ns() - t0;
     }
     st_cur_loop = NULL;
+    l->stop = false; /* a stopped loop may run again (tests drive a loop in steps) */
     return 0;
 }

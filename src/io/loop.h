@@ -52,7 +52,8 @@ struct st_task {
 /* Creates a loop whose submission queue has room for `entries` operations. */
 int st_loop_create(st_loop_t **out, unsigned entries);
 void st_loop_destroy(st_loop_t *l);
-/* Runs until st_loop_stop(); returns 0, or -errno if io_uring fails. */
+/* Runs until st_loop_stop(); returns 0, or -errno if io_uring fails. May be called again
+ * after it returned: it then runs until the next st_loop_stop(). */
 int st_loop_run(st_loop_t *l);
 /* Makes st_loop_run return after the current iteration. Loop thread only. */
 void st_loop_stop(st_loop_t *l);
