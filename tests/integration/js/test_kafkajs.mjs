@@ -2,7 +2,7 @@
 // group, so its read-back needs FindCoordinator/JoinGroup/SyncGroup/OffsetFetch too.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Server, kafkajs, unique, waitUntil } from '../harness.mjs'
+import { Server, kafkajs, unique, waitUntil } from './harness.mjs'
 
 const server = new Server({ smp: 2, name: 'js-kafkajs' })
 let kafka, admin

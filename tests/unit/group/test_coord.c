@@ -1,0 +1,682 @@
+/*
+ * test_coord.c — the group coordinator against a real event loop and real partition logs in
+ * a temporary directory: the offsets-topic records, the batch writer, the group partition
+ * hash, the join/sync/heartbeat state machine with fencing, static membership, session
+ * expiry, commits answered once durable and rebuilt from the log, DeleteGroups, expiry of
+ * offsets, and compaction keeping the log bounded without losing the live state.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "group/coord.h"
+#include "group/records.h"
+#include "proto/kerr.h"
+#include "storage/batch.h"
+#include "storage/fs.h"
+
+/* ---- fixture ---- */
+
+typedef struct {
+    char dir[256];
+    st_loop_t *loop;
+    st_storage_env_t env;
+    st_log_t *log;
+    st_gcoord_t *c;
+    st_gcoord_config_t cfg;
+    st_arena_t a;
+} fx_t;
+
+static void fx_open_log(fx_t *f, int64_t segment_bytes)
+{
+    st_log_config_t lc;
+    st_log_config_default(&lc);
+    lc.retention_ms = -1;
+    if (segment_bytes)
+        lc.segment_bytes = segment_bytes;
+    char d[300];
+    snprintf(d, sizeof d, "%s/__consumer_offsets-0", f->dir);
+    assert_int_equal(st_log_open(&f->env, d, &lc, &f->log), 0);
+}
+
+static void fx_coord(fx_t *f)
+{
+    assert_int_equal(st_gcoord_create(&f->c, f->loop, &f->cfg), 0);
+    assert_int_equal(st_gcoord_load(f->c, 0, f->log), 0);
+}
+
+static int fx_setup(void **state)
+{
+    fx_t *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/st-group-test-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(st_loop_create(&f->loop, 256), 0);
+    st_storage_env_init(&f->env, st_fs_posix(), 64);
+    f->cfg = (st_gcoord_config_t){.min_session_timeout_ms = 10,
+                                  .max_session_timeout_ms = 60000,
+                                  .initial_rebalance_delay_ms = 0,
+                                  .offsets_retention_ms = 7 * 24 * 3600 * 1000LL,
+                                  .expire_check_ms = 60000,
+                                  .num_partitions = 1};
+    st_arena_init(&f->a, 4096);
+    fx_open_log(f, 0);
+    fx_coord(f);
+    *state = f;
+    return 0;
+}
+
+static void fx_close_all(fx_t *f)
+{
+    st_gcoord_drain(f->c);
+    st_log_close(f->log);
+    st_gcoord_destroy(f->c);
+    f->c = NULL;
+    f->log = NULL;
+}
+
+/* Closes and reopens the log and rebuilds a coordinator from it (a restart). */
+static void fx_restart(fx_t *f)
+{
+    int64_t seg = st_log_config(f->log)->segment_bytes;
+    fx_close_all(f);
+    fx_open_log(f, seg);
+    fx_coord(f);
+}
+
+static int fx_teardown(void **state)
+{
+    fx_t *f = *state;
+    if (f->c)
+        fx_close_all(f);
+    st_arena_fini(&f->a);
+    st_storage_env_fini(&f->env);
+    st_loop_destroy(f->loop);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+    assert_int_equal(system(cmd), 0);
+    free(f);
+    return 0;
+}
+
+/* Runs the loop until *flag is set or ms pass; returns whether the flag was set. */
+typedef struct {
+    st_loop_t *loop;
+    volatile int *flag;
+    int64_t deadline;
+    st_timer_t t;
+} spin_t;
+
+static void spin_tick(st_timer_t *t)
+{
+    spin_t *s = t->data;
+    if (*s->flag || st_mono_ms() >= s->deadline) {
+        st_loop_stop(s->loop);
+        return;
+    }
+    st_loop_timer_start(s->loop, &s->t, 2);
+}
+
+static bool run_until(fx_t *f, volatile int *flag, int64_t ms)
+{
+    spin_t s = {f->loop, flag, st_mono_ms() + ms, {0}};
+    st_timer_init(&s.t, spin_tick, &s);
+    st_loop_timer_start(f->loop, &s.t, 0);
+    st_loop_run(f->loop);
+    st_loop_timer_stop(f->loop, &s.t);
+    return *flag != 0;
+}
+
+/* ---- request helpers ---- */
+
+typedef struct {
+    st_kp_join_group_resp_t resp;
+    int done;
+} join_t;
+
+static void on_done(void *arg)
+{
+    (*(int *)arg)++;
+}
+
+static st_kp_join_group_req_protocol_t protos_range[] = {
+    {{"range", 5}, {(const uint8_t *)"\x00\x01", 2}},
+    {{"roundrobin", 10}, {(const uint8_t *)"\x00\x02", 2}},
+};
+
+static void join(fx_t *f, join_t *j, const char *group, const char *member, const char *instance,
+                 int16_t version)
+{
+    st_kp_join_group_req_t req;
+    st_kp_join_group_req_init(&req);
+    req.group_id = st_kstr(group);
+    req.session_timeout_ms = 200;
+    req.rebalance_timeout_ms = 300;
+    req.member_id = st_kstr(member ? member : "");
+    req.group_instance_id = st_kstr(instance);
+    req.protocol_type = st_kstr("consumer");
+    req.protocols = protos_range;
+    req.protocols_count = 2;
+    memset(j, 0, sizeof *j);
+    st_kp_join_group_resp_init(&j->resp);
+    st_gcoord_join(f->c, 0, &req, version, st_kstr("client"), st_kstr("/127.0.0.1"), &f->a,
+                   &j->resp, on_done, &j->done);
+}
+
+/* A dynamic member through MEMBER_ID_REQUIRED; returns its id (arena memory). */
+static char *join_dynamic(fx_t *f, join_t *j, const char *group)
+{
+    join(f, j, group, NULL, NULL, 5);
+    assert_int_equal(j->done, 1);
+    assert_int_equal(j->resp.error_code, ST_KERR_MEMBER_ID_REQUIRED);
+    char *id = st_arena_strndup(&f->a, j->resp.member_id.ptr, (size_t)j->resp.member_id.len);
+    join(f, j, group, id, NULL, 5);
+    return id;
+}
+
+typedef struct {
+    st_kp_sync_group_resp_t resp;
+    int done;
+} sync_t;
+
+static void sync_req(fx_t *f, sync_t *s, const char *group, const char *member, int32_t gen,
+                     int nassign, const char **ids, const char **assign)
+{
+    st_kp_sync_group_req_assignment_t as[8];
+    for (int i = 0; i < nassign; i++)
+        as[i] = (st_kp_sync_group_req_assignment_t){
+            st_kstr(ids[i]), {(const uint8_t *)assign[i], (int32_t)strlen(assign[i])}};
+    st_kp_sync_group_req_t req;
+    st_kp_sync_group_req_init(&req);
+    req.group_id = st_kstr(group);
+    req.member_id = st_kstr(member);
+    req.generation_id = gen;
+    req.assignments = as;
+    req.assignments_count = nassign;
+    memset(s, 0, sizeof *s);
+    st_kp_sync_group_resp_init(&s->resp);
+    st_gcoord_sync(f->c, 0, &req, 5, &f->a, &s->resp, on_done, &s->done);
+}
+
+static int16_t heartbeat(fx_t *f, const char *group, const char *member, int32_t gen,
+                         const char *instance)
+{
+    st_kp_heartbeat_req_t req;
+    st_kp_heartbeat_req_init(&req);
+    req.group_id = st_kstr(group);
+    req.member_id = st_kstr(member);
+    req.generation_id = gen;
+    req.group_instance_id = st_kstr(instance);
+    st_kp_heartbeat_resp_t resp;
+    st_kp_heartbeat_resp_init(&resp);
+    st_gcoord_heartbeat(f->c, 0, &req, &resp);
+    return resp.error_code;
+}
+
+static bool bytes_eq(st_kbytes_t b, const char *s)
+{
+    return b.len == (int32_t)strlen(s) && memcmp(b.ptr, s, (size_t)b.len) == 0;
+}
+
+static int16_t commit1(fx_t *f, const char *group, const char *member, int32_t gen,
+                       const char *topic, int32_t part, int64_t offset, const char *metadata)
+{
+    st_goffset_t p = {.topic = st_kstr(topic),
+                      .partition = part,
+                      .offset = offset,
+                      .leader_epoch = 3,
+                      .metadata = st_kstr(metadata)};
+    st_goffsets_t o = {.group_id = st_kstr(group),
+                       .member_id = st_kstr(member ? member : ""),
+                       .group_instance_id = ST_KSTR_NULL,
+                       .generation = gen,
+                       .n = 1,
+                       .parts = &p};
+    int done = 0;
+    st_gcoord_commit(f->c, 0, &o, on_done, &done);
+    if (!done)
+        run_until(f, &done, 5000);
+    assert_int_equal(done, 1);
+    return p.error;
+}
+
+static int64_t fetch1(fx_t *f, const char *group, const char *topic, int32_t part, char *md,
+                      size_t mdlen)
+{
+    st_goffset_t p = {.topic = st_kstr(topic), .partition = part};
+    st_goffsets_t o = {.group_id = st_kstr(group), .n = 1, .parts = &p};
+    st_gcoord_fetch(f->c, 0, &o, &f->a);
+    assert_int_equal(o.error, 0);
+    if (md)
+        snprintf(md, mdlen, "%.*s", p.metadata.len > 0 ? p.metadata.len : 0,
+                 p.metadata.len > 0 ? p.metadata.ptr : "");
+    return p.offset;
+}
+
+/* ---- records and batches ---- */
+
+static void test_records_roundtrip(void **state)
+{
+    (void)state;
+    st_arena_t a;
+    st_arena_init(&a, 1024);
+    st_buf_t k, v;
+    st_buf_init(&k);
+    st_buf_init(&v);
+    st_grec_offset_key(&k, st_kstr("grp"), st_kstr("topic"), 7);
+    st_grec_offset_value(&v, 42, 5, st_kstr("meta"), 1700000000000);
+    st_grec_t r;
+    assert_int_equal(st_grec_decode(k.data, (int32_t)k.len, v.data, (int32_t)v.len, &a, &r), 0);
+    assert_int_equal(r.kind, ST_GREC_OFFSET);
+    assert_true(st_kstr_eq(r.group, "grp") && st_kstr_eq(r.topic, "topic"));
+    assert_int_equal(r.partition, 7);
+    assert_int_equal(r.offset, 42);
+    assert_int_equal(r.leader_epoch, 5);
+    assert_true(st_kstr_eq(r.metadata, "meta"));
+    assert_int_equal(r.commit_timestamp, 1700000000000);
+    assert_int_equal(st_grec_decode(k.data, (int32_t)k.len, NULL, -1, &a, &r), 0);
+    assert_true(r.tombstone);
+
+    st_buf_clear(&k);
+    st_buf_clear(&v);
+    st_grec_member_t m = {st_kstr("m-1"),
+                          st_kstr("inst"),
+                          st_kstr("cid"),
+                          st_kstr("/h"),
+                          300,
+                          200,
+                          {(const uint8_t *)"sub", 3},
+                          {(const uint8_t *)"asg", 3}};
+    st_grec_t g = {.protocol_type = st_kstr("consumer"),
+                   .generation = 9,
+                   .protocol = st_kstr("range"),
+                   .leader = st_kstr("m-1"),
+                   .current_state_timestamp = 123,
+                   .nmembers = 1,
+                   .members = &m};
+    st_grec_group_key(&k, st_kstr("grp"));
+    st_grec_group_value(&v, &g);
+    assert_int_equal(st_grec_decode(k.data, (int32_t)k.len, v.data, (int32_t)v.len, &a, &r), 0);
+    assert_int_equal(r.kind, ST_GREC_GROUP);
+    assert_int_equal(r.generation, 9);
+    assert_true(st_kstr_eq(r.protocol, "range") && st_kstr_eq(r.leader, "m-1"));
+    assert_int_equal(r.nmembers, 1);
+    assert_true(st_kstr_eq(r.members[0].group_instance_id, "inst"));
+    assert_true(bytes_eq(r.members[0].assignment, "asg"));
+    assert_int_equal(r.members[0].rebalance_timeout, 300);
+    /* a truncated value is an error, never a crash */
+    for (size_t n = 0; n < v.len; n++)
+        assert_int_not_equal(st_grec_decode(k.data, (int32_t)k.len, v.data, (int32_t)n, &a, &r), 0);
+    uint8_t bad[] = {0, 9, 0, 1, 'x'};
+    assert_int_equal(st_grec_decode(bad, sizeof bad, NULL, -1, &a, &r), ST_E_UNSUPPORTED);
+    st_buf_fini(&k);
+    st_buf_fini(&v);
+    st_arena_fini(&a);
+}
+
+static void test_batch_writer(void **state)
+{
+    (void)state;
+    st_gbatch_t w;
+    st_gbatch_init(&w, 1700000000000, 300);
+    char key[32], val[64];
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof key, "key-%d", i);
+        snprintf(val, sizeof val, "value-%d", i);
+        assert_int_equal(st_gbatch_add(&w, (uint8_t *)key, strlen(key),
+                                       i == 7 ? NULL : (uint8_t *)val,
+                                       i == 7 ? -1 : (int32_t)strlen(val)),
+                         0);
+    }
+    assert_int_equal(st_gbatch_finish(&w), 0);
+    int batches = 0, records = 0;
+    for (size_t pos = 0; pos < w.out.len;) {
+        st_batch_hdr_t h;
+        assert_int_equal(
+            st_batch_validate_client(w.out.data + pos, w.out.len - pos, 1 << 20, &h, NULL), 0);
+        st_batch_iter_t it;
+        assert_int_equal(st_batch_iter_init(&it, w.out.data + pos, (size_t)st_batch_size(&h)), 0);
+        st_batch_record_t rec;
+        while (st_batch_iter_next(&it, &rec) == 1) {
+            snprintf(key, sizeof key, "key-%d", records);
+            assert_int_equal(rec.key_len, (int32_t)strlen(key));
+            assert_memory_equal(rec.key, key, strlen(key));
+            if (records == 7) {
+                assert_int_equal(rec.value_len, -1);
+            } else {
+                snprintf(val, sizeof val, "value-%d", records);
+                assert_memory_equal(rec.value, val, strlen(val));
+            }
+            assert_int_equal(rec.timestamp, 1700000000000);
+            records++;
+        }
+        batches++;
+        pos += (size_t)st_batch_size(&h);
+    }
+    assert_int_equal(records, 20);
+    assert_true(batches > 1); /* split at max_batch_bytes */
+    st_gbatch_fini(&w);
+}
+
+static void test_partition_for_matches_java(void **state)
+{
+    (void)state;
+    /* Values of Java's Utils.abs("...".hashCode()) % 50. */
+    assert_int_equal(st_gcoord_partition_for(st_kstr("my-group"), 50), 12);
+    assert_int_equal(st_gcoord_partition_for(st_kstr("g"), 50), 3);
+    assert_int_equal(st_gcoord_partition_for(st_kstr("console-consumer-12345"), 50), 6);
+    assert_int_equal(st_gcoord_partition_for(st_kstr("gr\xc3\xbc\xc3\x9f"
+                                                     "e-\xf0\x9f\x98\x80"),
+                                             50),
+                     27);
+    /* hashCode == Integer.MIN_VALUE: Kafka's abs gives 0 */
+    assert_int_equal(st_gcoord_partition_for(st_kstr("polygenelubricants"), 50), 0);
+}
+
+/* ---- the state machine ---- */
+
+static void test_join_sync_heartbeat_and_rebalance(void **state)
+{
+    fx_t *f = *state;
+    join_t j1, j2;
+    char *m1 = join_dynamic(f, &j1, "g1");
+    /* alone and no initial delay: the generation completes at once, m1 leads */
+    assert_int_equal(j1.done, 1);
+    assert_int_equal(j1.resp.error_code, 0);
+    assert_int_equal(j1.resp.generation_id, 1);
+    assert_true(st_kstr_eq(j1.resp.leader, m1));
+    assert_true(st_kstr_eq(j1.resp.protocol_name, "range"));
+    assert_int_equal(j1.resp.members_count, 1);
+    sync_t s1;
+    const char *ids[] = {m1};
+    const char *asg[] = {"A1"};
+    sync_req(f, &s1, "g1", m1, 1, 1, ids, asg);
+    if (!s1.done)
+        run_until(f, &s1.done, 5000);
+    assert_int_equal(s1.resp.error_code, 0);
+    assert_true(bytes_eq(s1.resp.assignment, "A1"));
+    assert_int_equal(heartbeat(f, "g1", m1, 1, NULL), 0);
+    assert_int_equal(heartbeat(f, "g1", m1, 0, NULL), ST_KERR_ILLEGAL_GENERATION);
+    assert_int_equal(heartbeat(f, "g1", "nobody", 1, NULL), ST_KERR_UNKNOWN_MEMBER_ID);
+    assert_int_equal(heartbeat(f, "nogroup", m1, 1, NULL), ST_KERR_UNKNOWN_MEMBER_ID);
+
+    /* a second member: its join waits; m1 learns of the rebalance by heartbeat */
+    char *m2 = join_dynamic(f, &j2, "g1");
+    assert_int_equal(j2.done, 0);
+    assert_int_equal(heartbeat(f, "g1", m1, 1, NULL), ST_KERR_REBALANCE_IN_PROGRESS);
+    sync_t late;
+    sync_req(f, &late, "g1", m1, 1, 0, NULL, NULL);
+    assert_int_equal(late.resp.error_code, ST_KERR_REBALANCE_IN_PROGRESS);
+    assert_int_equal(commit1(f, "g1", m1, 1, "t", 0, 5, ""), 0); /* allowed while preparing */
+    join(f, &j1, "g1", m1, NULL, 5);
+    assert_int_equal(j1.done, 1);
+    assert_int_equal(j2.done, 1);
+    assert_int_equal(j1.resp.generation_id, 2);
+    assert_int_equal(j2.resp.generation_id, 2);
+    assert_true(st_kstr_eq(j1.resp.leader, m1)); /* the leader stays */
+    assert_int_equal(j1.resp.members_count, 2);
+    assert_int_equal(j2.resp.members_count, 0);
+    /* the follower's sync waits for the leader's; then both get their part */
+    sync_t s2;
+    sync_req(f, &s2, "g1", m2, 2, 0, NULL, NULL);
+    assert_int_equal(s2.done, 0);
+    assert_int_equal(commit1(f, "g1", m2, 2, "t", 0, 6, ""), ST_KERR_REBALANCE_IN_PROGRESS);
+    const char *ids2[] = {m1, m2};
+    const char *asg2[] = {"P0", "P1"};
+    sync_req(f, &s1, "g1", m1, 2, 2, ids2, asg2);
+    if (!s1.done)
+        run_until(f, &s1.done, 5000);
+    assert_int_equal(s1.done, 1);
+    assert_int_equal(s2.done, 1);
+    assert_true(bytes_eq(s1.resp.assignment, "P0"));
+    assert_true(bytes_eq(s2.resp.assignment, "P1"));
+    assert_int_equal(commit1(f, "g1", m2, 2, "t", 0, 6, ""), 0);
+    assert_int_equal(commit1(f, "g1", m2, 1, "t", 0, 7, ""), ST_KERR_ILLEGAL_GENERATION);
+    assert_int_equal(commit1(f, "g1", "x", 2, "t", 0, 7, ""), ST_KERR_UNKNOWN_MEMBER_ID);
+    assert_int_equal(fetch1(f, "g1", "t", 0, NULL, 0), 6);
+
+    /* m2 stops heartbeating: the session timeout evicts it and the group rebalances */
+    volatile int never = 0;
+    int64_t t0 = st_mono_ms();
+    int16_t e;
+    while ((e = heartbeat(f, "g1", m1, 2, NULL)) == 0 && st_mono_ms() - t0 < 3000)
+        run_until(f, &never, 10); /* m1 stays alive */
+    assert_int_equal(e, ST_KERR_REBALANCE_IN_PROGRESS);
+    assert_true(st_mono_ms() - t0 >= 150); /* not before m2's 200 ms session ran out */
+    assert_int_equal(heartbeat(f, "g1", m2, 2, NULL), ST_KERR_UNKNOWN_MEMBER_ID);
+    join(f, &j1, "g1", m1, NULL, 5);
+    assert_int_equal(j1.done, 1);
+    assert_int_equal(j1.resp.generation_id, 3);
+    assert_int_equal(j1.resp.members_count, 1);
+}
+
+static void test_static_member_rejoin_and_fencing(void **state)
+{
+    fx_t *f = *state;
+    join_t ja, jb;
+    join(f, &ja, "gs", NULL, "inst-a", 5); /* static members skip MEMBER_ID_REQUIRED */
+    assert_int_equal(ja.done, 1);
+    assert_int_equal(ja.resp.error_code, 0);
+    char *a = st_arena_strndup(&f->a, ja.resp.member_id.ptr, (size_t)ja.resp.member_id.len);
+    join(f, &jb, "gs", NULL, "inst-b", 5);
+    assert_int_equal(jb.done, 0);
+    char *b = st_arena_strndup(&f->a, jb.resp.member_id.ptr, (size_t)jb.resp.member_id.len);
+    (void)b;
+    join(f, &ja, "gs", a, "inst-a", 5);
+    assert_int_equal(ja.done, 1);
+    assert_int_equal(jb.done, 1);
+    int32_t gen = ja.resp.generation_id;
+    b = st_arena_strndup(&f->a, jb.resp.member_id.ptr, (size_t)jb.resp.member_id.len);
+    sync_t sa, sb;
+    sync_req(f, &sb, "gs", b, gen, 0, NULL, NULL);
+    const char *ids[] = {a, b};
+    const char *asg[] = {"AA", "BB"};
+    sync_req(f, &sa, "gs", a, gen, 2, ids, asg);
+    volatile int dummy = 0;
+    run_until(f, &dummy, 20);
+    assert_int_equal(sb.done, 1);
+    assert_true(bytes_eq(sb.resp.assignment, "BB"));
+
+    /* b restarts (new process, no member id, same instance): new id, same generation and
+     * assignment, no rebalance: a's heartbeat stays clean */
+    join_t jb2;
+    join(f, &jb2, "gs", NULL, "inst-b", 5);
+    assert_int_equal(jb2.done, 1);
+    assert_int_equal(jb2.resp.error_code, 0);
+    assert_int_equal(jb2.resp.generation_id, gen);
+    assert_false(st_kstr_eq(jb2.resp.member_id, b));
+    char *b2 = st_arena_strndup(&f->a, jb2.resp.member_id.ptr, (size_t)jb2.resp.member_id.len);
+    assert_int_equal(heartbeat(f, "gs", a, gen, "inst-a"), 0);
+    sync_t sb2;
+    sync_req(f, &sb2, "gs", b2, gen, 0, NULL, NULL);
+    assert_int_equal(sb2.done, 1);
+    assert_true(bytes_eq(sb2.resp.assignment, "BB"));
+    /* the old process is fenced */
+    assert_int_equal(heartbeat(f, "gs", b, gen, "inst-b"), ST_KERR_FENCED_INSTANCE_ID);
+    assert_int_equal(commit1(f, "gs", b, gen, "t", 0, 1, ""), ST_KERR_UNKNOWN_MEMBER_ID);
+    join_t jold;
+    join(f, &jold, "gs", b, "inst-b", 5);
+    assert_int_equal(jold.resp.error_code, ST_KERR_FENCED_INSTANCE_ID);
+
+    /* batched leave by instance id */
+    st_kp_leave_group_req_member_t lm = {ST_KSTR_EMPTY, st_kstr("inst-b"), ST_KSTR_NULL};
+    st_kp_leave_group_req_t lr;
+    st_kp_leave_group_req_init(&lr);
+    lr.group_id = st_kstr("gs");
+    lr.members = &lm;
+    lr.members_count = 1;
+    st_kp_leave_group_resp_t lresp;
+    st_kp_leave_group_resp_init(&lresp);
+    st_gcoord_leave(f->c, 0, &lr, 4, &f->a, &lresp);
+    assert_int_equal(lresp.error_code, 0);
+    assert_int_equal(lresp.members_count, 1);
+    assert_int_equal(lresp.members[0].error_code, 0);
+    assert_int_equal(heartbeat(f, "gs", a, gen, "inst-a"), ST_KERR_REBALANCE_IN_PROGRESS);
+}
+
+static void test_errors(void **state)
+{
+    fx_t *f = *state;
+    join_t j;
+    join(f, &j, "", NULL, NULL, 5);
+    assert_int_equal(j.resp.error_code, ST_KERR_INVALID_GROUP_ID);
+    st_kp_join_group_req_t req;
+    st_kp_join_group_req_init(&req);
+    req.group_id = st_kstr("ge");
+    req.session_timeout_ms = 5; /* below the minimum */
+    req.member_id = ST_KSTR_EMPTY;
+    req.protocol_type = st_kstr("consumer");
+    req.protocols = protos_range;
+    req.protocols_count = 1;
+    st_kp_join_group_resp_t resp;
+    st_kp_join_group_resp_init(&resp);
+    int done = 0;
+    st_gcoord_join(f->c, 0, &req, 5, ST_KSTR_EMPTY, ST_KSTR_EMPTY, &f->a, &resp, on_done, &done);
+    assert_int_equal(resp.error_code, ST_KERR_INVALID_SESSION_TIMEOUT);
+    join(f, &j, "ge", "made-up", NULL, 5);
+    assert_int_equal(j.resp.error_code, ST_KERR_UNKNOWN_MEMBER_ID);
+    /* not this coordinator's partition */
+    st_gcoord_join(f->c, 3, &req, 5, ST_KSTR_EMPTY, ST_KSTR_EMPTY, &f->a, &resp, on_done, &done);
+    assert_int_equal(resp.error_code, ST_KERR_NOT_COORDINATOR);
+    /* inconsistent protocols */
+    join_t j1;
+    join_dynamic(f, &j1, "gp");
+    req.group_id = st_kstr("gp");
+    req.session_timeout_ms = 200;
+    st_kp_join_group_req_protocol_t other = {{"sticky", 6}, {(const uint8_t *)"", 0}};
+    req.protocols = &other;
+    req.member_id = st_kstr("");
+    st_gcoord_join(f->c, 0, &req, 3, ST_KSTR_EMPTY, ST_KSTR_EMPTY, &f->a, &resp, on_done, &done);
+    assert_int_equal(resp.error_code, ST_KERR_INCONSISTENT_GROUP_PROTOCOL);
+    /* metadata too large */
+    char *big = calloc(1, ST_GCOORD_MAX_METADATA + 2);
+    memset(big, 'm', ST_GCOORD_MAX_METADATA + 1);
+    assert_int_equal(commit1(f, "solo", NULL, -1, "t", 0, 1, big),
+                     ST_KERR_OFFSET_METADATA_TOO_LARGE);
+    free(big);
+    /* DescribeGroups of an unknown group */
+    st_kp_describe_groups_resp_group_t d;
+    st_kp_describe_groups_resp_group_init(&d);
+    st_gcoord_describe(f->c, 0, st_kstr("nope"), 6, &f->a, &d);
+    assert_int_equal(d.error_code, ST_KERR_GROUP_ID_NOT_FOUND);
+    assert_true(st_kstr_eq(d.group_state, "Dead"));
+}
+
+static void test_commit_reload_delete(void **state)
+{
+    fx_t *f = *state;
+    assert_int_equal(commit1(f, "simple", NULL, -1, "topic-a", 0, 11, "m0"), 0);
+    assert_int_equal(commit1(f, "simple", NULL, -1, "topic-a", 1, 22, ""), 0);
+    assert_int_equal(commit1(f, "simple", NULL, -1, "topic-a", 0, 12, "m1"), 0);
+    join_t j;
+    char *m = join_dynamic(f, &j, "live");
+    sync_t s;
+    const char *ids[] = {m};
+    const char *asg[] = {"ASSIGN"};
+    sync_req(f, &s, "live", m, 1, 1, ids, asg);
+    if (!s.done)
+        run_until(f, &s.done, 5000);
+    assert_int_equal(commit1(f, "live", m, 1, "topic-b", 4, 99, "x"), 0);
+
+    fx_restart(f);
+    char md[64];
+    assert_int_equal(fetch1(f, "simple", "topic-a", 0, md, sizeof md), 12);
+    assert_string_equal(md, "m1");
+    assert_int_equal(fetch1(f, "simple", "topic-a", 1, NULL, 0), 22);
+    assert_int_equal(fetch1(f, "simple", "topic-a", 2, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "live", "topic-b", 4, NULL, 0), 99);
+    /* the live group came back Stable with its member and assignment */
+    st_kp_describe_groups_resp_group_t d;
+    st_kp_describe_groups_resp_group_init(&d);
+    st_gcoord_describe(f->c, 0, st_kstr("live"), 5, &f->a, &d);
+    assert_true(st_kstr_eq(d.group_state, "Stable"));
+    assert_int_equal(d.members_count, 1);
+    assert_true(st_kstr_eq(d.members[0].member_id, m));
+    assert_true(bytes_eq(d.members[0].member_assignment, "ASSIGN"));
+    assert_int_equal(heartbeat(f, "live", m, 1, NULL), 0);
+
+    /* DeleteGroups: a live group is refused, an empty one goes, with its offsets */
+    int16_t err = -1;
+    int done = 0;
+    st_gcoord_delete_group(f->c, 0, st_kstr("live"), &err, on_done, &done);
+    assert_int_equal(err, ST_KERR_NON_EMPTY_GROUP);
+    done = 0;
+    st_gcoord_delete_group(f->c, 0, st_kstr("simple"), &err, on_done, &done);
+    if (!done)
+        run_until(f, &done, 5000);
+    assert_int_equal(err, 0);
+    assert_int_equal(fetch1(f, "simple", "topic-a", 0, NULL, 0), -1);
+    done = 0;
+    st_gcoord_delete_group(f->c, 0, st_kstr("simple"), &err, on_done, &done);
+    assert_int_equal(err, ST_KERR_GROUP_ID_NOT_FOUND);
+    fx_restart(f);
+    assert_int_equal(fetch1(f, "simple", "topic-a", 0, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "live", "topic-b", 4, NULL, 0), 99);
+}
+
+static void test_expiry_of_empty_group_offsets(void **state)
+{
+    fx_t *f = *state;
+    assert_int_equal(commit1(f, "old", NULL, -1, "t", 0, 5, ""), 0);
+    st_gcoord_expire_now(f->c); /* retention of a week: nothing goes */
+    assert_int_equal(fetch1(f, "old", "t", 0, NULL, 0), 5);
+    fx_close_all(f);
+    f->cfg.offsets_retention_ms = 0;
+    fx_open_log(f, 0);
+    fx_coord(f);
+    assert_int_equal(fetch1(f, "old", "t", 0, NULL, 0), 5);
+    st_gcoord_expire_now(f->c);
+    volatile int dummy = 0;
+    run_until(f, &dummy, 20);
+    assert_int_equal(fetch1(f, "old", "t", 0, NULL, 0), -1);
+    assert_int_equal(st_gcoord_group_count(f->c), 0);
+    fx_restart(f); /* the tombstones were written */
+    assert_int_equal(fetch1(f, "old", "t", 0, NULL, 0), -1);
+    assert_int_equal(st_gcoord_group_count(f->c), 0);
+}
+
+static void test_compaction_bounds_the_log(void **state)
+{
+    fx_t *f = *state;
+    fx_close_all(f);
+    f->cfg.compact_slack_bytes = 16 * 1024;
+    fx_open_log(f, 8 * 1024);
+    fx_coord(f);
+    char topic[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(topic, sizeof topic, "topic-%d", i % 10);
+        assert_int_equal(commit1(f, i % 2 ? "ga" : "gb", NULL, -1, topic, i % 3, i, "meta"), 0);
+        assert_true(st_log_size_bytes(f->log) < 64 * 1024);
+    }
+    assert_true(st_log_start_offset(f->log) > 0);
+    fx_restart(f);
+    for (int i = 2970; i < 3000; i++) { /* the last commit of each of the 30 keys */
+        snprintf(topic, sizeof topic, "topic-%d", i % 10);
+        assert_int_equal(fetch1(f, i % 2 ? "ga" : "gb", topic, i % 3, NULL, 0), i);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_records_roundtrip),
+        cmocka_unit_test(test_batch_writer),
+        cmocka_unit_test(test_partition_for_matches_java),
+        cmocka_unit_test_setup_teardown(test_join_sync_heartbeat_and_rebalance, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_static_member_rejoin_and_fencing, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_commit_reload_delete, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_expiry_of_empty_group_offsets, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_compaction_bounds_the_log, fx_setup, fx_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
