@@ -2,7 +2,7 @@
 // @platformatic/kafka (newest, flexible versions only) gets cluster metadata.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Server, kafkajs } from '../harness.mjs'
+import { Server, kafkajs } from './harness.mjs'
 import { Admin } from '@platformatic/kafka'
 
 const server = new Server({ smp: 2, name: 'js-connect' })

@@ -3,7 +3,7 @@ import zlib from 'node:zlib'
 // API versions and looks topics up by id. Its consumer works through a group (issue 5).
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { Server, unique, waitUntil } from '../harness.mjs'
+import { Server, unique, waitUntil } from './harness.mjs'
 import { Admin, Producer, Consumer, MessagesStreamModes, stringSerializers, stringDeserializers } from '@platformatic/kafka'
 
 const server = new Server({ smp: 2, name: 'js-platformatic' })
