@@ -99,7 +99,7 @@ static int st_load_identity(st_broker_t *b, char *err, size_t errlen)
         while (fgets(line, sizeof line, f)) {
             line[strcspn(line, "\r\n")] = 0;
             if (strncmp(line, "cluster.id=", 11) == 0)
-                snprintf(b->cluster_id, sizeof b->cluster_id, "%s", line + 11);
+                snprintf(b->cluster_id, sizeof b->cluster_id, "%.63s", line + 11);
             else if (strncmp(line, "node.id=", 8) == 0)
                 node = strtoll(line + 8, NULL, 10);
         }

@@ -161,7 +161,7 @@ static int read_span(st_kreader_t *r, bool compact, bool wide, bool nullable, co
 
 int st_kreader_str(st_kreader_t *r, bool compact, bool nullable, st_kstr_t *out)
 {
-    const uint8_t *p;
+    const uint8_t *p = NULL;
     int rc = read_span(r, compact, false, nullable, &p, &out->len);
     out->ptr = (const char *)p;
     return rc;
