@@ -80,11 +80,17 @@ void st_parts_fini(st_parts_t *t)
     for (size_t i = 0; i < t->nbuckets; i++)
         for (st_part_t *p = t->buckets[i], *next; p; p = next) {
             next = p->next;
-            int rc = st_log_close(p->log);
+            /* Detach first: closing runs the last durability callbacks, which must see a
+             * partition without a log, not one half closed. */
+            st_log_t *log = p->log;
+            p->log = NULL;
+            p->dead = true;
+            p->pending_durable++;
+            int rc = st_log_close(log);
             if (rc)
                 ST_ERROR("closing %s-%d: %s", p->topic, p->index, st_strerror(rc));
-            free(p->topic);
-            free(p);
+            p->pending_durable--;
+            st_part_maybe_free(p);
         }
     free(t->buckets);
     t->buckets = NULL;
@@ -164,11 +170,14 @@ void st_part_maybe_free(st_part_t *p)
 void st_parts_delete(st_kshard_t *s, st_part_t *p)
 {
     st_parts_unlink(&s->parts, p);
-    int rc = st_log_delete(p->log);
+    st_log_t *log = p->log;
+    p->log = NULL; /* see st_parts_fini */
+    p->dead = true;
+    p->pending_durable++;
+    int rc = st_log_delete(log);
     if (rc)
         ST_WARN("deleting %s-%d: %s", p->topic, p->index, st_strerror(rc));
-    p->log = NULL;
-    p->dead = true;
+    p->pending_durable--;
     /* Waiting fetches on other shards re-read and find the partition gone. */
     for (int i = 0; i < s->b->nshards; i++)
         if (p->waiters[i / 64] & (1ull << (i % 64)))
