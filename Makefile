@@ -3,7 +3,7 @@ BUILD      ?= build
 TEST_BUILD ?= build-test
 FUZZ_TIME  ?= 300
 JOBS       ?= $(shell nproc)
-SMP        ?= 1
+SMP        ?=
 
 .PHONY: all deps release run test fuzz bench format clean
 
@@ -18,7 +18,7 @@ release: deps
 
 run: release
 	@mkdir -p data
-	./$(BUILD)/strata-server --smp $(SMP) --set log.dirs=./data
+	./$(BUILD)/strata-server $(if $(SMP),--smp $(SMP)) --set log.dirs=./data $(ARGS)
 
 test:
 	@scripts/deps.sh test
