@@ -267,8 +267,9 @@ static int ensure_topic(rd_kafka_t *rk, const bench_cfg_t *c)
     return rc;
 }
 
+/* startup_s: consume only, seconds from start to the first message (< 0: not shown). */
 static void print_summary(const bench_cfg_t *c, const char *mode, uint64_t msgs, uint64_t bytes,
-                          uint64_t failed, double secs, const st_cli_hist_t *h)
+                          uint64_t failed, double secs, const st_cli_hist_t *h, double startup_s)
 {
     double mps = secs > 0 ? (double)msgs / secs : 0, mbs = secs > 0 ? (double)bytes / secs / 1e6 : 0;
     double ms = 1e6;
@@ -279,6 +280,8 @@ static void print_summary(const bench_cfg_t *c, const char *mode, uint64_t msgs,
                ",\"acks\":\"%s\"",
                mode, c->topic, c->size, msgs, bytes, failed, secs, mps, mbs, c->rate,
                c->producers, c->acks);
+        if (startup_s >= 0)
+            printf(",\"first_message_seconds\":%.3f", startup_s);
         if (h && h->total)
             printf(",\"latency_ms\":{\"count\":%" PRIu64 ",\"mean\":%.3f,\"p50\":%.3f,"
                    "\"p95\":%.3f,\"p99\":%.3f,\"p99_9\":%.3f,\"max\":%.3f}",
@@ -293,6 +296,8 @@ static void print_summary(const bench_cfg_t *c, const char *mode, uint64_t msgs,
     printf("  throughput  %.1f msgs/s  %.2f MB/s\n", mps, mbs);
     if (failed)
         printf("  failed      %" PRIu64 "\n", failed);
+    if (startup_s >= 0)
+        printf("  first message after %.3f s\n", startup_s);
     if (h && h->total)
         printf("  latency ms  p50 %.3f  p95 %.3f  p99 %.3f  p99.9 %.3f  max %.3f  (mean %.3f%s)\n",
                st_cli_hist_percentile(h, 50) / ms, st_cli_hist_percentile(h, 95) / ms,
@@ -467,13 +472,15 @@ static int run_bench(const bench_cfg_t *c, const char *mode)
         pthread_join(reader.th, NULL);
     double secs = (double)(end - start) / 1e9;
     if (!strcmp(mode, "produce")) {
-        print_summary(c, mode, acked, acked * (uint64_t)c->size, failed, secs, hist);
+        print_summary(c, mode, acked, acked * (uint64_t)c->size, failed, secs, hist, -1);
     } else if (!strcmp(mode, "consume")) {
         double rs = reader.last_ns > reader.first_ns ? (double)(reader.last_ns - start) / 1e9 : secs;
-        print_summary(c, mode, atomic_load(&reader.got), atomic_load(&reader.bytes), 0, rs, NULL);
+        double first = reader.first_ns ? (double)(reader.first_ns - start) / 1e9 : 0;
+        print_summary(c, mode, atomic_load(&reader.got), atomic_load(&reader.bytes), 0, rs, NULL,
+                      first);
     } else {
         print_summary(c, mode, atomic_load(&reader.got),
-                      atomic_load(&reader.got) * (uint64_t)c->size, failed, secs, rhist);
+                      atomic_load(&reader.got) * (uint64_t)c->size, failed, secs, rhist, -1);
         if (atomic_load(&reader.got) < acked) {
             st_cli_errorf("the consumer saw %" PRIu64 " of %" PRIu64 " acknowledged messages",
                           atomic_load(&reader.got), acked);
