@@ -289,11 +289,20 @@ int st_cli_consume(int argc, char **argv)
     }
 
     rc = ST_CLI_OK;
+    /* Output is flushed whenever the queue runs dry, so a pipe (`--follow | grep`) sees each
+     * message as it comes, while a backlog is still written in large blocks. */
+    bool unflushed = false;
     while (!st_cli_stop) {
-        rd_kafka_message_t *m = group ? rd_kafka_consumer_poll(rk, 200)
-                                      : rd_kafka_consume_queue(q, 200);
-        if (!m)
+        int wait_ms = unflushed ? 0 : 200;
+        rd_kafka_message_t *m = group ? rd_kafka_consumer_poll(rk, wait_ms)
+                                      : rd_kafka_consume_queue(q, wait_ms);
+        if (!m) {
+            if (unflushed)
+                fflush(stdout);
+            unflushed = false;
             continue;
+        }
+        unflushed = true;
         int r = handle(&cs, m, count, follow);
         rd_kafka_message_destroy(m);
         if (r) {

@@ -105,9 +105,13 @@ static rd_kafka_t *group_handle(const char *group)
     return st_cli_client(RD_KAFKA_CONSUMER, conf);
 }
 
-/* Adds every partition of each topic in `topics` to list (partitions from metadata). */
+/*
+ * Adds every partition of each topic in `topics` to list (partitions from metadata). A topic
+ * that does not exist is an error when `strict`, and skipped otherwise (a group may hold
+ * commits for a topic deleted since).
+ */
 static int add_topics(rd_kafka_t *rk, const st_cli_strlist_t *topics,
-                      rd_kafka_topic_partition_list_t *list)
+                      rd_kafka_topic_partition_list_t *list, bool strict)
 {
     if (!topics->n)
         return 0;
@@ -117,6 +121,8 @@ static int add_topics(rd_kafka_t *rk, const st_cli_strlist_t *topics,
     for (size_t i = 0; i < topics->n; i++) {
         const rd_kafka_metadata_topic_t *t = st_cli_md_topic(md, topics->v[i]);
         if (!t || t->err) {
+            if (!strict)
+                continue;
             st_cli_errorf("no topic named '%s' — check the name with `strata topic list`",
                           topics->v[i]);
             rd_kafka_metadata_destroy(md);
@@ -128,6 +134,29 @@ static int add_topics(rd_kafka_t *rk, const st_cli_strlist_t *topics,
     }
     rd_kafka_metadata_destroy(md);
     return 0;
+}
+
+/*
+ * Widens list to every partition of the topics it names: a consumer that stopped after a few
+ * messages may have committed only the partitions it read, and the rest of its topics are
+ * still the group's backlog.
+ */
+static int widen_to_topics(rd_kafka_t *rk, rd_kafka_topic_partition_list_t *list)
+{
+    st_cli_strlist_t names = {0};
+    for (int i = 0; i < list->cnt; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < names.n && !seen; j++)
+            seen = !strcmp(names.v[j], list->elems[i].topic);
+        if (!seen && st_cli_strlist_push(&names, list->elems[i].topic) < 0) {
+            st_cli_strlist_fini(&names);
+            return -1;
+        }
+    }
+    /* The names point into list, whose topic strings stay put while it grows. */
+    int rc = add_topics(rk, &names, list, false);
+    st_cli_strlist_fini(&names);
+    return rc;
 }
 
 /*
@@ -224,7 +253,8 @@ int st_cli_group_describe(int argc, char **argv)
         printf("%s\n", a && a->cnt ? "" : "-");
     }
     rd_kafka_event_destroy(dev);
-    if (committed_partitions(rk, q, group, parts) < 0 || add_topics(rk, &topics, parts) < 0)
+    if (committed_partitions(rk, q, group, parts) < 0 || widen_to_topics(rk, parts) < 0 ||
+        add_topics(rk, &topics, parts, true) < 0)
         goto done;
     rd_kafka_topic_partition_list_sort(parts, NULL, NULL);
     rd_kafka_resp_err_t e = rd_kafka_committed(rk, parts, (int)st_cli_common.timeout_ms);
@@ -272,7 +302,8 @@ int st_cli_group_seek(int argc, char **argv)
         {0, "to", ST_CLI_OPT_STR, &to, "WHERE",
          "start, end, an absolute OFFSET, or @MS (first message at or after a timestamp)"},
         {'t', "topic", ST_CLI_OPT_LIST, &topics, "T",
-         "move this topic's partitions (default: every partition the group committed)"},
+         "move this topic's partitions (default: every partition of the topics the group "
+         "committed)"},
         {0, "dry-run", ST_CLI_OPT_FLAG, &dry, NULL, "print the new offsets, commit nothing"},
         ST_CLI_OPT_END,
     };
@@ -310,8 +341,8 @@ int st_cli_group_seek(int argc, char **argv)
                       group, rd_kafka_consumer_group_state_name(state), nm, nm == 1 ? "" : "s");
         goto done;
     }
-    if (topics.n ? add_topics(rk, &topics, parts) < 0
-                 : committed_partitions(rk, q, group, parts) < 0)
+    if (topics.n ? add_topics(rk, &topics, parts, true) < 0
+                 : committed_partitions(rk, q, group, parts) < 0 || widen_to_topics(rk, parts) < 0)
         goto done;
     if (!parts->cnt) {
         st_cli_errorf("group '%s' has no committed offsets; say which topic with --topic", group);

@@ -37,12 +37,17 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         return;
     }
     st->delivered++;
+    /* With acks=0 the broker sends no answer, so there is no offset to show. */
+    char off[24] = "unknown (acks=0)", joff[24] = "null";
+    if (m->offset >= 0) {
+        snprintf(off, sizeof(off), "%" PRId64, m->offset);
+        snprintf(joff, sizeof(joff), "%" PRId64, m->offset);
+    }
     if (st->json)
-        printf("{\"message\":%" PRIu64 ",\"topic\":\"%s\",\"partition\":%d,\"offset\":%" PRId64
-               "}\n",
-               seq, rd_kafka_topic_name(m->rkt), (int)m->partition, m->offset);
+        printf("{\"message\":%" PRIu64 ",\"topic\":\"%s\",\"partition\":%d,\"offset\":%s}\n",
+               seq, rd_kafka_topic_name(m->rkt), (int)m->partition, joff);
     else
-        printf("partition %d offset %" PRId64 "\n", (int)m->partition, m->offset);
+        printf("partition %d offset %s\n", (int)m->partition, off);
 }
 
 typedef struct produce_opts {

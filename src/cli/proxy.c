@@ -10,9 +10,16 @@
  * codecs; a frame they cannot decode is still forwarded and printed by size.
  *
  * One thread, one poll() loop. A side whose peer has more than ST_CLI_PROXY_HIGH_WATER bytes
- * queued is not read until that drains (back-pressure). Note: the proxy does not rewrite
- * Metadata, so clients learn the broker's advertised address and connect there directly for
- * everything after the bootstrap exchange, unless the broker advertises the proxy.
+ * queued is not read until that drains (back-pressure).
+ *
+ * Address rewriting. A client bootstraps from the proxy, then connects to the brokers that
+ * Metadata names; left alone, everything after the bootstrap exchange (Produce, Fetch, the
+ * group protocol) would bypass the proxy. So the broker addresses in Metadata, FindCoordinator
+ * and DescribeCluster responses are replaced with the proxy's advertised address (--advertise,
+ * default the listen address): the response is decoded and re-encoded with proto/'s codecs at
+ * the version the client asked for, and only those frames are changed. Every broker maps to
+ * the one upstream, so this suits a single broker (or pointing --upstream at the broker whose
+ * traffic you want to see); --no-rewrite forwards those responses unchanged.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +70,9 @@ typedef struct pconn {
 
 typedef struct proxy {
     bool log;
+    bool rewrite;          /* replace broker addresses with adv_host:adv_port */
+    char adv_host[256];    /* the address clients are told to connect to */
+    int32_t adv_port;
     st_arena_t arena;
     st_buf_t line;
 } proxy_t;
@@ -152,6 +162,88 @@ static void print_line(proxy_t *px, const pconn_t *c, const char *dir, const uin
     fflush(stdout);
 }
 
+/*
+ * Appends to out (size prefix included) the response `frame` to the request `p` with every
+ * broker address replaced by the proxy's advertised one. Returns 1 when it did, 0 when the
+ * frame is not one that names brokers or cannot be decoded (the caller forwards it as it came).
+ */
+static int rewrite_brokers(proxy_t *px, const uint8_t *frame, size_t len, const pending_t *p,
+                           st_buf_t *out)
+{
+    if (p->api_key != ST_KP_API_METADATA && p->api_key != ST_KP_API_FIND_COORDINATOR &&
+        p->api_key != ST_KP_API_DESCRIBE_CLUSTER)
+        return 0;
+    st_arena_reset(&px->arena);
+    st_kreader_t r;
+    st_kreader_init(&r, frame, len, &px->arena);
+    st_kp_resp_header_t h;
+    int hv = st_kp_resp_header_version(p->api_key, p->api_version);
+    if (hv < 0 || st_kp_resp_header_decode(&r, hv, &h) < 0)
+        return 0;
+    union {
+        st_kp_metadata_resp_t md;
+        st_kp_find_coordinator_resp_t fc;
+        st_kp_describe_cluster_resp_t dc;
+    } m;
+    const st_kstr_t host = st_kstr(px->adv_host);
+    int rc;
+    switch (p->api_key) {
+    case ST_KP_API_METADATA:
+        rc = st_kp_metadata_resp_decode(&r, p->api_version, &m.md);
+        for (int32_t i = 0; rc >= 0 && i < m.md.brokers_count; i++) {
+            m.md.brokers[i].host = host;
+            m.md.brokers[i].port = px->adv_port;
+        }
+        break;
+    case ST_KP_API_FIND_COORDINATOR:
+        rc = st_kp_find_coordinator_resp_decode(&r, p->api_version, &m.fc);
+        if (rc >= 0 && m.fc.node_id >= 0 && m.fc.error_code == 0) {
+            m.fc.host = host;
+            m.fc.port = px->adv_port;
+        }
+        for (int32_t i = 0; rc >= 0 && i < m.fc.coordinators_count; i++) {
+            if (m.fc.coordinators[i].node_id >= 0 && m.fc.coordinators[i].error_code == 0) {
+                m.fc.coordinators[i].host = host;
+                m.fc.coordinators[i].port = px->adv_port;
+            }
+        }
+        break;
+    default:
+        rc = st_kp_describe_cluster_resp_decode(&r, p->api_version, &m.dc);
+        for (int32_t i = 0; rc >= 0 && i < m.dc.brokers_count; i++) {
+            m.dc.brokers[i].host = host;
+            m.dc.brokers[i].port = px->adv_port;
+        }
+        break;
+    }
+    if (rc < 0)
+        return 0;
+    size_t start = out->len;
+    st_buf_put_be32(out, 0);
+    st_kwriter_t w;
+    st_kwriter_init(&w, out);
+    rc = st_kp_resp_header_encode(&w, hv, &h);
+    if (rc >= 0) {
+        switch (p->api_key) {
+        case ST_KP_API_METADATA:
+            rc = st_kp_metadata_resp_encode(&w, p->api_version, &m.md);
+            break;
+        case ST_KP_API_FIND_COORDINATOR:
+            rc = st_kp_find_coordinator_resp_encode(&w, p->api_version, &m.fc);
+            break;
+        default:
+            rc = st_kp_describe_cluster_resp_encode(&w, p->api_version, &m.dc);
+            break;
+        }
+    }
+    if (rc < 0 || out->oom) {
+        out->len = start;
+        return 0;
+    }
+    st_put_be32(out->data + start, (uint32_t)(out->len - start - 4));
+    return 1;
+}
+
 /* Moves whole frames from s->in to dst->out, logging them. Returns 0 or -1 (close). */
 static int pump(proxy_t *px, pconn_t *c, side_t *s, side_t *dst, bool from_client)
 {
@@ -197,10 +289,18 @@ static int pump(proxy_t *px, pconn_t *c, side_t *s, side_t *dst, bool from_clien
             while (i < c->npend && c->pend[i].correlation_id != corr)
                 i++;
             if (i < c->npend) {
-                if (px->log)
-                    print_line(px, c, "<-", f, (size_t)size, &c->pend[i], false);
+                pending_t p = c->pend[i];
                 memmove(&c->pend[i], &c->pend[i + 1], (c->npend - i - 1) * sizeof(*c->pend));
                 c->npend--;
+                if (px->log)
+                    print_line(px, c, "<-", f, (size_t)size, &p, false);
+                if (px->rewrite && rewrite_brokers(px, f, (size_t)size, &p, &dst->out)) {
+                    if (px->log)
+                        printf("[%d]    (broker addresses rewritten to %s:%d)\n", c->id,
+                               px->adv_host, px->adv_port);
+                    off += 4 + (size_t)size;
+                    continue;
+                }
             } else if (px->log) {
                 printf("[%d] <- #%d %d bytes (no matching request)\n", c->id, corr, size + 4);
             }
@@ -260,9 +360,10 @@ static void conn_close(pconn_t *c, bool log)
 
 int st_cli_proxy(int argc, char **argv)
 {
-    static const char usage[] = "proxy --listen HOST:PORT --upstream HOST:PORT [--log]";
-    const char *listen_s = "127.0.0.1:19092", *upstream_s = NULL;
-    bool log = false;
+    static const char usage[] =
+        "proxy --listen HOST:PORT --upstream HOST:PORT [--log] [--advertise HOST:PORT]";
+    const char *listen_s = "127.0.0.1:19092", *upstream_s = NULL, *advertise_s = NULL;
+    bool log = false, no_rewrite = false;
     st_cli_strlist_t pos = {0};
     const st_cli_opt_t opts[] = {
         {'l', "listen", ST_CLI_OPT_STR, &listen_s, "HOST:PORT",
@@ -270,6 +371,11 @@ int st_cli_proxy(int argc, char **argv)
         {'u', "upstream", ST_CLI_OPT_STR, &upstream_s, "HOST:PORT", "the broker to forward to"},
         {0, "log", ST_CLI_OPT_FLAG, &log, NULL,
          "print every request and response, decoded, with latency"},
+        {0, "advertise", ST_CLI_OPT_STR, &advertise_s, "HOST:PORT",
+         "the address put in Metadata/FindCoordinator/DescribeCluster answers (default: the "
+         "listen address)"},
+        {0, "no-rewrite", ST_CLI_OPT_FLAG, &no_rewrite, NULL,
+         "forward broker addresses unchanged (clients then bypass the proxy after bootstrap)"},
         ST_CLI_OPT_END,
     };
     int rc = st_cli_parse(argc, argv, usage,
@@ -308,11 +414,33 @@ int st_cli_proxy(int argc, char **argv)
     char hbuf[NI_MAXHOST], pbuf[NI_MAXSERV];
     getnameinfo((struct sockaddr *)&bound, bl, hbuf, sizeof(hbuf), pbuf, sizeof(pbuf),
                 NI_NUMERICHOST | NI_NUMERICSERV);
+    proxy_t px = {.log = log, .rewrite = !no_rewrite};
+    if (advertise_s) {
+        const char *colon = strrchr(advertise_s, ':');
+        char *end = NULL;
+        long port = colon ? strtol(colon + 1, &end, 10) : 0;
+        size_t hl = colon ? (size_t)(colon - advertise_s) : 0;
+        if (!colon || hl == 0 || hl >= sizeof(px.adv_host) || !end || *end || port < 1 ||
+            port > 65535) {
+            freeaddrinfo(la);
+            freeaddrinfo(ua);
+            close(lfd);
+            return st_cli_usage_error(usage, "--advertise wants HOST:PORT, not '%s'",
+                                      advertise_s);
+        }
+        memcpy(px.adv_host, advertise_s, hl);
+        px.adv_host[hl] = '\0';
+        px.adv_port = (int32_t)port;
+    } else {
+        /* A wildcard listen address is no place to connect to; tell clients loopback. */
+        bool any = !strcmp(hbuf, "0.0.0.0") || !strcmp(hbuf, "::");
+        snprintf(px.adv_host, sizeof(px.adv_host), "%s", any ? "127.0.0.1" : hbuf);
+        px.adv_port = (int32_t)atoi(pbuf);
+    }
     printf("listening on %s:%s, forwarding to %s\n", hbuf, pbuf, upstream_s);
     fflush(stdout);
     freeaddrinfo(la);
 
-    proxy_t px = {.log = log};
     st_arena_init(&px.arena, 64 << 10);
     st_buf_init(&px.line);
     pconn_t *conns[ST_CLI_PROXY_MAX_CONNS];
