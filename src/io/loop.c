@@ -130,7 +130,7 @@ void st_loop_stop(st_loop_t *l)
 
 void st_loop_wake(st_loop_t *l)
 {
-    if (atomic_exchange_explicit(&l->wake_pending, 1, memory_order_acq_rel))
+    if (atomic_exchange_explicit(&l->wake_pending, 1, memory_order_seq_cst))
         return;
     uint64_t one = 1;
     ssize_t w = write(l->wake_fd, &one, sizeof one);
@@ -157,8 +157,11 @@ static void st_loop_wake_done(st_io_t *io, int res)
 {
     st_loop_t *l = io->data;
     (void)res;
-    /* Clear before running the handler: a wake after this point writes the eventfd again. */
-    atomic_store_explicit(&l->wake_pending, 0, memory_order_release);
+    /* Clear before running the handler: a wake after this point writes the eventfd again.
+     * The exchange is a full barrier: the handler's reads (a ring's tail) must not move
+     * above the clear, or a sender could see the flag still set after our read missed its
+     * message, and neither side would wake the other. */
+    atomic_exchange_explicit(&l->wake_pending, 0, memory_order_seq_cst);
     if (!l->stop || l->wake_fn)
         st_arm_wake(l);
     if (l->wake_fn)

@@ -118,8 +118,13 @@ static void st_mesh_flush(void *arg)
             continue;
         st_ring_t *r = st_pair(m, s->id, to);
         bool moved = false;
-        while (s->ovf_head[to] && st_ring_push(r, s->ovf_head[to])) {
-            s->ovf_head[to] = s->ovf_head[to]->next;
+        while (s->ovf_head[to]) {
+            /* Read the link first: once pushed, the message belongs to the receiver, which
+             * may already be reusing it. */
+            st_msg_t *msg = s->ovf_head[to], *next = msg->next;
+            if (!st_ring_push(r, msg))
+                break;
+            s->ovf_head[to] = next;
             moved = true;
         }
         if (!s->ovf_head[to])
