@@ -434,7 +434,8 @@ int st_cli_proxy(int argc, char **argv)
     } else {
         /* A wildcard listen address is no place to connect to; tell clients loopback. */
         bool any = !strcmp(hbuf, "0.0.0.0") || !strcmp(hbuf, "::");
-        snprintf(px.adv_host, sizeof(px.adv_host), "%s", any ? "127.0.0.1" : hbuf);
+        snprintf(px.adv_host, sizeof(px.adv_host), "%.*s", (int)sizeof(px.adv_host) - 1,
+                 any ? "127.0.0.1" : hbuf);
         px.adv_port = (int32_t)atoi(pbuf);
     }
     printf("listening on %s:%s, forwarding to %s\n", hbuf, pbuf, upstream_s);
