@@ -223,12 +223,13 @@ static void parse(bench_t *b)
     c->rlen -= pos;
 }
 
-/* One round of I/O: waits up to timeout_ms for the socket, then reads and writes. */
-static void io_round(bench_t *b, int timeout_ms)
+/* One round of I/O: waits up to timeout_ns for the socket, then reads and writes. */
+static void io_round(bench_t *b, int64_t timeout_ns)
 {
     conn_t *c = &b->c;
     struct pollfd p = {.fd = c->fd, .events = POLLIN | (c->wlen ? POLLOUT : 0)};
-    int r = poll(&p, 1, timeout_ms);
+    struct timespec ts = {.tv_sec = timeout_ns / 1000000000, .tv_nsec = timeout_ns % 1000000000};
+    int r = ppoll(&p, 1, &ts, NULL);
     if (r < 0 && errno != EINTR)
         die("poll");
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -262,7 +263,7 @@ static const char *request(bench_t *b, const char *subject, const char *body)
     wprintf_(&b->c, "PUB %s " INBOX "c %zu\r\n%s\r\n", subject, strlen(body), body);
     int64_t deadline = now_ns() + 10 * 1000000000LL;
     while (!b->ctl_ready && now_ns() < deadline)
-        io_round(b, 50);
+        io_round(b, 50000000);
     if (!b->ctl_ready) {
         errno = 0;
         die("no reply to a JetStream API request within 10 s");
@@ -387,16 +388,15 @@ int main(int argc, char **argv)
             errno = 0;
             die("acks still missing 30 s after the last publish");
         }
-        int wait_ms = 50;
+        int64_t wait_ns = 50000000;
         while (more && b.nfree > 0 && b.c.wlen + (size_t)b.size + 300 < WBUF_CAP) {
             int64_t stamp = t;
             if (interval > 0) {
                 int64_t intended = start + (int64_t)((double)b.sent * interval);
                 if (intended > t) {
-                    int64_t w = (intended - t) / 1000000;
-                    wait_ms = w < 1 ? 1 : (int)(w > 50 ? 50 : w);
-                    if (intended - t > 200000)
-                        break;
+                    /* Never early: sleep (on the socket) until its intended time. */
+                    wait_ns = intended - t < wait_ns ? intended - t : wait_ns;
+                    break;
                 }
                 stamp = intended;
             }
@@ -418,8 +418,8 @@ int main(int argc, char **argv)
                 break;
         }
         if (b.c.wlen)
-            wait_ms = 0;
-        io_round(&b, more && b.nfree > 0 && interval == 0 ? 0 : wait_ms);
+            wait_ns = 0;
+        io_round(&b, more && b.nfree > 0 && interval == 0 ? 0 : wait_ns);
     }
     int64_t end = now_ns();
 
