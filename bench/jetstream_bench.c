@@ -301,7 +301,7 @@ int main(int argc, char **argv)
     const char *host = "127.0.0.1";
     int port = 0;
     double dur = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* --flag value pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             usage();
@@ -325,7 +325,6 @@ int main(int argc, char **argv)
             b.prefix = v;
         else
             usage();
-        i++;
     }
     if (port <= 0 || b.streams < 1 || b.streams > 1000 || b.size < 0 || b.size > (1 << 20) ||
         b.window < 1 || b.window > 1000000 || (dur <= 0 && b.count <= 0))
