@@ -299,6 +299,29 @@ class CliAgainstServer(harness.ServerTestCase):
                     if re.match(r"^\d+\s", ln))
         self.assertEqual(total, 20500)
 
+    def test_bench_against_separate_client(self):
+        # bench/cli_compare.py runs the same workload through `strata bench produce` and a
+        # plain confluent-kafka loop; here only that both complete with the same counts (the
+        # figures are compared by the script itself, not by a test).
+        try:
+            import confluent_kafka  # noqa: F401
+        except ImportError:
+            self.skipTest("python3-confluent-kafka is not installed")
+        script = os.path.join(harness.SRC, "bench", "cli_compare.py")
+        r = harness.run_cmd([sys.executable, script, "-b", self.bootstrap, "-n", "3000", "-s",
+                             "200", "-p", "2", "-r", "1", "--tolerance", "1000", "--json"],
+                            timeout=240, env=dict(os.environ, STRATA_CLI=CLI))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        res = json.loads(r.stdout)
+        self.assertTrue(res["counts_ok"], res)
+        for side in ("strata", "confluent"):
+            run = res["runs"][side][0]
+            self.assertEqual((run["messages"], run["failed"], run["bytes"]), (3000, 0, 600000))
+            self.assertGreater(run["msgs_per_sec"], 0)
+            d = self.ok("topic", "describe", run["topic"])
+            self.assertEqual(sum(int(ln.split()[-1]) for ln in d.splitlines()
+                                 if re.match(r"^\d+\s", ln)), 3000)
+
     def test_dump_log_of_server_segment(self):
         t = self.unique()
         self.ok("topic", "create", t)
