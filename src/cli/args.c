@@ -71,8 +71,8 @@ static int parse_scaled(const char *s, const char *const *units, const int64_t *
 
 int st_cli_parse_size(const char *s, int64_t *out)
 {
-    static const char *const units[] = {"b", "k", "K", "kb", "KB", "KiB", "m", "M", "mb",
-                                        "MB", "MiB", "g", "G", "gb", "GB", "GiB", NULL};
+    static const char *const units[] = {"b",  "k",   "K", "kb", "KB", "KiB", "m",   "M", "mb",
+                                        "MB", "MiB", "g", "G",  "gb", "GB",  "GiB", NULL};
     static const int64_t k = 1024, m = 1024 * 1024, g = 1024 * 1024 * 1024;
     static const int64_t mult[] = {1, k, k, k, k, k, m, m, m, m, m, g, g, g, g, g};
     return parse_scaled(s, units, mult, 1, out);

@@ -47,7 +47,10 @@ typedef struct st_cli_opt {
     const char *help;       /* one line for --help */
 } st_cli_opt_t;
 
-#define ST_CLI_OPT_END {0, NULL, ST_CLI_OPT_FLAG, NULL, NULL, NULL}
+#define ST_CLI_OPT_END                                                                             \
+    {                                                                                              \
+        0, NULL, ST_CLI_OPT_FLAG, NULL, NULL, NULL                                                 \
+    }
 
 /* Result of st_cli_args_parse(). */
 enum { ST_CLI_ARGS_OK = 0, ST_CLI_ARGS_HELP = 1, ST_CLI_ARGS_ERROR = -1 };
@@ -74,10 +77,9 @@ int st_cli_parse_duration_ms(const char *s, int64_t *out);
 /* Splits "key=value" at the first '='; key and value point into a copy owned by *buf. */
 int st_cli_split_kv(const char *s, char **buf, const char **key, const char **value);
 
-
 /* librdkafka's logical offsets (common.c checks they match RD_KAFKA_OFFSET_*). */
 #define ST_CLI_OFFSET_BEGINNING (-2)
-#define ST_CLI_OFFSET_END (-1)
+#define ST_CLI_OFFSET_END       (-1)
 #define ST_CLI_OFFSET_TAIL_BASE (-2000)
 
 /*

@@ -38,7 +38,7 @@ typedef struct bench_cfg {
     int64_t producers;
     const char *acks, *linger, *batch, *compression;
     bool json;
-    bool e2e;            /* stamp payloads for the consumer */
+    bool e2e; /* stamp payloads for the consumer */
 } bench_cfg_t;
 
 /* One producer thread: its own handle and histogram; counters read by the progress line. */
@@ -47,8 +47,8 @@ typedef struct bench_worker {
     const bench_cfg_t *cfg;
     rd_kafka_t *rk;
     st_cli_hist_t *hist;
-    int64_t count;        /* messages this worker sends (0 = until deadline) */
-    double rate;          /* this worker's share of --rate */
+    int64_t count; /* messages this worker sends (0 = until deadline) */
+    double rate;   /* this worker's share of --rate */
     int64_t start_ns, deadline_ns;
     _Atomic uint64_t sent, acked, failed;
     rd_kafka_resp_err_t first_err;
@@ -143,7 +143,7 @@ typedef struct bench_reader {
     st_cli_hist_t *hist;
     int nparts;
     bool *eof;
-    int64_t want;            /* stop after this many (0 = at the end of every partition) */
+    int64_t want;             /* stop after this many (0 = at the end of every partition) */
     _Atomic int64_t want_e2e; /* e2e: set once producers know how many were acked */
     _Atomic bool done;
     _Atomic uint64_t got, bytes;
@@ -156,8 +156,8 @@ static void *reader_main(void *arg)
 {
     bench_reader_t *r = arg;
     int eofs = 0;
-    int64_t deadline = r->cfg->duration_ms && !r->cfg->e2e
-                           ? now_ns() + r->cfg->duration_ms * 1000000 : 0;
+    int64_t deadline =
+        r->cfg->duration_ms && !r->cfg->e2e ? now_ns() + r->cfg->duration_ms * 1000000 : 0;
     while (!st_cli_stop && !atomic_load(&r->done)) {
         rd_kafka_message_t *m = rd_kafka_consume_queue(r->q, 100);
         int64_t t = now_ns();
@@ -235,8 +235,9 @@ static int ensure_topic(rd_kafka_t *rk, const bench_cfg_t *c)
     rd_kafka_metadata_destroy(md);
     if (n > 0) {
         if (c->partitions && c->partitions != n)
-            fprintf(stderr, "strata: note: topic %s exists with %d partitions (not %" PRId64
-                            "); using it as it is\n",
+            fprintf(stderr,
+                    "strata: note: topic %s exists with %d partitions (not %" PRId64
+                    "); using it as it is\n",
                     c->topic, n, c->partitions);
         return n;
     }
@@ -246,8 +247,8 @@ static int ensure_topic(rd_kafka_t *rk, const bench_cfg_t *c)
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
     rd_kafka_CreateTopics(rk, &nt, 1, o, q);
-    rd_kafka_event_t *ev = st_cli_admin_wait(q, RD_KAFKA_EVENT_CREATETOPICS_RESULT,
-                                             "cannot create the bench topic");
+    rd_kafka_event_t *ev =
+        st_cli_admin_wait(q, RD_KAFKA_EVENT_CREATETOPICS_RESULT, "cannot create the bench topic");
     int rc = -1;
     if (ev) {
         size_t cnt;
@@ -271,15 +272,16 @@ static int ensure_topic(rd_kafka_t *rk, const bench_cfg_t *c)
 static void print_summary(const bench_cfg_t *c, const char *mode, uint64_t msgs, uint64_t bytes,
                           uint64_t failed, double secs, const st_cli_hist_t *h, double startup_s)
 {
-    double mps = secs > 0 ? (double)msgs / secs : 0, mbs = secs > 0 ? (double)bytes / secs / 1e6 : 0;
+    double mps = secs > 0 ? (double)msgs / secs : 0,
+           mbs = secs > 0 ? (double)bytes / secs / 1e6 : 0;
     double ms = 1e6;
     if (c->json) {
         printf("{\"mode\":\"%s\",\"topic\":\"%s\",\"size\":%" PRId64 ",\"messages\":%" PRIu64
                ",\"bytes\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"seconds\":%.3f,"
                "\"msgs_per_sec\":%.1f,\"mb_per_sec\":%.3f,\"rate\":%.1f,\"producers\":%" PRId64
                ",\"acks\":\"%s\"",
-               mode, c->topic, c->size, msgs, bytes, failed, secs, mps, mbs, c->rate,
-               c->producers, c->acks);
+               mode, c->topic, c->size, msgs, bytes, failed, secs, mps, mbs, c->rate, c->producers,
+               c->acks);
         if (startup_s >= 0)
             printf(",\"first_message_seconds\":%.3f", startup_s);
         if (h && h->total)
@@ -291,8 +293,8 @@ static void print_summary(const bench_cfg_t *c, const char *mode, uint64_t msgs,
         printf("}\n");
         return;
     }
-    printf("%s: %" PRIu64 " messages of %" PRId64 " bytes in %.2f s%s\n", mode, msgs, c->size,
-           secs, failed ? " (some failed)" : "");
+    printf("%s: %" PRIu64 " messages of %" PRId64 " bytes in %.2f s%s\n", mode, msgs, c->size, secs,
+           failed ? " (some failed)" : "");
     printf("  throughput  %.1f msgs/s  %.2f MB/s\n", mps, mbs);
     if (failed)
         printf("  failed      %" PRIu64 "\n", failed);
@@ -330,8 +332,8 @@ static int reader_start(bench_reader_t *r, const bench_cfg_t *c, int nparts, boo
         int64_t start = RD_KAFKA_OFFSET_BEGINNING, lo, hi;
         if (at_end) {
             /* An explicit offset, so nothing produced after this point is skipped. */
-            rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-                r->rk, c->topic, p, &lo, &hi, (int)st_cli_common.timeout_ms);
+            rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(r->rk, c->topic, p, &lo, &hi,
+                                                                     (int)st_cli_common.timeout_ms);
             if (e) {
                 st_cli_report("cannot read the end offsets", e, NULL);
                 rd_kafka_topic_destroy(rkt);
@@ -484,7 +486,8 @@ static int run_bench(const bench_cfg_t *c, const char *mode)
     if (!strcmp(mode, "produce")) {
         print_summary(c, mode, acked, acked * (uint64_t)c->size, failed, secs, hist, -1);
     } else if (!strcmp(mode, "consume")) {
-        double rs = reader.last_ns > reader.first_ns ? (double)(reader.last_ns - start) / 1e9 : secs;
+        double rs =
+            reader.last_ns > reader.first_ns ? (double)(reader.last_ns - start) / 1e9 : secs;
         double first = reader.first_ns ? (double)(reader.first_ns - start) / 1e9 : 0;
         print_summary(c, mode, atomic_load(&reader.got), atomic_load(&reader.bytes), 0, rs, NULL,
                       first);
@@ -517,8 +520,12 @@ static int bench_main(int argc, char **argv, const char *mode)
              "[--rate R] [--producers P] [--acks A] [--linger MS] [--batch B] "
              "[--compression C] [--json]",
              mode);
-    bench_cfg_t c = {.topic = "strata-bench", .size = 100, .producers = 1, .acks = "all",
-                     .compression = "none", .e2e = !strcmp(mode, "e2e")};
+    bench_cfg_t c = {.topic = "strata-bench",
+                     .size = 100,
+                     .producers = 1,
+                     .acks = "all",
+                     .compression = "none",
+                     .e2e = !strcmp(mode, "e2e")};
     const char *size_s = NULL, *dur_s = NULL, *batch_s = NULL;
     int64_t rate = 0;
     st_cli_strlist_t pos = {0};
@@ -559,8 +566,7 @@ static int bench_main(int argc, char **argv, const char *mode)
         return st_cli_usage_error(usage, "counts, rates and producers must be positive");
     if (!c.count && !c.duration_ms && strcmp(mode, "consume"))
         c.count = 100000;
-    if (strcmp(c.acks, "0") && strcmp(c.acks, "1") && strcmp(c.acks, "all") &&
-        strcmp(c.acks, "-1"))
+    if (strcmp(c.acks, "0") && strcmp(c.acks, "1") && strcmp(c.acks, "all") && strcmp(c.acks, "-1"))
         return st_cli_usage_error(usage, "--acks must be 0, 1 or all");
     int64_t b;
     if (batch_s) {

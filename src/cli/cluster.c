@@ -11,8 +11,9 @@ int st_cli_cluster_info(int argc, char **argv)
     static const char usage[] = "cluster info";
     st_cli_strlist_t pos = {0};
     const st_cli_opt_t opts[] = {ST_CLI_OPT_END};
-    int rc = st_cli_parse(argc, argv, usage, "Prints the cluster id, the controller and the brokers.",
-                          opts, true, &pos, 0, 0);
+    int rc =
+        st_cli_parse(argc, argv, usage, "Prints the cluster id, the controller and the brokers.",
+                     opts, true, &pos, 0, 0);
     st_cli_strlist_fini(&pos);
     if (rc >= 0)
         return rc;
@@ -78,8 +79,8 @@ int st_cli_cluster_health(int argc, char **argv)
                 printf("leaderless: %s/%d\n", tp->topic, pp->id);
             } else if (pp->isr_cnt < pp->replica_cnt) {
                 under++;
-                printf("under-replicated: %s/%d (%d of %d replicas in sync)\n", tp->topic,
-                       pp->id, pp->isr_cnt, pp->replica_cnt);
+                printf("under-replicated: %s/%d (%d of %d replicas in sync)\n", tp->topic, pp->id,
+                       pp->isr_cnt, pp->replica_cnt);
             }
         }
     }

@@ -22,8 +22,7 @@ const st_cli_opt_t st_cli_common_opts[] = {
      "librdkafka configuration property"},
     {0, "timeout", ST_CLI_OPT_STR, &st_cli_common.timeout_str, "DURATION",
      "how long to wait for the broker (default 10s)"},
-    {'v', "verbose", ST_CLI_OPT_FLAG, &st_cli_common.verbose, NULL,
-     "show librdkafka's log lines"},
+    {'v', "verbose", ST_CLI_OPT_FLAG, &st_cli_common.verbose, NULL, "show librdkafka's log lines"},
     ST_CLI_OPT_END,
 };
 
@@ -52,7 +51,6 @@ void st_cli_errorf(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
 }
-
 
 int st_cli_usage_error(const char *usage, const char *fmt, ...)
 {
@@ -103,8 +101,9 @@ int st_cli_parse(int argc, char **argv, const char *usage, const char *summary,
         if (st_cli_common.timeout_str &&
             (st_cli_parse_duration_ms(st_cli_common.timeout_str, &st_cli_common.timeout_ms) < 0 ||
              st_cli_common.timeout_ms <= 0 || st_cli_common.timeout_ms > INT32_MAX))
-            return st_cli_usage_error(usage, "--timeout wants a duration like 500ms or 10s, "
-                                             "not '%s'",
+            return st_cli_usage_error(usage,
+                                      "--timeout wants a duration like 500ms or 10s, "
+                                      "not '%s'",
                                       st_cli_common.timeout_str);
     }
     return -1;
@@ -258,8 +257,7 @@ const rd_kafka_metadata_t *st_cli_metadata(rd_kafka_t *rk, const char *topic)
     return md;
 }
 
-const rd_kafka_metadata_topic_t *st_cli_md_topic(const rd_kafka_metadata_t *md,
-                                                 const char *topic)
+const rd_kafka_metadata_topic_t *st_cli_md_topic(const rd_kafka_metadata_t *md, const char *topic)
 {
     for (int i = 0; i < md->topic_cnt; i++)
         if (!strcmp(md->topics[i].topic, topic))
@@ -271,8 +269,7 @@ rd_kafka_AdminOptions_t *st_cli_admin_options(rd_kafka_t *rk, rd_kafka_admin_op_
 {
     char err[256];
     rd_kafka_AdminOptions_t *o = rd_kafka_AdminOptions_new(rk, op);
-    rd_kafka_AdminOptions_set_request_timeout(o, (int)st_cli_common.timeout_ms, err,
-                                              sizeof(err));
+    rd_kafka_AdminOptions_set_request_timeout(o, (int)st_cli_common.timeout_ms, err, sizeof(err));
     if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS || op == RD_KAFKA_ADMIN_OP_DELETETOPICS ||
         op == RD_KAFKA_ADMIN_OP_CREATEPARTITIONS)
         rd_kafka_AdminOptions_set_operation_timeout(o, (int)st_cli_common.timeout_ms, err,
@@ -296,16 +293,14 @@ rd_kafka_event_t *st_cli_admin_wait(rd_kafka_queue_t *q, rd_kafka_event_type_t t
         rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
         if (err) {
             if (err == RD_KAFKA_RESP_ERR__TRANSPORT)
-                fprintf(stderr,
-                        "strata: %s: %s — no answer from %s; is strata-server running?\n",
+                fprintf(stderr, "strata: %s: %s — no answer from %s; is strata-server running?\n",
                         what, rd_kafka_event_error_string(ev), st_cli_common.brokers);
             else if (err == RD_KAFKA_RESP_ERR__TIMED_OUT)
                 fprintf(stderr,
                         "strata: %s: %s — the cluster did not answer within --timeout (%lld ms); "
                         "check `strata cluster health`, or the broker may not support this "
                         "request yet\n",
-                        what, rd_kafka_event_error_string(ev),
-                        (long long)st_cli_common.timeout_ms);
+                        what, rd_kafka_event_error_string(ev), (long long)st_cli_common.timeout_ms);
             else
                 st_cli_report(what, err, rd_kafka_event_error_string(ev));
             rd_kafka_event_destroy(ev);

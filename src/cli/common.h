@@ -20,11 +20,11 @@
 
 /* Options every broker-facing command takes. */
 typedef struct st_cli_common {
-    const char *brokers;       /* -b, else $STRATA_BROKERS, else 127.0.0.1:9092 */
-    st_cli_strlist_t xprops;   /* -X key=value for librdkafka */
-    int64_t timeout_ms;        /* --timeout: how long to wait on the broker */
-    const char *timeout_str;   /* as given */
-    bool verbose;              /* -v: show librdkafka's own log lines */
+    const char *brokers;     /* -b, else $STRATA_BROKERS, else 127.0.0.1:9092 */
+    st_cli_strlist_t xprops; /* -X key=value for librdkafka */
+    int64_t timeout_ms;      /* --timeout: how long to wait on the broker */
+    const char *timeout_str; /* as given */
+    bool verbose;            /* -v: show librdkafka's own log lines */
 } st_cli_common_t;
 
 extern st_cli_common_t st_cli_common;
@@ -71,8 +71,7 @@ void st_cli_client_destroy(rd_kafka_t *rk);
  */
 const rd_kafka_metadata_t *st_cli_metadata(rd_kafka_t *rk, const char *topic);
 /* Finds a topic in metadata, or NULL. */
-const rd_kafka_metadata_topic_t *st_cli_md_topic(const rd_kafka_metadata_t *md,
-                                                 const char *topic);
+const rd_kafka_metadata_topic_t *st_cli_md_topic(const rd_kafka_metadata_t *md, const char *topic);
 
 /* A sentence telling the user what to do about err, or "" when there is nothing to add. */
 const char *st_cli_hint(rd_kafka_resp_err_t err);

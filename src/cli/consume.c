@@ -94,7 +94,8 @@ static int handle(consume_state_t *cs, rd_kafka_message_t *m, int64_t count, boo
         return !follow && all_at_end(cs) ? 1 : 0;
     }
     if (m->err) {
-        if (m->err == RD_KAFKA_RESP_ERR__TRANSPORT || m->err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
+        if (m->err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+            m->err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) {
             if (st_cli_common.verbose)
                 st_cli_report("connection trouble (retrying)", m->err, rd_kafka_message_errstr(m));
             return 0;
@@ -152,8 +153,7 @@ int st_cli_consume(int argc, char **argv)
         {'g', "group", ST_CLI_OPT_STR, &group, "G",
          "consume as a member of group G and commit progress"},
         {'n', "count", ST_CLI_OPT_INT, &count, "COUNT", "stop after COUNT messages"},
-        {'f', "follow", ST_CLI_OPT_FLAG, &follow, NULL,
-         "keep waiting for new messages at the end"},
+        {'f', "follow", ST_CLI_OPT_FLAG, &follow, NULL, "keep waiting for new messages at the end"},
         {'F', "format", ST_CLI_OPT_STR, &format, "FMT",
          "%t topic %p partition %o offset %k key %v value %T timestamp %h headers (%v)"},
         {'j', "json", ST_CLI_OPT_FLAG, &json, NULL, "print each message as a JSON line"},
@@ -171,8 +171,9 @@ int st_cli_consume(int argc, char **argv)
     int64_t start = ST_CLI_OFFSET_BEGINNING;
     bool is_ts = false;
     if (offset_s && st_cli_parse_offset(offset_s, &start, &is_ts) < 0) {
-        rc = st_cli_usage_error(usage, "--offset wants start, end, N, -N or @TIMESTAMP_MS, not "
-                                       "'%s'",
+        rc = st_cli_usage_error(usage,
+                                "--offset wants start, end, N, -N or @TIMESTAMP_MS, not "
+                                "'%s'",
                                 offset_s);
         goto out;
     }
@@ -279,8 +280,8 @@ int st_cli_consume(int argc, char **argv)
         q = rd_kafka_queue_new(rk);
         rkt = rd_kafka_topic_new(rk, topic, NULL);
         for (int i = 0; i < tl->cnt; i++)
-            if (rd_kafka_consume_start_queue(rkt, tl->elems[i].partition, tl->elems[i].offset,
-                                             q) < 0) {
+            if (rd_kafka_consume_start_queue(rkt, tl->elems[i].partition, tl->elems[i].offset, q) <
+                0) {
                 st_cli_report("cannot start reading", rd_kafka_last_error(), NULL);
                 rd_kafka_topic_partition_list_destroy(tl);
                 goto stop;
@@ -294,8 +295,8 @@ int st_cli_consume(int argc, char **argv)
     bool unflushed = false;
     while (!st_cli_stop) {
         int wait_ms = unflushed ? 0 : 200;
-        rd_kafka_message_t *m = group ? rd_kafka_consumer_poll(rk, wait_ms)
-                                      : rd_kafka_consume_queue(q, wait_ms);
+        rd_kafka_message_t *m =
+            group ? rd_kafka_consumer_poll(rk, wait_ms) : rd_kafka_consume_queue(q, wait_ms);
         if (!m) {
             if (unflushed)
                 fflush(stdout);

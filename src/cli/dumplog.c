@@ -105,8 +105,8 @@ static int walk(const uint8_t *data, size_t len, bool print, bool records, seg_b
         if (h.base_offset <= prev_last) {
             problems++;
             if (print)
-                printf("position %zu: base offset %" PRId64 " does not follow %" PRId64 "\n",
-                       pos, h.base_offset, prev_last);
+                printf("position %zu: base offset %" PRId64 " does not follow %" PRId64 "\n", pos,
+                       h.base_offset, prev_last);
         }
         prev_last = st_batch_last_offset(&h);
         if (print)
@@ -149,8 +149,8 @@ static int walk(const uint8_t *data, size_t len, bool print, bool records, seg_b
             cap = cap ? cap * 2 : 64;
             bs = realloc(bs, cap * sizeof(*bs));
         }
-        bs[n++] = (seg_batch_t){(int64_t)pos, h.base_offset, st_batch_last_offset(&h),
-                                h.max_timestamp};
+        bs[n++] =
+            (seg_batch_t){(int64_t)pos, h.base_offset, st_batch_last_offset(&h), h.max_timestamp};
         pos += size;
     }
     if (out) {
@@ -262,15 +262,14 @@ int st_cli_debug_verify_index(int argc, char **argv)
             if (rel == 0 && p == 0 && i > 0)
                 break; /* preallocated, unused tail */
             if (rel <= prev_rel || p <= prev_pos) {
-                printf("%s entry %zu: (%" PRId64 ", %" PRId64 ") does not increase\n", path,
-                       i / 8, rel, p);
+                printf("%s entry %zu: (%" PRId64 ", %" PRId64 ") does not increase\n", path, i / 8,
+                       rel, p);
                 problems++;
             }
             while (bi < nb && bs[bi].pos < p)
                 bi++;
             if (bi == nb || bs[bi].pos != p) {
-                printf("%s entry %zu: position %" PRId64 " is not a batch start\n", path, i / 8,
-                       p);
+                printf("%s entry %zu: position %" PRId64 " is not a batch start\n", path, i / 8, p);
                 problems++;
             } else if (base + rel < bs[bi].base || base + rel > bs[bi].last) {
                 printf("%s entry %zu: offset %" PRId64 " is not in the batch at %" PRId64
@@ -295,8 +294,8 @@ int st_cli_debug_verify_index(int argc, char **argv)
             if (ts == 0 && rel == 0 && i > 0)
                 break;
             if (ts <= prev_ts || rel < prev_rel) {
-                printf("%s entry %zu: (%" PRId64 ", %" PRId64 ") does not increase\n", path,
-                       i / 12, ts, rel);
+                printf("%s entry %zu: (%" PRId64 ", %" PRId64 ") does not increase\n", path, i / 12,
+                       ts, rel);
                 problems++;
             }
             if (base + rel > last) {

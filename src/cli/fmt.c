@@ -156,8 +156,7 @@ static json_t *bytes_json(const void *p, size_t n)
     json_t *s = json_stringn((const char *)p, n);
     if (s)
         return s;
-    static const char tbl[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const uint8_t *b = p;
     char *enc = malloc((n + 2) / 3 * 4 + 1);
     if (!enc)
@@ -184,13 +183,13 @@ void st_cli_fmt_json(const st_cli_msg_t *m, st_buf_t *out)
 {
     json_t *hdrs = json_array();
     for (size_t h = 0; h < m->header_count; h++)
-        json_array_append_new(hdrs, json_pack("{s:s,s:o}", "key", m->headers[h].name, "value",
-                                              bytes_json(m->headers[h].value,
-                                                         m->headers[h].value_len)));
+        json_array_append_new(hdrs,
+                              json_pack("{s:s,s:o}", "key", m->headers[h].name, "value",
+                                        bytes_json(m->headers[h].value, m->headers[h].value_len)));
     json_t *o = json_pack("{s:s,s:i,s:I,s:I,s:o,s:o,s:o}", "topic", m->topic, "partition",
                           (int)m->partition, "offset", (json_int_t)m->offset, "timestamp",
-                          (json_int_t)m->timestamp, "key", bytes_json(m->key, m->key_len),
-                          "value", bytes_json(m->value, m->value_len), "headers", hdrs);
+                          (json_int_t)m->timestamp, "key", bytes_json(m->key, m->key_len), "value",
+                          bytes_json(m->value, m->value_len), "headers", hdrs);
     char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (s) {
         st_buf_append(out, s, strlen(s));

@@ -40,8 +40,8 @@ typedef struct st_cli_msg {
 } st_cli_msg_t;
 
 typedef struct st_cli_fmt_piece {
-    char kind;         /* 0 = literal, else the directive letter */
-    const char *lit;   /* literal bytes (into the compiled copy) */
+    char kind;       /* 0 = literal, else the directive letter */
+    const char *lit; /* literal bytes (into the compiled copy) */
     size_t lit_len;
 } st_cli_fmt_piece_t;
 

@@ -20,8 +20,8 @@ int st_cli_group_list(int argc, char **argv)
     static const char usage[] = "group list";
     st_cli_strlist_t pos = {0};
     const st_cli_opt_t opts[] = {ST_CLI_OPT_END};
-    int rc = st_cli_parse(argc, argv, usage, "Lists consumer groups and their states.", opts,
-                          true, &pos, 0, 0);
+    int rc = st_cli_parse(argc, argv, usage, "Lists consumer groups and their states.", opts, true,
+                          &pos, 0, 0);
     st_cli_strlist_fini(&pos);
     if (rc >= 0)
         return rc;
@@ -34,11 +34,10 @@ int st_cli_group_list(int argc, char **argv)
         goto destroy;
     rd_kafka_metadata_destroy(md);
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_AdminOptions_t *o =
-        st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS);
+    rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_LISTCONSUMERGROUPS);
     rd_kafka_ListConsumerGroups(rk, o, q);
-    rd_kafka_event_t *ev = st_cli_admin_wait(q, RD_KAFKA_EVENT_LISTCONSUMERGROUPS_RESULT,
-                                             "cannot list groups");
+    rd_kafka_event_t *ev =
+        st_cli_admin_wait(q, RD_KAFKA_EVENT_LISTCONSUMERGROUPS_RESULT, "cannot list groups");
     if (ev) {
         const rd_kafka_ListConsumerGroups_result_t *res =
             rd_kafka_event_ListConsumerGroups_result(ev);
@@ -67,8 +66,7 @@ destroy:
 static rd_kafka_event_t *describe_group(rd_kafka_t *rk, rd_kafka_queue_t *q, const char *group,
                                         const rd_kafka_ConsumerGroupDescription_t **desc)
 {
-    rd_kafka_AdminOptions_t *o =
-        st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
+    rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
     const char *groups[] = {group};
     rd_kafka_DescribeConsumerGroups(rk, groups, 1, o, q);
     rd_kafka_AdminOptions_destroy(o);
@@ -190,8 +188,7 @@ static int committed_partitions(rd_kafka_t *rk, rd_kafka_queue_t *q, const char 
         for (int i = 0; pl && i < pl->cnt; i++)
             if (!rd_kafka_topic_partition_list_find(list, pl->elems[i].topic,
                                                     pl->elems[i].partition))
-                rd_kafka_topic_partition_list_add(list, pl->elems[i].topic,
-                                                  pl->elems[i].partition);
+                rd_kafka_topic_partition_list_add(list, pl->elems[i].topic, pl->elems[i].partition);
     }
     rd_kafka_event_destroy(ev);
     return rc;
@@ -227,8 +224,7 @@ int st_cli_group_describe(int argc, char **argv)
     size_t nm = rd_kafka_ConsumerGroupDescription_member_count(d);
     const char *assignor = rd_kafka_ConsumerGroupDescription_partition_assignor(d);
     printf("group:       %s\nstate:       %s\nassignor:    %s\nmembers:     %zu\n", group,
-           rd_kafka_consumer_group_state_name(state), assignor && *assignor ? assignor : "-",
-           nm);
+           rd_kafka_consumer_group_state_name(state), assignor && *assignor ? assignor : "-", nm);
     if (state == RD_KAFKA_CONSUMER_GROUP_STATE_DEAD && !topics.n) {
         printf("\n(the group does not exist or has nothing committed)\n");
         rd_kafka_event_destroy(dev);
@@ -247,8 +243,7 @@ int st_cli_group_describe(int argc, char **argv)
             printf("%s%s/%d", j ? "," : "", a->elems[j].topic, a->elems[j].partition);
             if (!rd_kafka_topic_partition_list_find(parts, a->elems[j].topic,
                                                     a->elems[j].partition))
-                rd_kafka_topic_partition_list_add(parts, a->elems[j].topic,
-                                                  a->elems[j].partition);
+                rd_kafka_topic_partition_list_add(parts, a->elems[j].topic, a->elems[j].partition);
         }
         printf("%s\n", a && a->cnt ? "" : "-");
     }

@@ -18,9 +18,9 @@
 
 #include <stdint.h>
 
-#define ST_CLI_HIST_BITS 8
-#define ST_CLI_HIST_SUB (1u << ST_CLI_HIST_BITS)
-#define ST_CLI_HIST_HALF (ST_CLI_HIST_SUB / 2)
+#define ST_CLI_HIST_BITS    8
+#define ST_CLI_HIST_SUB     (1u << ST_CLI_HIST_BITS)
+#define ST_CLI_HIST_HALF    (ST_CLI_HIST_SUB / 2)
 #define ST_CLI_HIST_BUCKETS ((64 - ST_CLI_HIST_BITS + 2) * ST_CLI_HIST_HALF)
 
 typedef struct st_cli_hist {

@@ -12,11 +12,11 @@
 #include "cli/common.h"
 
 typedef struct command {
-    const char *group;           /* first word */
-    const char *name;            /* second word, or NULL for one-word commands */
+    const char *group; /* first word */
+    const char *name;  /* second word, or NULL for one-word commands */
     int (*fn)(int argc, char **argv);
-    const char *summary;         /* for the overview */
-    int hidden;                  /* left out of the overview */
+    const char *summary; /* for the overview */
+    int hidden;          /* left out of the overview */
 } command_t;
 
 static const command_t commands[] = {
@@ -58,9 +58,10 @@ static void overview(FILE *f, const char *only_group)
         fprintf(f, "  %-24s %s\n", words, c->summary);
     }
     if (!only_group)
-        fprintf(f, "\ncommon options: -b HOST:PORT (or $STRATA_BROKERS; default %s),\n"
-                   "  -X key=value (librdkafka property), --timeout DURATION, -v\n"
-                   "exit status: 0 ok, 1 failure, 2 usage error\n",
+        fprintf(f,
+                "\ncommon options: -b HOST:PORT (or $STRATA_BROKERS; default %s),\n"
+                "  -X key=value (librdkafka property), --timeout DURATION, -v\n"
+                "exit status: 0 ok, 1 failure, 2 usage error\n",
                 ST_CLI_DEFAULT_BROKERS);
 }
 

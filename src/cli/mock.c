@@ -76,8 +76,8 @@ int st_cli_debug_mock_cluster(int argc, char **argv)
         memcpy(name, topics.v[i], len);
         name[len] = '\0';
         partitions = (int)p;
-        rd_kafka_resp_err_t e = rd_kafka_mock_topic_create(
-            mc, name, partitions, brokers < 3 ? (int)brokers : 3);
+        rd_kafka_resp_err_t e =
+            rd_kafka_mock_topic_create(mc, name, partitions, brokers < 3 ? (int)brokers : 3);
         if (e) {
             st_cli_errorf("cannot create mock topic %s: %s", name, rd_kafka_err2str(e));
             rd_kafka_mock_cluster_destroy(mc);

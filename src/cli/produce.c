@@ -44,8 +44,8 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         snprintf(joff, sizeof(joff), "%" PRId64, m->offset);
     }
     if (st->json)
-        printf("{\"message\":%" PRIu64 ",\"topic\":\"%s\",\"partition\":%d,\"offset\":%s}\n",
-               seq, rd_kafka_topic_name(m->rkt), (int)m->partition, joff);
+        printf("{\"message\":%" PRIu64 ",\"topic\":\"%s\",\"partition\":%d,\"offset\":%s}\n", seq,
+               rd_kafka_topic_name(m->rkt), (int)m->partition, joff);
     else
         printf("partition %d offset %s\n", (int)m->partition, off);
 }
@@ -58,8 +58,8 @@ typedef struct produce_opts {
 } produce_opts_t;
 
 /* Hands one message to librdkafka, waiting out a full queue; returns 0 or -1. */
-static int send_one(rd_kafka_t *rk, const produce_opts_t *po, produce_state_t *st,
-                    const char *key, size_t key_len, const char *val, size_t val_len)
+static int send_one(rd_kafka_t *rk, const produce_opts_t *po, produce_state_t *st, const char *key,
+                    size_t key_len, const char *val, size_t val_len)
 {
     int64_t backoff = po->backoff_ms;
     rd_kafka_headers_t *hdrs = NULL;
@@ -73,12 +73,12 @@ static int send_one(rd_kafka_t *rk, const produce_opts_t *po, produce_state_t *s
     }
     for (;;) {
         uint64_t seq = st->sent + 1;
-        rd_kafka_resp_err_t err = rd_kafka_producev(
-            rk, RD_KAFKA_V_TOPIC(po->topic), RD_KAFKA_V_PARTITION(po->partition),
-            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key, key_len),
-            RD_KAFKA_V_VALUE((void *)val, val_len),
-            RD_KAFKA_V_HEADERS(hdrs ? rd_kafka_headers_copy(hdrs) : NULL),
-            RD_KAFKA_V_OPAQUE((void *)(uintptr_t)seq), RD_KAFKA_V_END);
+        rd_kafka_resp_err_t err =
+            rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(po->topic), RD_KAFKA_V_PARTITION(po->partition),
+                              RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                              RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)val, val_len),
+                              RD_KAFKA_V_HEADERS(hdrs ? rd_kafka_headers_copy(hdrs) : NULL),
+                              RD_KAFKA_V_OPAQUE((void *)(uintptr_t)seq), RD_KAFKA_V_END);
         if (!err) {
             st->sent++;
             break;
@@ -110,9 +110,8 @@ int st_cli_produce(int argc, char **argv)
     static const char usage[] =
         "produce TOPIC [--message M] [--key K] [--key-delimiter D] [--header K=V]... "
         "[--partition P] [--acks 0|1|all] [--compression C]";
-    const char *message = NULL, *key = NULL, *delim = NULL, *acks = "all",
-               *compression = "none", *backoff_s = "100ms", *backoff_max_s = "5s",
-               *msg_timeout_s = "60s";
+    const char *message = NULL, *key = NULL, *delim = NULL, *acks = "all", *compression = "none",
+               *backoff_s = "100ms", *backoff_max_s = "5s", *msg_timeout_s = "60s";
     int64_t partition = -1, retries = 2147483647;
     bool json = false;
     st_cli_strlist_t headers = {0}, pos = {0};
@@ -148,8 +147,9 @@ int st_cli_produce(int argc, char **argv)
     int64_t backoff_ms, backoff_max_ms, msg_timeout_ms;
     if (st_cli_parse_duration_ms(backoff_s, &backoff_ms) < 0 || backoff_ms < 1 ||
         st_cli_parse_duration_ms(backoff_max_s, &backoff_max_ms) < 0 ||
-        backoff_max_ms < backoff_ms || st_cli_parse_duration_ms(msg_timeout_s, &msg_timeout_ms) < 0 ||
-        msg_timeout_ms < 1 || msg_timeout_ms > INT32_MAX) {
+        backoff_max_ms < backoff_ms ||
+        st_cli_parse_duration_ms(msg_timeout_s, &msg_timeout_ms) < 0 || msg_timeout_ms < 1 ||
+        msg_timeout_ms > INT32_MAX) {
         rc = st_cli_usage_error(usage, "bad duration in --retry-backoff, --retry-backoff-max "
                                        "or --message-timeout");
         goto out;

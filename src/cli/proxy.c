@@ -45,8 +45,8 @@
 #include "proto/kheader.h"
 
 #define ST_CLI_PROXY_HIGH_WATER (8u << 20)
-#define ST_CLI_PROXY_MAX_FRAME (100 << 20)
-#define ST_CLI_PROXY_MAX_CONNS 256
+#define ST_CLI_PROXY_MAX_FRAME  (100 << 20)
+#define ST_CLI_PROXY_MAX_CONNS  256
 
 typedef struct pending {
     int32_t correlation_id;
@@ -70,8 +70,8 @@ typedef struct pconn {
 
 typedef struct proxy {
     bool log;
-    bool rewrite;          /* replace broker addresses with adv_host:adv_port */
-    char adv_host[256];    /* the address clients are told to connect to */
+    bool rewrite;       /* replace broker addresses with adv_host:adv_port */
+    char adv_host[256]; /* the address clients are told to connect to */
     int32_t adv_port;
     st_arena_t arena;
     st_buf_t line;
@@ -101,8 +101,8 @@ static int resolve(const char *addr, bool passive, struct addrinfo **out)
         host[hl - 1] = '\0';
         h = host + 1;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = passive ? AI_PASSIVE : 0};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
     return getaddrinfo(*h ? h : NULL, colon + 1, &hints, out) ? -1 : 0;
 }
 
@@ -131,15 +131,13 @@ static void print_line(proxy_t *px, const pconn_t *c, const char *dir, const uin
         int hv = st_kp_req_header_version(p->api_key, p->api_version);
         rc = hv < 0 ? hv : st_kp_req_header_decode(&r, hv, &h);
         if (rc >= 0 && h.client_id.len > 0) {
-            n = snprintf(head, sizeof(head), " client=%.*s", (int)h.client_id.len,
-                         h.client_id.ptr);
+            n = snprintf(head, sizeof(head), " client=%.*s", (int)h.client_id.len, h.client_id.ptr);
             st_buf_append(b, head, (size_t)n);
         }
         if (rc >= 0)
             rc = st_kp_req_decode_any(&r, p->api_key, p->api_version, &msg);
     } else {
-        n = snprintf(head, sizeof(head), " %.3f ms",
-                     (double)(mono_ns() - p->t_ns) / 1e6);
+        n = snprintf(head, sizeof(head), " %.3f ms", (double)(mono_ns() - p->t_ns) / 1e6);
         st_buf_append(b, head, (size_t)n);
         st_kp_resp_header_t h;
         int hv = st_kp_resp_header_version(p->api_key, p->api_version);
@@ -389,8 +387,7 @@ int st_cli_proxy(int argc, char **argv)
         return st_cli_usage_error(usage, "--upstream HOST:PORT is required");
     struct addrinfo *la, *ua;
     if (resolve(listen_s, true, &la) < 0)
-        return st_cli_usage_error(usage, "cannot resolve --listen '%s' (want HOST:PORT)",
-                                  listen_s);
+        return st_cli_usage_error(usage, "cannot resolve --listen '%s' (want HOST:PORT)", listen_s);
     if (resolve(upstream_s, false, &ua) < 0) {
         freeaddrinfo(la);
         return st_cli_usage_error(usage, "cannot resolve --upstream '%s' (want HOST:PORT)",
@@ -425,8 +422,7 @@ int st_cli_proxy(int argc, char **argv)
             freeaddrinfo(la);
             freeaddrinfo(ua);
             close(lfd);
-            return st_cli_usage_error(usage, "--advertise wants HOST:PORT, not '%s'",
-                                      advertise_s);
+            return st_cli_usage_error(usage, "--advertise wants HOST:PORT, not '%s'", advertise_s);
         }
         memcpy(px.adv_host, advertise_s, hl);
         px.adv_host[hl] = '\0';
@@ -495,8 +491,9 @@ int st_cli_proxy(int argc, char **argv)
             }
             int ufd = socket(ua->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
             if (ufd < 0 || connect(ufd, ua->ai_addr, ua->ai_addrlen) < 0) {
-                fprintf(stderr, "strata proxy: cannot connect to %s: %s — is the broker "
-                                "running?\n",
+                fprintf(stderr,
+                        "strata proxy: cannot connect to %s: %s — is the broker "
+                        "running?\n",
                         upstream_s, strerror(errno));
                 if (ufd >= 0)
                     close(ufd);

@@ -40,8 +40,8 @@ int st_cli_topic_create(int argc, char **argv)
     char err[512];
     size_t made = 0;
     for (; made < pos.n; made++) {
-        nt[made] = rd_kafka_NewTopic_new(pos.v[made], (int)partitions, (int)replicas, err,
-                                         sizeof(err));
+        nt[made] =
+            rd_kafka_NewTopic_new(pos.v[made], (int)partitions, (int)replicas, err, sizeof(err));
         if (!nt[made]) {
             st_cli_errorf("cannot create topic %s: %s", pos.v[made], err);
             goto destroy;
@@ -61,8 +61,8 @@ int st_cli_topic_create(int argc, char **argv)
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
     rd_kafka_CreateTopics(rk, nt, made, o, q);
-    rd_kafka_event_t *ev = st_cli_admin_wait(q, RD_KAFKA_EVENT_CREATETOPICS_RESULT,
-                                             "cannot create topics");
+    rd_kafka_event_t *ev =
+        st_cli_admin_wait(q, RD_KAFKA_EVENT_CREATETOPICS_RESULT, "cannot create topics");
     if (ev) {
         size_t n;
         const rd_kafka_topic_result_t **res =
@@ -112,8 +112,9 @@ int st_cli_topic_list(int argc, char **argv)
          "include internal topics (__consumer_offsets, ...)"},
         ST_CLI_OPT_END,
     };
-    int rc = st_cli_parse(argc, argv, usage, "Lists topics with their partition and replica "
-                                             "counts.",
+    int rc = st_cli_parse(argc, argv, usage,
+                          "Lists topics with their partition and replica "
+                          "counts.",
                           opts, true, &pos, 0, 0);
     st_cli_strlist_fini(&pos);
     if (rc >= 0)
@@ -154,8 +155,8 @@ static void print_ids(const int32_t *ids, int n)
 }
 
 /* Describes the configs of a topic; returns the DescribeConfigs result event or NULL. */
-static rd_kafka_event_t *describe_configs(rd_kafka_t *rk, rd_kafka_queue_t *q,
-                                          const char *topic, bool quiet)
+static rd_kafka_event_t *describe_configs(rd_kafka_t *rk, rd_kafka_queue_t *q, const char *topic,
+                                          bool quiet)
 {
     rd_kafka_ConfigResource_t *cr = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic);
     rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
@@ -239,8 +240,8 @@ int st_cli_topic_describe(int argc, char **argv)
         print_ids(pp->replicas, pp->replica_cnt);
         print_ids(pp->isrs, pp->isr_cnt);
         int64_t lo = -1, hi = -1;
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-            rk, name, pp->id, &lo, &hi, (int)st_cli_common.timeout_ms);
+        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, name, pp->id, &lo, &hi,
+                                                                 (int)st_cli_common.timeout_ms);
         if (e)
             printf(" %12s %12s %12s  (%s)\n", "?", "?", "?", rd_kafka_err2str(e));
         else
@@ -258,7 +259,9 @@ int st_cli_topic_describe(int argc, char **argv)
         for (size_t i = 0; i < n; i++) {
             const char *v = rd_kafka_ConfigEntry_value(ents[i]);
             printf("%-40s %-24s %s\n", rd_kafka_ConfigEntry_name(ents[i]),
-                   rd_kafka_ConfigEntry_is_sensitive(ents[i]) ? "(sensitive)" : v ? v : "(null)",
+                   rd_kafka_ConfigEntry_is_sensitive(ents[i]) ? "(sensitive)"
+                   : v                                        ? v
+                                                              : "(null)",
                    rd_kafka_ConfigSource_name(rd_kafka_ConfigEntry_source(ents[i])));
         }
     }
@@ -280,8 +283,8 @@ int st_cli_topic_delete(int argc, char **argv)
     static const char usage[] = "topic delete NAME...";
     st_cli_strlist_t pos = {0};
     const st_cli_opt_t opts[] = {ST_CLI_OPT_END};
-    int rc = st_cli_parse(argc, argv, usage, "Deletes topics and all their messages.", opts,
-                          true, &pos, 1, 1000);
+    int rc = st_cli_parse(argc, argv, usage, "Deletes topics and all their messages.", opts, true,
+                          &pos, 1, 1000);
     if (rc >= 0)
         goto out;
     rc = ST_CLI_FAIL;
@@ -336,8 +339,8 @@ int st_cli_topic_add_partitions(int argc, char **argv)
         ST_CLI_OPT_END,
     };
     int rc = st_cli_parse(argc, argv, usage,
-                          "Grows a topic to TOTAL partitions (partitions are never removed).",
-                          opts, true, &pos, 1, 1);
+                          "Grows a topic to TOTAL partitions (partitions are never removed).", opts,
+                          true, &pos, 1, 1);
     if (rc >= 0)
         goto out;
     if (total < 1 || total > 1000000) {
@@ -354,12 +357,12 @@ int st_cli_topic_add_partitions(int argc, char **argv)
     rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
     rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_CREATEPARTITIONS);
     rd_kafka_CreatePartitions(rk, &np, 1, o, q);
-    rd_kafka_event_t *ev = st_cli_admin_wait(q, RD_KAFKA_EVENT_CREATEPARTITIONS_RESULT,
-                                             "cannot add partitions");
+    rd_kafka_event_t *ev =
+        st_cli_admin_wait(q, RD_KAFKA_EVENT_CREATEPARTITIONS_RESULT, "cannot add partitions");
     if (ev) {
         size_t n;
-        const rd_kafka_topic_result_t **res = rd_kafka_CreatePartitions_result_topics(
-            rd_kafka_event_CreatePartitions_result(ev), &n);
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &n);
         rc = ST_CLI_OK;
         for (size_t i = 0; i < n; i++) {
             rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
@@ -394,9 +397,9 @@ int st_cli_topic_alter_config(int argc, char **argv)
         {'d', "delete", ST_CLI_OPT_LIST, &dels, "K", "return a config to its default"},
         ST_CLI_OPT_END,
     };
-    int rc = st_cli_parse(argc, argv, usage,
-                          "Changes a topic's configs; the others keep their values.", opts, true,
-                          &pos, 1, 1);
+    int rc =
+        st_cli_parse(argc, argv, usage, "Changes a topic's configs; the others keep their values.",
+                     opts, true, &pos, 1, 1);
     if (rc >= 0)
         goto out;
     if (!sets.n && !dels.n) {
@@ -448,8 +451,8 @@ int st_cli_topic_alter_config(int argc, char **argv)
     rd_kafka_event_t *aev =
         st_cli_admin_wait(q, RD_KAFKA_EVENT_ALTERCONFIGS_RESULT, "cannot change topic configs");
     if (aev) {
-        const rd_kafka_ConfigResource_t **res = rd_kafka_AlterConfigs_result_resources(
-            rd_kafka_event_AlterConfigs_result(aev), &n);
+        const rd_kafka_ConfigResource_t **res =
+            rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(aev), &n);
         if (n == 1 && rd_kafka_ConfigResource_error(res[0])) {
             st_cli_report("cannot change topic configs", rd_kafka_ConfigResource_error(res[0]),
                           rd_kafka_ConfigResource_error_string(res[0]));

@@ -54,9 +54,9 @@ static void test_forms(void **state)
     (void)state;
     vals_t v = {0};
     char err[256];
-    assert_int_equal(parse(&v, err, 9, "a", "--flag", "--str=x", "-n", "-5", "-Xk=v", "b",
-                           "--prop", "k2=v2"),
-                     ST_CLI_ARGS_OK);
+    assert_int_equal(
+        parse(&v, err, 9, "a", "--flag", "--str=x", "-n", "-5", "-Xk=v", "b", "--prop", "k2=v2"),
+        ST_CLI_ARGS_OK);
     assert_true(v.flag);
     assert_string_equal(v.str, "x");
     assert_int_equal(v.num, -5);
@@ -214,9 +214,8 @@ static void test_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_forms),  cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_values), cmocka_unit_test(test_format),
-        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_forms),  cmocka_unit_test(test_errors), cmocka_unit_test(test_values),
+        cmocka_unit_test(test_format), cmocka_unit_test(test_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

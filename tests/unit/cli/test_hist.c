@@ -170,10 +170,10 @@ static void test_extremes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_empty),        cmocka_unit_test(test_small_values_exact),
+        cmocka_unit_test(test_empty),         cmocka_unit_test(test_small_values_exact),
         cmocka_unit_test(test_bucket_bounds), cmocka_unit_test(test_uniform),
-        cmocka_unit_test(test_exponential),  cmocka_unit_test(test_bimodal),
-        cmocka_unit_test(test_merge),        cmocka_unit_test(test_extremes),
+        cmocka_unit_test(test_exponential),   cmocka_unit_test(test_bimodal),
+        cmocka_unit_test(test_merge),         cmocka_unit_test(test_extremes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
