@@ -43,7 +43,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#define INBOX "_INBOX.sb."
+#define INBOX    "_INBOX.sb."
 #define RBUF_CAP (4 << 20)
 #define WBUF_CAP (1 << 20)
 
@@ -62,13 +62,13 @@ typedef struct bench {
     double rate;
     const char *prefix;
     char *payload;
-    int64_t *slot_ns;   /* send (or intended) time of the publish in each slot */
-    int *free_slots;    /* stack of free slots */
+    int64_t *slot_ns; /* send (or intended) time of the publish in each slot */
+    int *free_slots;  /* stack of free slots */
     int nfree;
-    int64_t *lat;       /* every latency, ns */
+    int64_t *lat; /* every latency, ns */
     size_t nlat, cap_lat;
     int64_t sent, acked, failed;
-    char ctl[1 << 16];  /* the last control reply (stream create/delete) */
+    char ctl[1 << 16]; /* the last control reply (stream create/delete) */
     bool ctl_ready;
 } bench_t;
 
@@ -204,8 +204,8 @@ static void parse(bench_t *b)
             size_t need = llen + 2 + total + 2;
             if (c->rlen - pos < need)
                 break;
-            fprintf(stderr, "jetstream_bench: status reply: %.*s\n", (int)(total < 200 ? total : 200),
-                    eol + 2);
+            fprintf(stderr, "jetstream_bench: status reply: %.*s\n",
+                    (int)(total < 200 ? total : 200), eol + 2);
             errno = 0;
             die("JetStream did not answer (is -js on?)");
         }
@@ -402,8 +402,8 @@ int main(int argc, char **argv)
             int slot = b.free_slots[--b.nfree];
             b.slot_ns[slot] = stamp;
             int s = (int)(b.sent % b.streams);
-            int n = snprintf(hdr, sizeof(hdr), "PUB %s.%d " INBOX "%d %" PRId64 "\r\n", b.prefix,
-                             s, slot, b.size);
+            int n = snprintf(hdr, sizeof(hdr), "PUB %s.%d " INBOX "%d %" PRId64 "\r\n", b.prefix, s,
+                             slot, b.size);
             wput(&b.c, hdr, (size_t)n);
             wput(&b.c, b.payload, (size_t)b.size);
             wput(&b.c, "\r\n", 2);
@@ -432,8 +432,9 @@ int main(int argc, char **argv)
     double secs = (double)(end - start) / 1e9, sum = 0;
     for (size_t i = 0; i < b.nlat; i++)
         sum += (double)b.lat[i];
-    printf("{\"mode\":\"jetstream-publish\",\"streams\":%d,\"size\":%" PRId64 ",\"messages\":%" PRId64
-           ",\"bytes\":%" PRId64 ",\"failed\":%" PRId64 ",\"seconds\":%.3f,\"msgs_per_sec\":%.1f,"
+    printf("{\"mode\":\"jetstream-publish\",\"streams\":%d,\"size\":%" PRId64
+           ",\"messages\":%" PRId64 ",\"bytes\":%" PRId64 ",\"failed\":%" PRId64
+           ",\"seconds\":%.3f,\"msgs_per_sec\":%.1f,"
            "\"mb_per_sec\":%.3f,\"rate\":%.1f,\"window\":%d",
            b.streams, b.size, b.acked, b.acked * b.size, b.failed, secs, (double)b.acked / secs,
            (double)b.acked * (double)b.size / secs / 1e6, b.rate, b.window);

@@ -7,7 +7,7 @@ pkgs=(gcc make cmake pkg-config python3 liburing-dev librdkafka-dev zlib1g-dev
       libsnappy-dev liblz4-dev libzstd-dev libssl-dev libinih-dev libjansson-dev
       libmicrohttpd-dev libcmocka-dev)
 if [ "$what" = test ]; then
-  pkgs+=(clang libclang-rt-14-dev kcat python3-confluent-kafka python3-kafka fio
+  pkgs+=(clang clang-format libclang-rt-14-dev kcat python3-confluent-kafka python3-kafka fio
          python3-snappy python3-lz4 python3-zstandard
          prometheus nats-server)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

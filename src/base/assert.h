@@ -11,8 +11,7 @@
 
 _Noreturn void st_assert_fail(const char *expr, const char *file, int line, const char *func);
 
-#define ST_ASSERT(e)                                                                               \
-    ((e) ? (void)0 : st_assert_fail(#e, __FILE__, __LINE__, __func__))
+#define ST_ASSERT(e) ((e) ? (void)0 : st_assert_fail(#e, __FILE__, __LINE__, __func__))
 
 #ifdef ST_DEBUG_BUILD
 #define ST_DEBUG_ASSERT(e) ST_ASSERT(e)

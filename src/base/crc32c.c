@@ -52,7 +52,7 @@ uint32_t st_crc32c_sw(uint32_t crc, const void *data, size_t n)
 
 #if defined(__x86_64__)
 __attribute__((target("sse4.2"))) static uint32_t st_crc32c_hw(uint32_t crc, const void *data,
-                                                                size_t n)
+                                                               size_t n)
 {
     const uint8_t *p = data;
     uint64_t c = ~crc;

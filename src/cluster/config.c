@@ -155,8 +155,8 @@ int st_parse_hostport(const char *s, char *host, size_t hostlen, int *port)
 }
 
 /* Parses "PLAINTEXT://host:port" (one listener). */
-static int st_parse_listener(const char *key, const char *s, char *host, size_t hostlen,
-                             int *port, char *err, size_t errlen)
+static int st_parse_listener(const char *key, const char *s, char *host, size_t hostlen, int *port,
+                             char *err, size_t errlen)
 {
     const char *pfx = "PLAINTEXT://";
     if (strchr(s, ','))
@@ -190,8 +190,7 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
         c->advertised_port = c->listen_port;
     }
     if (*c->admin_listen) {
-        if (st_parse_hostport(c->admin_listen, c->admin_host, sizeof c->admin_host,
-                              &c->admin_port))
+        if (st_parse_hostport(c->admin_listen, c->admin_host, sizeof c->admin_host, &c->admin_port))
             return st_cfg_fail(err, errlen, "bad value for admin.listen: '%s' (expected host:port)",
                                c->admin_listen);
     } else {

@@ -25,14 +25,14 @@
     X(admin_listen, "admin.listen", STR, "127.0.0.1:9644", 0, 0,                                   \
       "host:port of the admin HTTP API (metrics, status); empty to disable")                       \
     X(log_level, "log.level", STR, "info", 0, 0, "trace, debug, info, warn or error")              \
-    X(socket_request_max_bytes, "socket.request.max.bytes", INT, "104857600", 1024, 2147483647,   \
+    X(socket_request_max_bytes, "socket.request.max.bytes", INT, "104857600", 1024, 2147483647,    \
       "largest request frame accepted")                                                            \
     X(connection_max_inflight_bytes, "connection.max.inflight.bytes", INT, "268435456", 65536,     \
       INT64_MAX, "bytes of unanswered requests and unsent responses per connection")               \
     X(auto_create_topics_enable, "auto.create.topics.enable", BOOL, "true", 0, 0,                  \
       "create unknown topics on Metadata and Produce")                                             \
     X(num_partitions, "num.partitions", INT, "1", 1, 100000, "partitions of auto-created topics")  \
-    X(default_replication_factor, "default.replication.factor", INT, "1", 1, 32767,               \
+    X(default_replication_factor, "default.replication.factor", INT, "1", 1, 32767,                \
       "replication factor of auto-created topics")                                                 \
     X(log_segment_bytes, "log.segment.bytes", INT, "1073741824", 14, 2147483647,                   \
       "roll a segment at this size")                                                               \
@@ -40,7 +40,7 @@
     X(log_retention_ms, "log.retention.ms", INT, "604800000", -1, INT64_MAX,                       \
       "delete segments older than this (-1: keep)")                                                \
     X(log_retention_bytes, "log.retention.bytes", INT, "-1", -1, INT64_MAX,                        \
-      "delete old segments past this size per partition (-1: keep)")                              \
+      "delete old segments past this size per partition (-1: keep)")                               \
     X(log_retention_check_interval_ms, "log.retention.check.interval.ms", INT, "300000", 1,        \
       INT64_MAX, "how often retention runs")                                                       \
     X(log_index_interval_bytes, "log.index.interval.bytes", INT, "4096", 0, 2147483647,            \
@@ -52,7 +52,7 @@
     X(write_caching, "write.caching", BOOL, "false", 0, 0,                                         \
       "acknowledge after write, sync every log.flush.interval.* (default: ack only when synced)")  \
     X(log_flush_interval_messages, "log.flush.interval.messages", INT, "9223372036854775807", 1,   \
-      INT64_MAX, "with write.caching: sync after this many messages")                             \
+      INT64_MAX, "with write.caching: sync after this many messages")                              \
     X(log_flush_interval_ms, "log.flush.interval.ms", INT, "100", 0, INT64_MAX,                    \
       "with write.caching: sync at least this often")                                              \
     X(min_insync_replicas, "min.insync.replicas", INT, "1", 1, 32767,                              \

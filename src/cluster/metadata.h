@@ -23,8 +23,8 @@ typedef struct st_md_config {
 
 typedef struct st_md_partition {
     int32_t index;
-    int32_t shard;        /* owning shard */
-    int32_t leader;       /* broker id */
+    int32_t shard;  /* owning shard */
+    int32_t leader; /* broker id */
     int32_t leader_epoch;
 } st_md_partition_t;
 

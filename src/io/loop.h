@@ -35,9 +35,9 @@ typedef struct st_timer st_timer_t;
 typedef void (*st_timer_cb_t)(st_timer_t *t);
 struct st_timer {
     st_timer_cb_t cb;
-    void *data;      /* caller's */
-    int64_t due_ns;  /* monotonic deadline */
-    int heap_index;  /* -1 when not armed */
+    void *data;     /* caller's */
+    int64_t due_ns; /* monotonic deadline */
+    int heap_index; /* -1 when not armed */
 };
 
 typedef struct st_task st_task_t;

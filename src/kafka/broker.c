@@ -301,8 +301,8 @@ void st_kreq_finish_silent(st_kreq_t *r)
 
 void st_kreq_fail(st_kreq_t *r, const char *why)
 {
-    ST_WARN("closing connection from %s: %s (api %d v%d, client %.*s)", st_conn_peer(r->conn),
-            why, r->api_key, r->api_version, r->hdr.client_id.len > 0 ? r->hdr.client_id.len : 0,
+    ST_WARN("closing connection from %s: %s (api %d v%d, client %.*s)", st_conn_peer(r->conn), why,
+            r->api_key, r->api_version, r->hdr.client_id.len > 0 ? r->hdr.client_id.len : 0,
             r->hdr.client_id.len > 0 ? r->hdr.client_id.ptr : "");
     r->error_code = -1;
     st_kreq_account(r);

@@ -260,7 +260,7 @@ static void st_ctl_apply_done(st_kshard_t *s, st_xcall_t *x)
 /* ---- the operations ---- */
 
 __attribute__((format(printf, 3, 4))) static void st_item_fail(st_ctl_item_t *it, int16_t code,
-                                                              const char *fmt, ...)
+                                                               const char *fmt, ...)
 {
     it->error = code;
     va_list ap;
@@ -373,8 +373,9 @@ static bool st_ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_
                      "Replica assignments must name this broker only%s", "");
         return false;
     }
-    int32_t n = it->assigned >= 0 ? it->assigned : it->count < 0 ? (int32_t)cfg->num_partitions
-                                                                  : it->count;
+    int32_t n = it->assigned >= 0 ? it->assigned
+                : it->count < 0   ? (int32_t)cfg->num_partitions
+                                  : it->count;
     int rf = it->rf < 0 ? (int)cfg->default_replication_factor : it->rf;
     if (it->assigned < 0 && (n <= 0 || n > 100000)) {
         snprintf(it->message, sizeof it->message,
@@ -417,8 +418,8 @@ static bool st_ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_
 
 static st_md_topic_t *st_ctl_find(st_md_t *md, st_ctl_item_t *it)
 {
-    const st_md_topic_t *t = it->name ? st_md_find(md, it->name, (int32_t)strlen(it->name))
-                                      : st_md_find_id(md, it->id);
+    const st_md_topic_t *t =
+        it->name ? st_md_find(md, it->name, (int32_t)strlen(it->name)) : st_md_find_id(md, it->id);
     if (t)
         it->out_name = t->name;
     return (st_md_topic_t *)t;

@@ -39,11 +39,11 @@ typedef struct st_ctl_cfg {
 
 typedef struct st_ctl_item {
     /* in */
-    const char *name;   /* NUL-terminated; NULL when addressed by id */
+    const char *name; /* NUL-terminated; NULL when addressed by id */
     uint8_t id[16];
-    int32_t count;      /* partitions (create: -1 = num.partitions; grow: new total) */
-    int16_t rf;         /* replication factor (-1 = default) */
-    int32_t assigned;   /* create: partitions given by explicit assignments, or -1 */
+    int32_t count;    /* partitions (create: -1 = num.partitions; grow: new total) */
+    int16_t rf;       /* replication factor (-1 = default) */
+    int32_t assigned; /* create: partitions given by explicit assignments, or -1 */
     bool bad_assignment;
     int ncfg;
     st_ctl_cfg_t *cfg;

@@ -15,13 +15,13 @@
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 
-#define ST_RES_TOPIC 2
+#define ST_RES_TOPIC  2
 #define ST_RES_BROKER 4
 
 /* ConfigSource values of DescribeConfigs. */
-#define ST_SRC_TOPIC 1
+#define ST_SRC_TOPIC         1
 #define ST_SRC_STATIC_BROKER 4
-#define ST_SRC_DEFAULT 5
+#define ST_SRC_DEFAULT       5
 
 typedef struct {
     st_ctl_op_t op;
@@ -52,9 +52,9 @@ static st_admin_t *st_admin_new(st_kreq_t *r, int kind, int n)
 
 static st_kstr_t st_item_msg(st_kreq_t *r, const st_ctl_item_t *it)
 {
-    return it->error && it->message[0] ? st_kstr(st_arena_strndup(&r->arena, it->message,
-                                                                  strlen(it->message)))
-                                       : ST_KSTR_NULL;
+    return it->error && it->message[0]
+               ? st_kstr(st_arena_strndup(&r->arena, it->message, strlen(it->message)))
+               : ST_KSTR_NULL;
 }
 
 /* ---- CreateTopics ---- */
@@ -81,8 +81,8 @@ static void st_create_topics_done(st_kshard_t *s, st_ctl_op_t *op)
             o->replication_factor = t->replication_factor;
         } else {
             o->num_partitions = it->count < 0 ? (int32_t)s->b->cfg->num_partitions : it->count;
-            o->replication_factor = it->rf < 0 ? (int16_t)s->b->cfg->default_replication_factor
-                                               : it->rf;
+            o->replication_factor =
+                it->rf < 0 ? (int16_t)s->b->cfg->default_replication_factor : it->rf;
         }
         /* v5+: the topic's effective configs. */
         o->configs = st_arena_zalloc(&r->arena, (size_t)st_tcfg_count * sizeof *o->configs);
@@ -258,8 +258,7 @@ void st_kh_create_partitions(st_kreq_t *r)
             it->name = "";
         it->count = q->count;
         for (int k = 0; k < q->assignments_count; k++)
-            if (q->assignments[k].broker_ids_count != 1 ||
-                q->assignments[k].broker_ids[0] != self)
+            if (q->assignments[k].broker_ids_count != 1 || q->assignments[k].broker_ids[0] != self)
                 it->bad_assignment = true;
     }
     st_ctl_submit(r->shard, &a->op);
@@ -365,7 +364,8 @@ void st_kh_describe_configs(st_kreq_t *r)
         return;
     }
     st_kp_describe_configs_resp_init(&resp);
-    resp.results = st_arena_zalloc(&r->arena, (size_t)req.resources_count * sizeof *resp.results + 1);
+    resp.results =
+        st_arena_zalloc(&r->arena, (size_t)req.resources_count * sizeof *resp.results + 1);
     if (!resp.results) {
         st_kreq_fail(r, "out of memory");
         return;
@@ -466,9 +466,9 @@ static bool st_alter_resource(st_kreq_t *r, st_alter_t *al, int i, int8_t type, 
     if (type == ST_RES_TOPIC)
         return true;
     al->errors[i] = ST_KERR_INVALID_REQUEST;
-    al->messages[i] = st_kstr(type == ST_RES_BROKER
-                                  ? "Broker settings are static: set them in strata.properties"
-                                  : "Unsupported resource type");
+    al->messages[i] =
+        st_kstr(type == ST_RES_BROKER ? "Broker settings are static: set them in strata.properties"
+                                      : "Unsupported resource type");
     (void)r;
     return false;
 }
@@ -595,7 +595,7 @@ void st_kh_describe_cluster(st_kreq_t *r)
     resp.brokers_count = md->nbrokers;
     for (int i = 0; i < md->nbrokers; i++)
         resp.brokers[i] = (st_kp_describe_cluster_resp_broker_t){
-            md->brokers[i].node_id, st_kstr(md->brokers[i].host), md->brokers[i].port,
-            ST_KSTR_NULL, false};
+            md->brokers[i].node_id, st_kstr(md->brokers[i].host), md->brokers[i].port, ST_KSTR_NULL,
+            false};
     ST_KREQ_RESPOND(r, describe_cluster, &resp);
 }

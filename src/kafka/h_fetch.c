@@ -464,14 +464,14 @@ void st_kh_fetch(st_kreq_t *r)
     for (int t = 0; t < f->req.topics_count; t++) {
         st_kp_fetch_req_topic_t *qt = &f->req.topics[t];
         st_kp_fetch_resp_response_t *rt = &f->resp.responses[t];
-        const st_md_topic_t *mt = r->api_version >= 13 ? st_md_find_id(md, qt->topic_id.b)
-                                                       : st_md_find(md, qt->topic.ptr,
-                                                                    qt->topic.len);
+        const st_md_topic_t *mt = r->api_version >= 13
+                                      ? st_md_find_id(md, qt->topic_id.b)
+                                      : st_md_find(md, qt->topic.ptr, qt->topic.len);
         rt->topic = qt->topic;
         rt->topic_id = qt->topic_id;
         rt->partitions_count = qt->partitions_count;
-        rt->partitions = st_arena_zalloc(&r->arena, (size_t)qt->partitions_count *
-                                                        sizeof *rt->partitions + 1);
+        rt->partitions =
+            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
         if (!rt->partitions) {
             free(f->calls);
             st_kreq_fail(r, "out of memory");

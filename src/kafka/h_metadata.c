@@ -19,8 +19,8 @@ static int st_fill_topic(st_kreq_t *r, const st_md_t *md, const st_md_topic_t *t
     out->is_internal = t->internal;
     out->topic_authorized_operations = INT32_MIN;
     out->partitions_count = t->npartitions;
-    out->partitions = st_arena_zalloc(&r->arena, (size_t)t->npartitions * sizeof *out->partitions +
-                                                     1);
+    out->partitions =
+        st_arena_zalloc(&r->arena, (size_t)t->npartitions * sizeof *out->partitions + 1);
     int32_t *self = st_arena_alloc(&r->arena, sizeof *self);
     if (!out->partitions || !self)
         return -1;

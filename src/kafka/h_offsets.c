@@ -81,8 +81,8 @@ void st_kh_list_offsets(st_kreq_t *r)
     for (int t = 0; t < c->req.topics_count; t++)
         total += c->req.topics[t].partitions_count;
     c->items = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->items + 1);
-    c->resp.topics = st_arena_zalloc(&r->arena, (size_t)c->req.topics_count *
-                                                    sizeof *c->resp.topics + 1);
+    c->resp.topics =
+        st_arena_zalloc(&r->arena, (size_t)c->req.topics_count * sizeof *c->resp.topics + 1);
     if (!c->items || !c->resp.topics) {
         st_kreq_fail(r, "out of memory");
         return;
@@ -94,8 +94,8 @@ void st_kh_list_offsets(st_kreq_t *r)
         st_kp_list_offsets_resp_topic_t *rt = &c->resp.topics[t];
         rt->name = qt->name;
         rt->partitions_count = qt->partitions_count;
-        rt->partitions = st_arena_zalloc(&r->arena, (size_t)qt->partitions_count *
-                                                        sizeof *rt->partitions + 1);
+        rt->partitions =
+            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
         if (!rt->partitions) {
             st_kreq_fail(r, "out of memory");
             return;
@@ -156,8 +156,8 @@ void st_kh_delete_records(st_kreq_t *r)
     for (int t = 0; t < c->req.topics_count; t++)
         total += c->req.topics[t].partitions_count;
     c->items = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->items + 1);
-    c->resp.topics = st_arena_zalloc(&r->arena, (size_t)c->req.topics_count *
-                                                    sizeof *c->resp.topics + 1);
+    c->resp.topics =
+        st_arena_zalloc(&r->arena, (size_t)c->req.topics_count * sizeof *c->resp.topics + 1);
     if (!c->items || !c->resp.topics) {
         st_kreq_fail(r, "out of memory");
         return;
@@ -169,8 +169,8 @@ void st_kh_delete_records(st_kreq_t *r)
         st_kp_delete_records_resp_topic_t *rt = &c->resp.topics[t];
         rt->name = qt->name;
         rt->partitions_count = qt->partitions_count;
-        rt->partitions = st_arena_zalloc(&r->arena, (size_t)qt->partitions_count *
-                                                        sizeof *rt->partitions + 1);
+        rt->partitions =
+            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
         if (!rt->partitions) {
             st_kreq_fail(r, "out of memory");
             return;
@@ -246,8 +246,8 @@ void st_kh_offset_for_leader_epoch(st_kreq_t *r)
     for (int t = 0; t < c->req.topics_count; t++)
         total += c->req.topics[t].partitions_count;
     c->items = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->items + 1);
-    c->resp.topics = st_arena_zalloc(&r->arena, (size_t)c->req.topics_count *
-                                                    sizeof *c->resp.topics + 1);
+    c->resp.topics =
+        st_arena_zalloc(&r->arena, (size_t)c->req.topics_count * sizeof *c->resp.topics + 1);
     if (!c->items || !c->resp.topics) {
         st_kreq_fail(r, "out of memory");
         return;
@@ -259,8 +259,8 @@ void st_kh_offset_for_leader_epoch(st_kreq_t *r)
         st_kp_offset_for_leader_epoch_resp_topic_t *rt = &c->resp.topics[t];
         rt->topic = qt->topic;
         rt->partitions_count = qt->partitions_count;
-        rt->partitions = st_arena_zalloc(&r->arena, (size_t)qt->partitions_count *
-                                                        sizeof *rt->partitions + 1);
+        rt->partitions =
+            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
         if (!rt->partitions) {
             st_kreq_fail(r, "out of memory");
             return;

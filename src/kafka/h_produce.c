@@ -74,8 +74,7 @@ static void st_prod_durable(void *arg, int res)
         st_xcall_return(s, &c->x);
 }
 
-static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t *pp,
-                               int16_t acks)
+static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t *pp, int16_t acks)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
     if (!part || !part->log) {
@@ -89,8 +88,7 @@ static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t
     }
     st_log_append_info_t info;
     st_batch_verdict_t v = {0};
-    int rc = st_log_append(part->log, pp->records, (size_t)pp->len,
-                           (int32_t)0, &info, &v);
+    int rc = st_log_append(part->log, pp->records, (size_t)pp->len, (int32_t)0, &info, &v);
     if (rc) {
         pp->error = st_kerr_from(rc);
         if (rc == ST_E_TRUNCATED)
@@ -180,8 +178,7 @@ static void st_prod_dispatch(st_kreq_t *r, void *arg)
     for (int t = 0; t < p->req.topic_data_count; t++) {
         st_kp_produce_req_topic_data_t *qt = &p->req.topic_data[t];
         const st_md_topic_t *mt = r->api_version >= 13 ? st_md_find_id(md, qt->topic_id.b)
-                                                       : st_md_find(md, qt->name.ptr,
-                                                                    qt->name.len);
+                                                       : st_md_find(md, qt->name.ptr, qt->name.len);
         for (int i = 0; i < qt->partition_data_count; i++) {
             st_prod_part_t *pp = &p->parts[k++];
             pp->owner = st_kshard_owner(mt, pp->partition);
@@ -234,10 +231,10 @@ void st_kh_produce(st_kreq_t *r)
     for (int t = 0; t < p->req.topic_data_count; t++)
         total += p->req.topic_data[t].partition_data_count;
     p->parts = st_arena_zalloc(&r->arena, (size_t)total * sizeof *p->parts + 1);
-    p->resp.responses = st_arena_zalloc(&r->arena, (size_t)p->req.topic_data_count *
-                                                       sizeof *p->resp.responses + 1);
-    st_kstr_t *names = st_arena_zalloc(&r->arena, (size_t)p->req.topic_data_count *
-                                                      sizeof *names + 1);
+    p->resp.responses =
+        st_arena_zalloc(&r->arena, (size_t)p->req.topic_data_count * sizeof *p->resp.responses + 1);
+    st_kstr_t *names =
+        st_arena_zalloc(&r->arena, (size_t)p->req.topic_data_count * sizeof *names + 1);
     if (!p->parts || !p->resp.responses || !names) {
         st_kreq_fail(r, "out of memory");
         return;

@@ -5,7 +5,10 @@
  */
 #include "kafka/broker.h"
 
-#define ST_H(NAME, fn) {ST_KP_API_##NAME, ST_KP_##NAME##_MIN_VERSION, ST_KP_##NAME##_MAX_VERSION, fn}
+#define ST_H(NAME, fn)                                                                             \
+    {                                                                                              \
+        ST_KP_API_##NAME, ST_KP_##NAME##_MIN_VERSION, ST_KP_##NAME##_MAX_VERSION, fn               \
+    }
 
 const st_khandler_t st_khandlers[] = {
     ST_H(PRODUCE, st_kh_produce),

@@ -17,7 +17,7 @@ typedef struct st_pitem {
     int32_t partition;
     int owner;
     int16_t error;
-    int64_t in;      /* request value (offset, timestamp, epoch) */
+    int64_t in; /* request value (offset, timestamp, epoch) */
     int64_t in2;
     int64_t out_offset, out_ts; /* results */
     int32_t out_epoch;
@@ -26,8 +26,7 @@ typedef struct st_pitem {
 typedef void (*st_pitem_fn)(st_kshard_t *s, st_part_t *p, st_pitem_t *it);
 typedef void (*st_pdone_fn)(st_kreq_t *r, void *ctx);
 
-void st_pcall(st_kreq_t *r, st_pitem_t *items, int n, st_pitem_fn fn, st_pdone_fn done,
-              void *ctx);
+void st_pcall(st_kreq_t *r, st_pitem_t *items, int n, st_pitem_fn fn, st_pdone_fn done, void *ctx);
 /* Fills it->topic_id/owner/error for a topic looked up by name in the request's snapshot. */
 void st_pitem_resolve(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int32_t partition);
 

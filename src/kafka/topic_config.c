@@ -12,7 +12,8 @@
 
 #define L INT64_MAX
 const st_tcfg_desc_t st_tcfg_table[] = {
-    {"cleanup.policy", ST_TCFG_LIST, NULL, "delete", 0, 0, "delete|compact|compact,delete|delete,compact",
+    {"cleanup.policy", ST_TCFG_LIST, NULL, "delete", 0, 0,
+     "delete|compact|compact,delete|delete,compact",
      "delete old segments, or keep the latest value per key"},
     {"compression.type", ST_TCFG_STRING, NULL, "producer", 0, 0,
      "producer|uncompressed|gzip|snappy|lz4|zstd", "batches are stored as the producer sent them"},
@@ -94,8 +95,9 @@ int st_tcfg_validate(const st_tcfg_desc_t *d, const char *v, char *err, size_t e
             return ST_E_INVALID;
         }
         if (x < d->min || x > d->max) {
-            snprintf(err, errlen, "Invalid value %s for configuration %s: must be in %" PRId64
-                     "..%" PRId64, v, d->name, d->min, d->max);
+            snprintf(err, errlen,
+                     "Invalid value %s for configuration %s: must be in %" PRId64 "..%" PRId64, v,
+                     d->name, d->min, d->max);
             return ST_E_INVALID;
         }
         return 0;
@@ -119,8 +121,9 @@ int st_tcfg_validate(const st_tcfg_desc_t *d, const char *v, char *err, size_t e
     }
     default:
         if (d->choices && !st_in_choices(d->choices, v)) {
-            snprintf(err, errlen, "Invalid value %s for configuration %s: String must be one of: %s",
-                     v, d->name, d->choices);
+            snprintf(err, errlen,
+                     "Invalid value %s for configuration %s: String must be one of: %s", v, d->name,
+                     d->choices);
             return ST_E_INVALID;
         }
         return 0;

@@ -16,16 +16,22 @@
 #include "cluster/metadata.h"
 
 /* Kafka's DescribeConfigs config_type values. */
-enum { ST_TCFG_BOOLEAN = 1, ST_TCFG_STRING = 2, ST_TCFG_INT = 3, ST_TCFG_LONG = 5,
-       ST_TCFG_DOUBLE = 6, ST_TCFG_LIST = 7 };
+enum {
+    ST_TCFG_BOOLEAN = 1,
+    ST_TCFG_STRING = 2,
+    ST_TCFG_INT = 3,
+    ST_TCFG_LONG = 5,
+    ST_TCFG_DOUBLE = 6,
+    ST_TCFG_LIST = 7
+};
 
 typedef struct st_tcfg_desc {
     const char *name;
     int type;
     const char *broker_key; /* broker setting giving the default, or NULL */
     const char *fixed_default;
-    int64_t min, max;       /* for INT/LONG */
-    const char *choices;    /* for STRING/LIST: '|'-separated allowed values, or NULL */
+    int64_t min, max;    /* for INT/LONG */
+    const char *choices; /* for STRING/LIST: '|'-separated allowed values, or NULL */
     const char *doc;
 } st_tcfg_desc_t;
 
@@ -36,11 +42,10 @@ const st_tcfg_desc_t *st_tcfg_find(const char *name, size_t len);
 /* Validates a value for a topic config; on failure writes a message into err. */
 int st_tcfg_validate(const st_tcfg_desc_t *d, const char *value, char *err, size_t errlen);
 /* The default (broker-level) value of d, written into buf. */
-const char *st_tcfg_default(const st_config_t *cfg, const st_tcfg_desc_t *d, char *buf,
-                            size_t n);
+const char *st_tcfg_default(const st_config_t *cfg, const st_tcfg_desc_t *d, char *buf, size_t n);
 /* The effective value for topic t (override or default), and whether it is an override. */
-const char *st_tcfg_value(const st_config_t *cfg, const st_md_topic_t *t,
-                          const st_tcfg_desc_t *d, char *buf, size_t n, bool *is_override);
+const char *st_tcfg_value(const st_config_t *cfg, const st_md_topic_t *t, const st_tcfg_desc_t *d,
+                          char *buf, size_t n, bool *is_override);
 /* The effective integer value of an INT/LONG/BOOLEAN topic config by name. */
 int64_t st_tcfg_int(const st_config_t *cfg, const st_md_topic_t *t, const char *name);
 

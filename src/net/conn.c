@@ -33,7 +33,7 @@
 #include "base/log.h"
 
 #define ST_RBUF_SIZE (64 * 1024)
-#define ST_MAX_IOV 64
+#define ST_MAX_IOV   64
 
 typedef struct {
     bool answered;
@@ -47,10 +47,10 @@ struct st_conn {
     uint64_t id;
     int refs;
     bool open;
-    bool draining;  /* server shutting down: read no more */
-    bool reading;   /* a recv is in flight */
-    bool sending;   /* a send or POLLOUT wait is in flight */
-    bool parsing;   /* inside the recv callback: rbuf must not be the target of a new recv */
+    bool draining; /* server shutting down: read no more */
+    bool reading;  /* a recv is in flight */
+    bool sending;  /* a send or POLLOUT wait is in flight */
+    bool parsing;  /* inside the recv callback: rbuf must not be the target of a new recv */
     char peer[64];
     void *data;
 
@@ -66,8 +66,8 @@ struct st_conn {
     size_t nslots, capslots;
 
     st_out_t *sq_head, *sq_tail; /* send queue */
-    int piece;                   /* current piece of sq_head: 2*i = mem before file i, 2*i+1 = file i */
-    int64_t piece_off;           /* bytes of the current piece already sent */
+    int piece;         /* current piece of sq_head: 2*i = mem before file i, 2*i+1 = file i */
+    int64_t piece_off; /* bytes of the current piece already sent */
     struct iovec iov[ST_MAX_IOV];
     struct msghdr msg;
 
@@ -258,8 +258,8 @@ static bool st_conn_parse(st_conn_t *c)
         int32_t len = (int32_t)st_be32(c->rbuf + pos);
         if (len < 0 || (size_t)len > c->net->lim.max_frame) {
             c->net->stats.frames_too_large++;
-            ST_WARN("closing %s: request of %d bytes exceeds socket.request.max.bytes=%zu",
-                    c->peer, len, c->net->lim.max_frame);
+            ST_WARN("closing %s: request of %d bytes exceeds socket.request.max.bytes=%zu", c->peer,
+                    len, c->net->lim.max_frame);
             st_conn_close(c);
             return false;
         }

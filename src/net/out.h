@@ -17,7 +17,7 @@
 #include "base/buf.h"
 
 typedef struct st_out_file {
-    size_t cut;     /* position in mem where this range goes */
+    size_t cut; /* position in mem where this range goes */
     int fd;
     int64_t off;
     int64_t len;
@@ -29,7 +29,7 @@ typedef struct st_out {
     st_buf_t mem;
     st_out_file_t *files;
     int nfiles, capfiles;
-    int64_t total; /* mem.len + sum of file lengths */
+    int64_t total;       /* mem.len + sum of file lengths */
     struct st_out *next; /* the connection's send queue */
 } st_out_t;
 

@@ -19,20 +19,19 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: strata-server [-c FILE] [--set key=value ...] [--smp N]\n"
-            "\n"
-            "Starts a Strata broker: the Kafka protocol on `listeners`, data under `log.dirs`.\n"
-            "\n"
-            "options:\n"
-            "  -c, --config FILE   read settings from a properties file (key=value lines)\n"
-            "  -s, --set K=V       set one setting (after the file; may repeat)\n"
-            "  --smp N             number of shards (threads, one per core); default: the\n"
-            "                      number of cores this process may run on\n"
-            "  -h, --help          this help\n"
-            "  -V, --version       print the version\n"
-            "\n"
-            "settings (Kafka's names where Kafka has the setting):\n");
+    fprintf(f, "usage: strata-server [-c FILE] [--set key=value ...] [--smp N]\n"
+               "\n"
+               "Starts a Strata broker: the Kafka protocol on `listeners`, data under `log.dirs`.\n"
+               "\n"
+               "options:\n"
+               "  -c, --config FILE   read settings from a properties file (key=value lines)\n"
+               "  -s, --set K=V       set one setting (after the file; may repeat)\n"
+               "  --smp N             number of shards (threads, one per core); default: the\n"
+               "                      number of cores this process may run on\n"
+               "  -h, --help          this help\n"
+               "  -V, --version       print the version\n"
+               "\n"
+               "settings (Kafka's names where Kafka has the setting):\n");
     st_config_print_keys(f);
 }
 
@@ -98,8 +97,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
             printf("strata-server %s\n", STRATA_VERSION);
             return 0;
         default:
-            fprintf(stderr, "strata-server: unknown option '%s' (see --help)\n",
-                    argv[optind - 1]);
+            fprintf(stderr, "strata-server: unknown option '%s' (see --help)\n", argv[optind - 1]);
             return 2;
         }
     }

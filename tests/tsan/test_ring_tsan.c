@@ -10,7 +10,7 @@
 
 #include "io/ring.h"
 
-#define N_MSGS 2000000u
+#define N_MSGS  2000000u
 #define N_PAIRS 2
 
 static st_ring_t rings[N_PAIRS];

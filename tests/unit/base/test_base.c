@@ -29,11 +29,11 @@ static void test_crc32c_vectors(void **state)
     for (int i = 0; i < 32; i++)
         buf[i] = (uint8_t)(31 - i);
     assert_int_equal(st_crc32c(0, buf, 32), 0x113fdb5c);
-    static const uint8_t iscsi[48] = {
-        0x01, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x00,
-        0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00, 0x18, 0x28, 0x00, 0x00, 0x00,
-        0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+    static const uint8_t iscsi[48] = {0x01, 0xc0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00, 0x00,
+                                      0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x00, 0x14, 0x00, 0x00,
+                                      0x00, 0x18, 0x28, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                                      0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
     assert_int_equal(st_crc32c(0, iscsi, 48), 0xd9963a56);
     assert_int_equal(st_crc32c_sw(0, iscsi, 48), 0xd9963a56);
 }
@@ -56,8 +56,10 @@ static void test_crc32c_paths_agree(void **state)
 static void test_uvarint_edges(void **state)
 {
     (void)state;
-    static const uint64_t vals[] = {0, 1, 127, 128, 255, 300, 16383, 16384, UINT32_MAX,
-                                    (uint64_t)UINT32_MAX + 1, INT64_MAX, UINT64_MAX};
+    static const uint64_t vals[] = {
+        0,         1,         127,   128,        255,
+        300,       16383,     16384, UINT32_MAX, (uint64_t)UINT32_MAX + 1,
+        INT64_MAX, UINT64_MAX};
     uint8_t b[ST_VARINT64_MAX];
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         int n = st_uvarint64_encode(b, vals[i]);
@@ -90,8 +92,8 @@ static void test_uvarint_edges(void **state)
 static void test_zigzag_edges(void **state)
 {
     (void)state;
-    static const int64_t vals[] = {0, -1, 1, -2, 63, -64, 64, INT32_MAX, INT32_MIN,
-                                   INT64_MAX, INT64_MIN};
+    static const int64_t vals[] = {0,  -1,        1,         -2,        63,       -64,
+                                   64, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
     uint8_t b[ST_VARINT64_MAX];
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         int n = st_varint64_encode(b, vals[i]);
