@@ -3,10 +3,12 @@
  * partitions, leaders, epochs, replicas and ISR, from this shard's metadata snapshot.
  *
  * topics == null (v1+) or an empty list at v0 means every topic. A named topic that does not
- * exist is UNKNOWN_TOPIC_OR_PARTITION (topic creation on Metadata comes with topic admin).
+ * exist is created first when auto.create.topics.enable allows (autocreate.h); one that still
+ * does not exist is UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal name.
  */
 #include "kafka/autocreate.h"
 #include "kafka/broker.h"
+#include "kafka/controller.h"
 #include "proto/kerr.h"
 
 static int st_fill_topic(st_kreq_t *r, const st_md_t *md, const st_md_topic_t *t,
@@ -73,7 +75,12 @@ static void st_metadata_answer(st_kreq_t *r, void *arg)
             t = q->name.len >= 0 ? st_md_find(md, q->name.ptr, q->name.len)
                                  : st_md_find_id(md, q->topic_id.b);
             if (!t) {
-                out->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+                char msg[200];
+                out->error_code =
+                    q->name.len >= 0 &&
+                            st_topic_name_check(q->name.ptr, (size_t)q->name.len, msg, sizeof msg)
+                        ? ST_KERR_INVALID_TOPIC_EXCEPTION
+                        : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
                 out->name = q->name;
                 out->topic_id = q->topic_id;
                 out->topic_authorized_operations = INT32_MIN;

@@ -72,6 +72,13 @@ class ProduceWireTest(ServerTestCase):
         got = kc.consume_partitions(self.bootstrap, topic, [0], 6)
         self.assertEqual([m.offset() for m in got], list(range(6)))
 
+    def test_metadata_names_illegal_and_auto_created_topics(self):
+        ok = self.unique("md")
+        with kwire.Conn.to(self.bootstrap) as c:
+            md = kwire.metadata(c, 12, topics=["bad name", ok], auto_create=True)
+        errors = {t["name"]: t["error"] for t in md["topics"]}
+        self.assertEqual(errors, {"bad name": 17, ok: 0})  # INVALID_TOPIC_EXCEPTION; created
+
     def test_acks_zero_gets_no_answer_but_lands(self):
         topic = self.unique("wire0")
         kc.create_topic(self.bootstrap, topic, 1)
