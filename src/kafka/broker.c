@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -135,6 +136,27 @@ static int st_load_identity(st_broker_t *b, char *err, size_t errlen)
 
 /* ---- creation ---- */
 
+/* Raises the soft descriptor limit to the hard one and shares what segment files may keep
+ * open among the shards: half the limit, leaving the rest to sockets, the admin server and
+ * files opened briefly. Closed segments reopen on demand, so any share works, only slower. */
+static int st_fd_budget(int nshards)
+{
+    struct rlimit rl;
+    long limit = 1024;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        if (rl.rlim_cur < rl.rlim_max) {
+            rl.rlim_cur = rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            getrlimit(RLIMIT_NOFILE, &rl);
+        }
+        limit = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 1 << 20 ? 1 << 20 : (long)rl.rlim_cur;
+    }
+    long per = limit / 2 / nshards;
+    if (per > 4096)
+        per = 4096;
+    return per < 32 ? 32 : (int)per;
+}
+
 int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, char *err,
                      size_t errlen)
 {
@@ -143,6 +165,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
         return -ENOMEM;
     b->cfg = cfg;
     b->nshards = nshards;
+    b->fds_per_shard = st_fd_budget(nshards);
     int rc = st_load_identity(b, err, errlen);
     if (rc)
         goto fail;
@@ -556,7 +579,7 @@ static void *st_kshard_main(void *arg)
     }
     st_mesh_attach(b->mesh, s->id, s->loop);
     st_loop_add_before_sleep(s->loop, st_kshard_before_sleep, s);
-    st_storage_env_init(&s->env, st_fs_posix(), 4096 / b->nshards + 64);
+    st_storage_env_init(&s->env, st_fs_posix(), b->fds_per_shard);
     s->env.sync_submit = st_sync_submit;
     s->env.sync_ctx = s;
     st_parts_init(&s->parts);

@@ -86,7 +86,8 @@ struct st_broker {
     st_mesh_t *mesh;
     st_kshard_t **shards;
     int *listen_fds;
-    int listen_port; /* actual port (when configured as 0) */
+    int listen_port;   /* actual port (when configured as 0) */
+    int fds_per_shard; /* descriptor cache of each shard's storage env */
     char cluster_id[64];
     st_md_t *ctl_md; /* the controller's authoritative snapshot (shard 0 only after start) */
     _Atomic int stopping;
