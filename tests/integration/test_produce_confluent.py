@@ -151,6 +151,9 @@ class ProduceConfluentTest(ServerTestCase):
         p = kc.producer(self.bootstrap, linger_ms=0)
         try:
             cons.assign([TopicPartition(topic, i, 0) for i in range(4)])
+            # The producer connects and learns the topic's leaders first, so the figures
+            # below time the broker's wake-up, not the client's start-up.
+            p.list_topics(topic, timeout=10)
             self.assertIsNone(cons.poll(1.0))        # fetches are now parked
             lat = []
             for i in range(6):
