@@ -19,6 +19,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/assert.h"
@@ -166,10 +167,19 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
     b->cfg = cfg;
     b->nshards = nshards;
     b->fds_per_shard = st_fd_budget(nshards);
+    atomic_init(&b->next_producer_id, st_wall_ms() << 20);
     int rc = st_load_identity(b, err, errlen);
     if (rc)
         goto fail;
+    /* A process killed a moment ago may still hold the port: io_uring tears a dead ring
+     * down asynchronously, closing its sockets shortly after the process is gone. Wait for
+     * that (bounded), but never share the port with a listener that is really there. */
     rc = st_net_probe_port(cfg->listen_host, cfg->listen_port);
+    for (int64_t give_up = st_mono_ms() + 2000; rc == -EADDRINUSE && st_mono_ms() < give_up;) {
+        struct timespec ts = {0, 50 * 1000000};
+        nanosleep(&ts, NULL);
+        rc = st_net_probe_port(cfg->listen_host, cfg->listen_port);
+    }
     if (rc) {
         snprintf(err, errlen, "cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port,
                  strerror(-rc));

@@ -86,8 +86,9 @@ struct st_broker {
     st_mesh_t *mesh;
     st_kshard_t **shards;
     int *listen_fds;
-    int listen_port;   /* actual port (when configured as 0) */
-    int fds_per_shard; /* descriptor cache of each shard's storage env */
+    int listen_port;                  /* actual port (when configured as 0) */
+    int fds_per_shard;                /* descriptor cache of each shard's storage env */
+    _Atomic int64_t next_producer_id; /* InitProducerId (h_init_producer_id.c) */
     char cluster_id[64];
     st_md_t *ctl_md; /* the controller's authoritative snapshot (shard 0 only after start) */
     _Atomic int stopping;
@@ -167,6 +168,7 @@ void st_kh_incremental_alter_configs(st_kreq_t *r);
 void st_kh_describe_cluster(st_kreq_t *r);
 void st_kh_delete_records(st_kreq_t *r);
 void st_kh_offset_for_leader_epoch(st_kreq_t *r);
+void st_kh_init_producer_id(st_kreq_t *r);
 void st_kh_find_coordinator(st_kreq_t *r);
 void st_kh_join_group(st_kreq_t *r);
 void st_kh_sync_group(st_kreq_t *r);

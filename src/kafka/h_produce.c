@@ -74,6 +74,65 @@ static void st_prod_durable(void *arg, int res)
         st_xcall_return(s, &c->x);
 }
 
+/* Idempotence: checks the producer ids and sequences of the batches about to be appended.
+ * Returns ST_PSTATE_APPEND, ST_PSTATE_DUPLICATE (a retry of a batch already in the log: *dup
+ * holds where it went), or a negative Kafka error code. Batches without a producer id pass. */
+static int st_prod_check_idempotence(st_part_t *part, const uint8_t *p, size_t n, st_pbatch_t *dup,
+                                     const char **why)
+{
+    int nbatches = 0, verdict = ST_PSTATE_APPEND;
+    int64_t pid = -1;
+    int16_t epoch = -1;
+    int32_t next_seq = 0;
+    while (n >= ST_BATCH_HEADER_SIZE) {
+        st_batch_hdr_t h;
+        if (st_batch_parse_hdr(p, n, &h) || st_batch_size(&h) > (int64_t)n)
+            return ST_PSTATE_APPEND; /* malformed: st_log_append refuses it with the reason */
+        if (h.attributes & ST_BATCH_ATTR_TRANSACTIONAL) {
+            *why = "transactions are not supported";
+            return -ST_KERR_INVALID_REQUEST;
+        }
+        int32_t last = st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
+        if (h.producer_id >= 0 && nbatches == 0) {
+            verdict = st_pstate_check(&part->pstate, h.producer_id, h.producer_epoch,
+                                      h.base_sequence, last, dup);
+            pid = h.producer_id;
+            epoch = h.producer_epoch;
+        } else if (h.producer_id >= 0 || pid >= 0) {
+            /* Later batches of one request continue the first one's sequence. */
+            if (h.producer_id != pid || h.producer_epoch != epoch || h.base_sequence != next_seq ||
+                verdict != ST_PSTATE_APPEND)
+                return -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER;
+        }
+        if (verdict < 0)
+            return verdict;
+        next_seq = st_pstate_seq_add(last, 1);
+        nbatches++;
+        p += st_batch_size(&h);
+        n -= (size_t)st_batch_size(&h);
+    }
+    return verdict;
+}
+
+/* Records the producer state of batches just appended at base_offset. */
+static void st_prod_record_idempotence(st_part_t *part, const uint8_t *p, size_t n,
+                                       int64_t base_offset)
+{
+    while (n >= ST_BATCH_HEADER_SIZE) {
+        st_batch_hdr_t h;
+        if (st_batch_parse_hdr(p, n, &h) || st_batch_size(&h) > (int64_t)n)
+            return;
+        if (h.producer_id >= 0) {
+            int32_t last = st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
+            st_pstate_record(&part->pstate, h.producer_id, h.producer_epoch, h.base_sequence, last,
+                             base_offset, base_offset + h.last_offset_delta);
+        }
+        base_offset += (int64_t)h.last_offset_delta + 1;
+        p += st_batch_size(&h);
+        n -= (size_t)st_batch_size(&h);
+    }
+}
+
 static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t *pp, int16_t acks)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
@@ -86,32 +145,48 @@ static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t
         pp->why = "no records";
         return;
     }
-    st_log_append_info_t info;
-    st_batch_verdict_t v = {0};
-    int rc = st_log_append(part->log, pp->records, (size_t)pp->len, (int32_t)0, &info, &v);
-    if (rc) {
-        pp->error = st_kerr_from(rc);
-        if (rc == ST_E_TRUNCATED)
-            pp->error = ST_KERR_CORRUPT_MESSAGE;
-        if (rc == ST_E_TOO_LARGE && pp->len > st_log_config(part->log)->segment_bytes)
-            pp->error = ST_KERR_RECORD_LIST_TOO_LARGE;
-        pp->why = v.why ? v.why : st_strerror(rc);
-        ST_DEBUG("produce to %s-%d refused: %s", part->topic, part->index, pp->why);
+    st_pbatch_t dup;
+    int verdict = st_prod_check_idempotence(part, pp->records, (size_t)pp->len, &dup, &pp->why);
+    if (verdict < 0) {
+        pp->error = (int16_t)-verdict;
         return;
     }
-    part->records_in += (uint64_t)info.records;
-    part->bytes_in += (uint64_t)pp->len;
-    st_kstats_appended(s, (uint64_t)pp->len);
-    pp->out->base_offset = info.base_offset;
-    pp->out->log_append_time_ms = info.log_append_time;
-    pp->out->log_start_offset = info.log_start_offset;
+    int64_t last_offset;
+    if (verdict == ST_PSTATE_DUPLICATE) {
+        /* A retry of a batch already written: answer where it went, write nothing. */
+        pp->out->base_offset = dup.first_offset;
+        pp->out->log_start_offset = st_log_start_offset(part->log);
+        last_offset = dup.last_offset;
+    } else {
+        st_log_append_info_t info;
+        st_batch_verdict_t v = {0};
+        int rc = st_log_append(part->log, pp->records, (size_t)pp->len, (int32_t)0, &info, &v);
+        if (rc) {
+            pp->error = st_kerr_from(rc);
+            if (rc == ST_E_TRUNCATED)
+                pp->error = ST_KERR_CORRUPT_MESSAGE;
+            if (rc == ST_E_TOO_LARGE && pp->len > st_log_config(part->log)->segment_bytes)
+                pp->error = ST_KERR_RECORD_LIST_TOO_LARGE;
+            pp->why = v.why ? v.why : st_strerror(rc);
+            ST_DEBUG("produce to %s-%d refused: %s", part->topic, part->index, pp->why);
+            return;
+        }
+        st_prod_record_idempotence(part, pp->records, (size_t)pp->len, info.base_offset);
+        part->records_in += (uint64_t)info.records;
+        part->bytes_in += (uint64_t)pp->len;
+        st_kstats_appended(s, (uint64_t)pp->len);
+        pp->out->base_offset = info.base_offset;
+        pp->out->log_append_time_ms = info.log_append_time;
+        pp->out->log_start_offset = info.log_start_offset;
+        last_offset = info.last_offset;
+    }
     st_prod_wait_t *w = malloc(sizeof *w);
     if (!w) {
         pp->error = ST_KERR_UNKNOWN_SERVER_ERROR;
         return;
     }
     *w = (st_prod_wait_t){s, acks != 0 ? c : NULL, acks != 0 ? pp : NULL, part};
-    rc = st_log_wait_durable(part->log, info.last_offset + 1, st_prod_durable, w);
+    int rc = st_log_wait_durable(part->log, last_offset + 1, st_prod_durable, w);
     if (rc == 0) {
         part->pending_durable++;
         if (w->c)

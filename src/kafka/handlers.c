@@ -19,6 +19,7 @@ const st_khandler_t st_khandlers[] = {
     ST_H(CREATE_TOPICS, st_kh_create_topics),
     ST_H(DELETE_TOPICS, st_kh_delete_topics),
     ST_H(DELETE_RECORDS, st_kh_delete_records),
+    ST_H(INIT_PRODUCER_ID, st_kh_init_producer_id),
     ST_H(OFFSET_FOR_LEADER_EPOCH, st_kh_offset_for_leader_epoch),
     ST_H(DESCRIBE_CONFIGS, st_kh_describe_configs),
     ST_H(ALTER_CONFIGS, st_kh_alter_configs),

@@ -117,6 +117,44 @@ void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_
     out->flush_ms = st_tcfg_int(cfg, t, "flush.ms");
 }
 
+/* Rebuilds the idempotent producers' state from the batch headers in the log (only headers
+ * are read: 61 bytes per batch). */
+static int st_part_load_producers(st_part_t *p)
+{
+    int64_t off = st_log_start_offset(p->log), end = st_log_end_offset(p->log);
+    while (off < end) {
+        st_log_read_t rd;
+        int rc = st_log_read(p->log, off, 64 << 20, -1, &rd);
+        if (rc)
+            return rc;
+        for (int i = 0; i < rd.nranges && rc == 0; i++) {
+            const st_log_range_t *rg = &rd.ranges[i];
+            for (int64_t pos = rg->pos; pos + ST_BATCH_HEADER_SIZE <= rg->pos + rg->len;) {
+                uint8_t hdr[ST_BATCH_HEADER_SIZE];
+                st_batch_hdr_t h;
+                ssize_t n = st_file_pread(rg->file, hdr, sizeof hdr, pos);
+                if (n != (ssize_t)sizeof hdr || st_batch_parse_hdr(hdr, sizeof hdr, &h)) {
+                    rc = n < 0 ? (int)n : ST_E_CORRUPT;
+                    break;
+                }
+                if (h.producer_id >= 0)
+                    st_pstate_record(&p->pstate, h.producer_id, h.producer_epoch, h.base_sequence,
+                                     st_pstate_seq_add(h.base_sequence, h.last_offset_delta),
+                                     h.base_offset, st_batch_last_offset(&h));
+                pos += st_batch_size(&h);
+            }
+        }
+        int64_t next = rd.next_offset;
+        st_log_read_release(&rd);
+        if (rc)
+            return rc;
+        if (next <= off)
+            break;
+        off = next;
+    }
+    return 0;
+}
+
 int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part_t **out)
 {
     st_part_t *p = st_parts_get(&s->parts, t->id, index);
@@ -143,6 +181,11 @@ int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part
         free(p);
         return rc;
     }
+    st_pstate_init(&p->pstate);
+    rc = st_part_load_producers(p);
+    if (rc)
+        ST_WARN("partition %s-%d: cannot rebuild producer state: %s", t->name, index,
+                st_strerror(rc));
     uint8_t have[16];
     if (st_log_topic_id(p->log, have) != 0)
         st_log_set_topic_id(p->log, t->id);
@@ -162,6 +205,7 @@ int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part
 void st_part_maybe_free(st_part_t *p)
 {
     if (p->dead && p->pending_durable == 0) {
+        st_pstate_fini(&p->pstate);
         free(p->topic);
         free(p);
     }

@@ -17,6 +17,7 @@
 
 #include "cluster/config.h"
 #include "cluster/metadata.h"
+#include "kafka/producer_state.h"
 #include "storage/log.h"
 
 typedef struct st_kshard st_kshard_t;
@@ -31,6 +32,7 @@ typedef struct st_part {
     int pending_durable; /* durability callbacks outstanding (they hold the partition) */
     bool dead;           /* deleted: freed once pending_durable drops to 0 */
     uint64_t records_in, bytes_in, records_out, bytes_out;
+    st_pstate_t pstate;   /* idempotent producers (rebuilt from the log at open) */
     struct st_part *next; /* hash chain */
 } st_part_t;
 

@@ -208,7 +208,10 @@ class Server:
             if rc is not None:
                 raise ServerError("strata-server exited with status %d before it was ready\n%s"
                                   % (rc, self.stderr_tail()))
-            if port_open(self.host, self.port):
+            # The port alone is not enough after a kill -9: the dead process's listening
+            # socket can outlive it briefly (io_uring tears rings down asynchronously) and
+            # accept connections. The server logs its ready line once it serves.
+            if " ready: kafka on " in self.stderr_text() and port_open(self.host, self.port):
                 return
             if time.monotonic() >= deadline:
                 raise ServerError("strata-server not accepting on %s within %.0fs\n%s"
