@@ -269,9 +269,8 @@ __attribute__((format(printf, 3, 4))) static void st_item_fail(st_ctl_item_t *it
     va_end(ap);
 }
 
-static int32_t st_least_loaded_shard(const st_md_t *md, int nshards, int32_t *load)
+static int32_t st_least_loaded_shard(int nshards, int32_t *load)
 {
-    (void)md;
     int32_t best = 0;
     for (int i = 1; i < nshards; i++)
         if (load[i] < load[best])
@@ -408,7 +407,7 @@ static bool st_ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_
         return false;
     }
     for (int32_t p = 0; p < n; p++) {
-        t->partitions[p].shard = st_least_loaded_shard(md, s->b->nshards, load);
+        t->partitions[p].shard = st_least_loaded_shard(s->b->nshards, load);
         t->partitions[p].leader = md->controller_id;
     }
     memcpy(it->id, id, 16);
@@ -470,7 +469,7 @@ static bool st_ctl_item(st_kshard_t *s, st_md_t *md, st_ctl_op_t *op, st_ctl_ite
             if (st_md_topic_grow(t, it->count))
                 return false;
             for (int32_t p = old; p < it->count; p++) {
-                t->partitions[p].shard = st_least_loaded_shard(md, s->b->nshards, load);
+                t->partitions[p].shard = st_least_loaded_shard(s->b->nshards, load);
                 t->partitions[p].leader = md->controller_id;
             }
         }

@@ -328,9 +328,6 @@ static void st_fetch_respond(st_fetch_t *f)
         o->log_start_offset = fp->error ? -1 : fp->log_start;
         o->aborted_transactions_count = r->api_version >= 4 ? 0 : -1;
         o->records = (st_krecords_t){NULL, 0, NULL};
-        if (fp->error == ST_KERR_UNKNOWN_TOPIC_OR_PARTITION) {
-            o->high_watermark = -1;
-        }
         if (!fp->rel)
             continue;
         int64_t n = fp->rel->read.bytes;

@@ -11,10 +11,8 @@
 #include "kafka/controller.h"
 #include "proto/kerr.h"
 
-static int st_fill_topic(st_kreq_t *r, const st_md_t *md, const st_md_topic_t *t,
-                         st_kp_metadata_resp_topic_t *out)
+static int st_fill_topic(st_kreq_t *r, const st_md_topic_t *t, st_kp_metadata_resp_topic_t *out)
 {
-    (void)md;
     out->error_code = 0;
     out->name = st_kstr(t->name);
     memcpy(out->topic_id.b, t->id, 16);
@@ -88,7 +86,7 @@ static void st_metadata_answer(st_kreq_t *r, void *arg)
                 continue;
             }
         }
-        if (st_fill_topic(r, md, t, out))
+        if (st_fill_topic(r, t, out))
             goto oom;
         k++;
     }

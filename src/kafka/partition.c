@@ -263,7 +263,7 @@ void st_part_update_hw(st_kshard_t *s, st_part_t *p)
 
 void st_part_add_waiter(st_kshard_t *s, st_part_t *p, int waiter, int64_t offset)
 {
-    if (p->hw > offset || p->hw < offset) {
+    if (p->hw != offset) {
         /* Data past the fetch offset already, or the offset moved (truncation): re-read. */
         st_fetch_notify(s, waiter, p->topic_id, p->index);
         return;
