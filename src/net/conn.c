@@ -34,6 +34,9 @@
 
 #define ST_RBUF_SIZE (64 * 1024)
 #define ST_MAX_IOV   64
+/* Unanswered requests per connection before it stops reading: pipelining is welcome, but a
+ * client must not park unbounded numbers of cheap requests (long polls) on the broker. */
+#define ST_MAX_PENDING_REQUESTS 4096
 
 typedef struct {
     bool answered;
@@ -332,7 +335,8 @@ static void st_conn_arm_recv(st_conn_t *c)
 {
     if (c->reading || c->parsing || !c->open || c->draining)
         return;
-    if (c->inflight > c->net->lim.max_inflight && c->nslots > 0)
+    if ((c->inflight > c->net->lim.max_inflight && c->nslots > 0) ||
+        c->nslots >= ST_MAX_PENDING_REQUESTS)
         return; /* backpressure: resumes as answers drain */
     int rc;
     if (c->frame)

@@ -9,7 +9,8 @@
  *
  * Limits: a frame longer than max_frame (socket.request.max.bytes) closes the connection;
  * while the bytes of unanswered requests plus unsent responses exceed max_inflight, the
- * connection stops reading, so one client cannot take the memory of all.
+ * connection stops reading, so one client cannot take the memory of all; likewise while 4096
+ * requests are unanswered.
  *
  * Lifetime: a connection is freed once it is closed and nothing refers to it: no operation
  * in flight and no unanswered request. Responding to a closed connection is allowed (the

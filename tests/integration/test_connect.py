@@ -5,6 +5,7 @@ byte at every version the broker advertises."""
 import json
 import os
 import sys
+import threading
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -139,6 +140,26 @@ class ConnectTest(ServerTestCase):
             for i in range(n):
                 r = kwire.Reader(c.recv_frame(10))
                 self.assertEqual(r.i32(), 1000 + i, "answer %d out of order" % i)
+
+    def test_pipelining_past_the_per_connection_cap(self):
+        """10,000 long-poll fetches written at once, more than the 4,096 a connection may have
+        unanswered: the server pauses reading instead of refusing or parking them all, and
+        answers every one, in order, as their waits end."""
+        import kclients as kc
+        topic = "pipe-%d" % os.getpid()
+        kc.create_topic(self.bootstrap, topic, 1)
+        fetch = (kwire.i32(-1) + kwire.i32(200) + kwire.i32(1) + kwire.i32(1 << 20) + b"\x00"
+                 + kwire.i32(1) + kwire.string(topic) + kwire.i32(1) + kwire.i32(0)
+                 + kwire.i64(0) + kwire.i32(1 << 20))
+        n = 10000
+        with kwire.Conn.to(self.bootstrap, timeout=60) as c:
+            req = [kwire.frame(kwire.request_header(1, 4, i, "pipe") + fetch) for i in range(n)]
+            sender = threading.Thread(target=c.send_raw, args=(b"".join(req),))
+            sender.start()
+            for i in range(n):
+                r = kwire.Reader(c.recv_frame(60))
+                self.assertEqual(r.i32(), i, "answer %d out of order" % i)
+            sender.join(60)
 
     def test_many_connections_across_shards(self):
         """Connections spread over shards by SO_REUSEPORT all get served."""
