@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
 #include "cli/fmt.h"
@@ -293,10 +294,26 @@ int st_cli_consume(int argc, char **argv)
     /* Output is flushed whenever the queue runs dry, so a pipe (`--follow | grep`) sees each
      * message as it comes, while a backlog is still written in large blocks. */
     bool unflushed = false;
+    int64_t assign_deadline = st_mono_ms() + (int64_t)st_cli_common.timeout_ms;
+    bool assigned = !group;
     while (!st_cli_stop) {
         int wait_ms = unflushed ? 0 : 200;
         rd_kafka_message_t *m =
             group ? rd_kafka_consumer_poll(rk, wait_ms) : rd_kafka_consume_queue(q, wait_ms);
+        for (int i = 0; !assigned && i < cs.nparts; i++)
+            assigned = cs.parts[i].active;
+        if (!assigned && !follow && st_mono_ms() > assign_deadline) {
+            /* Without --follow a run must end: a group that never hands this member a
+             * partition (all taken by others, or no coordinator) is a failure to report. */
+            fprintf(stderr,
+                    "strata: group %s gave this consumer no partition of %s within the timeout "
+                    "— are other members holding them all? (--timeout to wait longer)\n",
+                    group, topic);
+            if (m)
+                rd_kafka_message_destroy(m);
+            rc = ST_CLI_FAIL;
+            break;
+        }
         if (!m) {
             if (unflushed)
                 fflush(stdout);

@@ -263,6 +263,21 @@ class CliAgainstServer(harness.ServerTestCase):
         self.assertIn("no committed offsets", self.fails(1, "group", "seek", g, "--to", "start"))
         self.assertEqual(self.ok("group", "seek", g, "--to", "end", "--topic", t), "%s/0 -> 0\n" % t)
 
+    def test_consume_in_group_without_partitions_gives_up(self):
+        """Without --follow a group consumer that is handed no partition (another member
+        holds the only one) must end with an error after --timeout, not wait forever."""
+        t, g = self.unique(), self.unique("g")
+        self.ok("topic", "create", t)
+        live = Lines("consume", t, "-g", g, "--follow", "-b", self.bootstrap)
+        try:
+            harness.wait_until(lambda: "Stable" in self.cli("group", "describe", g).stdout,
+                               timeout=30, what="the first consumer to join")
+            err = self.fails(1, "consume", t, "-g", g, "--timeout", "3s")
+            self.assertIn("gave this consumer no partition", err)
+        finally:
+            rc, _, err = live.stop()
+        self.assertEqual(rc, 0, err)
+
     def test_unknown_topic_errors(self):
         for args in (["produce", "nosuch", "-m", "x"], ["consume", "nosuch"],
                      ["topic", "describe", "nosuch"]):
