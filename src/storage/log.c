@@ -1633,7 +1633,10 @@ int st_log_close(st_log_t *log)
         st_segment_t *s = log->segs[i];
         if ((r = st_segment_flush_indexes(s, i == log->nsegs - 1)) < 0 && rc == 0)
             rc = r;
-        if ((r = st_file_sync_now(s->log)) < 0 && rc == 0)
+        /* A segment untouched since its last completed sync needs none now (the common case
+         * for idle partitions at shutdown); while a sync is in flight, sync everything. */
+        bool synced = !s->log_dirty && log->sync_pending == 0;
+        if (!synced && (r = st_file_sync_now(s->log)) < 0 && rc == 0)
             rc = r;
         if (s->idx_dirty || s->idx_rewrite) {
             if ((r = st_file_sync_now(s->oidx_file)) < 0 && rc == 0)
@@ -1656,14 +1659,13 @@ int st_log_close(st_log_t *log)
         char p[PATH_MAX];
         st_fs_t *fs = &log->env->fs;
         if ((r = path_in(log, ST_META_CLEAN_FILE, p, sizeof p)) == 0) {
+            /* The marker is empty: only its directory entry needs to reach the disk. */
             int fd = fs->ops->open(fs->ctx, p, ST_FS_RDWR | ST_FS_CREAT);
             r = fd;
             if (fd >= 0) {
-                r = fs->ops->fdatasync(fs->ctx, fd);
                 fs->ops->close(fs->ctx, fd);
-            }
-            if (r == 0)
                 r = fs->ops->fsync_dir(fs->ctx, log->dir);
+            }
         }
         if (r < 0)
             rc = r;
