@@ -268,11 +268,13 @@ class CliAgainstServer(harness.ServerTestCase):
         holds the only one) must end with an error after --timeout, not wait forever."""
         t, g = self.unique(), self.unique("g")
         self.ok("topic", "create", t)
-        live = Lines("consume", t, "-g", g, "--follow", "-b", self.bootstrap)
+        # The sticky assignor leaves the only partition with the member that has it.
+        sticky = ["-X", "partition.assignment.strategy=cooperative-sticky"]
+        live = Lines("consume", t, "-g", g, "--follow", *sticky, "-b", self.bootstrap)
         try:
             harness.wait_until(lambda: "Stable" in self.cli("group", "describe", g).stdout,
                                timeout=30, what="the first consumer to join")
-            err = self.fails(1, "consume", t, "-g", g, "--timeout", "3s")
+            err = self.fails(1, "consume", t, "-g", g, "--timeout", "3s", *sticky)
             self.assertIn("gave this consumer no partition", err)
         finally:
             rc, _, err = live.stop()
