@@ -21,41 +21,21 @@
 #include "base/assert.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "io/loop_impl.h"
 
 #define ST_SLOW_CB_NS 500000
 
-typedef struct {
-    void (*fn)(void *);
-    void *arg;
-} st_hook_t;
-
-struct st_loop {
-    struct io_uring ring;
-    bool stop;
-    int wake_fd;
-    st_io_t wake_io;
-    uint64_t wake_val;
-    _Atomic int wake_pending; /* 1 while a write to wake_fd is not yet consumed */
-    void (*wake_fn)(void *);
-    void *wake_arg;
-    st_hook_t hooks[8];
-    int nhooks;
-    st_timer_t **heap;
-    int heap_len, heap_cap;
-    st_task_t *task_head, *task_tail;
-    int64_t busy_ns, start_ns;
-    uint64_t slow;
-    uint64_t inflight;
-};
-
 static _Thread_local st_loop_t *st_cur_loop;
+
+const char *st_loop_backend(const st_loop_t *l)
+{
+    return l->ep ? "epoll" : "io_uring";
+}
 
 st_loop_t *st_loop_current(void)
 {
     return st_cur_loop;
 }
-
-static void st_loop_wake_done(st_io_t *io, int res);
 
 static struct io_uring_sqe *st_sqe(st_loop_t *l)
 {
@@ -83,28 +63,41 @@ int st_loop_create(st_loop_t **out, unsigned entries)
     st_loop_t *l = calloc(1, sizeof *l);
     if (!l)
         return -ENOMEM;
-    struct io_uring_params p;
-    memset(&p, 0, sizeof p);
-    p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
-    int rc = io_uring_queue_init_params(entries, &l->ring, &p);
-    if (rc == -EINVAL) {
-        memset(&p, 0, sizeof p);
-        rc = io_uring_queue_init_params(entries, &l->ring, &p);
-    }
-    if (rc < 0) {
-        free(l);
-        return rc;
-    }
     l->wake_fd = eventfd(0, EFD_CLOEXEC);
     if (l->wake_fd < 0) {
-        rc = -errno;
-        io_uring_queue_exit(&l->ring);
+        int rc = -errno;
         free(l);
         return rc;
     }
     l->wake_io.cb = st_loop_wake_done;
     l->wake_io.data = l;
     l->start_ns = st_mono_ns();
+    const char *want = getenv("STRATA_IO");
+    int rc = -ENOSYS;
+    if (!want || strcmp(want, "epoll") != 0) {
+        struct io_uring_params p;
+        memset(&p, 0, sizeof p);
+        p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+        rc = io_uring_queue_init_params(entries, &l->ring, &p);
+        if (rc == -EINVAL) {
+            memset(&p, 0, sizeof p);
+            rc = io_uring_queue_init_params(entries, &l->ring, &p);
+        }
+        if (rc < 0)
+            ST_WARN("io_uring is not available (%s): using epoll", strerror(-rc));
+    }
+    if (rc < 0) {
+        l->ep = calloc(1, sizeof *l->ep);
+        rc = l->ep ? st_ep_init(l) : -ENOMEM;
+        if (rc < 0) {
+            free(l->ep);
+            close(l->wake_fd);
+            free(l);
+            return rc;
+        }
+        *out = l;
+        return 0;
+    }
     if ((rc = st_arm_wake(l)) < 0) {
         st_loop_destroy(l);
         return rc;
@@ -117,7 +110,12 @@ void st_loop_destroy(st_loop_t *l)
 {
     if (!l)
         return;
-    io_uring_queue_exit(&l->ring);
+    if (l->ep) {
+        st_ep_fini(l);
+        free(l->ep);
+    } else {
+        io_uring_queue_exit(&l->ring);
+    }
     close(l->wake_fd);
     free(l->heap);
     free(l);
@@ -153,7 +151,7 @@ int st_loop_add_before_sleep(st_loop_t *l, void (*fn)(void *), void *arg)
     return 0;
 }
 
-static void st_loop_wake_done(st_io_t *io, int res)
+void st_loop_wake_done(st_io_t *io, int res)
 {
     st_loop_t *l = io->data;
     (void)res;
@@ -162,8 +160,10 @@ static void st_loop_wake_done(st_io_t *io, int res)
      * above the clear, or a sender could see the flag still set after our read missed its
      * message, and neither side would wake the other. */
     atomic_exchange_explicit(&l->wake_pending, 0, memory_order_seq_cst);
-    if (!l->stop || l->wake_fn)
+    if (!l->ep && (!l->stop || l->wake_fn))
         st_arm_wake(l);
+    if (l->ep)
+        st_ep_drain_files(l);
     if (l->wake_fn)
         l->wake_fn(l->wake_arg);
 }
@@ -286,8 +286,12 @@ void st_loop_defer(st_loop_t *l, st_task_t *t)
 
 /* ---- operations ---- */
 
-#define ST_PREP(l, io, prep)                                                                       \
+#define ST_PREP(l, io, prep, epop)                                                                 \
     do {                                                                                           \
+        if ((l)->ep) {                                                                             \
+            epop;                                                                                  \
+            return st_ep_submit(l, io);                                                            \
+        }                                                                                          \
         struct io_uring_sqe *sqe = st_sqe(l);                                                      \
         if (!sqe)                                                                                  \
             return -EBUSY;                                                                         \
@@ -297,57 +301,71 @@ void st_loop_defer(st_loop_t *l, st_task_t *t)
         return 0;                                                                                  \
     } while (0)
 
+#define ST_EP(io, kind, f, b, n, o)                                                                \
+    ((io)->ep.op = (kind), (io)->ep.fd = (f), (io)->ep.buf = (void *)(b), (io)->ep.len = (n),      \
+     (io)->ep.off = (o))
+
 int st_loop_accept(st_loop_t *l, st_io_t *io, int fd)
 {
-    ST_PREP(l, io, io_uring_prep_accept(sqe, fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    ST_PREP(l, io, io_uring_prep_accept(sqe, fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK),
+            ST_EP(io, ST_EP_ACCEPT, fd, NULL, 0, 0));
 }
 
 int st_loop_recv(st_loop_t *l, st_io_t *io, int fd, void *buf, size_t len)
 {
-    ST_PREP(l, io, io_uring_prep_recv(sqe, fd, buf, len, 0));
+    ST_PREP(l, io, io_uring_prep_recv(sqe, fd, buf, len, 0),
+            ST_EP(io, ST_EP_RECV, fd, buf, len, 0));
 }
 
 int st_loop_send(st_loop_t *l, st_io_t *io, int fd, const void *buf, size_t len)
 {
-    ST_PREP(l, io, io_uring_prep_send(sqe, fd, buf, len, MSG_NOSIGNAL));
+    ST_PREP(l, io, io_uring_prep_send(sqe, fd, buf, len, MSG_NOSIGNAL),
+            ST_EP(io, ST_EP_SEND, fd, buf, len, 0));
 }
 
 int st_loop_sendmsg(st_loop_t *l, st_io_t *io, int fd, const struct msghdr *msg)
 {
-    ST_PREP(l, io, io_uring_prep_sendmsg(sqe, fd, msg, MSG_NOSIGNAL));
+    ST_PREP(l, io, io_uring_prep_sendmsg(sqe, fd, msg, MSG_NOSIGNAL),
+            (ST_EP(io, ST_EP_SENDMSG, fd, NULL, 0, 0), io->ep.msg = msg));
 }
 
 int st_loop_poll(st_loop_t *l, st_io_t *io, int fd, unsigned events)
 {
-    ST_PREP(l, io, io_uring_prep_poll_add(sqe, fd, events));
+    ST_PREP(l, io, io_uring_prep_poll_add(sqe, fd, events),
+            (ST_EP(io, ST_EP_POLL, fd, NULL, 0, 0), io->ep.events = events));
 }
 
 int st_loop_read(st_loop_t *l, st_io_t *io, int fd, void *buf, size_t len, uint64_t off)
 {
-    ST_PREP(l, io, io_uring_prep_read(sqe, fd, buf, (unsigned)len, off));
+    ST_PREP(l, io, io_uring_prep_read(sqe, fd, buf, (unsigned)len, off),
+            ST_EP(io, ST_EP_READ, fd, buf, len, off));
 }
 
 int st_loop_write(st_loop_t *l, st_io_t *io, int fd, const void *buf, size_t len, uint64_t off)
 {
-    ST_PREP(l, io, io_uring_prep_write(sqe, fd, buf, (unsigned)len, off));
+    ST_PREP(l, io, io_uring_prep_write(sqe, fd, buf, (unsigned)len, off),
+            ST_EP(io, ST_EP_WRITE, fd, buf, len, off));
 }
 
 int st_loop_fsync(st_loop_t *l, st_io_t *io, int fd, bool datasync)
 {
-    ST_PREP(l, io, io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0));
+    ST_PREP(l, io, io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0),
+            ST_EP(io, datasync ? ST_EP_FDATASYNC : ST_EP_FSYNC, fd, NULL, 0, 0));
 }
 
 /* Cancellation completions carry no st_io_t of their own. */
-static st_io_t st_cancel_io = {NULL, NULL};
+static st_io_t st_cancel_io;
 
 int st_loop_cancel(st_loop_t *l, st_io_t *io)
 {
-    ST_PREP(l, &st_cancel_io, io_uring_prep_cancel(sqe, io, 0));
+    if (l->ep)
+        return st_ep_cancel(l, io);
+    ST_PREP(l, &st_cancel_io, io_uring_prep_cancel(sqe, io, 0), (void)0);
 }
 
 /* ---- the loop ---- */
 
-static void st_note_slow(st_loop_t *l, int64_t t0)
+void st_note_slow(st_loop_t *l, int64_t t0)
 {
     if (st_mono_ns() - t0 > ST_SLOW_CB_NS)
         l->slow++;
@@ -396,6 +414,21 @@ int st_loop_run(st_loop_t *l)
             break;
         l->busy_ns += st_mono_ns() - t0;
 
+        if (l->ep) {
+            int64_t wait = -1;
+            if (l->task_head)
+                wait = 0;
+            else if (l->heap_len > 0)
+                wait =
+                    l->heap[0]->due_ns - st_mono_ns() > 0 ? l->heap[0]->due_ns - st_mono_ns() : 0;
+            int rc = st_ep_wait(l, wait);
+            if (rc < 0) {
+                ST_ERROR("epoll wait failed: %s", strerror(-rc));
+                st_cur_loop = NULL;
+                return rc;
+            }
+            continue;
+        }
         struct __kernel_timespec ts, *tsp = NULL;
         if (l->task_head) {
             ts.tv_sec = 0;

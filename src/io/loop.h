@@ -4,8 +4,10 @@
  * The interface is completion based: the caller embeds an st_io_t in its own object, fills
  * in cb, and starts an operation; cb(io, res) runs later on the loop's thread with the
  * operation's result (bytes, a new fd, or -errno). The st_io_t must stay alive until then.
- * The same interface can be implemented over epoll (readiness, then the call) without
- * touching callers. Timers live in a heap inside the loop; waiting uses the nearest deadline.
+ * Where io_uring is unavailable (a container's seccomp profile can block it) or
+ * STRATA_IO=epoll is set, the same interface runs over epoll (loop_epoll.c): readiness, then
+ * the call, for sockets; a helper thread for file reads, writes and syncs. Timers live in a heap
+ * inside the loop; waiting uses the nearest deadline.
  *
  * Threads: every function here is called on the loop's own thread, except st_loop_wake(),
  * which any thread may call to make the loop run its wake handler soon.
@@ -29,6 +31,16 @@ typedef void (*st_io_cb_t)(st_io_t *io, int res);
 struct st_io {
     st_io_cb_t cb;
     void *data; /* caller's */
+    /* Private to the loop's epoll backend (loop_epoll.c): the operation waiting to run. */
+    struct {
+        int op, fd, res;
+        void *buf;
+        size_t len;
+        uint64_t off;
+        unsigned events;
+        const struct msghdr *msg;
+        st_io_t *next;
+    } ep;
 };
 
 typedef struct st_timer st_timer_t;
@@ -92,6 +104,9 @@ static inline bool st_timer_armed(const st_timer_t *t)
 /* Deferred tasks run on the next iteration, in order. A queued task is not queued twice. */
 void st_task_init(st_task_t *t, st_task_cb_t cb, void *data);
 void st_loop_defer(st_loop_t *l, st_task_t *t);
+
+/* "io_uring" or "epoll". */
+const char *st_loop_backend(const st_loop_t *l);
 
 /* The loop of the calling thread (NULL outside a loop thread). */
 st_loop_t *st_loop_current(void);

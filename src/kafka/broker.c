@@ -587,6 +587,8 @@ static void *st_kshard_main(void *arg)
         st_start_signal(b, false);
         return NULL;
     }
+    if (s->id == 0)
+        ST_INFO("event loops on %s", st_loop_backend(s->loop));
     st_mesh_attach(b->mesh, s->id, s->loop);
     st_loop_add_before_sleep(s->loop, st_kshard_before_sleep, s);
     st_storage_env_init(&s->env, st_fs_posix(), b->fds_per_shard);
