@@ -80,6 +80,13 @@ int st_mesh_nshards(const st_mesh_t *m)
     return m->n;
 }
 
+static void st_mesh_drain(void *arg);
+
+void st_mesh_drain_now(st_mesh_t *m, int id)
+{
+    st_mesh_drain(&m->shards[id]);
+}
+
 static void st_mesh_drain(void *arg)
 {
     st_mesh_shard_t *s = arg;

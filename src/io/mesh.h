@@ -38,6 +38,9 @@ int st_mesh_nshards(const st_mesh_t *m);
 int st_mesh_attach(st_mesh_t *m, int id, st_loop_t *loop);
 /* Sends msg from shard `from` to shard `to` (to may equal from: runs on a later iteration). */
 void st_mesh_send(st_mesh_t *m, int from, int to, st_msg_t *msg, st_msg_fn_t fn);
+/* On shard id's thread: runs every message waiting in its incoming rings now (the last
+ * step of a shutdown, once no shard sends any more). */
+void st_mesh_drain_now(st_mesh_t *m, int id);
 /* Counters for metrics (any thread, approximate). */
 uint64_t st_mesh_sent(const st_mesh_t *m, int shard);
 uint64_t st_mesh_received(const st_mesh_t *m, int shard);

@@ -245,6 +245,7 @@ void st_broker_destroy(st_broker_t *b)
     if (b->shards)
         for (int i = 0; i < b->nshards; i++)
             if (b->shards[i]) {
+                st_loop_destroy(b->shards[i]->loop);
                 st_md_unref(b->shards[i]->md);
                 free(b->shards[i]);
             }
@@ -411,24 +412,47 @@ static void st_kshard_on_close(void *ctx, st_conn_t *c)
     (void)c;
 }
 
-static void st_kshard_maybe_stop(st_kshard_t *s)
+static void st_wake_all(st_broker_t *b)
 {
-    if (s->shutdown_state == 2 && s->syncs_in_flight == 0) {
-        s->shutdown_state = 3;
-        st_loop_stop(s->loop);
-    }
+    for (int i = 0; i < b->nshards; i++)
+        if (b->shards[i]->loop)
+            st_loop_wake(b->shards[i]->loop);
 }
 
-/* Every connection is gone: close the logs cleanly (final sync, clean-shutdown marker), then
- * stop once the syncs already submitted to io_uring have come back. */
+/* This shard has no connection left. Its partitions stay open until every shard is in the
+ * same state: until then another shard's last requests may still reach them. */
 static void st_kshard_drained(void *arg)
 {
     st_kshard_t *s = arg;
     st_loop_timer_stop(s->loop, &s->shutdown_timer);
     st_loop_timer_stop(s->loop, &s->tick_timer);
-    st_parts_fini(&s->parts);
     s->shutdown_state = 2;
-    st_kshard_maybe_stop(s);
+    atomic_fetch_add_explicit(&s->b->drained, 1, memory_order_acq_rel);
+    st_wake_all(s->b);
+}
+
+/*
+ * Shutdown after the connections are gone, run before each sleep:
+ *   2 drained     -- every shard drained -->  close the logs (final sync, clean marker)  -> 3
+ *   3 logs closed -- every shard closed and no sync in flight -->  run the messages still in
+ *                    the rings (reads released, notifications), stop the loop          -> 4
+ */
+static void st_kshard_shutdown_step(st_kshard_t *s)
+{
+    st_broker_t *b = s->b;
+    if (s->shutdown_state == 2 &&
+        atomic_load_explicit(&b->drained, memory_order_acquire) == b->nshards) {
+        st_parts_fini(&s->parts);
+        s->shutdown_state = 3;
+        atomic_fetch_add_explicit(&b->closed, 1, memory_order_acq_rel);
+        st_wake_all(b);
+    }
+    if (s->shutdown_state == 3 && s->syncs_in_flight == 0 &&
+        atomic_load_explicit(&b->closed, memory_order_acquire) == b->nshards) {
+        st_mesh_drain_now(b->mesh, s->id);
+        s->shutdown_state = 4;
+        st_loop_stop(s->loop);
+    }
 }
 
 static void st_kshard_shutdown_timeout(st_timer_t *t)
@@ -442,6 +466,10 @@ static void st_kshard_shutdown_timeout(st_timer_t *t)
 static void st_kshard_before_sleep(void *arg)
 {
     st_kshard_t *s = arg;
+    if (s->shutdown_state >= 2) {
+        st_kshard_shutdown_step(s);
+        return;
+    }
     if (s->shutdown_state != 0 || !atomic_load_explicit(&s->b->stopping, memory_order_acquire))
         return;
     s->shutdown_state = 1;
@@ -475,7 +503,6 @@ static void st_sync_complete(st_io_t *io, int res)
     s->syncs_in_flight--;
     op->done(op->arg, res);
     free(op);
-    st_kshard_maybe_stop(s);
 }
 
 /* The storage sync hook: an fdatasync through io_uring, never on the loop thread. */
@@ -631,8 +658,8 @@ static void *st_kshard_main(void *arg)
         st_parts_fini(&s->parts);
     st_kgroup_fini(s);
     st_storage_env_fini(&s->env);
-    st_loop_destroy(s->loop);
-    s->loop = NULL;
+    /* The loop itself is destroyed once every shard thread has ended (st_broker_destroy):
+     * another shard may still wake it during the last steps of a shutdown. */
     return NULL;
 }
 

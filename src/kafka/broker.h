@@ -92,6 +92,8 @@ struct st_broker {
     char cluster_id[64];
     st_md_t *ctl_md; /* the controller's authoritative snapshot (shard 0 only after start) */
     _Atomic int stopping;
+    _Atomic int drained; /* shards with no connection left (shutdown barrier 1) */
+    _Atomic int closed;  /* shards whose logs are closed (shutdown barrier 2) */
     _Atomic int started;
     _Atomic int failed;
     st_kshard_hook_fn tick_hook; /* set before st_broker_start, or NULL */

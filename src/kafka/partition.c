@@ -48,6 +48,8 @@ static void st_parts_grow(st_parts_t *t)
 
 st_part_t *st_parts_get(const st_parts_t *t, const uint8_t topic_id[16], int32_t index)
 {
+    if (!t->buckets)
+        return NULL; /* closed (shutdown) */
     size_t k = st_part_hash(topic_id, index) & (t->nbuckets - 1);
     for (st_part_t *p = t->buckets[k]; p; p = p->next)
         if (p->index == index && memcmp(p->topic_id, topic_id, 16) == 0)
