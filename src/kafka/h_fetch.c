@@ -33,6 +33,7 @@ typedef struct st_fetch_rel {
     st_broker_t *b;
     int owner;
     int origin;
+    bool spliced; /* handed to a response (which releases it once sent) */
     st_log_read_t read;
 } st_fetch_rel_t;
 
@@ -52,7 +53,7 @@ typedef struct {
 typedef struct {
     st_xcall_t x;
     st_fetch_t *f;
-    int owner;
+    int round; /* the round this call was last sent in */
 } st_fetch_call_t;
 
 struct st_fetch {
@@ -63,6 +64,7 @@ struct st_fetch {
     st_fetch_part_t *parts;
     st_fetch_call_t *calls; /* one per shard */
     int pending;
+    int round;
     int64_t deadline_ns;
     bool final;
     bool waiting;
@@ -272,20 +274,18 @@ static void st_fetch_call_done(st_kshard_t *s, st_xcall_t *x)
 static void st_fetch_round(st_fetch_t *f)
 {
     st_kshard_t *s = f->r->shard;
-    int nshards = s->b->nshards;
-    bool *need = calloc((size_t)nshards, sizeof *need);
+    f->round++;
     f->pending = 1; /* held until every call is sent */
     for (int i = 0; i < f->nparts; i++) {
         st_fetch_part_t *fp = &f->parts[i];
         fp->error = fp->owner < 0 ? fp->error : 0;
         fp->rel = NULL;
-        if (fp->owner >= 0 && need && !need[fp->owner]) {
-            need[fp->owner] = true;
+        if (fp->owner >= 0 && f->calls[fp->owner].round != f->round) {
+            f->calls[fp->owner].round = f->round;
             f->pending++;
             st_xcall(s, fp->owner, &f->calls[fp->owner].x, st_fetch_call_run, st_fetch_call_done);
         }
     }
-    free(need);
     /* Drop the hold: runs the completion at once when no shard was asked. */
     st_fetch_call_t self = {.f = f};
     st_fetch_call_done(s, &self.x);
@@ -306,6 +306,7 @@ static int st_fetch_put_ext(st_kwriter_t *w, void *ext, int32_t len)
         if (rc)
             return rc;
     }
+    rel->spliced = true;
     return 0;
 }
 
@@ -350,17 +351,9 @@ static void st_fetch_respond(st_fetch_t *f)
     }
     /* From here the out owns the reads that were spliced in. Any read not spliced (encode
      * failed before reaching it) is released here. */
-    for (int i = 0; i < f->nparts; i++) {
-        st_fetch_rel_t *rel = f->parts[i].rel;
-        if (!rel)
-            continue;
-        bool spliced = false;
-        for (int k = 0; out && k < out->nfiles; k++)
-            if (out->files[k].ref == rel)
-                spliced = true;
-        if (!spliced)
-            st_rel_release(rel, r->shard->id);
-    }
+    for (int i = 0; i < f->nparts; i++)
+        if (f->parts[i].rel && !f->parts[i].rel->spliced)
+            st_rel_release(f->parts[i].rel, r->shard->id);
     free(f->calls);
     st_kreq_finish(r, out, rc);
 }
