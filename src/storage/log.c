@@ -74,6 +74,9 @@ struct st_log {
     uint8_t topic_id[16];
     bool has_topic_id;
     st_file_t *ckpt;
+
+    st_log_cut_fn on_cut; /* told whenever the end moves down */
+    void *on_cut_arg;
 };
 
 typedef struct sync_req {
@@ -536,7 +539,15 @@ static void after_cut(st_log_t *log, int64_t new_end, int err)
     }
     if (epochs_truncate_end(log, new_end))
         epochs_write(log, false);
+    if (log->on_cut)
+        log->on_cut(log->on_cut_arg, new_end);
     fire_waiters(log, log->durable, new_end, err);
+}
+
+void st_log_set_cut_hook(st_log_t *log, st_log_cut_fn fn, void *arg)
+{
+    log->on_cut = fn;
+    log->on_cut_arg = arg;
 }
 
 static int roll_to(st_log_t *log, int64_t base);
@@ -1175,7 +1186,8 @@ int st_log_truncate_fully(st_log_t *log, int64_t new_start)
         log->sync_target = new_start;
     log->end = new_start;
     ckpt_write(log);
-    (void)old_end;
+    if (log->on_cut && new_start < old_end)
+        log->on_cut(log->on_cut_arg, new_start);
     fire_waiters(log, -1, INT64_MIN, ST_E_OUT_OF_RANGE);
     return 0;
 }

@@ -146,6 +146,15 @@ typedef void (*st_log_durable_fn)(void *arg, int res);
  * is in flight are covered by the next, issued when it completes.
  */
 int st_log_wait_durable(st_log_t *log, int64_t end_offset, st_log_durable_fn cb, void *arg);
+/*
+ * Asks to be told, on this thread, whenever the log end moves down: a failed sync cut the log
+ * back to its durable offset, or st_log_truncate_to/st_log_truncate_fully removed a suffix.
+ * fn(arg, new_end) runs before any durability waiter hears of the cut, so state kept beside
+ * the log (producer state, caches) can drop what referred to offsets >= new_end first.
+ * fn may not call back into the log. NULL removes the hook.
+ */
+typedef void (*st_log_cut_fn)(void *arg, int64_t new_end);
+void st_log_set_cut_hook(st_log_t *log, st_log_cut_fn fn, void *arg);
 /* Issues a sync now if anything is unsynced and none is in flight (flush.ms timers). */
 int st_log_flush(st_log_t *log);
 /* Periodic housekeeping (call every ~100 ms to a few seconds): write-caching flush.ms,
