@@ -2,8 +2,10 @@
  * fetch_wait.h — fetches waiting for data (long polling).
  *
  * A fetch that found fewer than min_bytes registers, on each partition's owner shard, that
- * its own shard is waiting (partition.h keeps one bit per shard), and links itself into its
- * shard's list of waiting fetches. When a partition's high watermark moves, the owner sends
+ * its own shard is waiting for data past the high watermark its read saw (partition.h keeps
+ * one bit per shard), and links itself into its shard's list of waiting fetches. A fetch is
+ * therefore woken only by data it has not seen yet (or a cut, or its deadline), however much
+ * of what it wants is there already. When a partition's high watermark moves, the owner sends
  * one notification to each waiting shard, which re-runs every waiting fetch that includes
  * that partition. A timer answers the fetch at max_wait_ms with whatever there is.
  *

@@ -8,8 +8,9 @@
  *        yes: trim to max_bytes (whole partitions; the first non-empty always kept), encode
  *             with records spliced in as file ranges, send; each read is released on its
  *             owner shard once its bytes are on the socket
- *        no:  release the reads, register on every owner shard, sleep until a partition
- *             moves (fetch_wait.h) or max_wait_ms -> ROUND again
+ *        no:  release the reads, register on every owner shard at the high watermark the
+ *             read saw, sleep until a partition's moves past it (fetch_wait.h) or
+ *             max_wait_ms -> ROUND again
  *
  * Fetch sessions (KIP-227) are declined as the protocol allows: every answer carries
  * session_id 0, so clients keep sending full fetches; a request naming a session we never
@@ -168,7 +169,7 @@ typedef struct {
     int waiter;
     uint8_t topic_id[16];
     int32_t partition;
-    int64_t offset;
+    int64_t hw; /* the high watermark the fetch's last read saw */
 } st_fetch_reg_t;
 
 static void st_fetch_reg_on_owner(st_msg_t *m)
@@ -177,7 +178,7 @@ static void st_fetch_reg_on_owner(st_msg_t *m)
     st_kshard_t *s = st_kshard_current();
     st_part_t *p = st_parts_get(&s->parts, g->topic_id, g->partition);
     if (p && p->log)
-        st_part_add_waiter(s, p, g->waiter, g->offset);
+        st_part_add_waiter(s, p, g->waiter, g->hw);
     else
         st_fetch_notify(s, g->waiter, g->topic_id, g->partition);
     free(g);
@@ -234,7 +235,10 @@ static void st_fetch_wait(st_fetch_t *f)
         g->waiter = s->id;
         memcpy(g->topic_id, fp->topic_id, 16);
         g->partition = fp->partition;
-        g->offset = fp->fetch_offset;
+        /* Wait for data past what this round saw: the high watermark its read stopped at.
+         * (The fetch offset would be wrong whenever some data is there already: the owner
+         * would see data past it and wake the fetch at once, round after round.) */
+        g->hw = fp->hw;
         st_mesh_send(s->b->mesh, s->id, fp->owner, &g->msg, st_fetch_reg_on_owner);
     }
     f->waiting = true;

@@ -266,7 +266,8 @@ void st_part_update_hw(st_kshard_t *s, st_part_t *p)
 void st_part_add_waiter(st_kshard_t *s, st_part_t *p, int waiter, int64_t offset)
 {
     if (p->hw != offset) {
-        /* Data past the fetch offset already, or the offset moved (truncation): re-read. */
+        /* `offset` is the high watermark the fetch's read saw: it moved since (new data, or
+         * a cut took some back), so the fetch re-reads now rather than wait. */
         st_fetch_notify(s, waiter, p->topic_id, p->index);
         return;
     }
