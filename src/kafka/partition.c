@@ -106,6 +106,10 @@ void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_
     out->segment_ms = st_tcfg_int(cfg, t, "segment.ms");
     out->retention_ms = st_tcfg_int(cfg, t, "retention.ms");
     out->retention_bytes = st_tcfg_int(cfg, t, "retention.bytes");
+    char pol[64];
+    const char *cp =
+        st_tcfg_value(cfg, t, st_tcfg_find("cleanup.policy", 14), pol, sizeof pol, NULL);
+    out->retention_deletes = strstr(cp, "delete") != NULL;
     out->index_interval_bytes = (int32_t)st_tcfg_int(cfg, t, "index.interval.bytes");
     out->max_message_bytes = (int32_t)st_tcfg_int(cfg, t, "max.message.bytes");
     char buf[64];
@@ -157,6 +161,14 @@ static int st_part_load_producers(st_part_t *p)
     return 0;
 }
 
+/* The log end moved down (a failed sync, a truncation): the producer state forgets the
+ * batches that went, before any producer waiting on them is answered. */
+static void st_part_on_cut(void *arg, int64_t new_end)
+{
+    st_part_t *p = arg;
+    st_pstate_truncate(&p->pstate, new_end);
+}
+
 int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part_t **out)
 {
     st_part_t *p = st_parts_get(&s->parts, t->id, index);
@@ -184,6 +196,7 @@ int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part
         return rc;
     }
     st_pstate_init(&p->pstate);
+    st_log_set_cut_hook(p->log, st_part_on_cut, p);
     rc = st_part_load_producers(p);
     if (rc)
         ST_WARN("partition %s-%d: cannot rebuild producer state: %s", t->name, index,

@@ -95,6 +95,7 @@ void st_log_config_default(st_log_config_t *c)
     c->segment_ms = 7LL * 24 * 3600 * 1000;
     c->retention_ms = 7LL * 24 * 3600 * 1000;
     c->retention_bytes = -1;
+    c->retention_deletes = true;
     c->index_interval_bytes = 4096;
     c->max_message_bytes = 1048588;
     c->timestamp_type = ST_TS_CREATE_TIME;
@@ -1124,9 +1125,10 @@ int st_log_enforce_retention(st_log_t *log)
     while (log->nsegs > 1) {
         st_segment_t *s = log->segs[0];
         bool below_start = log->segs[1]->base_offset <= log->log_start;
-        bool by_time = log->cfg.retention_ms >= 0 && s->max_timestamp >= 0 &&
-                       now - s->max_timestamp > log->cfg.retention_ms;
-        bool by_size = log->cfg.retention_bytes >= 0 && total - s->size >= log->cfg.retention_bytes;
+        bool by_time = log->cfg.retention_deletes && log->cfg.retention_ms >= 0 &&
+                       s->max_timestamp >= 0 && now - s->max_timestamp > log->cfg.retention_ms;
+        bool by_size = log->cfg.retention_deletes && log->cfg.retention_bytes >= 0 &&
+                       total - s->size >= log->cfg.retention_bytes;
         if (!below_start && !by_time && !by_size)
             break;
         ST_INFO("storage: %s: deleting segment %" PRId64 " (%s)", log->dir, s->base_offset,

@@ -61,6 +61,8 @@ typedef struct st_log_config {
     int64_t segment_ms;           /* segment.ms: roll a segment this old (-1: never; 7 days) */
     int64_t retention_ms;         /* retention.ms (-1: unlimited; default 7 days) */
     int64_t retention_bytes;      /* retention.bytes (-1: unlimited, the default) */
+    bool retention_deletes;       /* cleanup.policy holds "delete": retention.ms/.bytes apply
+                                   * (a "compact"-only log is never cut by them) */
     int32_t index_interval_bytes; /* index.interval.bytes (4096) */
     int32_t max_message_bytes;    /* max.message.bytes: largest batch (1048588) */
     st_ts_type_t timestamp_type;  /* message.timestamp.type */
@@ -221,8 +223,9 @@ ssize_t st_log_read_copy(const st_log_read_t *r, uint8_t *dst, size_t cap);
 
 /* Rolls a new active segment now (no-op when the active one is empty). */
 int st_log_roll(st_log_t *log);
-/* Deletes whole segments past retention.ms / retention.bytes, and those wholly below the log
- * start offset; never the active segment. Returns the number deleted or < 0. */
+/* Deletes whole segments past retention.ms / retention.bytes (only when retention_deletes),
+ * and those wholly below the log start offset; never the active segment. Returns the number deleted
+ * or < 0. */
 int st_log_enforce_retention(st_log_t *log);
 /* DeleteRecords: moves the log start offset up to offset (<= end; ST_E_OUT_OF_RANGE beyond),
  * persists it, and deletes segments wholly below it. Lower values are ignored. */

@@ -482,6 +482,43 @@ static void test_eio_on_fsync(void **state)
     tenv_fini(&t);
 }
 
+/* cleanup.policy=compact: neither retention.bytes nor retention.ms ever deletes (issue 10.3:
+ * __consumer_offsets lost committed offsets to a broker-wide log.retention.bytes). */
+static void test_compact_only_never_retained(void **state)
+{
+    (void)state;
+    tenv_t t;
+    tenv_init(&t, 81);
+    st_log_config_t c = cfg_default();
+    st_buf_t b;
+    st_buf_init(&b);
+    size_t bs = tb_batch(&b, 1, 100, 0, 'a');
+    st_buf_fini(&b);
+    c.segment_bytes = (int64_t)bs * 2;
+    c.retention_bytes = 0;
+    c.retention_ms = 1;
+    c.retention_deletes = false;
+    st_log_t *log = open_log(&t, &c);
+    for (int i = 0; i < 9; i++)
+        append1(log, 1, 100, t.now - 100000, 'a');
+    t.now += 100000;
+    assert_int_equal(st_log_segment_count(log), 5);
+    assert_int_equal(st_log_enforce_retention(log), 0);
+    assert_int_equal(st_log_tick(log), 0);
+    assert_int_equal(st_log_start_offset(log), 0);
+    assert_int_equal(check_readable(log), 9);
+    /* An explicit log start (DeleteRecords, the coordinator's own compaction) still applies. */
+    assert_int_equal(st_log_set_start_offset(log, 4), 0);
+    assert_int_equal(st_log_start_offset(log), 4);
+    /* compact,delete: retention applies again. */
+    c.retention_deletes = true;
+    assert_int_equal(st_log_set_config(log, &c), 0);
+    assert_true(st_log_enforce_retention(log) > 0);
+    assert_int_equal(st_log_segment_count(log), 1);
+    st_log_close(log);
+    tenv_fini(&t);
+}
+
 static void test_roll_and_retention(void **state)
 {
     (void)state;
@@ -933,6 +970,7 @@ int main(void)
         cmocka_unit_test(test_fd_cache),
         cmocka_unit_test(test_read_handle_survives_delete),
         cmocka_unit_test(test_replica_append),
+        cmocka_unit_test(test_compact_only_never_retained),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
