@@ -68,10 +68,12 @@ int st_pstate_check(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t f
                     int32_t last_seq, st_pbatch_t *dup)
 {
     const st_pentry_t *e = st_pstate_find(ps, pid);
-    if (!e || e->nbatches == 0)
+    if (!e)
         return ST_PSTATE_APPEND; /* a producer new to this partition (or expired) */
     if (epoch < e->epoch)
         return -ST_KERR_INVALID_PRODUCER_EPOCH;
+    if (e->nbatches == 0)
+        return ST_PSTATE_APPEND; /* every batch it wrote was cut off: it may start anywhere */
     if (epoch > e->epoch)
         return first_seq == 0 ? ST_PSTATE_APPEND : -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER;
     for (int i = 0; i < e->nbatches; i++)
@@ -111,4 +113,15 @@ int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_
     }
     e->batches[e->nbatches++] = (st_pbatch_t){first_seq, last_seq, first_offset, last_offset};
     return 0;
+}
+
+void st_pstate_truncate(st_pstate_t *ps, int64_t end)
+{
+    for (size_t i = 0; i < ps->cap; i++) {
+        st_pentry_t *e = &ps->slots[i];
+        if (e->pid == -1)
+            continue;
+        while (e->nbatches > 0 && e->batches[e->nbatches - 1].last_offset >= end)
+            e->nbatches--;
+    }
 }

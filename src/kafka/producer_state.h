@@ -51,6 +51,13 @@ int st_pstate_check(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t f
 int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
                      int32_t last_seq, int64_t first_offset, int64_t last_offset);
 size_t st_pstate_count(const st_pstate_t *ps);
+/*
+ * The log end moved down to `end` (a failed sync cut it back, or a truncation): forgets every
+ * cached batch at offsets >= end, which later appends will reuse. A producer left with no
+ * batch keeps its entry and epoch: the epoch was handed out by InitProducerId and still fences
+ * older ones, and its next batch may carry any sequence (its retry of what was cut, usually).
+ */
+void st_pstate_truncate(st_pstate_t *ps, int64_t end);
 
 /* Sequence arithmetic as Kafka does it: after INT32_MAX comes 0. */
 static inline int32_t st_pstate_seq_add(int32_t seq, int32_t n)
