@@ -5,6 +5,11 @@
  * freed only when no write referring to it is in flight (g->busy == 0). Answers are built in
  * the caller's arena, never pointing at coordinator memory, since they are encoded later on
  * another shard.
+ *
+ * Strings: every protocol string kept here (group, member, instance and client ids, client
+ * hosts, protocol types and names, topics, committed metadata) is an st_gstr_t — bytes and a
+ * length, as on the wire and in __consumer_offsets — never a C string: a NUL inside one is
+ * data like any other byte, and survives a commit, a fetch, a compaction and a reload.
  */
 #include "group/coord.h"
 
@@ -28,18 +33,29 @@ static const char *const st_gstate_names[] = {"Empty", "PreparingRebalance", "Co
 
 typedef struct st_ggroup st_ggroup_t;
 
+/* A protocol string owned by the coordinator: heap bytes and their length (a NUL is kept
+ * after them, never relied on). ptr NULL is the null string; an empty one has a ptr. */
+typedef struct st_gstr {
+    char *ptr;
+    int32_t len;
+} st_gstr_t;
+
+#define ST_GSTR_NULL ((st_gstr_t){NULL, -1})
+/* printf arguments for "%.*s" of a non-null st_gstr_t (logs only; they stop at a NUL). */
+#define ST_GSTR_ARG(s) (int)(s).len, (s).ptr
+
 typedef struct st_gproto {
-    char *name;
+    st_gstr_t name;
     uint8_t *meta;
     int32_t meta_len;
 } st_gproto_t;
 
 typedef struct st_gmember {
     st_ggroup_t *g;
-    char *member_id;
-    char *instance_id; /* NULL: dynamic */
-    char *client_id;
-    char *client_host;
+    st_gstr_t member_id;
+    st_gstr_t instance_id; /* null: dynamic */
+    st_gstr_t client_id;
+    st_gstr_t client_host;
     int32_t session_timeout, rebalance_timeout;
     int nprotos;
     st_gproto_t *protos;
@@ -62,28 +78,28 @@ typedef struct st_gmember {
 } st_gmember_t;
 
 typedef struct st_goff {
-    char *topic;
+    st_gstr_t topic;
     int32_t partition;
     int64_t offset;
     int32_t leader_epoch;
-    char *metadata;
+    st_gstr_t metadata;
     int64_t commit_ts;
     struct st_goff *next;
 } st_goff_t;
 
 typedef struct st_gpending {
-    char *member_id;
+    st_gstr_t member_id;
     int64_t deadline_ms; /* monotonic */
 } st_gpending_t;
 
 struct st_ggroup {
     st_gcoord_t *c;
-    char *id;
+    st_gstr_t id;
     int32_t partition;
     int state;
-    char *protocol_type;
-    char *protocol;
-    char *leader;
+    st_gstr_t protocol_type; /* null until a member joined (or loaded) */
+    st_gstr_t protocol;      /* null: none selected */
+    st_gstr_t leader;        /* null: no leader */
     int32_t generation;
     int64_t state_ts; /* wall clock of the last state change */
     st_gmember_t **members;
@@ -121,31 +137,66 @@ struct st_gcoord {
 
 /* ---- small helpers ---- */
 
-static char *st_dupk(st_kstr_t s)
+/* Replaces *s by a copy of v (null stays null). -ENOMEM leaves *s null. */
+static int st_gstr_set(st_gstr_t *s, st_kstr_t v)
+{
+    free(s->ptr);
+    *s = ST_GSTR_NULL;
+    if (v.len < 0)
+        return 0;
+    char *p = malloc((size_t)v.len + 1);
+    if (!p)
+        return -ENOMEM;
+    if (v.len > 0)
+        memcpy(p, v.ptr, (size_t)v.len);
+    p[v.len] = 0;
+    *s = (st_gstr_t){p, v.len};
+    return 0;
+}
+
+static void st_gstr_free(st_gstr_t *s)
+{
+    free(s->ptr);
+    *s = ST_GSTR_NULL;
+}
+
+/* A view of s (no copy). */
+static st_kstr_t st_gk(st_gstr_t s)
+{
+    return s.ptr ? (st_kstr_t){s.ptr, s.len} : ST_KSTR_NULL;
+}
+
+/* Whether s holds exactly g's bytes (both null counts as equal). */
+static bool st_keq(st_kstr_t s, st_gstr_t g)
+{
+    if (s.len < 0 || !g.ptr)
+        return s.len < 0 && !g.ptr;
+    return s.len == g.len && memcmp(s.ptr, g.ptr, (size_t)s.len) == 0;
+}
+
+static bool st_geq(st_gstr_t a, st_gstr_t b)
+{
+    return st_keq(st_gk(a), b);
+}
+
+/* A string for an answer, copied into the caller's arena (null stays null). */
+static st_kstr_t st_akstr(st_arena_t *a, st_kstr_t s)
 {
     if (s.len < 0)
-        return NULL;
-    char *p = malloc((size_t)s.len + 1);
-    if (!p)
-        return NULL;
-    memcpy(p, s.ptr, (size_t)s.len);
-    p[s.len] = 0;
-    return p;
-}
-
-static bool st_keq(st_kstr_t s, const char *c)
-{
-    return st_kstr_eq(s, c);
-}
-
-/* A string for an answer, copied into the caller's arena. */
-static st_kstr_t st_astr(st_arena_t *a, const char *s)
-{
-    if (!s)
         return ST_KSTR_NULL;
-    size_t n = strlen(s);
-    char *p = st_arena_strndup(a, s, n);
-    return p ? (st_kstr_t){p, (int32_t)n} : ST_KSTR_EMPTY;
+    char *p = st_arena_strndup(a, s.len ? s.ptr : "", (size_t)s.len);
+    return p ? (st_kstr_t){p, s.len} : ST_KSTR_EMPTY;
+}
+
+static st_kstr_t st_astr(st_arena_t *a, st_gstr_t s)
+{
+    return st_akstr(a, st_gk(s));
+}
+
+/* The same, an empty string for null. */
+static st_kstr_t st_astr0(st_arena_t *a, st_gstr_t s)
+{
+    return s.ptr ? st_astr(a, s) : ST_KSTR_EMPTY;
 }
 
 static st_kbytes_t st_abytes(st_arena_t *a, const uint8_t *b, int32_t n)
@@ -204,16 +255,16 @@ int32_t st_gcoord_partition_for(st_kstr_t group_id, int32_t n)
 
 /* ---- groups table ---- */
 
-static size_t st_gbucket(const st_gcoord_t *c, const char *id, size_t len)
+static size_t st_gbucket(const st_gcoord_t *c, const char *id, int32_t len)
 {
-    return st_hash_bytes(id, len, 1469598103934665603ull) & (c->nbuckets - 1);
+    return st_hash_bytes(id, (size_t)len, 1469598103934665603ull) & (c->nbuckets - 1);
 }
 
 static st_ggroup_t *st_gfind(const st_gcoord_t *c, st_kstr_t id)
 {
     if (id.len < 0)
         return NULL;
-    for (st_ggroup_t *g = c->buckets[st_gbucket(c, id.ptr, (size_t)id.len)]; g; g = g->next)
+    for (st_ggroup_t *g = c->buckets[st_gbucket(c, id.ptr, id.len)]; g; g = g->next)
         if (st_keq(id, g->id))
             return g;
     return NULL;
@@ -230,8 +281,8 @@ static st_ggroup_t *st_gcreate(st_gcoord_t *c, st_kstr_t id, int32_t partition)
             for (size_t i = 0; i < c->nbuckets; i++)
                 for (st_ggroup_t *g = c->buckets[i], *next; g; g = next) {
                     next = g->next;
-                    size_t k =
-                        st_hash_bytes(g->id, strlen(g->id), 1469598103934665603ull) & (n - 1);
+                    size_t k = st_hash_bytes(g->id.ptr, (size_t)g->id.len, 1469598103934665603ull) &
+                               (n - 1);
                     g->next = b[k];
                     b[k] = g;
                 }
@@ -243,11 +294,12 @@ static st_ggroup_t *st_gcreate(st_gcoord_t *c, st_kstr_t id, int32_t partition)
     st_ggroup_t *g = calloc(1, sizeof *g);
     if (!g)
         return NULL;
-    g->id = st_dupk(id);
+    g->protocol_type = g->protocol = g->leader = ST_GSTR_NULL;
+    int rc = st_gstr_set(&g->id, id);
     g->nbuckets = 8;
     g->offs = calloc(g->nbuckets, sizeof *g->offs);
-    if (!g->id || !g->offs) {
-        free(g->id);
+    if (rc || !g->id.ptr || !g->offs) {
+        st_gstr_free(&g->id);
         free(g->offs);
         free(g);
         return NULL;
@@ -257,7 +309,7 @@ static st_ggroup_t *st_gcreate(st_gcoord_t *c, st_kstr_t id, int32_t partition)
     g->state = G_EMPTY;
     g->state_ts = st_wall_ms();
     st_timer_init(&g->join_timer, st_group_join_timeout, g);
-    size_t k = st_gbucket(c, g->id, strlen(g->id));
+    size_t k = st_gbucket(c, g->id.ptr, g->id.len);
     g->next = c->buckets[k];
     c->buckets[k] = g;
     c->ngroups++;
@@ -267,12 +319,12 @@ static st_ggroup_t *st_gcreate(st_gcoord_t *c, st_kstr_t id, int32_t partition)
 static void st_member_free(st_gcoord_t *c, st_gmember_t *m)
 {
     st_loop_timer_stop(c->loop, &m->session_timer);
-    free(m->member_id);
-    free(m->instance_id);
-    free(m->client_id);
-    free(m->client_host);
+    st_gstr_free(&m->member_id);
+    st_gstr_free(&m->instance_id);
+    st_gstr_free(&m->client_id);
+    st_gstr_free(&m->client_host);
     for (int i = 0; i < m->nprotos; i++) {
-        free(m->protos[i].name);
+        st_gstr_free(&m->protos[i].name);
         free(m->protos[i].meta);
     }
     free(m->protos);
@@ -285,8 +337,8 @@ static void st_offs_clear(st_ggroup_t *g)
     for (size_t i = 0; i < g->nbuckets; i++)
         for (st_goff_t *o = g->offs[i], *next; o; o = next) {
             next = o->next;
-            free(o->topic);
-            free(o->metadata);
+            st_gstr_free(&o->topic);
+            st_gstr_free(&o->metadata);
             free(o);
         }
     memset(g->offs, 0, g->nbuckets * sizeof *g->offs);
@@ -297,7 +349,7 @@ static void st_offs_clear(st_ggroup_t *g)
 static void st_gfree(st_gcoord_t *c, st_ggroup_t *g)
 {
     ST_ASSERT(g->busy == 0);
-    size_t k = st_gbucket(c, g->id, strlen(g->id));
+    size_t k = st_gbucket(c, g->id.ptr, g->id.len);
     for (st_ggroup_t **pp = &c->buckets[k]; *pp; pp = &(*pp)->next)
         if (*pp == g) {
             *pp = g->next;
@@ -308,24 +360,24 @@ static void st_gfree(st_gcoord_t *c, st_ggroup_t *g)
     for (int i = 0; i < g->nmembers; i++)
         st_member_free(c, g->members[i]);
     for (int i = 0; i < g->npending; i++)
-        free(g->pending[i].member_id);
+        st_gstr_free(&g->pending[i].member_id);
     st_offs_clear(g);
     free(g->offs);
     free(g->pending);
     free(g->members);
-    free(g->protocol_type);
-    free(g->protocol);
-    free(g->leader);
+    st_gstr_free(&g->protocol_type);
+    st_gstr_free(&g->protocol);
+    st_gstr_free(&g->leader);
     free(g->persisted);
-    free(g->id);
+    st_gstr_free(&g->id);
     free(g);
 }
 
 /* ---- offsets table of a group ---- */
 
-static size_t st_obucket(const st_ggroup_t *g, const char *topic, size_t len, int32_t partition)
+static size_t st_obucket(const st_ggroup_t *g, const char *topic, int32_t len, int32_t partition)
 {
-    uint64_t h = st_hash_bytes(topic, len, 1469598103934665603ull);
+    uint64_t h = st_hash_bytes(topic, (size_t)len, 1469598103934665603ull);
     h = st_hash_bytes(&partition, sizeof partition, h);
     return (size_t)(h ^ (h >> 31)) & (g->nbuckets - 1);
 }
@@ -334,8 +386,7 @@ static st_goff_t *st_ofind(const st_ggroup_t *g, st_kstr_t topic, int32_t partit
 {
     if (topic.len < 0)
         return NULL;
-    for (st_goff_t *o = g->offs[st_obucket(g, topic.ptr, (size_t)topic.len, partition)]; o;
-         o = o->next)
+    for (st_goff_t *o = g->offs[st_obucket(g, topic.ptr, topic.len, partition)]; o; o = o->next)
         if (o->partition == partition && st_keq(topic, o->topic))
             return o;
     return NULL;
@@ -345,8 +396,8 @@ static int st_oset(st_ggroup_t *g, st_kstr_t topic, int32_t partition, int64_t o
                    int32_t epoch, st_kstr_t metadata, int64_t ts)
 {
     st_goff_t *o = st_ofind(g, topic, partition);
-    char *md = st_dupk(metadata.len < 0 ? ST_KSTR_EMPTY : metadata);
-    if (!md)
+    st_gstr_t md = ST_GSTR_NULL;
+    if (st_gstr_set(&md, metadata.len < 0 ? ST_KSTR_EMPTY : metadata))
         return -ENOMEM;
     if (!o) {
         if (g->noffs >= g->nbuckets) {
@@ -360,7 +411,7 @@ static int st_oset(st_ggroup_t *g, st_kstr_t topic, int32_t partition, int64_t o
                 for (size_t i = 0; i < old; i++)
                     for (st_goff_t *x = ob[i], *next; x; x = next) {
                         next = x->next;
-                        size_t k = st_obucket(g, x->topic, strlen(x->topic), x->partition);
+                        size_t k = st_obucket(g, x->topic.ptr, x->topic.len, x->partition);
                         x->next = b[k];
                         b[k] = x;
                     }
@@ -368,18 +419,19 @@ static int st_oset(st_ggroup_t *g, st_kstr_t topic, int32_t partition, int64_t o
             }
         }
         o = calloc(1, sizeof *o);
-        if (!o || !(o->topic = st_dupk(topic))) {
+        if (!o || st_gstr_set(&o->topic, topic) || !o->topic.ptr) {
             free(o);
-            free(md);
+            st_gstr_free(&md);
             return -ENOMEM;
         }
+        o->metadata = ST_GSTR_NULL;
         o->partition = partition;
-        size_t k = st_obucket(g, o->topic, strlen(o->topic), partition);
+        size_t k = st_obucket(g, o->topic.ptr, o->topic.len, partition);
         o->next = g->offs[k];
         g->offs[k] = o;
         g->noffs++;
     }
-    free(o->metadata);
+    st_gstr_free(&o->metadata);
     o->metadata = md;
     o->offset = offset;
     o->leader_epoch = epoch;
@@ -391,13 +443,13 @@ static void st_odel(st_ggroup_t *g, st_kstr_t topic, int32_t partition)
 {
     if (topic.len < 0)
         return;
-    size_t k = st_obucket(g, topic.ptr, (size_t)topic.len, partition);
+    size_t k = st_obucket(g, topic.ptr, topic.len, partition);
     for (st_goff_t **pp = &g->offs[k]; *pp; pp = &(*pp)->next) {
         st_goff_t *o = *pp;
         if (o->partition == partition && st_keq(topic, o->topic)) {
             *pp = o->next;
-            free(o->topic);
-            free(o->metadata);
+            st_gstr_free(&o->topic);
+            st_gstr_free(&o->metadata);
             free(o);
             g->noffs--;
             return;
@@ -425,14 +477,14 @@ struct st_gwrite {
     int32_t value_len;
     int64_t start; /* compaction: first offset of the snapshot */
     int nassign;   /* sync: the leader's assignment */
-    char **assign_ids;
+    st_gstr_t *assign_ids;
     st_kbytes_t *assign;
 };
 
 static void st_gwrite_free(st_gwrite_t *w)
 {
     for (int i = 0; i < w->nassign; i++) {
-        free(w->assign_ids[i]);
+        st_gstr_free(&w->assign_ids[i]);
         free((void *)w->assign[i].ptr);
     }
     free(w->assign_ids);
@@ -515,7 +567,7 @@ static int st_add_offset_record(st_gbatch_t *b, st_kstr_t group, st_kstr_t topic
     st_buf_init(&v);
     st_grec_offset_key(&k, group, topic, partition);
     if (o)
-        st_grec_offset_value(&v, o->offset, o->leader_epoch, st_kstr(o->metadata), o->commit_ts);
+        st_grec_offset_value(&v, o->offset, o->leader_epoch, st_gk(o->metadata), o->commit_ts);
     else if (in)
         st_grec_offset_value(&v, in->offset, in->leader_epoch, in->metadata, ts);
     int rc = k.oom || v.oom
@@ -539,14 +591,14 @@ static int st_add_group_record(st_gbatch_t *b, st_kstr_t group, const uint8_t *v
 
 /* The group metadata value of g now, with `assign` (if given) in place of the members'
  * assignments. */
-static int st_group_value(st_ggroup_t *g, int nassign, char **ids, const st_kbytes_t *assign,
-                          uint8_t **out, int32_t *out_len)
+static int st_group_value(st_ggroup_t *g, int nassign, const st_gstr_t *ids,
+                          const st_kbytes_t *assign, uint8_t **out, int32_t *out_len)
 {
     st_grec_t rec = {0};
-    rec.protocol_type = st_kstr(g->protocol_type ? g->protocol_type : "");
+    rec.protocol_type = g->protocol_type.ptr ? st_gk(g->protocol_type) : ST_KSTR_EMPTY;
     rec.generation = g->generation;
-    rec.protocol = st_kstr(g->protocol);
-    rec.leader = st_kstr(g->leader);
+    rec.protocol = st_gk(g->protocol);
+    rec.leader = st_gk(g->leader);
     rec.current_state_timestamp = g->state_ts;
     rec.nmembers = g->nmembers;
     rec.members = calloc((size_t)g->nmembers + 1, sizeof *rec.members);
@@ -555,21 +607,21 @@ static int st_group_value(st_ggroup_t *g, int nassign, char **ids, const st_kbyt
     for (int i = 0; i < g->nmembers; i++) {
         st_gmember_t *m = g->members[i];
         st_grec_member_t *rm = &rec.members[i];
-        rm->member_id = st_kstr(m->member_id);
-        rm->group_instance_id = st_kstr(m->instance_id);
-        rm->client_id = st_kstr(m->client_id);
-        rm->client_host = st_kstr(m->client_host);
+        rm->member_id = st_gk(m->member_id);
+        rm->group_instance_id = st_gk(m->instance_id);
+        rm->client_id = st_gk(m->client_id);
+        rm->client_host = st_gk(m->client_host);
         rm->rebalance_timeout = m->rebalance_timeout;
         rm->session_timeout = m->session_timeout;
         rm->subscription = (st_kbytes_t){(const uint8_t *)"", 0};
         for (int k = 0; k < m->nprotos; k++)
-            if (g->protocol && strcmp(m->protos[k].name, g->protocol) == 0)
+            if (g->protocol.ptr && st_geq(m->protos[k].name, g->protocol))
                 rm->subscription = (st_kbytes_t){m->protos[k].meta, m->protos[k].meta_len};
         rm->assignment = (st_kbytes_t){m->assignment, m->assignment_len};
         if (ids) {
             rm->assignment = (st_kbytes_t){(const uint8_t *)"", 0};
             for (int k = 0; k < nassign; k++)
-                if (strcmp(ids[k], m->member_id) == 0)
+                if (st_geq(ids[k], m->member_id))
                     rm->assignment = assign[k];
         }
     }
@@ -610,7 +662,7 @@ static void st_persist_group(st_gcoord_t *c, st_ggroup_t *g)
     st_gbatch_t b;
     st_gbatch_init(&b, st_wall_ms(), c->cfg.max_batch_bytes);
     if (st_group_value(g, 0, NULL, NULL, &w->value, &w->value_len) ||
-        st_add_group_record(&b, st_kstr(g->id), w->value, w->value_len)) {
+        st_add_group_record(&b, st_gk(g->id), w->value, w->value_len)) {
         st_gbatch_fini(&b);
         st_gwrite_free(w);
         return;
@@ -644,7 +696,7 @@ static st_gmember_t *st_mfind_static(const st_ggroup_t *g, st_kstr_t instance)
     if (instance.len < 0)
         return NULL;
     for (int i = 0; i < g->nmembers; i++)
-        if (g->members[i]->instance_id && st_keq(instance, g->members[i]->instance_id))
+        if (g->members[i]->instance_id.ptr && st_keq(instance, g->members[i]->instance_id))
             return g->members[i];
     return NULL;
 }
@@ -661,8 +713,12 @@ static int st_member_set_protocols(st_gmember_t *m, const st_kp_join_group_req_t
     st_gproto_t *p = calloc((size_t)req->protocols_count + 1, sizeof *p);
     if (!p)
         return -ENOMEM;
+    bool oom = false;
     for (int i = 0; i < req->protocols_count; i++) {
-        p[i].name = st_dupk(req->protocols[i].name);
+        p[i].name = ST_GSTR_NULL;
+        oom |=
+            st_gstr_set(&p[i].name, req->protocols[i].name.len < 0 ? ST_KSTR_EMPTY
+                                                                   : req->protocols[i].name) != 0;
         int32_t n = req->protocols[i].metadata.len > 0 ? req->protocols[i].metadata.len : 0;
         p[i].meta = malloc((size_t)n + 1);
         if (p[i].meta && n)
@@ -670,22 +726,23 @@ static int st_member_set_protocols(st_gmember_t *m, const st_kp_join_group_req_t
         p[i].meta_len = n;
     }
     for (int i = 0; i < m->nprotos; i++) {
-        free(m->protos[i].name);
+        st_gstr_free(&m->protos[i].name);
         free(m->protos[i].meta);
     }
     free(m->protos);
     m->protos = p;
     m->nprotos = req->protocols_count;
     for (int i = 0; i < m->nprotos; i++)
-        if (!p[i].name || !p[i].meta)
-            return -ENOMEM;
+        if (!p[i].name.ptr || !p[i].meta)
+            oom = true;
+    return oom ? -ENOMEM : 0;
     return 0;
 }
 
-static bool st_member_has_protocol(const st_gmember_t *m, const char *name)
+static bool st_member_has_protocol(const st_gmember_t *m, st_kstr_t name)
 {
     for (int i = 0; i < m->nprotos; i++)
-        if (strcmp(m->protos[i].name, name) == 0)
+        if (st_keq(name, m->protos[i].name))
             return true;
     return false;
 }
@@ -705,16 +762,16 @@ static bool st_protocols_equal(const st_gmember_t *m, const st_kp_join_group_req
 }
 
 /* The protocol every member supports that most members prefer (Kafka's selectProtocol);
- * NULL when the members share none. */
-static const char *st_select_protocol(const st_ggroup_t *g)
+ * null when the members share none. */
+static st_kstr_t st_select_protocol(const st_ggroup_t *g)
 {
     if (g->nmembers == 0)
-        return NULL;
-    const char *best = NULL;
+        return ST_KSTR_NULL;
+    st_kstr_t best = ST_KSTR_NULL;
     int best_votes = 0;
     const st_gmember_t *first = g->members[0];
     for (int i = 0; i < first->nprotos; i++) {
-        const char *cand = first->protos[i].name;
+        st_kstr_t cand = st_gk(first->protos[i].name);
         bool all = true;
         for (int k = 1; k < g->nmembers && all; k++)
             all = st_member_has_protocol(g->members[k], cand);
@@ -726,15 +783,15 @@ static const char *st_select_protocol(const st_ggroup_t *g)
             for (int j = 0; j < m->nprotos; j++) {
                 bool shared = true;
                 for (int q = 0; q < g->nmembers && shared; q++)
-                    shared = st_member_has_protocol(g->members[q], m->protos[j].name);
+                    shared = st_member_has_protocol(g->members[q], st_gk(m->protos[j].name));
                 if (shared) {
-                    if (strcmp(m->protos[j].name, cand) == 0)
+                    if (st_keq(cand, m->protos[j].name))
                         votes++;
                     break;
                 }
             }
         }
-        if (!best || votes > best_votes) {
+        if (best.len < 0 || votes > best_votes) {
             best = cand;
             best_votes = votes;
         }
@@ -752,15 +809,12 @@ static bool st_group_supports(const st_ggroup_t *g, const st_kp_join_group_req_t
     int others = g->nmembers - (self ? 1 : 0);
     if (others == 0)
         return true;
-    if (!g->protocol_type || !st_keq(req->protocol_type, g->protocol_type))
+    if (!g->protocol_type.ptr || !st_keq(req->protocol_type, g->protocol_type))
         return false;
     for (int i = 0; i < req->protocols_count; i++) {
-        char name[256];
-        int32_t n = req->protocols[i].name.len;
-        if (n < 0 || n >= (int32_t)sizeof name)
+        st_kstr_t name = req->protocols[i].name;
+        if (name.len < 0)
             continue;
-        memcpy(name, req->protocols[i].name.ptr, (size_t)n);
-        name[n] = 0;
         bool all = true;
         for (int k = 0; k < g->nmembers && all; k++)
             if (g->members[k] != self)
@@ -814,7 +868,7 @@ static void st_fill_join(st_ggroup_t *g, st_gmember_t *m, int16_t version, st_ar
     r->generation_id = g->generation;
     r->protocol_type = st_astr(a, g->protocol_type);
     r->protocol_name = st_astr(a, g->protocol);
-    r->leader = st_astr(a, g->leader ? g->leader : "");
+    r->leader = st_astr0(a, g->leader);
     r->member_id = st_astr(a, m->member_id);
     r->skip_assignment = skip;
     r->members_count = 0;
@@ -831,7 +885,7 @@ static void st_fill_join(st_ggroup_t *g, st_gmember_t *m, int16_t version, st_ar
         o->group_instance_id = st_astr(a, x->instance_id);
         o->metadata = (st_kbytes_t){(const uint8_t *)"", 0};
         for (int k = 0; k < x->nprotos; k++)
-            if (g->protocol && strcmp(x->protos[k].name, g->protocol) == 0)
+            if (g->protocol.ptr && st_geq(x->protos[k].name, g->protocol))
                 o->metadata = st_abytes(a, x->protos[k].meta, x->protos[k].meta_len);
     }
     (void)version;
@@ -927,11 +981,9 @@ static void st_complete_join(st_gcoord_t *c, st_ggroup_t *g)
     g->initial_delay = false;
     for (int i = 0; i < g->nmembers;) {
         st_gmember_t *m = g->members[i];
-        if (!m->join_wait && !m->instance_id) {
-            if (g->leader && strcmp(g->leader, m->member_id) == 0) {
-                free(g->leader);
-                g->leader = NULL;
-            }
+        if (!m->join_wait && !m->instance_id.ptr) {
+            if (g->leader.ptr && st_geq(g->leader, m->member_id))
+                st_gstr_free(&g->leader);
             st_answer_sync(m, ST_KERR_UNKNOWN_MEMBER_ID);
             st_remove_member_at(g, i);
             st_member_free(c, m);
@@ -943,8 +995,7 @@ static void st_complete_join(st_gcoord_t *c, st_ggroup_t *g)
     for (int i = 0; i < g->nmembers; i++)
         any_joined |= g->members[i]->join_wait;
     g->generation++;
-    free(g->protocol);
-    g->protocol = NULL;
+    st_gstr_free(&g->protocol);
     if (g->nmembers == 0 || !any_joined) {
         /* Static members that did not rejoin alone cannot form a generation: drop them. */
         while (g->nmembers > 0) {
@@ -952,21 +1003,18 @@ static void st_complete_join(st_gcoord_t *c, st_ggroup_t *g)
             g->nmembers--;
             st_member_free(c, m);
         }
-        free(g->leader);
-        g->leader = NULL;
+        st_gstr_free(&g->leader);
         st_group_set_state(g, G_EMPTY);
         st_persist_group(c, g);
         return;
     }
-    const char *sel = st_select_protocol(g);
-    g->protocol = sel ? strdup(sel) : NULL;
-    if (!g->leader || !st_mfind(g, st_kstr(g->leader)) ||
-        !st_mfind(g, st_kstr(g->leader))->join_wait) {
-        free(g->leader);
-        g->leader = NULL;
-        for (int i = 0; i < g->nmembers && !g->leader; i++)
+    st_gstr_set(&g->protocol, st_select_protocol(g));
+    st_gmember_t *lm = g->leader.ptr ? st_mfind(g, st_gk(g->leader)) : NULL;
+    if (!lm || !lm->join_wait) {
+        st_gstr_free(&g->leader);
+        for (int i = 0; i < g->nmembers && !g->leader.ptr; i++)
             if (g->members[i]->join_wait)
-                g->leader = strdup(g->members[i]->member_id);
+                st_gstr_set(&g->leader, st_gk(g->members[i]->member_id));
     }
     st_group_set_state(g, G_COMPLETING);
     for (int i = 0; i < g->nmembers; i++) {
@@ -974,7 +1022,7 @@ static void st_complete_join(st_gcoord_t *c, st_ggroup_t *g)
         if (!m->join_wait)
             continue;
         m->join_wait = false;
-        bool leader = g->leader && strcmp(g->leader, m->member_id) == 0;
+        bool leader = g->leader.ptr && st_geq(g->leader, m->member_id);
         st_fill_join(g, m, m->join_version, m->join_a, m->join_resp, leader, false);
         st_member_touch(c, m);
         m->join_done(m->join_arg);
@@ -992,10 +1040,8 @@ static void st_remove_member(st_gcoord_t *c, st_ggroup_t *g, st_gmember_t *m)
             st_remove_member_at(g, i);
             break;
         }
-    if (g->leader && strcmp(g->leader, m->member_id) == 0) {
-        free(g->leader);
-        g->leader = NULL;
-    }
+    if (g->leader.ptr && st_geq(g->leader, m->member_id))
+        st_gstr_free(&g->leader);
     st_member_free(c, m);
     switch (g->state) {
     case G_STABLE:
@@ -1020,13 +1066,13 @@ static void st_member_session_timeout(st_timer_t *t)
         st_member_touch(c, m);
         return;
     }
-    ST_INFO("group %s: member %s timed out after %d ms", g->id, m->member_id, m->session_timeout);
+    ST_INFO("group %.*s: member %.*s timed out after %d ms", ST_GSTR_ARG(g->id),
+            ST_GSTR_ARG(m->member_id), m->session_timeout);
     st_remove_member(c, g, m);
 }
 
-static st_gmember_t *st_member_new(st_ggroup_t *g, const char *id,
-                                   const st_kp_join_group_req_t *req, int16_t version,
-                                   st_kstr_t client_id, st_kstr_t client_host)
+static st_gmember_t *st_member_new(st_ggroup_t *g, st_kstr_t id, const st_kp_join_group_req_t *req,
+                                   int16_t version, st_kstr_t client_id, st_kstr_t client_host)
 {
     st_gmember_t *m = calloc(1, sizeof *m);
     if (!m)
@@ -1042,15 +1088,16 @@ static st_gmember_t *st_member_new(st_ggroup_t *g, const char *id,
         g->cap = cap;
     }
     m->g = g;
-    m->member_id = strdup(id);
-    m->instance_id = st_dupk(req->group_instance_id);
-    m->client_id = st_dupk(client_id.len < 0 ? ST_KSTR_EMPTY : client_id);
-    m->client_host = st_dupk(client_host.len < 0 ? ST_KSTR_EMPTY : client_host);
+    m->member_id = m->instance_id = m->client_id = m->client_host = ST_GSTR_NULL;
+    int rc = st_gstr_set(&m->member_id, id);
+    rc |= st_gstr_set(&m->instance_id, req->group_instance_id);
+    rc |= st_gstr_set(&m->client_id, client_id.len < 0 ? ST_KSTR_EMPTY : client_id);
+    rc |= st_gstr_set(&m->client_host, client_host.len < 0 ? ST_KSTR_EMPTY : client_host);
     m->session_timeout = req->session_timeout_ms;
     m->rebalance_timeout = version >= 1 && req->rebalance_timeout_ms > 0 ? req->rebalance_timeout_ms
                                                                          : req->session_timeout_ms;
     st_timer_init(&m->session_timer, st_member_session_timeout, m);
-    if (!m->member_id || !m->client_id || !m->client_host || st_member_set_protocols(m, req)) {
+    if (rc || !m->member_id.ptr || st_member_set_protocols(m, req)) {
         st_member_free(g->c, m);
         return NULL;
     }
@@ -1070,7 +1117,7 @@ static void st_member_wait_join(st_gmember_t *m, int16_t version, st_arena_t *a,
     m->join_arg = arg;
 }
 
-static void st_add_member_and_rebalance(st_gcoord_t *c, st_ggroup_t *g, const char *id,
+static void st_add_member_and_rebalance(st_gcoord_t *c, st_ggroup_t *g, st_kstr_t id,
                                         const st_kp_join_group_req_t *req, int16_t version,
                                         st_kstr_t client_id, st_kstr_t client_host, st_arena_t *a,
                                         st_kp_join_group_resp_t *resp, st_gcoord_done_fn done,
@@ -1082,10 +1129,8 @@ static void st_add_member_and_rebalance(st_gcoord_t *c, st_ggroup_t *g, const ch
         done(arg);
         return;
     }
-    if (g->nmembers == 1) {
-        free(g->protocol_type);
-        g->protocol_type = st_dupk(req->protocol_type);
-    }
+    if (g->nmembers == 1)
+        st_gstr_set(&g->protocol_type, req->protocol_type);
     st_member_wait_join(m, version, a, resp, done, arg);
     st_member_touch(c, m);
     if (g->state == G_PREPARING) {
@@ -1097,7 +1142,9 @@ static void st_add_member_and_rebalance(st_gcoord_t *c, st_ggroup_t *g, const ch
     st_try_complete_join(c, g);
 }
 
-static void st_new_member_id(char *out, size_t n, st_kstr_t client_id)
+/* Kafka's member id: the client id (its bytes, NULs included, at most 200), '-', a UUID.
+ * Returns the length written to out (at least 240 bytes). */
+static int32_t st_new_member_id(char *out, size_t n, st_kstr_t client_id)
 {
     uint8_t r[16];
     if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
@@ -1108,9 +1155,14 @@ static void st_new_member_id(char *out, size_t n, st_kstr_t client_id)
     r[6] = (uint8_t)((r[6] & 0x0f) | 0x40);
     r[8] = (uint8_t)((r[8] & 0x3f) | 0x80);
     int cl = client_id.len > 0 ? (client_id.len > 200 ? 200 : client_id.len) : 0;
-    snprintf(out, n, "%.*s-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             cl, cl ? client_id.ptr : "", r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-             r[9], r[10], r[11], r[12], r[13], r[14], r[15]);
+    ST_ASSERT(n >= 240);
+    if (cl)
+        memcpy(out, client_id.ptr, (size_t)cl);
+    int k = snprintf(out + cl, n - (size_t)cl,
+                     "-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0],
+                     r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
+                     r[13], r[14], r[15]);
+    return cl + k;
 }
 
 static void st_pending_prune(st_ggroup_t *g)
@@ -1118,7 +1170,7 @@ static void st_pending_prune(st_ggroup_t *g)
     int64_t now = st_mono_ms();
     for (int i = 0; i < g->npending;) {
         if (g->pending[i].deadline_ms <= now) {
-            free(g->pending[i].member_id);
+            st_gstr_free(&g->pending[i].member_id);
             g->pending[i] = g->pending[--g->npending];
         } else {
             i++;
@@ -1131,7 +1183,7 @@ static bool st_pending_take(st_ggroup_t *g, st_kstr_t id)
     st_pending_prune(g);
     for (int i = 0; i < g->npending; i++)
         if (st_keq(id, g->pending[i].member_id)) {
-            free(g->pending[i].member_id);
+            st_gstr_free(&g->pending[i].member_id);
             g->pending[i] = g->pending[--g->npending];
             return true;
         }
@@ -1140,37 +1192,33 @@ static bool st_pending_take(st_ggroup_t *g, st_kstr_t id)
 
 /* A static member came back with a new process (unknown member id, known instance id):
  * it takes its old slot under a new id (Kafka's updateStaticMemberAndRebalance). */
-static void st_replace_static(st_gcoord_t *c, st_ggroup_t *g, st_gmember_t *m, const char *id,
+static void st_replace_static(st_gcoord_t *c, st_ggroup_t *g, st_gmember_t *m, st_kstr_t id,
                               const st_kp_join_group_req_t *req, int16_t version,
                               st_kstr_t client_id, st_kstr_t client_host, st_arena_t *a,
                               st_kp_join_group_resp_t *resp, st_gcoord_done_fn done, void *arg)
 {
     st_answer_join_error(m, ST_KERR_FENCED_INSTANCE_ID);
     st_answer_sync(m, ST_KERR_FENCED_INSTANCE_ID);
-    char *nid = strdup(id);
-    if (!nid || st_member_set_protocols(m, req)) {
-        free(nid);
+    st_gstr_t nid = ST_GSTR_NULL;
+    if (st_gstr_set(&nid, id) || st_member_set_protocols(m, req)) {
+        st_gstr_free(&nid);
         resp->error_code = ST_KERR_UNKNOWN_SERVER_ERROR;
         done(arg);
         return;
     }
-    bool was_leader = g->leader && strcmp(g->leader, m->member_id) == 0;
-    if (was_leader) {
-        free(g->leader);
-        g->leader = strdup(nid);
-    }
-    free(m->member_id);
+    bool was_leader = g->leader.ptr && st_geq(g->leader, m->member_id);
+    if (was_leader)
+        st_gstr_set(&g->leader, id);
+    st_gstr_free(&m->member_id);
     m->member_id = nid;
-    free(m->client_id);
-    m->client_id = st_dupk(client_id.len < 0 ? ST_KSTR_EMPTY : client_id);
-    free(m->client_host);
-    m->client_host = st_dupk(client_host.len < 0 ? ST_KSTR_EMPTY : client_host);
+    st_gstr_set(&m->client_id, client_id.len < 0 ? ST_KSTR_EMPTY : client_id);
+    st_gstr_set(&m->client_host, client_host.len < 0 ? ST_KSTR_EMPTY : client_host);
     m->session_timeout = req->session_timeout_ms;
     m->rebalance_timeout =
         req->rebalance_timeout_ms > 0 ? req->rebalance_timeout_ms : req->session_timeout_ms;
     st_member_touch(c, m);
-    const char *sel = st_select_protocol(g);
-    bool same = sel && g->protocol && strcmp(sel, g->protocol) == 0;
+    st_kstr_t sel = st_select_protocol(g);
+    bool same = sel.len >= 0 && g->protocol.ptr && st_keq(sel, g->protocol);
     if (g->state == G_STABLE && same) {
         /* No rebalance: the member syncs and gets its old assignment back. */
         st_fill_join(g, m, version, a, resp, was_leader && version >= 9,
@@ -1189,11 +1237,7 @@ void st_gcoord_join(st_gcoord_t *c, int32_t partition, const st_kp_join_group_re
                     int16_t version, st_kstr_t client_id, st_kstr_t client_host, st_arena_t *a,
                     st_kp_join_group_resp_t *resp, st_gcoord_done_fn done, void *arg)
 {
-    resp->member_id = req->member_id.len >= 0 ? st_astr(a, "") : ST_KSTR_EMPTY;
-    if (req->member_id.len > 0) {
-        char *p = st_arena_strndup(a, req->member_id.ptr, (size_t)req->member_id.len);
-        resp->member_id = p ? (st_kstr_t){p, req->member_id.len} : ST_KSTR_EMPTY;
-    }
+    resp->member_id = req->member_id.len > 0 ? st_akstr(a, req->member_id) : ST_KSTR_EMPTY;
     resp->protocol_name = version >= 7 ? ST_KSTR_NULL : ST_KSTR_EMPTY;
     int16_t err = 0;
     if (c->closed)
@@ -1237,9 +1281,10 @@ void st_gcoord_join(st_gcoord_t *c, int32_t partition, const st_kp_join_group_re
         done(arg);
         return;
     }
-    char id[320];
+    char idbuf[320];
+    st_kstr_t id = {idbuf, 0};
     if (unknown) {
-        st_new_member_id(id, sizeof id, client_id);
+        id.len = st_new_member_id(idbuf, sizeof idbuf, client_id);
         if (req->group_instance_id.len >= 0) {
             st_gmember_t *m = st_mfind_static(g, req->group_instance_id);
             if (m)
@@ -1255,13 +1300,13 @@ void st_gcoord_join(st_gcoord_t *c, int32_t partition, const st_kp_join_group_re
             st_gpending_t *p = realloc(g->pending, (size_t)(g->npending + 1) * sizeof *p);
             if (p) {
                 g->pending = p;
-                p[g->npending].member_id = strdup(id);
+                p[g->npending].member_id = ST_GSTR_NULL;
                 p[g->npending].deadline_ms = st_mono_ms() + req->session_timeout_ms;
-                if (p[g->npending].member_id)
+                if (st_gstr_set(&p[g->npending].member_id, id) == 0)
                     g->npending++;
             }
             resp->error_code = ST_KERR_MEMBER_ID_REQUIRED;
-            resp->member_id = st_astr(a, id);
+            resp->member_id = st_akstr(a, id);
             done(arg);
             return;
         }
@@ -1274,14 +1319,9 @@ void st_gcoord_join(st_gcoord_t *c, int32_t partition, const st_kp_join_group_re
         if (st_fenced(g, req->member_id, req->group_instance_id)) {
             resp->error_code = ST_KERR_FENCED_INSTANCE_ID;
         } else if (g->state != G_DEAD && st_pending_take(g, req->member_id)) {
-            char *mid = st_dupk(req->member_id);
-            if (mid) {
-                st_add_member_and_rebalance(c, g, mid, req, version, client_id, client_host, a,
-                                            resp, done, arg);
-                free(mid);
-                return;
-            }
-            resp->error_code = ST_KERR_UNKNOWN_SERVER_ERROR;
+            st_add_member_and_rebalance(c, g, req->member_id, req, version, client_id, client_host,
+                                        a, resp, done, arg);
+            return;
         } else {
             resp->error_code = ST_KERR_UNKNOWN_MEMBER_ID;
         }
@@ -1289,13 +1329,13 @@ void st_gcoord_join(st_gcoord_t *c, int32_t partition, const st_kp_join_group_re
         return;
     }
     if (req->group_instance_id.len >= 0 &&
-        (!m->instance_id || !st_keq(req->group_instance_id, m->instance_id))) {
+        (!m->instance_id.ptr || !st_keq(req->group_instance_id, m->instance_id))) {
         resp->error_code = ST_KERR_FENCED_INSTANCE_ID;
         done(arg);
         return;
     }
     bool same = st_protocols_equal(m, req);
-    bool leader = g->leader && strcmp(g->leader, m->member_id) == 0;
+    bool leader = g->leader.ptr && st_geq(g->leader, m->member_id);
     m->session_timeout = req->session_timeout_ms;
     if (version >= 1 && req->rebalance_timeout_ms > 0)
         m->rebalance_timeout = req->rebalance_timeout_ms;
@@ -1353,7 +1393,7 @@ static void st_sync_written(st_gcoord_t *c, st_gwrite_t *w, int res)
         m->assignment = NULL;
         m->assignment_len = 0;
         for (int k = 0; k < w->nassign; k++)
-            if (strcmp(w->assign_ids[k], m->member_id) == 0 && w->assign[k].len > 0) {
+            if (st_geq(w->assign_ids[k], m->member_id) && w->assign[k].len > 0) {
                 m->assignment = malloc((size_t)w->assign[k].len);
                 if (m->assignment) {
                     memcpy(m->assignment, w->assign[k].ptr, (size_t)w->assign[k].len);
@@ -1386,9 +1426,9 @@ void st_gcoord_sync(st_gcoord_t *c, int32_t partition, const st_kp_sync_group_re
         err = ST_KERR_UNKNOWN_MEMBER_ID;
     else if (req->generation_id != g->generation)
         err = ST_KERR_ILLEGAL_GENERATION;
-    else if (version >= 5 && ((req->protocol_type.len >= 0 && g->protocol_type &&
+    else if (version >= 5 && ((req->protocol_type.len >= 0 && g->protocol_type.ptr &&
                                !st_keq(req->protocol_type, g->protocol_type)) ||
-                              (req->protocol_name.len >= 0 && g->protocol &&
+                              (req->protocol_name.len >= 0 && g->protocol.ptr &&
                                !st_keq(req->protocol_name, g->protocol))))
         err = ST_KERR_INCONSISTENT_GROUP_PROTOCOL;
     else if (g->state == G_EMPTY)
@@ -1412,7 +1452,7 @@ void st_gcoord_sync(st_gcoord_t *c, int32_t partition, const st_kp_sync_group_re
         st_answer_sync(m, 0);
         return;
     }
-    bool leader = g->leader && strcmp(g->leader, m->member_id) == 0;
+    bool leader = g->leader.ptr && st_geq(g->leader, m->member_id);
     if (!leader)
         return;
     /* The leader's assignment: persist it with the group, then answer everyone. */
@@ -1431,10 +1471,10 @@ void st_gcoord_sync(st_gcoord_t *c, int32_t partition, const st_kp_sync_group_re
         const st_kp_sync_group_req_assignment_t *as = &req->assignments[i];
         int32_t n = as->assignment.len > 0 ? as->assignment.len : 0;
         uint8_t *copy = malloc((size_t)n + 1);
-        char *id = st_dupk(as->member_id);
-        if (!copy || !id) {
+        st_gstr_t id = ST_GSTR_NULL;
+        if (!copy || st_gstr_set(&id, as->member_id) || !id.ptr) {
             free(copy);
-            free(id);
+            st_gstr_free(&id);
             continue;
         }
         if (n)
@@ -1445,7 +1485,7 @@ void st_gcoord_sync(st_gcoord_t *c, int32_t partition, const st_kp_sync_group_re
     st_gbatch_t b;
     st_gbatch_init(&b, st_wall_ms(), c->cfg.max_batch_bytes);
     if (st_group_value(g, w->nassign, w->assign_ids, w->assign, &w->value, &w->value_len) ||
-        st_add_group_record(&b, st_kstr(g->id), w->value, w->value_len)) {
+        st_add_group_record(&b, st_gk(g->id), w->value, w->value_len)) {
         st_gbatch_fini(&b);
         st_gwrite_free(w);
         st_answer_sync(m, ST_KERR_UNKNOWN_SERVER_ERROR);
@@ -1497,7 +1537,7 @@ static int16_t st_leave_one(st_gcoord_t *c, st_ggroup_t *g, st_kstr_t member_id,
         if (!m)
             return ST_KERR_UNKNOWN_MEMBER_ID;
     }
-    ST_DEBUG("group %s: member %s leaves", g->id, m->member_id);
+    ST_DEBUG("group %.*s: member %.*s leaves", ST_GSTR_ARG(g->id), ST_GSTR_ARG(m->member_id));
     st_remove_member(c, g, m);
     return 0;
 }
@@ -1531,16 +1571,8 @@ void st_gcoord_leave(st_gcoord_t *c, int32_t partition, const st_kp_leave_group_
         const st_kp_leave_group_req_member_t *q = &req->members[i];
         st_kp_leave_group_resp_member_t *o = &resp->members[i];
         st_kp_leave_group_resp_member_init(o);
-        o->member_id =
-            q->member_id.len >= 0
-                ? (st_kstr_t){st_arena_strndup(a, q->member_id.ptr, (size_t)q->member_id.len),
-                              q->member_id.len}
-                : ST_KSTR_EMPTY;
-        o->group_instance_id = q->group_instance_id.len >= 0
-                                   ? (st_kstr_t){st_arena_strndup(a, q->group_instance_id.ptr,
-                                                                  (size_t)q->group_instance_id.len),
-                                                 q->group_instance_id.len}
-                                   : ST_KSTR_NULL;
+        o->member_id = q->member_id.len >= 0 ? st_akstr(a, q->member_id) : ST_KSTR_EMPTY;
+        o->group_instance_id = st_akstr(a, q->group_instance_id);
         o->error_code =
             g ? st_leave_one(c, g, q->member_id, q->group_instance_id) : ST_KERR_UNKNOWN_MEMBER_ID;
     }
@@ -1551,11 +1583,7 @@ void st_gcoord_leave(st_gcoord_t *c, int32_t partition, const st_kp_leave_group_
 void st_gcoord_describe(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, int16_t version,
                         st_arena_t *a, st_kp_describe_groups_resp_group_t *out)
 {
-    out->group_id = group_id.len >= 0
-                        ? (st_kstr_t){st_arena_strndup(a, group_id.ptr ? group_id.ptr : "",
-                                                       (size_t)group_id.len),
-                                      group_id.len}
-                        : ST_KSTR_EMPTY;
+    out->group_id = group_id.len >= 0 ? st_akstr(a, group_id) : ST_KSTR_EMPTY;
     out->group_state = st_kstr("Dead");
     out->protocol_type = ST_KSTR_EMPTY;
     out->protocol_data = ST_KSTR_EMPTY;
@@ -1576,8 +1604,8 @@ void st_gcoord_describe(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, i
         return;
     }
     out->group_state = st_kstr(st_gstate_names[g->state]);
-    out->protocol_type = st_astr(a, g->protocol_type ? g->protocol_type : "");
-    out->protocol_data = st_astr(a, g->protocol ? g->protocol : "");
+    out->protocol_type = st_astr0(a, g->protocol_type);
+    out->protocol_data = st_astr0(a, g->protocol);
     out->members = st_arena_zalloc(a, (size_t)g->nmembers * sizeof *out->members + 1);
     if (!out->members)
         return;
@@ -1594,7 +1622,7 @@ void st_gcoord_describe(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, i
         o->member_assignment = (st_kbytes_t){(const uint8_t *)"", 0};
         if (g->state == G_STABLE) {
             for (int k = 0; k < m->nprotos; k++)
-                if (g->protocol && strcmp(m->protos[k].name, g->protocol) == 0)
+                if (g->protocol.ptr && st_geq(m->protos[k].name, g->protocol))
                     o->member_metadata = st_abytes(a, m->protos[k].meta, m->protos[k].meta_len);
             o->member_assignment = st_abytes(a, m->assignment, m->assignment_len);
         }
@@ -1628,7 +1656,7 @@ void st_gcoord_list(st_gcoord_t *c, const st_kstr_t *states, int nstates, const 
             st_kp_list_groups_resp_group_t *o = &(*out)[(*n)++];
             st_kp_list_groups_resp_group_init(o);
             o->group_id = st_astr(a, g->id);
-            o->protocol_type = st_astr(a, g->protocol_type ? g->protocol_type : "");
+            o->protocol_type = st_astr0(a, g->protocol_type);
             o->group_state = st_kstr(st_gstate_names[g->state]);
             o->group_type = st_kstr("classic");
         }
@@ -1641,10 +1669,10 @@ static int st_add_group_tombstones(st_gbatch_t *b, st_ggroup_t *g)
     int rc = 0;
     for (size_t i = 0; i < g->nbuckets && !rc; i++)
         for (st_goff_t *o = g->offs[i]; o && !rc; o = o->next)
-            rc = st_add_offset_record(b, st_kstr(g->id), st_kstr(o->topic), o->partition, NULL, 0,
-                                      NULL);
+            rc =
+                st_add_offset_record(b, st_gk(g->id), st_gk(o->topic), o->partition, NULL, 0, NULL);
     if (!rc)
-        rc = st_add_group_record(b, st_kstr(g->id), NULL, 0);
+        rc = st_add_group_record(b, st_gk(g->id), NULL, 0);
     return rc;
 }
 
@@ -1844,7 +1872,7 @@ void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_are
                 p->partition = x->partition;
                 p->offset = x->offset;
                 p->leader_epoch = x->leader_epoch;
-                p->metadata = st_astr(a, x->metadata);
+                p->metadata = st_astr0(a, x->metadata);
                 p->error = 0;
             }
         qsort(o->parts, (size_t)o->n, sizeof *o->parts, st_off_cmp);
@@ -1855,7 +1883,7 @@ void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_are
         st_goff_t *x = g ? st_ofind(g, p->topic, p->partition) : NULL;
         p->offset = x ? x->offset : -1;
         p->leader_epoch = x ? x->leader_epoch : -1;
-        p->metadata = x ? st_astr(a, x->metadata) : ST_KSTR_EMPTY;
+        p->metadata = x ? st_astr0(a, x->metadata) : ST_KSTR_EMPTY;
     }
 }
 
@@ -1863,12 +1891,12 @@ void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_are
  * [string]) names topic. */
 static bool st_group_subscribes(const st_ggroup_t *g, st_kstr_t topic)
 {
-    if (!g->protocol_type || strcmp(g->protocol_type, "consumer") != 0 || !g->protocol)
+    if (!st_kstr_eq(st_gk(g->protocol_type), "consumer") || !g->protocol.ptr)
         return false;
     for (int i = 0; i < g->nmembers; i++) {
         const st_gmember_t *m = g->members[i];
         for (int k = 0; k < m->nprotos; k++) {
-            if (strcmp(m->protos[k].name, g->protocol) != 0)
+            if (!st_geq(m->protos[k].name, g->protocol))
                 continue;
             const uint8_t *p = m->protos[k].meta, *end = p + m->protos[k].meta_len;
             if (end - p < 6)
@@ -1917,8 +1945,7 @@ void st_gcoord_offset_delete(st_gcoord_t *c, int32_t partition, st_goffsets_t *o
         o->error = ST_KERR_INVALID_GROUP_ID;
     else if (!(g = st_gfind(c, o->group_id)) || g->state == G_DEAD)
         o->error = ST_KERR_GROUP_ID_NOT_FOUND;
-    else if (g->state != G_EMPTY &&
-             (!g->protocol_type || strcmp(g->protocol_type, "consumer") != 0))
+    else if (g->state != G_EMPTY && !st_kstr_eq(st_gk(g->protocol_type), "consumer"))
         o->error = ST_KERR_NON_EMPTY_GROUP;
     if (o->error) {
         done(arg);
@@ -1979,17 +2006,17 @@ static void st_expire_group(st_gcoord_t *c, st_ggroup_t *g, int64_t now)
     for (size_t i = 0; i < g->nbuckets && !rc; i++)
         for (st_goff_t *o = g->offs[i], *next; o && !rc; o = next) {
             next = o->next;
-            int64_t base = g->protocol_type ? g->state_ts : o->commit_ts;
+            int64_t base = g->protocol_type.ptr ? g->state_ts : o->commit_ts;
             if (now - base < c->cfg.offsets_retention_ms)
                 continue;
-            rc = st_add_offset_record(&b, st_kstr(g->id), st_kstr(o->topic), o->partition, NULL, 0,
+            rc = st_add_offset_record(&b, st_gk(g->id), st_gk(o->topic), o->partition, NULL, 0,
                                       NULL);
             if (!rc)
-                st_odel(g, st_kstr(o->topic), o->partition);
+                st_odel(g, st_gk(o->topic), o->partition);
         }
     bool gone = !rc && g->noffs == 0;
     if (gone)
-        rc = st_add_group_record(&b, st_kstr(g->id), NULL, 0);
+        rc = st_add_group_record(&b, st_gk(g->id), NULL, 0);
     if (rc || b.total == 0) {
         st_gbatch_fini(&b);
         return;
@@ -2001,7 +2028,8 @@ static void st_expire_group(st_gcoord_t *c, st_ggroup_t *g, int64_t now)
         st_gbatch_fini(&b);
         return;
     }
-    ST_INFO("group %s: %d expired record(s) removed%s", g->id, b.total, gone ? ", group gone" : "");
+    ST_INFO("group %.*s: %d expired record(s) removed%s", ST_GSTR_ARG(g->id), b.total,
+            gone ? ", group gone" : "");
     st_gwrite(c, &b, w);
     st_gbatch_fini(&b);
 }
@@ -2072,11 +2100,11 @@ int st_gcoord_maybe_compact(st_gcoord_t *c, int32_t partition)
             if (g->partition != partition || g->state == G_DEAD)
                 continue;
             if (g->persisted)
-                rc = st_add_group_record(&b, st_kstr(g->id), g->persisted, g->persisted_len);
+                rc = st_add_group_record(&b, st_gk(g->id), g->persisted, g->persisted_len);
             for (size_t k = 0; k < g->nbuckets && !rc; k++)
                 for (st_goff_t *o = g->offs[k]; o && !rc; o = o->next)
-                    rc = st_add_offset_record(&b, st_kstr(g->id), st_kstr(o->topic), o->partition,
-                                              o, 0, NULL);
+                    rc = st_add_offset_record(&b, st_gk(g->id), st_gk(o->topic), o->partition, o, 0,
+                                              NULL);
         }
     st_gwrite_t *w = rc ? NULL : st_gwrite_new(c, partition, NULL, st_compact_written);
     if (!w) {
@@ -2098,12 +2126,9 @@ static void st_load_group_value(st_gcoord_t *c, st_ggroup_t *g, const st_grec_t 
     for (int i = 0; i < g->nmembers; i++)
         st_member_free(c, g->members[i]);
     g->nmembers = 0;
-    free(g->protocol_type);
-    free(g->protocol);
-    free(g->leader);
-    g->protocol_type = NULL;
-    g->protocol = NULL;
-    g->leader = NULL;
+    st_gstr_free(&g->protocol_type);
+    st_gstr_free(&g->protocol);
+    st_gstr_free(&g->leader);
     free(g->persisted);
     g->persisted = NULL;
     g->persisted_len = 0;
@@ -2116,10 +2141,11 @@ static void st_load_group_value(st_gcoord_t *c, st_ggroup_t *g, const st_grec_t 
         memcpy(g->persisted, value, (size_t)value_len);
         g->persisted_len = value_len;
     }
-    g->protocol_type = r->protocol_type.len > 0 ? st_dupk(r->protocol_type) : NULL;
+    if (r->protocol_type.len > 0)
+        st_gstr_set(&g->protocol_type, r->protocol_type);
     g->generation = r->generation;
-    g->protocol = st_dupk(r->protocol);
-    g->leader = st_dupk(r->leader);
+    st_gstr_set(&g->protocol, r->protocol);
+    st_gstr_set(&g->leader, r->leader);
     g->state_ts = r->current_state_timestamp >= 0 ? r->current_state_timestamp : st_wall_ms();
     for (int32_t i = 0; i < r->nmembers; i++) {
         const st_grec_member_t *rm = &r->members[i];
@@ -2131,9 +2157,7 @@ static void st_load_group_value(st_gcoord_t *c, st_ggroup_t *g, const st_grec_t 
         req.rebalance_timeout_ms = rm->rebalance_timeout;
         req.protocols = &proto;
         req.protocols_count = r->protocol.len >= 0 ? 1 : 0;
-        char *id = st_dupk(rm->member_id);
-        st_gmember_t *m = id ? st_member_new(g, id, &req, 1, rm->client_id, rm->client_host) : NULL;
-        free(id);
+        st_gmember_t *m = st_member_new(g, rm->member_id, &req, 1, rm->client_id, rm->client_host);
         if (m && rm->assignment.len > 0) {
             m->assignment = malloc((size_t)rm->assignment.len);
             if (m->assignment) {

@@ -3,7 +3,8 @@
  * a temporary directory: the offsets-topic records, the batch writer, the group partition
  * hash, the join/sync/heartbeat state machine with fencing, static membership, session
  * expiry, commits answered once durable and rebuilt from the log, DeleteGroups, expiry of
- * offsets, and compaction keeping the log bounded without losing the live state.
+ * offsets, compaction keeping the log bounded without losing the live state, and protocol
+ * strings holding NUL kept whole through all of it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -663,6 +664,140 @@ static void test_compaction_bounds_the_log(void **state)
     }
 }
 
+/* Protocol strings are length-delimited: group ids, topics, committed metadata, client ids,
+ * member ids and protocol names holding NUL (and bytes that are not UTF-8) come back whole
+ * from memory, after a restart, and after a compaction rewrote them. */
+static st_kstr_t kb(const char *s, size_t n)
+{
+    return (st_kstr_t){s, (int32_t)n};
+}
+
+static bool kstr_is(st_kstr_t s, const char *want, size_t n)
+{
+    return s.len == (int32_t)n && memcmp(s.ptr, want, n) == 0;
+}
+
+static int16_t commitk(fx_t *f, st_kstr_t group, st_kstr_t topic, int64_t offset,
+                       st_kstr_t metadata)
+{
+    st_goffset_t p = {
+        .topic = topic, .partition = 0, .offset = offset, .leader_epoch = 1, .metadata = metadata};
+    st_goffsets_t o = {.group_id = group,
+                       .member_id = ST_KSTR_EMPTY,
+                       .group_instance_id = ST_KSTR_NULL,
+                       .generation = -1,
+                       .n = 1,
+                       .parts = &p};
+    int done = 0;
+    st_gcoord_commit(f->c, 0, &o, on_done, &done);
+    if (!done)
+        run_until(f, &done, 5000);
+    assert_int_equal(done, 1);
+    return p.error;
+}
+
+static int64_t fetchk(fx_t *f, st_kstr_t group, st_kstr_t topic, st_kstr_t *metadata)
+{
+    st_goffset_t p = {.topic = topic, .partition = 0};
+    st_goffsets_t o = {.group_id = group, .n = 1, .parts = &p};
+    st_gcoord_fetch(f->c, 0, &o, &f->a);
+    assert_int_equal(o.error, 0);
+    *metadata = p.metadata;
+    return p.offset;
+}
+
+static void check_binary_strings(fx_t *f, const char *mid, size_t mid_len)
+{
+    static const char md[] = "a\0b\xff\xfe\0";
+    st_kstr_t got;
+    assert_int_equal(fetchk(f, kb("g\0x", 3), kb("t\0y", 3), &got), 7);
+    assert_true(kstr_is(got, md, sizeof md - 1));
+    /* the prefixes before the NUL are other names */
+    assert_int_equal(fetchk(f, kb("g", 1), kb("t\0y", 3), &got), 8);
+    assert_true(kstr_is(got, "plain", 5));
+    assert_int_equal(fetchk(f, kb("g\0x", 3), kb("t", 1), &got), -1);
+    st_kp_describe_groups_resp_group_t d;
+    st_kp_describe_groups_resp_group_init(&d);
+    st_gcoord_describe(f->c, 0, kb("j\0g", 3), 5, &f->a, &d);
+    assert_int_equal(d.error_code, 0);
+    assert_true(st_kstr_eq(d.group_state, "Stable"));
+    assert_true(kstr_is(d.protocol_data, "r\0a", 3));
+    assert_int_equal(d.members_count, 1);
+    assert_true(kstr_is(d.members[0].member_id, mid, mid_len));
+    assert_true(kstr_is(d.members[0].client_id, "c\0d", 3));
+    assert_true(kstr_is(d.members[0].group_instance_id, "i\0n", 3));
+    assert_int_equal(d.members[0].member_metadata.len, 3);
+    assert_int_equal(memcmp(d.members[0].member_metadata.ptr, "\0\1\0", 3), 0);
+    assert_int_equal(d.members[0].member_assignment.len, 2);
+    assert_int_equal(memcmp(d.members[0].member_assignment.ptr, "\0\xff", 2), 0);
+}
+
+static void test_strings_with_nul_survive(void **state)
+{
+    fx_t *f = *state;
+    static const char md[] = "a\0b\xff\xfe\0";
+    assert_int_equal(commitk(f, kb("g\0x", 3), kb("t\0y", 3), 7, kb(md, sizeof md - 1)), 0);
+    assert_int_equal(commitk(f, kb("g", 1), kb("t\0y", 3), 8, kb("plain", 5)), 0);
+
+    /* a static member whose client id, instance id and protocol name hold NUL */
+    st_kp_join_group_req_protocol_t proto = {{"r\0a", 3}, {(const uint8_t *)"\0\1\0", 3}};
+    st_kp_join_group_req_t req;
+    st_kp_join_group_req_init(&req);
+    req.group_id = kb("j\0g", 3);
+    req.session_timeout_ms = 30000;
+    req.rebalance_timeout_ms = 300;
+    req.member_id = ST_KSTR_EMPTY;
+    req.group_instance_id = kb("i\0n", 3);
+    req.protocol_type = st_kstr("consumer");
+    req.protocols = &proto;
+    req.protocols_count = 1;
+    join_t j;
+    memset(&j, 0, sizeof j);
+    st_kp_join_group_resp_init(&j.resp);
+    st_gcoord_join(f->c, 0, &req, 5, kb("c\0d", 3), st_kstr("/127.0.0.1"), &f->a, &j.resp, on_done,
+                   &j.done);
+    if (!j.done)
+        run_until(f, &j.done, 5000);
+    assert_int_equal(j.resp.error_code, 0);
+    /* Kafka's member id: the client id, '-', a UUID (36 characters) */
+    st_kstr_t mid = j.resp.member_id;
+    assert_int_equal(mid.len, 3 + 1 + 36);
+    assert_int_equal(memcmp(mid.ptr, "c\0d-", 4), 0);
+    assert_true(kstr_is(j.resp.leader, mid.ptr, (size_t)mid.len));
+    assert_true(kstr_is(j.resp.protocol_name, "r\0a", 3));
+    char *mid_copy = st_arena_strndup(&f->a, mid.ptr, (size_t)mid.len);
+    st_kp_sync_group_req_assignment_t as = {{mid_copy, mid.len}, {(const uint8_t *)"\0\xff", 2}};
+    st_kp_sync_group_req_t sreq;
+    st_kp_sync_group_req_init(&sreq);
+    sreq.group_id = kb("j\0g", 3);
+    sreq.member_id = (st_kstr_t){mid_copy, mid.len};
+    sreq.group_instance_id = kb("i\0n", 3);
+    sreq.generation_id = j.resp.generation_id;
+    sreq.assignments = &as;
+    sreq.assignments_count = 1;
+    sync_t sy;
+    memset(&sy, 0, sizeof sy);
+    st_kp_sync_group_resp_init(&sy.resp);
+    st_gcoord_sync(f->c, 0, &sreq, 5, &f->a, &sy.resp, on_done, &sy.done);
+    if (!sy.done)
+        run_until(f, &sy.done, 5000);
+    assert_int_equal(sy.resp.error_code, 0);
+    assert_int_equal(sy.resp.assignment.len, 2);
+
+    check_binary_strings(f, mid_copy, (size_t)mid.len);
+    fx_restart(f);
+    check_binary_strings(f, mid_copy, (size_t)mid.len);
+    /* a compaction rewrites every live record from memory */
+    fx_close_all(f);
+    f->cfg.compact_slack_bytes = 1;
+    fx_open_log(f, 0);
+    fx_coord(f);
+    assert_int_equal(commitk(f, kb("g", 1), kb("t\0y", 3), 8, kb("plain", 5)), 0);
+    assert_true(st_log_start_offset(f->log) > 0);
+    fx_restart(f);
+    check_binary_strings(f, mid_copy, (size_t)mid.len);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -677,6 +812,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_commit_reload_delete, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_expiry_of_empty_group_offsets, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_compaction_bounds_the_log, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_strings_with_nul_survive, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
