@@ -6,6 +6,8 @@
  *   -1 latest: the high watermark      -2 earliest, -4 earliest local, -5: the log start
  *   -3 max timestamp: that record      t >= 0: first record with timestamp >= t, else -1
  */
+#include <stdlib.h>
+
 #include "base/err.h"
 #include "kafka/pcall.h"
 #include "proto/kerr.h"
@@ -112,18 +114,48 @@ void st_kh_list_offsets(st_kreq_t *r)
 
 /* ---- DeleteRecords ---- */
 
+typedef struct {
+    st_kshard_t *s;
+    st_pitem_t *it;
+} st_delrec_wait_t;
+
+static void st_delete_records_durable(void *arg, int res)
+{
+    st_delrec_wait_t *w = arg;
+    if (res)
+        w->it->error = st_kerr_from(res);
+    st_pcall_release(w->s, w->it);
+    free(w);
+}
+
+/* Moves the log start, and answers once the new start is durable: a crash after the answer
+ * must not bring the deleted records back. */
 static void st_delete_records_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
-    (void)s;
     int64_t off = it->in == -1 ? p->hw : it->in;
     if (off < 0 || off > p->hw) {
         it->error = ST_KERR_OFFSET_OUT_OF_RANGE;
         return;
     }
     int rc = st_log_set_start_offset(p->log, off);
+    it->out_offset = st_log_start_offset(p->log);
+    if (rc == 0) {
+        st_delrec_wait_t *w = malloc(sizeof *w);
+        if (!w) {
+            it->error = ST_KERR_KAFKA_STORAGE_ERROR;
+            return;
+        }
+        *w = (st_delrec_wait_t){s, it};
+        rc = st_log_wait_start_durable(p->log, st_delete_records_durable, w);
+        if (rc == 0) {
+            st_pcall_hold(it);
+            return;
+        }
+        free(w);
+        rc = rc == 1 ? 0 : rc;
+    }
     if (rc)
         it->error = st_kerr_from(rc);
-    it->out_offset = st_log_start_offset(p->log);
 }
 
 typedef struct {

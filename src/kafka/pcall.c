@@ -10,6 +10,7 @@ typedef struct st_pcall st_pcall_t;
 typedef struct {
     st_xcall_t x;
     st_pcall_t *pc;
+    int holds; /* fn calls still waiting (st_pcall_hold), plus one while running */
 } st_pcall_one_t;
 
 struct st_pcall {
@@ -25,7 +26,9 @@ struct st_pcall {
 
 static void st_pcall_run(st_kshard_t *s, st_xcall_t *x)
 {
-    st_pcall_t *pc = ((st_pcall_one_t *)x)->pc;
+    st_pcall_one_t *one = (st_pcall_one_t *)x;
+    st_pcall_t *pc = one->pc;
+    one->holds = 1;
     for (int i = 0; i < pc->n; i++) {
         st_pitem_t *it = &pc->items[i];
         if (it->owner != s->id)
@@ -35,9 +38,23 @@ static void st_pcall_run(st_kshard_t *s, st_xcall_t *x)
             it->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
             continue;
         }
+        it->call = one;
         pc->fn(s, p, it);
     }
-    st_xcall_return(s, x);
+    if (--one->holds == 0)
+        st_xcall_return(s, x);
+}
+
+void st_pcall_hold(st_pitem_t *it)
+{
+    ((st_pcall_one_t *)it->call)->holds++;
+}
+
+void st_pcall_release(st_kshard_t *s, st_pitem_t *it)
+{
+    st_pcall_one_t *one = it->call;
+    if (--one->holds == 0)
+        st_xcall_return(s, &one->x);
 }
 
 static void st_pcall_finish(st_pcall_t *pc)

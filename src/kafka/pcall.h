@@ -4,7 +4,8 @@
  * For the per-partition requests that need no waiting (ListOffsets, DeleteRecords,
  * OffsetForLeaderEpoch): items are grouped by owner, one xcall per owner runs `fn` on each of
  * its items (with the partition, or NULL if the shard does not have it), and `done` runs back
- * on the request's shard once every owner has answered. Items with owner < 0 are skipped
+ * on the request's shard once every owner has answered (an fn may hold its owner's answer back
+ * while it waits: st_pcall_hold). Items with owner < 0 are skipped
  * (the caller has already set their error).
  */
 #ifndef ST_KAFKA_PCALL_H
@@ -21,12 +22,18 @@ typedef struct st_pitem {
     int64_t in2;
     int64_t out_offset, out_ts; /* results */
     int32_t out_epoch;
+    void *call; /* the owner's call (st_pcall_hold) */
 } st_pitem_t;
 
 typedef void (*st_pitem_fn)(st_kshard_t *s, st_part_t *p, st_pitem_t *it);
 typedef void (*st_pdone_fn)(st_kreq_t *r, void *ctx);
 
 void st_pcall(st_kreq_t *r, st_pitem_t *items, int n, st_pitem_fn fn, st_pdone_fn done, void *ctx);
+/* For an fn that must wait before its item is answered (DeleteRecords waits until the new log
+ * start is durable): holds back the owner's answer until st_pcall_release(s, it), on the
+ * owner shard. Call from inside fn only. */
+void st_pcall_hold(st_pitem_t *it);
+void st_pcall_release(st_kshard_t *s, st_pitem_t *it);
 /* Fills it->topic_id/owner/error for a topic looked up by name in the request's snapshot. */
 void st_pitem_resolve(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int32_t partition);
 

@@ -61,8 +61,11 @@ struct st_log {
     int64_t sync_target; /* the round in flight covers offsets below this */
     int64_t sync_rp;     /* recovery point the round will establish */
     int sync_err;
-    int cut_err;     /* the error of the last sync failure that cut the log back */
-    bool ckpt_dirty; /* strata.checkpoint written since its last sync */
+    int cut_err;                      /* the error of the last sync failure that cut the log back */
+    bool ckpt_dirty;                  /* strata.checkpoint written since its last sync */
+    bool ckpt_in_round;               /* the round in flight syncs strata.checkpoint */
+    log_waiter_t *ckpt_waiters;       /* for the checkpoint as written now (log start) */
+    log_waiter_t *ckpt_round_waiters; /* for the checkpoint sync of the round in flight */
     int64_t last_sync_ms;
     int64_t unflushed_msgs;
     log_waiter_t *waiters;
@@ -352,8 +355,23 @@ static void fire_waiters(st_log_t *log, int64_t durable, int64_t limit, int res)
     }
 }
 
+/* Calls every waiter of a list with res, after unlinking the whole list. */
+static void fire_list(log_waiter_t **list, int res)
+{
+    log_waiter_t *w = *list;
+    *list = NULL;
+    while (w) {
+        log_waiter_t *next = w->next;
+        w->cb(w->arg, res);
+        free(w);
+        w = next;
+    }
+}
+
 static bool needs_sync(const st_log_t *log)
 {
+    if (log->ckpt_dirty && log->ckpt_waiters)
+        return true;
     if (log->end <= log->durable)
         return false;
     if (log->cfg.flush_policy == ST_FLUSH_STRICT || log->waiters)
@@ -375,6 +393,12 @@ static void round_done(st_log_t *log)
         return;
     }
     log->last_sync_ms = now_ms(log);
+    if (log->ckpt_in_round) {
+        log->ckpt_in_round = false;
+        if (err)
+            log->ckpt_dirty = true; /* synced again by a later round */
+        fire_list(&log->ckpt_round_waiters, err);
+    }
     if (err == 0) {
         int64_t target = log->sync_target < log->end ? log->sync_target : log->end;
         if (target > log->durable)
@@ -384,11 +408,14 @@ static void round_done(st_log_t *log)
             ckpt_write(log);
         }
         fire_waiters(log, log->durable, INT64_MAX, 0);
-    } else {
+    } else if (log->durable < log->end) {
         ST_ERROR("storage: %s: fdatasync failed (%s); cutting the log back to offset %" PRId64
                  " from %" PRId64,
                  log->dir, st_strerror(err), log->durable, log->end);
         log_cut_back(log, log->durable, err);
+    } else {
+        ST_ERROR("storage: %s: fdatasync of %s failed (%s)", log->dir, ST_META_CKPT_FILE,
+                 st_strerror(err));
     }
     if (!log->closed && needs_sync(log))
         round_start(log);
@@ -439,7 +466,9 @@ static void sync_file(st_log_t *log, st_file_t *f)
 
 static void round_start(st_log_t *log)
 {
-    if (log->closed || log->sync_pending > 0 || log->end <= log->durable)
+    if (log->closed || log->sync_pending > 0)
+        return;
+    if (log->end <= log->durable && !(log->ckpt_dirty && log->ckpt_waiters))
         return;
     log->sync_pending = 1; /* guard: completion waits until every submit is made */
     log->refs++;
@@ -462,6 +491,9 @@ static void round_start(st_log_t *log)
     }
     if (log->ckpt_dirty) {
         log->ckpt_dirty = false;
+        log->ckpt_in_round = true;
+        log->ckpt_round_waiters = log->ckpt_waiters;
+        log->ckpt_waiters = NULL;
         sync_file(log, log->ckpt);
     }
     log->unflushed_msgs = 0;
@@ -496,6 +528,29 @@ int st_log_wait_durable(st_log_t *log, int64_t end_offset, st_log_durable_fn cb,
         pp = &(*pp)->next;
     w->next = *pp;
     *pp = w;
+    return 0;
+}
+
+int st_log_wait_start_durable(st_log_t *log, st_log_durable_fn cb, void *arg)
+{
+    if (log->closed)
+        return ST_E_CLOSED;
+    log_waiter_t **list;
+    if (log->ckpt_dirty)
+        list = &log->ckpt_waiters;
+    else if (log->ckpt_in_round)
+        list = &log->ckpt_round_waiters;
+    else
+        return 1;
+    log_waiter_t *w = malloc(sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    w->offset = 0;
+    w->cb = cb;
+    w->arg = arg;
+    w->next = *list;
+    *list = w;
+    round_start(log);
     return 0;
 }
 
@@ -1686,6 +1741,8 @@ int st_log_close(st_log_t *log)
     }
     log->closed = true;
     fire_waiters(log, rc == 0 ? INT64_MAX : -1, INT64_MIN, rc == 0 ? 0 : rc);
+    fire_list(&log->ckpt_waiters, rc);
+    fire_list(&log->ckpt_round_waiters, rc);
     log_release(log);
     return rc;
 }
@@ -1722,6 +1779,8 @@ int st_log_delete(st_log_t *log)
         return -ENOMEM;
     log->closed = true;
     fire_waiters(log, -1, INT64_MIN, ST_E_CLOSED);
+    fire_list(&log->ckpt_waiters, ST_E_CLOSED);
+    fire_list(&log->ckpt_round_waiters, ST_E_CLOSED);
     for (int i = 0; i < log->nsegs; i++)
         st_segment_delete(log->segs[i]);
     log->nsegs = 0;

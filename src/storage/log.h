@@ -228,8 +228,16 @@ int st_log_roll(st_log_t *log);
  * or < 0. */
 int st_log_enforce_retention(st_log_t *log);
 /* DeleteRecords: moves the log start offset up to offset (<= end; ST_E_OUT_OF_RANGE beyond),
- * persists it, and deletes segments wholly below it. Lower values are ignored. */
+ * writes it to strata.checkpoint (not synced: see below), and deletes segments wholly below
+ * it. Lower values are ignored. */
 int st_log_set_start_offset(st_log_t *log, int64_t offset);
+/*
+ * Asks to be told when the log start offset as it is now is durable (its checkpoint synced),
+ * as st_log_wait_durable does for appended offsets: 1 already so (cb not called); 0 cb(arg,
+ * res) later, exactly once, on this thread, res 0 or the sync's error (or ST_E_CLOSED);
+ * < 0 error now. A sync is issued at once if none is in flight.
+ */
+int st_log_wait_start_durable(st_log_t *log, st_log_durable_fn cb, void *arg);
 /* Removes every batch whose last offset >= offset (a batch straddling offset goes whole); the
  * new end is the base of the first removed batch. offset < log start empties the log and
  * restarts it at offset (st_log_truncate_fully). Waiters beyond the cut get ST_E_OUT_OF_RANGE. */

@@ -519,6 +519,69 @@ static void test_compact_only_never_retained(void **state)
     tenv_fini(&t);
 }
 
+static void note_res(void *arg, int res)
+{
+    int *r = arg;
+    *r = res;
+}
+
+/* DeleteRecords: the new log start is promised only once its checkpoint is synced, and a
+ * crash after that keeps it (issue 10.6: the checkpoint was written, never synced). */
+static void test_start_offset_durable(void **state)
+{
+    (void)state;
+    for (int crash_early = 0; crash_early < 2; crash_early++) {
+        tenv_t t;
+        tenv_init(&t, 83);
+        st_log_config_t c = cfg_default();
+        st_log_t *log = open_log(&t, &c);
+        for (int i = 0; i < 6; i++)
+            append1(log, 2, 50, 0, (uint8_t)i);
+        t.defer = true;
+        assert_int_equal(st_log_set_start_offset(log, 7), 0);
+        int res = 99;
+        if (!crash_early) {
+            assert_int_equal(st_log_wait_start_durable(log, note_res, &res), 0);
+            assert_int_equal(res, 99); /* never inline */
+            tenv_complete(&t, (size_t)-1);
+            assert_int_equal(res, 0);
+            assert_int_equal(st_log_wait_start_durable(log, note_res, &res), 1);
+        }
+        st_faultfs_crash(t.ff, false);
+        st_log_close(log);
+        st_faultfs_restart(t.ff);
+        t.defer = false;
+        tenv_complete(&t, (size_t)-1);
+        log = open_log(&t, &c);
+        /* The synced start survives the crash. Unsynced, it does not: DeleteRecords used to
+         * answer right after st_log_set_start_offset, and this is what a crash took back. */
+        assert_int_equal(st_log_start_offset(log), crash_early ? 0 : 7);
+        st_log_close(log);
+        tenv_fini(&t);
+    }
+    /* A failed checkpoint sync is reported to the waiter. */
+    tenv_t t;
+    tenv_init(&t, 84);
+    st_log_config_t c = cfg_default();
+    st_log_t *log = open_log(&t, &c);
+    for (int i = 0; i < 3; i++)
+        append1(log, 2, 50, 0, (uint8_t)i);
+    assert_int_equal(st_log_set_start_offset(log, 2), 0);
+    st_faultfs_fail(t.ff, ST_FAULT_FDATASYNC, EIO, 0, 1);
+    t.defer = true;
+    int res = 99;
+    assert_int_equal(st_log_wait_start_durable(log, note_res, &res), 0);
+    tenv_complete(&t, (size_t)-1);
+    assert_int_equal(res, -EIO);
+    assert_int_equal(st_log_end_offset(log), 6); /* nothing appended was unsynced: no cut */
+    res = 99;
+    assert_int_equal(st_log_wait_start_durable(log, note_res, &res), 0);
+    tenv_complete(&t, (size_t)-1);
+    assert_int_equal(res, 0);
+    st_log_close(log);
+    tenv_fini(&t);
+}
+
 static void test_roll_and_retention(void **state)
 {
     (void)state;
@@ -971,6 +1034,7 @@ int main(void)
         cmocka_unit_test(test_read_handle_survives_delete),
         cmocka_unit_test(test_replica_append),
         cmocka_unit_test(test_compact_only_never_retained),
+        cmocka_unit_test(test_start_offset_durable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
