@@ -24,6 +24,16 @@ typedef struct {
     void *arg;
 } collector_t;
 
+#ifdef ST_DEBUG_BUILD
+/* Test-only sync failures (POST /v1/debug/fail-sync): each shard's storage sync hook is
+ * wrapped on its own thread; the wrapper takes one failure from a shared atomic count. */
+typedef struct {
+    struct st_admin *a;
+    int (*submit)(void *ctx, int fd, st_sync_done_fn done, void *arg); /* the real hook */
+    void *ctx;
+} fault_shard_t;
+#endif
+
 struct st_admin {
     st_broker_t *b;
     st_admin_slot_t *slots; /* [nshards] */
@@ -35,7 +45,103 @@ struct st_admin {
     double start_wall_s;
     int64_t start_mono_ns;
     _Atomic int64_t startup_ns; /* -1 until st_admin_set_started */
+#ifdef ST_DEBUG_BUILD
+    fault_shard_t *faults;      /* [nshards], each written only by its shard */
+    _Atomic int64_t fail_syncs; /* syncs still to fail, on any shard */
+    _Atomic int fail_errno;     /* the error they complete with */
+#endif
 };
+
+#ifdef ST_DEBUG_BUILD
+typedef struct {
+    st_sync_done_fn done;
+    void *arg;
+    int err;
+} fault_op_t;
+
+/* Takes one injected failure if any is armed: its (negative) errno, else 0. */
+static int fault_take(st_admin_t *a)
+{
+    int64_t n = atomic_load_explicit(&a->fail_syncs, memory_order_acquire);
+    while (n > 0)
+        if (atomic_compare_exchange_weak_explicit(&a->fail_syncs, &n, n - 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return -atomic_load_explicit(&a->fail_errno, memory_order_relaxed);
+    return 0;
+}
+
+static void fault_done(void *arg, int res)
+{
+    fault_op_t *op = arg;
+    (void)res; /* the real sync ran; the storage layer is told it failed */
+    st_sync_done_fn done = op->done;
+    void *darg = op->arg;
+    int err = op->err;
+    free(op);
+    done(darg, err);
+}
+
+/* The wrapped sync hook: the real fdatasync always runs; an armed failure replaces its
+ * result, so completion order and timing stay the real ones. */
+static int fault_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
+{
+    fault_shard_t *f = ctx;
+    int err = fault_take(f->a);
+    if (err == 0)
+        return f->submit(f->ctx, fd, done, arg);
+    fault_op_t *op = malloc(sizeof *op);
+    if (!op)
+        return err;
+    *op = (fault_op_t){done, arg, err};
+    int rc = f->submit(f->ctx, fd, fault_done, op);
+    if (rc < 0)
+        free(op);
+    return rc;
+}
+
+/* On shard s's thread: routes its syncs through fault_submit (once). */
+static void fault_install(st_admin_t *a, st_kshard_t *s)
+{
+    if (!a->faults || s->env.sync_submit == fault_submit)
+        return;
+    fault_shard_t *f = &a->faults[s->id];
+    f->a = a;
+    f->submit = s->env.sync_submit;
+    f->ctx = s->env.sync_ctx;
+    s->env.sync_ctx = f;
+    s->env.sync_submit = fault_submit;
+}
+
+/* POST /v1/debug/fail-sync?count=N&errno=EIO|ENOSPC|<number>: the next N syncs on any shard
+ * complete with that error (count=0 disarms). GET: how many are still armed. */
+static int fault_request(st_admin_t *a, struct MHD_Connection *c, bool post, char *out, size_t n)
+{
+    if (post) {
+        const char *cs = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "count");
+        const char *es = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "errno");
+        char *end;
+        long long count = cs ? strtoll(cs, &end, 10) : -1;
+        if (!cs || *end || count < 0)
+            return -EINVAL;
+        int e = EIO;
+        if (es && strcmp(es, "EIO") == 0)
+            e = EIO;
+        else if (es && strcmp(es, "ENOSPC") == 0)
+            e = ENOSPC;
+        else if (es) {
+            long v = strtol(es, &end, 10);
+            if (*end || v <= 0 || v > 4095)
+                return -EINVAL;
+            e = (int)v;
+        }
+        atomic_store(&a->fail_errno, e);
+        atomic_store(&a->fail_syncs, (int64_t)count);
+        ST_WARN("debug: the next %lld sync(s) will fail with %s", count, strerror(e));
+    }
+    snprintf(out, n, "{\"remaining\":%lld}", (long long)atomic_load(&a->fail_syncs));
+    return 0;
+}
+#endif
 
 /* ---- shard side: build and publish (on each shard's thread) ----------------------------- */
 
@@ -62,6 +168,9 @@ static void add_part(void *arg, st_part_t *p)
 static void st_admin_on_tick(void *arg, st_kshard_t *s)
 {
     st_admin_t *a = arg;
+#ifdef ST_DEBUG_BUILD
+    fault_install(a, s);
+#endif
     st_admin_slot_t *slot = &a->slots[s->id];
     int64_t now = st_mono_ns();
     if (slot->last_ns && now - slot->last_ns < (int64_t)ST_ADMIN_PUBLISH_MS * 1000000)
@@ -242,6 +351,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         *upload_size = 0; /* ignore any body */
         return MHD_YES;
     }
+#ifdef ST_DEBUG_BUILD
+    if (strcmp(url, "/v1/debug/fail-sync") == 0) {
+        char body[64];
+        bool post = strcmp(method, "POST") == 0;
+        if (!post && strcmp(method, "GET") != 0)
+            return reply_str(c, MHD_HTTP_METHOD_NOT_ALLOWED, JSON_TYPE,
+                             "{\"error\":\"method not allowed\"}");
+        if (fault_request(a, c, post, body, sizeof body))
+            return reply_str(c, MHD_HTTP_BAD_REQUEST, JSON_TYPE,
+                             "{\"error\":\"want count=N (>= 0) and errno=EIO, ENOSPC or a "
+                             "number\"}");
+        return reply_str(c, MHD_HTTP_OK, JSON_TYPE, body);
+    }
+#endif
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return reply_str(c, MHD_HTTP_METHOD_NOT_ALLOWED, JSON_TYPE,
                          "{\"error\":\"method not allowed\"}");
@@ -300,6 +423,11 @@ int st_admin_create(st_admin_t **out, st_broker_t *b)
     a->start_wall_s = (double)st_wall_ms() / 1e3;
     a->start_mono_ns = st_mono_ns();
     atomic_init(&a->startup_ns, -1);
+#ifdef ST_DEBUG_BUILD
+    a->faults = calloc((size_t)b->nshards, sizeof *a->faults);
+    atomic_init(&a->fail_syncs, 0);
+    atomic_init(&a->fail_errno, EIO);
+#endif
     st_admin_add_group_collector(a, st_admin_collect_groups, NULL);
     b->tick_hook = st_admin_on_tick;
     b->tick_hook_arg = a;
@@ -415,5 +543,8 @@ void st_admin_destroy(st_admin_t *a)
     for (int i = 0; i < a->b->nshards; i++)
         st_admin_slot_fini(&a->slots[i]);
     free(a->slots);
+#ifdef ST_DEBUG_BUILD
+    free(a->faults);
+#endif
     free(a);
 }

@@ -8,6 +8,9 @@
  *   GET /v1/topics         JSON: topics with partition counts, sizes, configs
  *   GET /v1/partitions     JSON: leader, shard, offsets, size, segments, counters
  *                          (?topic=NAME for one topic)
+ *   POST /v1/debug/fail-sync?count=N&errno=EIO|ENOSPC|<n>
+ *                          test builds only (ST_DEBUG_BUILD): the next N storage syncs on any
+ *                          shard complete with that error; GET tells how many are left
  *
  * How it reads the broker without touching a shard (snap.h): the broker calls our tick hook
  * on each shard's thread; there the shard copies what it owns into a snapshot and publishes
