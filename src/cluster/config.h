@@ -29,6 +29,9 @@
       "largest request frame accepted")                                                            \
     X(connection_max_inflight_bytes, "connection.max.inflight.bytes", INT, "268435456", 65536,     \
       INT64_MAX, "bytes of unanswered requests and unsent responses per connection")               \
+    X(queued_max_request_bytes, "queued.max.request.bytes", INT, "536870912", -1, INT64_MAX,       \
+      "bytes of large requests (over 64 KiB) held while received and until answered, whole "       \
+      "broker, split evenly between shards; a connection needing more waits (-1: unlimited)")      \
     X(auto_create_topics_enable, "auto.create.topics.enable", BOOL, "true", 0, 0,                  \
       "create unknown topics on Metadata and Produce")                                             \
     X(num_partitions, "num.partitions", INT, "1", 1, 100000, "partitions of auto-created topics")  \

@@ -637,8 +637,10 @@ static void *st_kshard_main(void *arg)
     st_timer_init(&s->tick_timer, st_kshard_tick, s);
     st_loop_timer_start(s->loop, &s->tick_timer, 100);
     st_net_handler_t h = {st_kshard_on_frame, st_kshard_on_close, s};
-    st_net_limits_t lim = {(size_t)b->cfg->socket_request_max_bytes,
-                           (size_t)b->cfg->connection_max_inflight_bytes};
+    int64_t queued = b->cfg->queued_max_request_bytes; /* the shard's even share */
+    st_net_limits_t lim = {
+        (size_t)b->cfg->socket_request_max_bytes, (size_t)b->cfg->connection_max_inflight_bytes,
+        queued > 0 ? (size_t)(queued / b->nshards > 0 ? queued / b->nshards : 1) : 0};
     rc = st_net_create(&s->net, s->loop, b->listen_fds[s->id], &h, &lim);
     if (rc) {
         ST_ERROR("cannot start the listener: %s", st_strerror(rc));

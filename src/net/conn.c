@@ -8,9 +8,14 @@
  *   2. slots[i] is the answer to request base_seq + i; answers move to the send queue only
  *      from slots[0], so responses leave in request order;
  *   3. inflight = bytes of unanswered frames + bytes queued and not yet sent.
+ *   4. net->queued = sum over connections of frame_len (while a large frame is being
+ *      received) + req_len of every unanswered slot marked big; a connection is on the
+ *      net's wait list exactly when `waiting`, and then it has no recv in flight.
  *
  * Read path:  rbuf (64 KiB) collects small frames; a frame that does not fit gets its own
- *             buffer of exactly its size, received into directly.
+ *             buffer of exactly its size, received into directly, once the shard's frame
+ *             budget has room for it (conn.h); until then the connection waits, its next
+ *             frame's first bytes kept in rbuf.
  * Send path:  memory pieces of consecutive responses go out in one sendmsg; file pieces go
  *             out with sendfile(2) on the non-blocking socket, waiting for POLLOUT on EAGAIN.
  */
@@ -42,6 +47,7 @@ typedef struct {
     bool answered;
     st_out_t *out;
     size_t req_len; /* frame bytes, counted in inflight until answered */
+    bool big;       /* had its own buffer: req_len counts in net->queued until answered */
 } st_slot_t;
 
 struct st_conn {
@@ -54,6 +60,7 @@ struct st_conn {
     bool reading;  /* a recv is in flight */
     bool sending;  /* a send or POLLOUT wait is in flight */
     bool parsing;  /* inside the recv callback: rbuf must not be the target of a new recv */
+    bool waiting;  /* on the net's wait list for frame budget: not reading */
     char peer[64];
     void *data;
 
@@ -76,6 +83,7 @@ struct st_conn {
 
     size_t inflight;
     st_conn_t *prev, *next; /* net's list */
+    st_conn_t *wnext;       /* net's wait list */
 };
 
 struct st_net {
@@ -93,11 +101,76 @@ struct st_net {
     void (*done)(void *);
     void *done_arg;
     bool shutting_down;
+    size_t queued;                    /* invariant 4 */
+    st_conn_t *wait_head, *wait_tail; /* waiting for frame budget, oldest first */
+    st_task_t wake;                   /* re-tries the wait list once budget frees */
+    bool wake_queued;
 };
 
 static void st_conn_arm_recv(st_conn_t *c);
 static void st_conn_pump(st_conn_t *c);
 static void st_net_maybe_done(st_net_t *n);
+
+/* ---- frame budget (conn.h) ---- */
+
+static void st_wait_unlink(st_conn_t *c)
+{
+    st_net_t *n = c->net;
+    if (!c->waiting)
+        return;
+    st_conn_t *prev = NULL;
+    for (st_conn_t *x = n->wait_head; x; prev = x, x = x->wnext)
+        if (x == c) {
+            if (prev)
+                prev->wnext = c->wnext;
+            else
+                n->wait_head = c->wnext;
+            if (n->wait_tail == c)
+                n->wait_tail = prev;
+            break;
+        }
+    c->wnext = NULL;
+    c->waiting = false;
+}
+
+/* Takes len bytes of budget for c's next frame, or puts c on the wait list (keeping its
+ * place if it is there already). Those before it on the list go first. */
+static bool st_budget_take(st_conn_t *c, size_t len)
+{
+    st_net_t *n = c->net;
+    size_t max = n->lim.max_queued;
+    bool first = !n->wait_head || n->wait_head == c;
+    if (first && (max == 0 || n->queued == 0 || n->queued + len <= max)) {
+        st_wait_unlink(c);
+        n->queued += len;
+        return true;
+    }
+    if (!c->waiting && !c->draining) { /* a draining connection just stops reading */
+        c->waiting = true;
+        c->wnext = NULL;
+        if (n->wait_tail)
+            n->wait_tail->wnext = c;
+        else
+            n->wait_head = c;
+        n->wait_tail = c;
+        n->stats.queued_waits++;
+        ST_DEBUG("connection %llu from %s waits: frame of %zu bytes, %zu of %zu held",
+                 (unsigned long long)c->id, c->peer, len, n->queued, max);
+    }
+    return false;
+}
+
+/* Gives budget back; the waiting connections are retried from the loop (not from inside
+ * whatever answered the request). */
+static void st_budget_put(st_net_t *n, size_t len)
+{
+    ST_ASSERT(n->queued >= len);
+    n->queued -= len;
+    if (n->wait_head && !n->wake_queued) {
+        n->wake_queued = true;
+        st_loop_defer(n->loop, &n->wake);
+    }
+}
 
 /* ---- sockets ---- */
 
@@ -182,6 +255,8 @@ static void st_conn_unref(st_conn_t *c)
     close(c->fd);
     free(c->slots);
     free(c->rbuf);
+    if (c->frame)
+        st_budget_put(n, c->frame_len);
     free(c->frame);
     free(c);
     st_net_maybe_done(n);
@@ -192,6 +267,7 @@ void st_conn_close(st_conn_t *c)
     if (!c->open)
         return;
     c->open = false;
+    st_wait_unlink(c);
     ST_DEBUG("connection %llu from %s closed", (unsigned long long)c->id, c->peer);
     shutdown(c->fd, SHUT_RDWR);
     if (c->net->h.on_close)
@@ -233,20 +309,23 @@ static void st_conn_check_drained(st_conn_t *c)
 
 /* ---- receive ---- */
 
-static void st_conn_deliver(st_conn_t *c, uint8_t *frame, size_t len)
+/* Hands a frame to the handler; `big`: it had its own buffer, whose budget the slot keeps. */
+static void st_conn_deliver(st_conn_t *c, uint8_t *frame, size_t len, bool big)
 {
     if (c->nslots == c->capslots) {
         size_t cap = c->capslots ? c->capslots * 2 : 8;
         st_slot_t *s = realloc(c->slots, cap * sizeof *s);
         if (!s) {
             free(frame);
+            if (big)
+                st_budget_put(c->net, len);
             st_conn_close(c);
             return;
         }
         c->slots = s;
         c->capslots = cap;
     }
-    c->slots[c->nslots++] = (st_slot_t){false, NULL, len};
+    c->slots[c->nslots++] = (st_slot_t){false, NULL, len, big};
     c->inflight += len;
     c->refs++;
     uint64_t seq = c->next_seq++;
@@ -267,20 +346,23 @@ static bool st_conn_parse(st_conn_t *c)
             return false;
         }
         size_t have = c->rlen - pos - 4;
+        if (have < (size_t)len && (size_t)len + 4 <= ST_RBUF_SIZE)
+            break; /* fits: wait for the rest in rbuf */
+        bool big = have < (size_t)len;
+        if (big && !st_budget_take(c, (size_t)len))
+            break; /* waits, the frame's first bytes kept at the start of rbuf */
         uint8_t *frame = malloc(len ? (size_t)len : 1);
         if (!frame) {
+            if (big)
+                st_budget_put(c->net, (size_t)len);
             st_conn_close(c);
             return false;
         }
-        if (have >= (size_t)len) {
+        if (!big) {
             memcpy(frame, c->rbuf + pos + 4, (size_t)len);
             pos += 4 + (size_t)len;
-            st_conn_deliver(c, frame, (size_t)len);
+            st_conn_deliver(c, frame, (size_t)len, false);
             continue;
-        }
-        if ((size_t)len + 4 <= ST_RBUF_SIZE) {
-            free(frame); /* fits: wait for the rest in rbuf */
-            break;
         }
         memcpy(frame, c->rbuf + pos + 4, have);
         c->frame = frame;
@@ -319,7 +401,7 @@ static void st_conn_recv_done(st_io_t *io, int res)
         if (c->frame_have == c->frame_len) {
             uint8_t *f = c->frame;
             c->frame = NULL;
-            st_conn_deliver(c, f, c->frame_len);
+            st_conn_deliver(c, f, c->frame_len, true);
         }
     } else {
         c->rlen += (size_t)res;
@@ -333,7 +415,7 @@ static void st_conn_recv_done(st_io_t *io, int res)
 
 static void st_conn_arm_recv(st_conn_t *c)
 {
-    if (c->reading || c->parsing || !c->open || c->draining)
+    if (c->reading || c->parsing || !c->open || c->draining || c->waiting)
         return;
     if ((c->inflight > c->net->lim.max_inflight && c->nslots > 0) ||
         c->nslots >= ST_MAX_PENDING_REQUESTS)
@@ -362,6 +444,8 @@ void st_conn_respond(st_conn_t *c, uint64_t seq, st_out_t *out)
     s->answered = true;
     s->out = out;
     c->inflight -= s->req_len;
+    if (s->big)
+        st_budget_put(c->net, s->req_len);
     if (out)
         c->inflight += (size_t)st_out_size(out);
     /* Move the answered prefix to the send queue, in order. */
@@ -592,6 +676,27 @@ static void st_net_accept_done(st_io_t *io, int res)
         st_net_maybe_done(n);
 }
 
+/* The loop task behind st_budget_put: connections waiting for budget, oldest first, parse
+ * their next frame again; the first that still does not fit stops the round. */
+static void st_net_wake(st_task_t *t)
+{
+    st_net_t *n = t->data;
+    n->wake_queued = false;
+    while (n->wait_head) {
+        st_conn_t *c = n->wait_head;
+        c->refs++; /* held across the parse, which may deliver and close */
+        c->parsing = true;
+        bool ok = st_conn_parse(c);
+        c->parsing = false;
+        bool still = c->waiting;
+        if (ok && c->open)
+            st_conn_arm_recv(c);
+        st_conn_unref(c);
+        if (still)
+            break;
+    }
+}
+
 static void st_net_arm_accept(st_net_t *n)
 {
     if (st_loop_accept(n->loop, &n->aio, n->listen_fd) == 0)
@@ -610,6 +715,7 @@ int st_net_create(st_net_t **out, st_loop_t *loop, int listen_fd, const st_net_h
     n->lim = *lim;
     n->aio.cb = st_net_accept_done;
     n->aio.data = n;
+    st_task_init(&n->wake, st_net_wake, n);
     n->accepting = true;
     st_net_arm_accept(n);
     *out = n;
@@ -636,6 +742,7 @@ void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
     for (st_conn_t *c = n->conns, *next; c; c = next) {
         next = c->next;
         c->draining = true;
+        st_wait_unlink(c); /* its partial request will not be read any further */
         if (c->reading && c->nslots == 0 && !c->frame && c->rlen == 0)
             st_loop_cancel(n->loop, &c->rio);
         st_conn_check_drained(c);
@@ -668,6 +775,11 @@ void st_net_destroy(st_net_t *n)
 size_t st_net_conn_count(const st_net_t *n)
 {
     return n->nconns;
+}
+
+size_t st_net_queued_bytes(const st_net_t *n)
+{
+    return n->queued;
 }
 
 const st_net_stats_t *st_net_stats(const st_net_t *n)

@@ -12,6 +12,14 @@
  * connection stops reading, so one client cannot take the memory of all; likewise while 4096
  * requests are unanswered.
  *
+ * Budget (max_queued, the shard's share of queued.max.request.bytes): a frame too large for
+ * the connection's 64 KiB receive buffer needs a buffer of its own, which counts against the
+ * shard's budget from the moment its size prefix is read until the request is answered. A
+ * connection whose next frame does not fit stops reading and waits, first come first served,
+ * until answers free enough; a frame larger than the whole budget goes when nothing else is
+ * held. Small frames never wait for the budget, so ordinary clients keep being served while
+ * large ones wait. Nothing is dropped: a waiting connection just is not read.
+ *
  * Lifetime: a connection is freed once it is closed and nothing refers to it: no operation
  * in flight and no unanswered request. Responding to a closed connection is allowed (the
  * response is dropped). All functions run on the owning shard's thread.
@@ -39,6 +47,7 @@ typedef struct st_net_handler {
 typedef struct st_net_limits {
     size_t max_frame;    /* socket.request.max.bytes */
     size_t max_inflight; /* unanswered request bytes + unsent response bytes per connection */
+    size_t max_queued;   /* bytes of large frames held by all connections; 0: unlimited */
 } st_net_limits_t;
 
 typedef struct st_net_stats {
@@ -47,6 +56,7 @@ typedef struct st_net_stats {
     uint64_t bytes_in;
     uint64_t bytes_out;
     uint64_t frames_too_large;
+    uint64_t queued_waits; /* times a connection waited for the frame budget */
 } st_net_stats_t;
 
 /* Opens a listening socket bound to host:port with SO_REUSEPORT (port 0: pick one). */
@@ -64,6 +74,8 @@ void st_net_close_all(st_net_t *n);
 /* Frees the listener; every connection must already be gone. */
 void st_net_destroy(st_net_t *n);
 size_t st_net_conn_count(const st_net_t *n);
+/* Bytes of large frames held now (received or being received, not yet answered). */
+size_t st_net_queued_bytes(const st_net_t *n);
 const st_net_stats_t *st_net_stats(const st_net_t *n);
 
 /* Answers request `seq`; out may be NULL for a request that gets no response (acks=0). */
