@@ -6,10 +6,15 @@
  */
 #include "storage/batch.h"
 
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "base/buf.h"
 #include "base/crc32c.h"
 #include "base/err.h"
 #include "base/varint.h"
+#include "storage/codec.h"
 
 int st_batch_parse_hdr(const uint8_t *p, size_t n, st_batch_hdr_t *h)
 {
@@ -64,6 +69,240 @@ static int verdict(st_batch_verdict_t *v, int err, const char *why)
     return err;
 }
 
+/* ---- record reader ------------------------------------------------------------------------ */
+
+/*
+ * Reads records either from bytes that are all at hand (an uncompressed batch: [p, end) is
+ * everything) or from a decompressing stream that refills a bounded window. pos() counts the
+ * bytes consumed since the first record, so a record's fields are held to its declared length
+ * whichever the source.
+ */
+typedef struct rrd {
+    const uint8_t *p;     /* next byte */
+    const uint8_t *end;   /* end of the bytes at hand */
+    const uint8_t *start; /* where the bytes at hand begin */
+    int64_t base;         /* stream position of start */
+    st_codec_reader_t *z; /* more bytes come from here; NULL once it ended, or never had any */
+    uint8_t *win;         /* the window z fills; NULL when the bytes are all at hand */
+    size_t win_cap;
+    int err; /* z's error, sticky */
+} rrd_t;
+
+/* The window a compressed batch's records are decompressed through. */
+#define RRD_WINDOW (64 * 1024)
+
+#define STR_(x) #x
+#define STR(x)  STR_(x)
+#define TOO_LARGE_WHY                                                                              \
+    "records decompress to more than " STR(ST_BATCH_INFLATE_FACTOR) " x max.message.bytes"
+
+static void rrd_init_flat(rrd_t *r, const uint8_t *p, const uint8_t *end)
+{
+    memset(r, 0, sizeof *r);
+    r->p = r->start = p;
+    r->end = end;
+}
+
+static int64_t rrd_pos(const rrd_t *r)
+{
+    return r->base + (r->p - r->start);
+}
+
+/* Makes at least want (<= the window) bytes available at p, unless the stream ends first. */
+static int rrd_fill(rrd_t *r, size_t want)
+{
+    size_t have = (size_t)(r->end - r->p);
+    if (have >= want || !r->z)
+        return r->err;
+    r->base = rrd_pos(r);
+    if (have > 0)
+        memmove(r->win, r->p, have);
+    r->p = r->start = r->win;
+    while (have < want) {
+        int n = st_codec_read(r->z, r->win + have, r->win_cap - have);
+        if (n < 0) {
+            r->err = n;
+            r->z = NULL;
+            break;
+        }
+        if (n == 0) {
+            r->z = NULL;
+            break;
+        }
+        have += (size_t)n;
+    }
+    r->end = r->win + have;
+    return r->err;
+}
+
+/* The error to return for bytes that do not parse: the stream's own, if it failed. */
+static int rrd_bad(const rrd_t *r)
+{
+    return r->err ? r->err : ST_E_CORRUPT;
+}
+
+/* Reads a zigzag varint of at most lim bytes. */
+static int rrd_varint32(rrd_t *r, int64_t lim, int32_t *out)
+{
+    rrd_fill(r, ST_VARINT32_MAX);
+    int n = st_varint32_decode(r->p, (size_t)(r->end - r->p), out);
+    if (n < 0 || n > lim)
+        return rrd_bad(r);
+    r->p += n;
+    return 0;
+}
+
+static int rrd_varint64(rrd_t *r, int64_t lim, int64_t *out)
+{
+    rrd_fill(r, ST_VARINT64_MAX);
+    int n = st_varint64_decode(r->p, (size_t)(r->end - r->p), out);
+    if (n < 0 || n > lim)
+        return rrd_bad(r);
+    r->p += n;
+    return 0;
+}
+
+/*
+ * Passes over n bytes; *data points at them when the bytes are all at hand, else is NULL (a
+ * window's bytes move).
+ */
+static int rrd_take(rrd_t *r, int64_t n, const uint8_t **data)
+{
+    *data = r->win ? NULL : r->p;
+    while (n > 0) {
+        if (r->p == r->end) {
+            rrd_fill(r, 1);
+            if (r->p == r->end)
+                return rrd_bad(r);
+        }
+        int64_t k = r->end - r->p;
+        if (k > n)
+            k = n;
+        r->p += k;
+        n -= k;
+    }
+    return 0;
+}
+
+/* Reads a nullable byte string (varint length, -1 = null) of at most lim bytes in all. */
+static int rrd_bytes(rrd_t *r, int64_t rec_end, const uint8_t **data, int32_t *len)
+{
+    int rc = rrd_varint32(r, rec_end - rrd_pos(r), len);
+    if (rc < 0)
+        return rc;
+    if (*len < -1 || *len > rec_end - rrd_pos(r))
+        return rrd_bad(r);
+    if (*len < 0) {
+        *data = NULL;
+        return 0;
+    }
+    return rrd_take(r, *len, data);
+}
+
+/*
+ * Reads one record: 1 and the record (its pointers set only when the bytes are all at hand),
+ * with its timestamp and offset deltas; 0 at a clean end (no byte left); or an error.
+ */
+static int rrd_record(rrd_t *r, st_batch_record_t *rec, int64_t *ts_delta, int32_t *off_delta)
+{
+    int rc = rrd_fill(r, 1);
+    if (rc < 0)
+        return rc;
+    if (r->p == r->end)
+        return 0;
+    int32_t len;
+    if ((rc = rrd_varint32(r, ST_VARINT32_MAX, &len)) < 0)
+        return rc;
+    if (len < 1)
+        return ST_E_CORRUPT;
+    int64_t rec_end = rrd_pos(r) + len;
+    if (!r->win && len > r->end - r->p)
+        return ST_E_CORRUPT;
+    rrd_fill(r, 1);
+    if (r->p == r->end)
+        return rrd_bad(r);
+    rec->attributes = (int8_t)*r->p++;
+    if ((rc = rrd_varint64(r, rec_end - rrd_pos(r), ts_delta)) < 0 ||
+        (rc = rrd_varint32(r, rec_end - rrd_pos(r), off_delta)) < 0 ||
+        (rc = rrd_bytes(r, rec_end, &rec->key, &rec->key_len)) < 0 ||
+        (rc = rrd_bytes(r, rec_end, &rec->value, &rec->value_len)) < 0 ||
+        (rc = rrd_varint32(r, rec_end - rrd_pos(r), &rec->header_count)) < 0)
+        return rc;
+    if (rec->header_count < 0)
+        return ST_E_CORRUPT;
+    int64_t headers_pos = rrd_pos(r);
+    rec->headers = r->win ? NULL : r->p;
+    for (int32_t i = 0; i < rec->header_count; i++) {
+        const uint8_t *d;
+        int32_t l;
+        if ((rc = rrd_bytes(r, rec_end, &d, &l)) < 0)
+            return rc;
+        if (l < 0) /* a header's key is never null */
+            return ST_E_CORRUPT;
+        if ((rc = rrd_bytes(r, rec_end, &d, &l)) < 0)
+            return rc;
+    }
+    if (rrd_pos(r) != rec_end)
+        return ST_E_CORRUPT;
+    rec->headers_len = (size_t)(rec_end - headers_pos);
+    return 1;
+}
+
+/* Walks the records behind r as a producer's batch h must hold them. */
+static int walk_records(const st_batch_hdr_t *h, rrd_t *r, st_batch_verdict_t *v)
+{
+    st_batch_record_t rec;
+    int64_t ts_delta;
+    int32_t off_delta, i = 0;
+    int rc = 0;
+    while (i < h->records_count && (rc = rrd_record(r, &rec, &ts_delta, &off_delta)) == 1) {
+        if (off_delta != i)
+            return verdict(v, ST_E_MALFORMED, "record offset deltas not 0..n-1");
+        i++;
+    }
+    /* After the last counted record: one more record is a count that disagrees with the
+     * records; any other byte is corruption. */
+    if (rc > 0 && (rc = rrd_record(r, &rec, &ts_delta, &off_delta)) > 0)
+        return verdict(v, ST_E_MALFORMED, "more records than recordsCount");
+    if (rc == ST_E_TOO_LARGE)
+        return verdict(v, rc, TOO_LARGE_WHY);
+    if (rc == -ENOMEM)
+        return verdict(v, rc, "out of memory decompressing records");
+    if (rc < 0)
+        return verdict(
+            v, rc, rc == r->err ? "compressed records do not decompress" : "records do not parse");
+    if (i != h->records_count)
+        return verdict(v, ST_E_MALFORMED, "record count differs from the records");
+    return 0;
+}
+
+/* Decompresses the records of the compressed batch h at p through a window, walking them. */
+static int walk_compressed(const uint8_t *p, const st_batch_hdr_t *h, int64_t max_bytes,
+                           st_batch_verdict_t *v)
+{
+    int64_t max_out = max_bytes > INT64_MAX / ST_BATCH_INFLATE_FACTOR
+                          ? INT64_MAX
+                          : max_bytes * ST_BATCH_INFLATE_FACTOR;
+    rrd_t r;
+    rrd_init_flat(&r, NULL, NULL);
+    st_codec_reader_t *z;
+    int rc = st_codec_reader_create(st_batch_compression(h), p + ST_BATCH_HEADER_SIZE,
+                                    (size_t)(st_batch_size(h) - ST_BATCH_HEADER_SIZE), max_out, &z);
+    if (rc < 0)
+        return verdict(v, rc, "out of memory");
+    r.win = malloc(RRD_WINDOW);
+    if (!r.win) {
+        st_codec_reader_destroy(z);
+        return verdict(v, -ENOMEM, "out of memory");
+    }
+    r.win_cap = RRD_WINDOW;
+    r.z = z;
+    rc = walk_records(h, &r, v);
+    free(r.win);
+    st_codec_reader_destroy(z);
+    return rc;
+}
+
 int st_batch_validate_client(const uint8_t *p, size_t n, int64_t max_bytes, st_batch_hdr_t *h,
                              st_batch_verdict_t *v)
 {
@@ -89,24 +328,19 @@ int st_batch_validate_client(const uint8_t *p, size_t n, int64_t max_bytes, st_b
         return verdict(v, ST_E_MALFORMED, "batch holds no records");
     if (h->last_offset_delta < 0 || (int64_t)h->last_offset_delta + 1 != h->records_count)
         return verdict(v, ST_E_MALFORMED, "lastOffsetDelta + 1 != record count");
-    if (st_batch_compression(h) > 4)
+    if (st_batch_compression(h) > ST_CODEC_ZSTD)
         return verdict(v, ST_E_MALFORMED, "unknown compression codec");
-    if (st_batch_compression(h) == 0) {
-        st_batch_iter_t it;
-        st_batch_record_t r;
-        st_batch_iter_init(&it, p, (size_t)st_batch_size(h));
-        int32_t i = 0;
-        while ((rc = st_batch_iter_next(&it, &r)) == 1) {
-            if (r.offset - h->base_offset != i)
-                return verdict(v, ST_E_MALFORMED, "record offset deltas not 0..n-1");
-            i++;
-        }
-        if (rc < 0 || it.p != it.end)
-            return verdict(v, ST_E_CORRUPT, "records do not parse");
-        if (i != h->records_count)
-            return verdict(v, ST_E_MALFORMED, "record count differs from the records");
+    if (st_batch_compression(h) != ST_CODEC_NONE)
+        rc = walk_compressed(p, h, max_bytes, v);
+    else if (h->records_count >
+             (st_batch_size(h) - ST_BATCH_HEADER_SIZE) / ST_BATCH_MIN_RECORD_SIZE)
+        return verdict(v, ST_E_MALFORMED, "record count larger than the batch can hold");
+    else {
+        rrd_t r;
+        rrd_init_flat(&r, p + ST_BATCH_HEADER_SIZE, p + st_batch_size(h));
+        rc = walk_records(h, &r, v);
     }
-    return verdict(v, 0, "ok");
+    return rc < 0 ? rc : verdict(v, 0, "ok");
 }
 
 void st_batch_set_base_offset(uint8_t *batch, int64_t base_offset)
@@ -144,67 +378,22 @@ int st_batch_iter_init(st_batch_iter_t *it, const uint8_t *batch, size_t size)
     return 0;
 }
 
-/* Reads a zigzag varint32 at *p (below end) and advances; negative on error. */
-static int rd_vi32(const uint8_t **p, const uint8_t *end, int32_t *out)
-{
-    int n = st_varint32_decode(*p, (size_t)(end - *p), out);
-    if (n < 0)
-        return ST_E_CORRUPT;
-    *p += n;
-    return 0;
-}
-
-/* Reads a nullable byte string (varint length, -1 = null) and advances. */
-static int rd_bytes(const uint8_t **p, const uint8_t *end, const uint8_t **data, int32_t *len)
-{
-    if (rd_vi32(p, end, len) < 0 || *len < -1)
-        return ST_E_CORRUPT;
-    if (*len > 0 && *len > end - *p)
-        return ST_E_CORRUPT;
-    *data = *len >= 0 ? *p : NULL;
-    if (*len > 0)
-        *p += *len;
-    return 0;
-}
-
 int st_batch_iter_next(st_batch_iter_t *it, st_batch_record_t *rec)
 {
     if (it->index >= it->hdr.records_count || it->p >= it->end)
         return 0;
-    const uint8_t *p = it->p;
-    int32_t len;
-    if (rd_vi32(&p, it->end, &len) < 0 || len < 1 || len > it->end - p)
-        return ST_E_CORRUPT;
-    const uint8_t *end = p + len;
-    rec->attributes = (int8_t)*p++;
+    rrd_t r;
+    rrd_init_flat(&r, it->p, it->end);
     int64_t ts_delta;
-    int n = st_varint64_decode(p, (size_t)(end - p), &ts_delta);
-    if (n < 0)
-        return ST_E_CORRUPT;
-    p += n;
     int32_t off_delta;
-    if (rd_vi32(&p, end, &off_delta) < 0)
+    if (rrd_record(&r, rec, &ts_delta, &off_delta) != 1)
         return ST_E_CORRUPT;
-    if (rd_bytes(&p, end, &rec->key, &rec->key_len) < 0 ||
-        rd_bytes(&p, end, &rec->value, &rec->value_len) < 0 ||
-        rd_vi32(&p, end, &rec->header_count) < 0 || rec->header_count < 0)
-        return ST_E_CORRUPT;
-    rec->headers = p;
-    for (int32_t i = 0; i < rec->header_count; i++) {
-        const uint8_t *d;
-        int32_t l;
-        if (rd_bytes(&p, end, &d, &l) < 0 || l < 0 || rd_bytes(&p, end, &d, &l) < 0)
-            return ST_E_CORRUPT;
-    }
-    if (p != end)
-        return ST_E_CORRUPT;
-    rec->headers_len = (size_t)(end - rec->headers);
     rec->offset = it->hdr.base_offset + off_delta;
     if (it->hdr.attributes & ST_BATCH_ATTR_LOG_APPEND_TIME)
         rec->timestamp = it->hdr.max_timestamp;
     else
         rec->timestamp = (int64_t)((uint64_t)it->hdr.base_timestamp + (uint64_t)ts_delta);
-    it->p = end;
+    it->p = r.p;
     it->index++;
     return 1;
 }

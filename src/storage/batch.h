@@ -29,9 +29,13 @@
  *   keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
  *   headerCount varint | headers: (keyLength varint | key | valueLength varint | value)*
  *
- * where length counts the bytes after the length field itself.
+ * where length counts the bytes after the length field itself. The smallest record is 7 bytes
+ * (every field one byte: length 6, attributes, zero deltas, null key and value, no headers).
  *
- * Functions here are pure: they read and write caller memory only; any thread.
+ * A compressed batch holds the same records, compressed as one stream (codec.h).
+ *
+ * Functions here read and write caller memory; validating a compressed batch also allocates, a
+ * bounded amount (codec.h), freed before it returns. Any thread.
  */
 #ifndef ST_STORAGE_BATCH_H
 #define ST_STORAGE_BATCH_H
@@ -66,6 +70,22 @@
 
 /* Sanity bound on any batch found on disk or on the wire; a length above it is corruption. */
 #define ST_BATCH_MAX_SIZE (INT32_MAX - 16)
+
+/* The smallest record, in bytes (see above). */
+#define ST_BATCH_MIN_RECORD_SIZE 7
+
+/*
+ * How far a producer batch's records may expand when decompressed, as a multiple of the
+ * max.message.bytes the batch is held to: ST_BATCH_INFLATE_FACTOR * max_bytes bytes, 64 MiB at
+ * Kafka's default of 1 MiB. Clients size batches before compressing them (librdkafka's
+ * batch.size and message.max.bytes, 1 MB by default; the Java client's batch.size, 16 KiB,
+ * stretched by its compression-ratio estimate), so a real batch stays far below this even for
+ * very compressible data. The bound is on the work: checking a batch costs at most this many
+ * bytes of decompression (tens of milliseconds for zstd or lz4 at the default), never the
+ * gigabytes a kilobyte of crafted gzip or zstd can claim; memory stays bounded regardless
+ * (codec.h).
+ */
+#define ST_BATCH_INFLATE_FACTOR 64
 
 /* The decoded header. Fields keep the protocol's names. */
 typedef struct st_batch_hdr {
@@ -124,13 +144,21 @@ typedef struct st_batch_verdict {
 /*
  * Validates one batch from a producer at p (n bytes remain in the request's records): everything
  * st_batch_check does, plus: records count >= 1 and == lastOffsetDelta + 1, control bit clear,
- * size <= max_bytes, and for uncompressed batches that the records walk exactly to the end with
- * offset deltas 0..n-1. Returns 0 and the header and size, or:
- *   ST_E_CORRUPT      bad length bounds, CRC mismatch, records not parsing   -> CORRUPT_MESSAGE
+ * size <= max_bytes, a known codec, and that the records -- decompressed first for a compressed
+ * batch, as a stream through a bounded window -- walk exactly to the end: each parses, offset
+ * deltas run 0..n-1, their number is recordsCount, and nothing follows the last. An uncompressed
+ * batch claiming more records than its size can hold (ST_BATCH_MIN_RECORD_SIZE each) is refused
+ * before the walk. Returns 0 and the header and size, or:
+ *   ST_E_CORRUPT      bad length bounds, CRC mismatch, records not parsing, compressed bytes
+ *                     that do not decompress, bytes after the last record    -> CORRUPT_MESSAGE
  *   ST_E_TRUNCATED    the input ends inside the batch                        -> CORRUPT_MESSAGE
  *   ST_E_UNSUPPORTED  magic is not 2                 -> UNSUPPORTED_FOR_MESSAGE_FORMAT
- *   ST_E_TOO_LARGE    size > max_bytes                                       -> MESSAGE_TOO_LARGE
- *   ST_E_MALFORMED    count mismatch, count < 1, control bit, bad deltas     -> INVALID_RECORD
+ *   ST_E_TOO_LARGE    size > max_bytes, or records decompressing to more than
+ *                     ST_BATCH_INFLATE_FACTOR * max_bytes bytes              -> MESSAGE_TOO_LARGE
+ *   ST_E_MALFORMED    count mismatch (with lastOffsetDelta, with the records, or more than the
+ *                     size can hold), count < 1, control bit, bad deltas,
+ *                     unknown codec                                          -> INVALID_RECORD
+ *   -ENOMEM
  * v (may be NULL) receives the reason.
  */
 int st_batch_validate_client(const uint8_t *p, size_t n, int64_t max_bytes, st_batch_hdr_t *h,

@@ -709,12 +709,22 @@ static int64_t roll_base_ms(const st_segment_t *s)
     return s->created_ms;
 }
 
-/* Rolls before an append of len bytes / records offsets when a limit says so. */
+/*
+ * Rolls before an append of len bytes holding offsets first_offset..last_offset when a limit
+ * says so. Every batch of the append must land at a relative offset below 2^31 in the active
+ * segment (the index keeps relative offsets, recovery refuses a batch beyond them): the append
+ * goes to a segment based at most INT32_MAX below last_offset, rolling to first_offset if need
+ * be. An append whose own span is wider fits no segment and is refused whole, before anything
+ * changes: ST_E_TOO_LARGE. (Validated producer batches cannot get there; the log does not rely
+ * on its callers for it.)
+ */
 static int maybe_roll(st_log_t *log, int64_t len, int64_t first_offset, int64_t last_offset)
 {
+    if (last_offset - first_offset > INT32_MAX)
+        return ST_E_TOO_LARGE;
     st_segment_t *a = active(log);
     if (a->size == 0)
-        return first_offset > a->base_offset && a->size == 0 ? roll_to(log, first_offset) : 0;
+        return first_offset > a->base_offset ? roll_to(log, first_offset) : 0;
     bool roll = a->size + len > log->cfg.segment_bytes ||
                 (log->cfg.segment_ms > 0 && now_ms(log) - roll_base_ms(a) > log->cfg.segment_ms) ||
                 last_offset - a->base_offset > INT32_MAX;
