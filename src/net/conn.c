@@ -160,16 +160,20 @@ static bool st_budget_take(st_conn_t *c, size_t len)
     return false;
 }
 
-/* Gives budget back; the waiting connections are retried from the loop (not from inside
- * whatever answered the request). */
-static void st_budget_put(st_net_t *n, size_t len)
+/* Retries the waiting connections from the loop (not from inside whatever freed budget). */
+static void st_budget_kick(st_net_t *n)
 {
-    ST_ASSERT(n->queued >= len);
-    n->queued -= len;
     if (n->wait_head && !n->wake_queued) {
         n->wake_queued = true;
         st_loop_defer(n->loop, &n->wake);
     }
+}
+
+static void st_budget_put(st_net_t *n, size_t len)
+{
+    ST_ASSERT(n->queued >= len);
+    n->queued -= len;
+    st_budget_kick(n);
 }
 
 /* ---- sockets ---- */
@@ -267,7 +271,10 @@ void st_conn_close(st_conn_t *c)
     if (!c->open)
         return;
     c->open = false;
-    st_wait_unlink(c);
+    if (c->waiting) {
+        st_wait_unlink(c);
+        st_budget_kick(c->net); /* those behind it may fit now */
+    }
     ST_DEBUG("connection %llu from %s closed", (unsigned long long)c->id, c->peer);
     shutdown(c->fd, SHUT_RDWR);
     if (c->net->h.on_close)
