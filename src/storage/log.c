@@ -61,9 +61,10 @@ struct st_log {
     int64_t sync_target; /* the round in flight covers offsets below this */
     int64_t sync_rp;     /* recovery point the round will establish */
     int sync_err;
-    int cut_err;                      /* the error of the last sync failure that cut the log back */
-    bool ckpt_dirty;                  /* strata.checkpoint written since its last sync */
-    bool ckpt_in_round;               /* the round in flight syncs strata.checkpoint */
+    int cut_err;        /* the error of the last sync failure that cut the log back */
+    bool ckpt_dirty;    /* strata.checkpoint written since its last sync */
+    bool rp_unsynced;   /* a lowered recovery point is not durable yet: no append until it is */
+    bool ckpt_in_round; /* the round in flight syncs strata.checkpoint */
     log_waiter_t *ckpt_waiters;       /* for the checkpoint as written now (log start) */
     log_waiter_t *ckpt_round_waiters; /* for the checkpoint sync of the round in flight */
     int64_t last_sync_ms;
@@ -224,6 +225,35 @@ static int ckpt_write(st_log_t *log)
 /* Writes leader-epoch-checkpoint by tmp + rename. At run time this does not sync: the cache
  * can be rebuilt from the batches (each carries its epoch), which open does when the file is
  * missing, corrupt or disagrees with the log. close() writes it durably. */
+/*
+ * Moves the recovery point down to rp and syncs the checkpoint before returning (blocking; cuts
+ * only). Recovery may cut whatever lies at or past the recovery point on disk, and must cut
+ * nothing below it: once a cut lets new, unsynced bytes take the place of offsets below the old
+ * point, a crash must find the lower one.
+ */
+static int ckpt_sync_now(st_log_t *log)
+{
+    int rc = ckpt_write(log);
+    if (rc == 0)
+        rc = st_file_sync_now(log->ckpt);
+    log->rp_unsynced = rc < 0;
+    if (rc < 0)
+        ST_ERROR("storage: %s: cannot sync %s (%s): appends wait until it can be", log->dir,
+                 ST_META_CKPT_FILE, st_strerror(rc));
+    return rc;
+}
+
+static void ckpt_lower(st_log_t *log, int64_t rp)
+{
+    /* A round in flight must not raise it again past the cut when it completes. */
+    if (log->sync_pending > 0 && log->sync_rp > rp)
+        log->sync_rp = rp;
+    if (log->recovery_point <= rp)
+        return;
+    log->recovery_point = rp;
+    ckpt_sync_now(log);
+}
+
 static int epochs_write(st_log_t *log, bool durable)
 {
     st_buf_t b;
@@ -569,9 +599,23 @@ bool st_log_sync_in_flight(const st_log_t *log)
 
 /* ---- truncation core --------------------------------------------------------------------- */
 
-/* Deletes segs[i..] (files unlinked; readers holding ranges keep reading). */
+/* Makes the directory's entries durable: segments created at a roll must exist after a crash
+ * before anything appended to them is promised, and segments removed by a cut must not come
+ * back (their stale records would overlap what was appended since). Blocking, but only at a
+ * roll or a cut, never per append. */
+static int dir_sync(st_log_t *log)
+{
+    st_fs_t *fs = &log->env->fs;
+    int rc = fs->ops->fsync_dir(fs->ctx, log->dir);
+    if (rc < 0)
+        ST_ERROR("storage: %s: directory sync failed: %s", log->dir, st_strerror(rc));
+    return rc;
+}
+
+/* Deletes segs[i..] (files unlinked; readers holding ranges keep reading), durably. */
 static void delete_segments_from(st_log_t *log, int i)
 {
+    bool any = log->nsegs > i;
     while (log->nsegs > i) {
         st_segment_t *s = log->segs[log->nsegs - 1];
         log->nsegs--;
@@ -579,6 +623,8 @@ static void delete_segments_from(st_log_t *log, int i)
         if (rc < 0)
             ST_ERROR("storage: %s: cannot delete a segment: %s", log->dir, st_strerror(rc));
     }
+    if (any)
+        dir_sync(log);
 }
 
 /* After the end moved down to new_end: fix durability bookkeeping and tell waiters. */
@@ -589,10 +635,7 @@ static void after_cut(st_log_t *log, int64_t new_end, int err)
         log->durable = new_end;
     if (log->sync_pending > 0 && log->sync_target > new_end)
         log->sync_target = new_end;
-    if (log->recovery_point > active(log)->base_offset) {
-        log->recovery_point = active(log)->base_offset;
-        ckpt_write(log);
-    }
+    ckpt_lower(log, active(log)->base_offset);
     if (epochs_truncate_end(log, new_end))
         epochs_write(log, false);
     if (log->on_cut)
@@ -640,10 +683,7 @@ static int cut_to_boundary(st_log_t *log, int64_t to, int64_t *new_end)
     if (e > log->end)
         e = log->end;
     delete_segments_from(log, i + 1);
-    if (log->recovery_point > s->base_offset) {
-        log->recovery_point = s->base_offset;
-        ckpt_write(log);
-    }
+    ckpt_lower(log, s->base_offset);
     if (pos < s->size && (rc = st_segment_truncate(s, pos)) < 0)
         ST_ERROR("storage: %s: truncate failed: %s", log->dir, st_strerror(rc));
     if (s->next_offset < e && (rc = roll_to(log, e)) < 0)
@@ -677,6 +717,10 @@ static int roll_to(st_log_t *log, int64_t base)
     rc = st_segment_create(&log->env->fdcache, log->dir, base, now_ms(log), &s);
     if (rc < 0)
         return rc;
+    if ((rc = dir_sync(log)) < 0) {
+        st_segment_delete(s);
+        return rc;
+    }
     if (a->size == 0) {
         /* An empty active segment is replaced, not kept behind the new one. */
         log->nsegs--;
@@ -736,7 +780,10 @@ static int maybe_roll(st_log_t *log, int64_t len, int64_t first_offset, int64_t 
 static int do_append(st_log_t *log, uint8_t *records, size_t len, const st_batch_hdr_t *hdrs, int n,
                      int64_t first, int64_t last)
 {
-    int rc = maybe_roll(log, (int64_t)len, first, last);
+    int rc;
+    if (log->rp_unsynced && (rc = ckpt_sync_now(log)) < 0)
+        return rc;
+    rc = maybe_roll(log, (int64_t)len, first, last);
     if (rc < 0)
         return rc;
     rc = st_segment_append(active(log), records, len, hdrs, n, log->cfg.index_interval_bytes);
@@ -1238,6 +1285,8 @@ int st_log_truncate_fully(st_log_t *log, int64_t new_start)
     /* Delete first: the new segment may reuse a current segment's name. */
     delete_segments_from(log, 0);
     rc = st_segment_create(&log->env->fdcache, log->dir, new_start, now_ms(log), &s);
+    if (rc == 0 && (rc = dir_sync(log)) < 0)
+        st_segment_delete(s);
     if (rc < 0 || (rc = segs_push(log, s)) < 0) {
         ST_ERROR("storage: %s: cannot start over at %" PRId64 ": %s", log->dir, new_start,
                  st_strerror(rc));
@@ -1247,12 +1296,14 @@ int st_log_truncate_fully(st_log_t *log, int64_t new_start)
     log->nepochs = 0;
     epochs_write(log, false);
     log->recovery_point = new_start;
+    if (log->sync_pending > 0)
+        log->sync_rp = new_start;
     int64_t old_end = log->end;
     log->durable = new_start;
     if (log->sync_pending > 0)
         log->sync_target = new_start;
     log->end = new_start;
-    ckpt_write(log);
+    ckpt_sync_now(log);
     if (log->on_cut && new_start < old_end)
         log->on_cut(log->on_cut_arg, new_start);
     fire_waiters(log, -1, INT64_MIN, ST_E_OUT_OF_RANGE);
@@ -1446,6 +1497,25 @@ static void load_partition_metadata(st_log_t *log)
     free(d);
 }
 
+/* Syncs the directory holding path (its entry for path). */
+static int sync_parent(st_fs_t *fs, const char *path)
+{
+    char p[PATH_MAX];
+    size_t n = strlen(path);
+    if (n >= sizeof p)
+        return -ENAMETOOLONG;
+    memcpy(p, path, n + 1);
+    char *slash = strrchr(p, '/');
+    if (!slash)
+        return fs->ops->fsync_dir(fs->ctx, ".");
+    if (slash == p)
+        slash[1] = 0;
+    else
+        *slash = 0;
+    return fs->ops->fsync_dir(fs->ctx, p);
+}
+
+/* mkdir -p; each directory created is made durable in its parent before going on. */
 static int mkdir_p(st_fs_t *fs, const char *dir)
 {
     char p[PATH_MAX];
@@ -1460,13 +1530,24 @@ static int mkdir_p(st_fs_t *fs, const char *dir)
             int rc = fs->ops->mkdir(fs->ctx, p);
             if (rc < 0 && rc != -EEXIST)
                 return rc;
+            if (rc == 0 && (rc = sync_parent(fs, p)) < 0)
+                return rc;
             p[i] = c;
         }
     }
     return 0;
 }
 
-static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
+/*
+ * Opens every segment. What recovery may cut (issue 10.5): only offsets that were never
+ * promised, those at or past the recovery point (every offset below it was synced) after an
+ * unclean shutdown: a torn tail. Bytes that could hold an offset below it, or anything after
+ * a clean shutdown, are synced data: if they do not check out, the log is not opened
+ * (ST_E_CORRUPT, logged with the file and byte) and nothing is changed on disk, so an operator
+ * decides, not the broker. rp_known is false when strata.checkpoint was unreadable: then only
+ * the last segment may be cut.
+ */
+static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck, bool rp_known)
 {
     open_scan_t o = {.log = log};
     st_fs_t *fs = &log->env->fs;
@@ -1482,6 +1563,10 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
     int64_t now = now_ms(log);
     int32_t iv = log->cfg.index_interval_bytes;
     int64_t min_next = 0;
+    int64_t rp = ck->recovery_point;
+    if (!rp_known && o.n > 0)
+        rp = o.bases[o.n - 1];
+    int64_t cut_from = rp; /* a clean close moved it to the end */
     for (int i = 0; i < o.n; i++) {
         st_segment_t *s;
         rc = st_segment_open(&log->env->fdcache, log->dir, o.bases[i], now, &s);
@@ -1516,7 +1601,7 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
             min_next = prev->next_offset;
         }
         bool last = i == o.n - 1;
-        bool scan = !clean && (last || s->base_offset >= ck->recovery_point);
+        bool scan = !clean && (last || o.bases[i + 1] > rp);
         if (!scan) {
             rc = st_segment_load(s, iv);
             if (rc == 0 && s->base_offset < min_next)
@@ -1532,7 +1617,13 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck)
         }
         if (scan) {
             st_segment_scan_t sc;
-            rc = st_segment_recover(s, iv, min_next, epoch_scan_cb, log, &sc);
+            rc = st_segment_recover(s, iv, min_next, cut_from, epoch_scan_cb, log, &sc);
+            if (rc == ST_E_CORRUPT)
+                ST_ERROR("storage: %s: segment %" PRId64 " holds synced data and is damaged at"
+                         " byte %" PRId64 " (%s); the partition stays offline, nothing was"
+                         " deleted. Inspect it with `strata dump-log`; to accept the loss, move"
+                         " that segment and every later one out of the directory",
+                         log->dir, s->base_offset, sc.valid_bytes, sc.why ? sc.why : "?");
             if (rc < 0)
                 break;
             if (sc.cut_bytes > 0 && !last) {
@@ -1585,19 +1676,21 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
     }
     st_fs_t *fs = &env->fs;
     char p[PATH_MAX];
-    bool clean = false;
+    bool clean = false, rp_known = true;
     st_meta_ckpt_t ck = {0, 0};
 
     if ((rc = mkdir_p(fs, dir)) < 0)
         goto fail;
-    /* The clean-shutdown marker is consumed: gone (durably) before anything is written. */
-    if ((rc = path_in(log, ST_META_CLEAN_FILE, p, sizeof p)) < 0)
+    /* The clean-shutdown marker is consumed once the segments checked out, and gone
+     * (durably) before anything is appended. A log that does not open keeps it, so the next
+     * attempt judges the same files the same way (never cutting what a clean close synced). */
+    char marker[PATH_MAX];
+    if ((rc = path_in(log, ST_META_CLEAN_FILE, marker, sizeof marker)) < 0)
         goto fail;
-    rc = fs->ops->unlink(fs->ctx, p);
-    if (rc == 0) {
+    rc = fs->ops->open(fs->ctx, marker, ST_FS_RDONLY);
+    if (rc >= 0) {
+        fs->ops->close(fs->ctx, rc);
         clean = true;
-        if ((rc = fs->ops->fsync_dir(fs->ctx, dir)) < 0)
-            goto fail;
     } else if (rc != -ENOENT) {
         goto fail;
     }
@@ -1609,11 +1702,13 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
         int r = st_fs_read_file(fs, p, 4096, &d, &n);
         if (r == 0) {
             if (st_meta_decode_ckpt(d, n, &ck) < 0) {
-                ST_WARN("storage: %s: %s is corrupt; checking every segment", dir,
-                        ST_META_CKPT_FILE);
+                ST_WARN("storage: %s: %s is corrupt; checking every segment, cutting only the"
+                        " last",
+                        dir, ST_META_CKPT_FILE);
                 ck.log_start_offset = 0;
                 ck.recovery_point = 0;
                 clean = false;
+                rp_known = false;
             }
             free(d);
         } else if (r != -ENOENT) {
@@ -1626,7 +1721,10 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
     bool rebuild_epochs;
     if ((rc = load_epochs(log, &rebuild_epochs)) < 0)
         goto fail;
-    if ((rc = open_segments(log, clean, &ck)) < 0)
+    if ((rc = open_segments(log, clean, &ck, rp_known)) < 0)
+        goto fail;
+    if (clean && ((rc = fs->ops->unlink(fs->ctx, marker)) < 0 ||
+                  (rc = fs->ops->fsync_dir(fs->ctx, dir)) < 0))
         goto fail;
     if (log->nsegs == 0) {
         st_segment_t *s;
@@ -1672,6 +1770,8 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
         }
         s->log_dirty = s->idx_dirty = false;
     }
+    if ((rc = fs->ops->fsync_dir(fs->ctx, dir)) < 0)
+        goto fail;
     log->durable = log->end;
     log->recovery_point = active(log)->base_offset;
     if ((rc = ckpt_write(log)) < 0)
@@ -1787,19 +1887,101 @@ int st_log_delete(st_log_t *log)
     char *dir = strdup(log->dir);
     if (!dir)
         return -ENOMEM;
+    /* Renamed aside (durably) first: a crash from here on leaves a "-delete" directory that
+     * the next start removes, never a directory under the topic's name. */
+    char gone[PATH_MAX];
+    int rc = st_storage_set_aside(env, dir, "delete", gone, sizeof gone);
+    if (rc < 0) {
+        ST_ERROR("storage: %s: cannot rename for deletion (%s); deleting in place", dir,
+                 st_strerror(rc));
+        gone[0] = 0;
+    }
     log->closed = true;
     fire_waiters(log, -1, INT64_MIN, ST_E_CLOSED);
     fire_list(&log->ckpt_waiters, ST_E_CLOSED);
     fire_list(&log->ckpt_round_waiters, ST_E_CLOSED);
-    for (int i = 0; i < log->nsegs; i++)
-        st_segment_delete(log->segs[i]);
+    for (int i = 0; i < log->nsegs; i++) {
+        if (gone[0])
+            st_segment_free(log->segs[i]); /* read ranges keep their descriptors */
+        else
+            st_segment_delete(log->segs[i]);
+    }
     log->nsegs = 0;
-    if (log->ckpt)
+    if (log->ckpt && !gone[0])
         st_file_unlink(log->ckpt);
     log_release(log);
-    int rc = st_storage_delete_dir(env, dir);
+    rc = st_storage_delete_dir(env, gone[0] ? gone : dir);
+    if (rc == 0)
+        rc = sync_parent(&env->fs, dir);
     free(dir);
     return rc;
+}
+
+int st_storage_set_aside(st_storage_env_t *env, const char *dir, const char *suffix, char *out,
+                         size_t n)
+{
+    static uint64_t seq;
+    uint64_t tag = ((uint64_t)(env->now_ms ? env->now_ms(env->now_ctx) : 0) << 16) ^ ++seq;
+    int r = snprintf(out, n, "%s.%016" PRIx64 "-%s", dir, tag, suffix);
+    if (r < 0 || (size_t)r >= n)
+        return -ENAMETOOLONG;
+    int rc = env->fs.ops->rename(env->fs.ctx, dir, out);
+    if (rc == 0)
+        rc = sync_parent(&env->fs, dir);
+    return rc;
+}
+
+int st_storage_read_topic_id(st_storage_env_t *env, const char *dir, uint8_t id[16])
+{
+    char p[PATH_MAX];
+    int r = snprintf(p, sizeof p, "%s/%s", dir, ST_META_PARTMETA_FILE);
+    if (r < 0 || (size_t)r >= sizeof p)
+        return -ENAMETOOLONG;
+    uint8_t *d;
+    size_t len;
+    int rc = st_fs_read_file(&env->fs, p, 4096, &d, &len);
+    if (rc == -ENOENT)
+        return ST_E_NOT_FOUND;
+    if (rc < 0)
+        return rc;
+    rc = st_meta_parse_partition_metadata(d, len, id) == 0 ? 0 : ST_E_CORRUPT;
+    free(d);
+    return rc;
+}
+
+typedef struct sweep_ctx {
+    st_storage_env_t *env;
+    const char *data_dir;
+    int removed;
+} sweep_ctx_t;
+
+static int sweep_cb(void *arg, const char *name, int is_dir)
+{
+    sweep_ctx_t *c = arg;
+    size_t nl = strlen(name);
+    if (!is_dir || nl < 8 || strcmp(name + nl - 7, "-delete") != 0)
+        return 0;
+    char p[PATH_MAX];
+    int r = snprintf(p, sizeof p, "%s/%s", c->data_dir, name);
+    if (r < 0 || (size_t)r >= sizeof p)
+        return 0;
+    int rc = st_storage_delete_dir(c->env, p);
+    if (rc < 0)
+        ST_WARN("storage: cannot remove %s: %s", p, st_strerror(rc));
+    else
+        c->removed++;
+    return 0;
+}
+
+int st_storage_sweep_deleted(st_storage_env_t *env, const char *data_dir)
+{
+    sweep_ctx_t c = {env, data_dir, 0};
+    int rc = env->fs.ops->listdir(env->fs.ctx, data_dir, sweep_cb, &c);
+    if (rc < 0)
+        return rc;
+    if (c.removed > 0 && (rc = env->fs.ops->fsync_dir(env->fs.ctx, data_dir)) < 0)
+        return rc;
+    return c.removed;
 }
 
 /* ---- data directory ---------------------------------------------------------------------- */

@@ -87,8 +87,10 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
  * Syncs still in flight in the host keep a reference; their done() may arrive later safely.
  */
 int st_log_close(st_log_t *log);
-/* Deletes every file of the log and its directory, then frees it (DeleteTopics). Read
- * ranges still held stay readable until released. */
+/* Deletes every file of the log and its directory, then frees it (DeleteTopics). The
+ * directory is first renamed to "<dir>.<hex>-delete" and that rename synced, so a crash never
+ * leaves the old records under the partition's name (st_storage_sweep_deleted removes the
+ * rest at the next start). Read ranges still held stay readable until released. */
 int st_log_delete(st_log_t *log);
 /* Applies changed settings to an open log (AlterConfigs); ST_E_CONFIG if invalid. */
 int st_log_set_config(st_log_t *log, const st_log_config_t *cfg);
@@ -275,6 +277,15 @@ int st_storage_list_partitions(st_storage_env_t *env, const char *data_dir,
                                void *arg);
 /* Deletes a partition directory that is not open, with everything in it. */
 int st_storage_delete_dir(st_storage_env_t *env, const char *dir);
+/* Renames dir to "<dir>.<16 hex>-<suffix>" (e.g. "delete", "stray") and syncs its parent, so
+ * the name is free and the change survives a crash; the new path goes to out. Blocking. */
+int st_storage_set_aside(st_storage_env_t *env, const char *dir, const char *suffix, char *out,
+                         size_t n);
+/* The topic id in dir's partition.metadata: 0, ST_E_NOT_FOUND (no file), ST_E_CORRUPT. */
+int st_storage_read_topic_id(st_storage_env_t *env, const char *dir, uint8_t id[16]);
+/* Removes every "*-delete" directory left in data_dir by deletions a crash interrupted.
+ * Returns how many went, or < 0. Blocking: start-up only. */
+int st_storage_sweep_deleted(st_storage_env_t *env, const char *data_dir);
 
 /* Costly self-check of the in-memory state (debug builds assert it). */
 bool st_log_check(const st_log_t *log);

@@ -333,7 +333,7 @@ int st_segment_load(st_segment_t *s, int32_t interval)
     return 0;
 }
 
-int st_segment_recover(st_segment_t *s, int32_t interval, int64_t min_offset,
+int st_segment_recover(st_segment_t *s, int32_t interval, int64_t min_offset, int64_t cut_from,
                        st_segment_batch_fn cb, void *arg, st_segment_scan_t *scan)
 {
     int64_t file_size;
@@ -444,6 +444,10 @@ int st_segment_recover(st_segment_t *s, int32_t interval, int64_t min_offset,
     scan->valid_bytes = pos;
     scan->cut_bytes = file_size - pos;
     scan->why = why;
+    if (pos < file_size && next < cut_from) {
+        /* Synced data does not check out: not ours to repair (the caller reports it). */
+        return ST_E_CORRUPT;
+    }
     s->size = pos;
     if (pos < file_size) {
         ST_WARN("storage: recovery cut %s at byte %" PRId64 ": %s; %" PRId64

@@ -81,9 +81,13 @@ int st_segment_load(st_segment_t *s, int32_t index_interval);
  * Scans the whole .log batch by batch (length bounds, magic, CRC, offsets increasing from
  * min_offset, relative offsets fitting u32), rebuilds both indexes in memory and rewrites their
  * files, cuts the .log at the first bad byte. scan says what was cut. cb may be NULL.
+ * Only offsets from cut_from on were never promised: when the bytes that fail could hold an
+ * offset below it (the last good batch ends before cut_from), nothing is cut and no file is
+ * changed: ST_E_CORRUPT is returned, scan says where. INT64_MIN allows any cut.
  */
 int st_segment_recover(st_segment_t *s, int32_t index_interval, int64_t min_offset,
-                       st_segment_batch_fn cb, void *arg, st_segment_scan_t *scan);
+                       int64_t cut_from, st_segment_batch_fn cb, void *arg,
+                       st_segment_scan_t *scan);
 
 /* One parsed header and where its batch sits. */
 typedef struct st_segment_pos {
