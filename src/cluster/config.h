@@ -70,6 +70,12 @@
       "largest session timeout a member may ask for")                                              \
     X(group_initial_rebalance_delay_ms, "group.initial.rebalance.delay.ms", INT, "3000", 0,        \
       INT64_MAX, "wait this long for more members when a group forms")                             \
+    X(producer_id_expiration_ms, "producer.id.expiration.ms", INT, "86400000", 1, INT64_MAX,       \
+      "forget an idempotent producer id idle this long")                                           \
+    X(producer_ids_max_per_partition, "producer.ids.max.per.partition", INT, "10000", 0,           \
+      100000000,                                                                                   \
+      "idempotent producer ids remembered per partition; the least recently used goes (0: no "     \
+      "cap)")                                                                                      \
     X(fetch_max_bytes, "fetch.max.bytes", INT, "57671680", 1024, 2147483647,                       \
       "cap on the bytes of one fetch response")                                                    \
     X(shutdown_timeout_ms, "shutdown.timeout.ms", INT, "10000", 0, INT64_MAX,                      \

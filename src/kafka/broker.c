@@ -534,6 +534,7 @@ static void st_tick_one(void *arg, st_part_t *p)
     if (rc < 0)
         ST_WARN("housekeeping of %s-%d: %s", p->topic, p->index, st_strerror(rc));
     st_part_update_hw(s, p);
+    st_part_tick_producers(p, st_wall_ms());
 }
 
 static void st_kshard_tick(st_timer_t *t)

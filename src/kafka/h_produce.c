@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "kafka/autocreate.h"
@@ -118,14 +119,17 @@ static int st_prod_check_idempotence(st_part_t *part, const uint8_t *p, size_t n
 static void st_prod_record_idempotence(st_part_t *part, const uint8_t *p, size_t n,
                                        int64_t base_offset)
 {
+    int64_t now = -1;
     while (n >= ST_BATCH_HEADER_SIZE) {
         st_batch_hdr_t h;
         if (st_batch_parse_hdr(p, n, &h) || st_batch_size(&h) > (int64_t)n)
             return;
         if (h.producer_id >= 0) {
             int32_t last = st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
+            if (now < 0)
+                now = st_wall_ms();
             st_pstate_record(&part->pstate, h.producer_id, h.producer_epoch, h.base_sequence, last,
-                             base_offset, base_offset + h.last_offset_delta);
+                             base_offset, base_offset + h.last_offset_delta, now);
         }
         base_offset += (int64_t)h.last_offset_delta + 1;
         p += st_batch_size(&h);

@@ -2,10 +2,12 @@
 #include "kafka/partition.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "kafka/broker.h"
@@ -88,9 +90,13 @@ void st_parts_fini(st_parts_t *t)
             p->log = NULL;
             p->dead = true;
             p->pending_durable++;
+            int64_t end = st_log_end_offset(log);
             int rc = st_log_close(log);
             if (rc)
                 ST_ERROR("closing %s-%d: %s", p->topic, p->index, st_strerror(rc));
+            else if ((rc = st_pstate_save(&p->pstate, end, st_wall_ms())) < 0)
+                ST_WARN("%s-%d: cannot write the producer state snapshot: %s", p->topic, p->index,
+                        st_strerror(rc));
             p->pending_durable--;
             st_part_maybe_free(p);
         }
@@ -123,11 +129,20 @@ void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_
     out->flush_ms = st_tcfg_int(cfg, t, "flush.ms");
 }
 
-/* Rebuilds the idempotent producers' state from the batch headers in the log (only headers
- * are read: 61 bytes per batch). */
-static int st_part_load_producers(st_part_t *p)
+/* Rebuilds the idempotent producers' state: the newest usable snapshot, then the headers of
+ * the batches after it (only headers are read: 61 bytes per batch); without a snapshot, every
+ * batch header in the log. A replayed producer's last use is its batch's maxTimestamp (never
+ * later than now), as Kafka does. */
+static int st_part_load_producers(st_part_t *p, int64_t *replayed)
 {
-    int64_t off = st_log_start_offset(p->log), end = st_log_end_offset(p->log);
+    int64_t end = st_log_end_offset(p->log), start = st_log_start_offset(p->log), snap;
+    int64_t now = st_wall_ms();
+    /* Everything up to the end is durable once the log is open. */
+    int64_t off = st_pstate_load(&p->pstate, end, &snap) == 0 ? snap : start;
+    if (off < start)
+        off = start; /* retention took what followed the snapshot */
+    int64_t from = off;
+    *replayed = 0;
     while (off < end) {
         st_log_read_t rd;
         int rc = st_log_read(p->log, off, 64 << 20, -1, &rd);
@@ -143,10 +158,12 @@ static int st_part_load_producers(st_part_t *p)
                     rc = n < 0 ? (int)n : ST_E_CORRUPT;
                     break;
                 }
-                if (h.producer_id >= 0)
+                (*replayed)++;
+                if (h.producer_id >= 0 && st_batch_last_offset(&h) >= from)
                     st_pstate_record(&p->pstate, h.producer_id, h.producer_epoch, h.base_sequence,
                                      st_pstate_seq_add(h.base_sequence, h.last_offset_delta),
-                                     h.base_offset, st_batch_last_offset(&h));
+                                     h.base_offset, st_batch_last_offset(&h),
+                                     h.max_timestamp < now ? h.max_timestamp : now);
                 pos += st_batch_size(&h);
             }
         }
@@ -196,11 +213,22 @@ int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part
         return rc;
     }
     st_pstate_init(&p->pstate);
+    st_pstate_set_limits(&p->pstate, (size_t)s->b->cfg->producer_ids_max_per_partition,
+                         s->b->cfg->producer_id_expiration_ms);
+    if (st_pstate_attach(&p->pstate, &s->env.fs, dir))
+        ST_WARN("partition %s-%d: no producer state snapshots (out of memory)", t->name, index);
     st_log_set_cut_hook(p->log, st_part_on_cut, p);
-    rc = st_part_load_producers(p);
+    int64_t replayed;
+    int64_t t0 = st_mono_ns();
+    rc = st_part_load_producers(p, &replayed);
     if (rc)
         ST_WARN("partition %s-%d: cannot rebuild producer state: %s", t->name, index,
                 st_strerror(rc));
+    else
+        ST_DEBUG("partition %s-%d: %zu producer(s) from snapshot %" PRId64 " and %" PRId64
+                 " batch header(s) in %" PRId64 " us",
+                 t->name, index, st_pstate_count(&p->pstate), p->pstate.snap_offset, replayed,
+                 (st_mono_ns() - t0) / 1000);
     uint8_t have[16];
     if (st_log_topic_id(p->log, have) != 0)
         st_log_set_topic_id(p->log, t->id);
@@ -214,6 +242,23 @@ int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part
     s->parts.count++;
     *out = p;
     return 0;
+}
+
+void st_part_tick_producers(st_part_t *p, int64_t now_ms)
+{
+    if (!p->log)
+        return;
+    st_pstate_t *ps = &p->pstate;
+    st_pstate_expire(ps, now_ms);
+    if (ps->evicted != ps->evicted_logged && now_ms - ps->evicted_log_ms >= 10000) {
+        ST_WARN("%s-%d: %" PRIu64 " producer id(s) evicted (producer.ids.max.per.partition is "
+                "%zu; %" PRIu64 " since the partition opened)",
+                p->topic, p->index, ps->evicted - ps->evicted_logged, ps->max_producers,
+                ps->evicted);
+        ps->evicted_logged = ps->evicted;
+        ps->evicted_log_ms = now_ms;
+    }
+    st_pstate_maybe_save(ps, st_log_durable_offset(p->log), now_ms);
 }
 
 /* Frees a partition unlinked from the table once no durability callback refers to it. */

@@ -62,6 +62,9 @@ void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_
 void st_part_maybe_free(st_part_t *p);
 /* Recomputes the high watermark; if it moved, wakes the shards waiting on it. */
 void st_part_update_hw(st_kshard_t *s, st_part_t *p);
+/* Housekeeping of the idempotent producers (the shard's tick): expires idle producer ids,
+ * logs evictions, and writes a producer state snapshot when one is due. */
+void st_part_tick_producers(st_part_t *p, int64_t now_ms);
 /* Marks shard `waiter` as waiting for data past `offset`; if the high watermark is already
  * past it, wakes that shard at once. */
 void st_part_add_waiter(st_kshard_t *s, st_part_t *p, int waiter, int64_t offset);

@@ -1,22 +1,93 @@
-/* producer_state.c — the last batches of each idempotent producer of a partition. */
+/*
+ * producer_state.c — the last batches of each idempotent producer of a partition, its bounds
+ * (expiry, a cap with least-recently-used eviction) and its snapshot files.
+ *
+ * Snapshot file <offset>.snapshot (20 digits, like a segment's name), big-endian; every byte
+ * also in docs/format.md:
+ *
+ *   0   4  magic "STPS"
+ *   4   4  CRC-32C of bytes 8..end
+ *   8   2  version (1)
+ *   10  2  reserved (0)
+ *   12  4  entry count
+ *   16  8  offset: the state of every batch whose last offset is below it
+ *   24  8  written at (wall ms)
+ *   32     entries, least recently used first:
+ *          0  8  producer id (>= 0)      8  2  epoch (>= 0)     10  2  batches (0..5)
+ *          12 4  reserved (0)            16 8  last append (ms)
+ *          24    per batch, oldest first, 24 bytes: first sequence i32, last sequence i32,
+ *                first offset i64, last offset i64 (first <= last < offset, increasing)
+ *
+ * Invariants: every entry is in exactly one hash chain and in the use list; the list runs
+ * from least to most recently used and last_ms never decreases along it (so expiry stops at
+ * the first entry still live); count <= max_producers when there is a cap.
+ */
 #include "kafka/producer_state.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "base/crc32c.h"
+#include "base/err.h"
+#include "base/log.h"
 #include "proto/kerr.h"
+
+#define SNAP_MAGIC     "STPS"
+#define SNAP_VERSION   1
+#define SNAP_HDR       32
+#define SNAP_ENTRY     24
+#define SNAP_BATCH     24
+#define SNAP_EXT       ".snapshot"
+#define SNAP_MAX_BYTES (256u << 20)
+#define SNAP_MIN_MS    60000 /* periodic snapshots at most this often */
 
 void st_pstate_init(st_pstate_t *ps)
 {
-    ps->slots = NULL;
-    ps->cap = 0;
+    memset(ps, 0, sizeof *ps);
+    ps->max_producers = ST_PSTATE_MAX_PRODUCERS;
+    ps->expiration_ms = ST_PSTATE_EXPIRATION_MS;
+    ps->snap_offset = -1;
+}
+
+static void st_pstate_clear(st_pstate_t *ps)
+{
+    for (st_pentry_t *e = ps->oldest, *next; e; e = next) {
+        next = e->newer;
+        free(e);
+    }
+    free(ps->buckets);
+    ps->buckets = NULL;
+    ps->nbuckets = 0;
     ps->count = 0;
+    ps->oldest = ps->newest = NULL;
 }
 
 void st_pstate_fini(st_pstate_t *ps)
 {
-    free(ps->slots);
-    st_pstate_init(ps);
+    st_pstate_clear(ps);
+    free(ps->dir);
+    ps->dir = NULL;
+}
+
+void st_pstate_set_limits(st_pstate_t *ps, size_t max_producers, int64_t expiration_ms)
+{
+    ps->max_producers = max_producers;
+    ps->expiration_ms = expiration_ms;
+}
+
+int st_pstate_attach(st_pstate_t *ps, const st_fs_t *fs, const char *dir)
+{
+    char *d = strdup(dir);
+    if (!d)
+        return -ENOMEM;
+    free(ps->dir);
+    ps->dir = d;
+    ps->fs = fs;
+    return 0;
 }
 
 size_t st_pstate_count(const st_pstate_t *ps)
@@ -30,38 +101,90 @@ static size_t st_pid_hash(int64_t pid)
     return (size_t)(h ^ (h >> 31));
 }
 
-static st_pentry_t *st_pstate_find(const st_pstate_t *ps, int64_t pid)
+const st_pentry_t *st_pstate_find(const st_pstate_t *ps, int64_t pid)
 {
-    if (ps->cap == 0)
+    if (ps->nbuckets == 0)
         return NULL;
-    for (size_t i = st_pid_hash(pid) & (ps->cap - 1);; i = (i + 1) & (ps->cap - 1)) {
-        if (ps->slots[i].pid == pid)
-            return &ps->slots[i];
-        if (ps->slots[i].pid == -1)
-            return NULL;
-    }
+    for (st_pentry_t *e = ps->buckets[st_pid_hash(pid) & (ps->nbuckets - 1)]; e; e = e->hnext)
+        if (e->pid == pid)
+            return e;
+    return NULL;
+}
+
+static void lru_unlink(st_pstate_t *ps, st_pentry_t *e)
+{
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        ps->oldest = e->newer;
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        ps->newest = e->older;
+    e->older = e->newer = NULL;
+}
+
+static void lru_push(st_pstate_t *ps, st_pentry_t *e)
+{
+    e->older = ps->newest;
+    e->newer = NULL;
+    if (ps->newest)
+        ps->newest->newer = e;
+    else
+        ps->oldest = e;
+    ps->newest = e;
+}
+
+static void st_pstate_remove(st_pstate_t *ps, st_pentry_t *e)
+{
+    st_pentry_t **pp = &ps->buckets[st_pid_hash(e->pid) & (ps->nbuckets - 1)];
+    while (*pp != e)
+        pp = &(*pp)->hnext;
+    *pp = e->hnext;
+    lru_unlink(ps, e);
+    ps->count--;
+    free(e);
 }
 
 static int st_pstate_grow(st_pstate_t *ps)
 {
-    size_t cap = ps->cap ? ps->cap * 2 : 16;
-    st_pentry_t *s = malloc(cap * sizeof *s);
-    if (!s)
+    size_t n = ps->nbuckets ? ps->nbuckets * 2 : 16;
+    st_pentry_t **b = calloc(n, sizeof *b);
+    if (!b)
         return -ENOMEM;
-    for (size_t i = 0; i < cap; i++)
-        s[i].pid = -1;
-    for (size_t k = 0; k < ps->cap; k++) {
-        if (ps->slots[k].pid == -1)
-            continue;
-        size_t i = st_pid_hash(ps->slots[k].pid) & (cap - 1);
-        while (s[i].pid != -1)
-            i = (i + 1) & (cap - 1);
-        s[i] = ps->slots[k];
-    }
-    free(ps->slots);
-    ps->slots = s;
-    ps->cap = cap;
+    for (size_t i = 0; i < ps->nbuckets; i++)
+        for (st_pentry_t *e = ps->buckets[i], *next; e; e = next) {
+            next = e->hnext;
+            size_t k = st_pid_hash(e->pid) & (n - 1);
+            e->hnext = b[k];
+            b[k] = e;
+        }
+    free(ps->buckets);
+    ps->buckets = b;
+    ps->nbuckets = n;
     return 0;
+}
+
+/* A new, empty entry for pid (not present), most recently used; evicts for the cap. */
+static st_pentry_t *st_pstate_insert(st_pstate_t *ps, int64_t pid, int16_t epoch)
+{
+    if (ps->count + 1 > ps->nbuckets && st_pstate_grow(ps))
+        return NULL;
+    st_pentry_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    while (ps->max_producers > 0 && ps->count >= ps->max_producers && ps->oldest) {
+        st_pstate_remove(ps, ps->oldest);
+        ps->evicted++;
+    }
+    e->pid = pid;
+    e->epoch = epoch;
+    size_t k = st_pid_hash(pid) & (ps->nbuckets - 1);
+    e->hnext = ps->buckets[k];
+    ps->buckets[k] = e;
+    lru_push(ps, e);
+    ps->count++;
+    return e;
 }
 
 int st_pstate_check(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
@@ -69,7 +192,7 @@ int st_pstate_check(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t f
 {
     const st_pentry_t *e = st_pstate_find(ps, pid);
     if (!e)
-        return ST_PSTATE_APPEND; /* a producer new to this partition (or expired) */
+        return ST_PSTATE_APPEND; /* a producer new to this partition (or forgotten) */
     if (epoch < e->epoch)
         return -ST_KERR_INVALID_PRODUCER_EPOCH;
     if (e->nbatches == 0)
@@ -87,41 +210,330 @@ int st_pstate_check(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t f
 }
 
 int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
-                     int32_t last_seq, int64_t first_offset, int64_t last_offset)
+                     int32_t last_seq, int64_t first_offset, int64_t last_offset, int64_t ts_ms)
 {
-    st_pentry_t *e = st_pstate_find(ps, pid);
+    st_pentry_t *e = (st_pentry_t *)st_pstate_find(ps, pid);
     if (!e) {
-        if ((ps->count + 1) * 2 > ps->cap && st_pstate_grow(ps))
+        if (!(e = st_pstate_insert(ps, pid, epoch)))
             return -ENOMEM;
-        size_t i = st_pid_hash(pid) & (ps->cap - 1);
-        while (ps->slots[i].pid != -1)
-            i = (i + 1) & (ps->cap - 1);
-        e = &ps->slots[i];
-        e->pid = pid;
-        e->epoch = epoch;
-        e->nbatches = 0;
-        ps->count++;
+    } else if (e != ps->newest) {
+        lru_unlink(ps, e);
+        lru_push(ps, e);
     }
+    /* The use list stays ordered by time even if clocks or batch timestamps go back. */
+    if (e->older && ts_ms < e->older->last_ms)
+        ts_ms = e->older->last_ms;
+    e->last_ms = ts_ms;
     if (epoch != e->epoch) {
         e->epoch = epoch;
         e->nbatches = 0;
     }
     if (e->nbatches == ST_PSTATE_BATCHES) {
-        for (int i = 1; i < ST_PSTATE_BATCHES; i++)
-            e->batches[i - 1] = e->batches[i];
+        memmove(&e->batches[0], &e->batches[1], (ST_PSTATE_BATCHES - 1) * sizeof e->batches[0]);
         e->nbatches--;
     }
     e->batches[e->nbatches++] = (st_pbatch_t){first_seq, last_seq, first_offset, last_offset};
+    ps->batches_since++;
     return 0;
+}
+
+size_t st_pstate_expire(st_pstate_t *ps, int64_t now_ms)
+{
+    size_t n = 0;
+    if (ps->expiration_ms < 0)
+        return 0;
+    while (ps->oldest && now_ms - ps->oldest->last_ms >= ps->expiration_ms) {
+        st_pstate_remove(ps, ps->oldest);
+        n++;
+    }
+    ps->expired += n;
+    return n;
+}
+
+/* ---- snapshot files ---------------------------------------------------------------------- */
+
+static int snap_name(char *buf, size_t n, int64_t offset)
+{
+    int r = snprintf(buf, n, "%020" PRId64 SNAP_EXT, offset);
+    return r < 0 || (size_t)r >= n ? -ENAMETOOLONG : 0;
+}
+
+static int snap_path(const st_pstate_t *ps, char *buf, size_t n, int64_t offset)
+{
+    char name[64];
+    int rc = snap_name(name, sizeof name, offset);
+    if (rc)
+        return rc;
+    int r = snprintf(buf, n, "%s/%s", ps->dir, name);
+    return r < 0 || (size_t)r >= n ? -ENAMETOOLONG : 0;
+}
+
+typedef struct {
+    int64_t *offs;
+    int n, cap;
+    int err;
+} snap_list_t;
+
+static int snap_list_cb(void *arg, const char *name, int is_dir)
+{
+    snap_list_t *l = arg;
+    size_t len = strlen(name), el = strlen(SNAP_EXT);
+    if (is_dir || len != 20 + el || strcmp(name + 20, SNAP_EXT) != 0)
+        return 0;
+    int64_t v = 0;
+    for (int i = 0; i < 20; i++) {
+        if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - 9) / 10)
+            return 0;
+        v = v * 10 + (name[i] - '0');
+    }
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 8;
+        int64_t *o = realloc(l->offs, (size_t)cap * sizeof *o);
+        if (!o) {
+            l->err = -ENOMEM;
+            return 1;
+        }
+        l->offs = o;
+        l->cap = cap;
+    }
+    l->offs[l->n++] = v;
+    return 0;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The offsets of the snapshot files in the directory, newest first (*offs malloc'd). */
+static int snap_list(const st_pstate_t *ps, int64_t **offs, int *n)
+{
+    snap_list_t l = {0};
+    int rc = ps->fs->ops->listdir(ps->fs->ctx, ps->dir, snap_list_cb, &l);
+    if (rc == 0)
+        rc = l.err;
+    if (rc < 0) {
+        free(l.offs);
+        return rc;
+    }
+    if (l.n > 1)
+        qsort(l.offs, (size_t)l.n, sizeof *l.offs, cmp_desc);
+    *offs = l.offs;
+    *n = l.n;
+    return 0;
+}
+
+static void snap_unlink(const st_pstate_t *ps, int64_t offset)
+{
+    char p[PATH_MAX];
+    if (snap_path(ps, p, sizeof p, offset) == 0)
+        ps->fs->ops->unlink(ps->fs->ctx, p);
 }
 
 void st_pstate_truncate(st_pstate_t *ps, int64_t end)
 {
-    for (size_t i = 0; i < ps->cap; i++) {
-        st_pentry_t *e = &ps->slots[i];
-        if (e->pid == -1)
-            continue;
+    for (st_pentry_t *e = ps->oldest; e; e = e->newer)
         while (e->nbatches > 0 && e->batches[e->nbatches - 1].last_offset >= end)
             e->nbatches--;
+    /* A snapshot is only taken of durable offsets, which a failed sync never cuts; a
+     * truncation below one makes it describe batches that are gone. */
+    if (ps->fs && ps->snap_offset > end) {
+        int64_t *offs;
+        int n;
+        if (snap_list(ps, &offs, &n) == 0) {
+            ps->snap_offset = -1;
+            for (int i = 0; i < n; i++) {
+                if (offs[i] > end)
+                    snap_unlink(ps, offs[i]);
+                else if (ps->snap_offset < 0)
+                    ps->snap_offset = offs[i];
+            }
+            free(offs);
+        }
     }
+}
+
+int st_pstate_encode(const st_pstate_t *ps, int64_t offset, int64_t now_ms, st_buf_t *out)
+{
+    size_t start = out->len;
+    uint8_t *h = st_buf_extend(out, SNAP_HDR);
+    if (!h)
+        return -ENOMEM;
+    uint32_t count = 0;
+    for (const st_pentry_t *e = ps->oldest; e; e = e->newer) {
+        int nb = 0;
+        while (nb < e->nbatches && e->batches[nb].last_offset < offset)
+            nb++;
+        /* Batches at or past offset are replayed from the log; an entry whose cached
+         * batches all lie there is rebuilt from it (an entry with none at all keeps its
+         * epoch, see st_pstate_truncate). */
+        if (nb == 0 && e->nbatches > 0)
+            continue;
+        uint8_t *p = st_buf_extend(out, SNAP_ENTRY + (size_t)nb * SNAP_BATCH);
+        if (!p)
+            return -ENOMEM;
+        st_put_be64(p, (uint64_t)e->pid);
+        st_put_be16(p + 8, (uint16_t)e->epoch);
+        st_put_be16(p + 10, (uint16_t)nb);
+        st_put_be64(p + 16, (uint64_t)e->last_ms);
+        for (int i = 0; i < nb; i++) {
+            uint8_t *b = p + SNAP_ENTRY + (size_t)i * SNAP_BATCH;
+            st_put_be32(b, (uint32_t)e->batches[i].first_seq);
+            st_put_be32(b + 4, (uint32_t)e->batches[i].last_seq);
+            st_put_be64(b + 8, (uint64_t)e->batches[i].first_offset);
+            st_put_be64(b + 16, (uint64_t)e->batches[i].last_offset);
+        }
+        count++;
+    }
+    h = out->data + start; /* the buffer may have moved */
+    memcpy(h, SNAP_MAGIC, 4);
+    st_put_be16(h + 8, SNAP_VERSION);
+    st_put_be32(h + 12, count);
+    st_put_be64(h + 16, (uint64_t)offset);
+    st_put_be64(h + 24, (uint64_t)now_ms);
+    st_put_be32(h + 4, st_crc32c(0, h + 8, out->len - start - 8));
+    return out->oom ? -ENOMEM : 0;
+}
+
+int st_pstate_decode(st_pstate_t *ps, const uint8_t *p, size_t n, int64_t *offset)
+{
+    if (n < SNAP_HDR || memcmp(p, SNAP_MAGIC, 4) != 0 || st_be16(p + 8) != SNAP_VERSION ||
+        st_be16(p + 10) != 0 || st_be32(p + 4) != st_crc32c(0, p + 8, n - 8))
+        return ST_E_CORRUPT;
+    uint32_t count = st_be32(p + 12);
+    int64_t off = (int64_t)st_be64(p + 16);
+    if (off < 0 || count > (n - SNAP_HDR) / SNAP_ENTRY)
+        return ST_E_CORRUPT;
+    size_t pos = SNAP_HDR;
+    int64_t prev_ms = INT64_MIN;
+    for (uint32_t k = 0; k < count; k++) {
+        if (n - pos < SNAP_ENTRY)
+            goto corrupt;
+        const uint8_t *q = p + pos;
+        int64_t pid = (int64_t)st_be64(q);
+        int16_t epoch = (int16_t)st_be16(q + 8);
+        uint16_t nb = st_be16(q + 10);
+        int64_t last_ms = (int64_t)st_be64(q + 16);
+        if (pid < 0 || epoch < 0 || nb > ST_PSTATE_BATCHES || st_be32(q + 12) != 0 ||
+            last_ms < prev_ms || st_pstate_find(ps, pid) ||
+            (n - pos - SNAP_ENTRY) / SNAP_BATCH < nb)
+            goto corrupt;
+        st_pentry_t *e = st_pstate_insert(ps, pid, epoch);
+        if (!e) {
+            st_pstate_clear(ps);
+            return -ENOMEM;
+        }
+        e->last_ms = prev_ms = last_ms;
+        int64_t prev_off = -1;
+        for (int i = 0; i < nb; i++) {
+            const uint8_t *b = q + SNAP_ENTRY + (size_t)i * SNAP_BATCH;
+            st_pbatch_t pb = {(int32_t)st_be32(b), (int32_t)st_be32(b + 4), (int64_t)st_be64(b + 8),
+                              (int64_t)st_be64(b + 16)};
+            if (pb.first_seq < 0 || pb.last_seq < 0 || pb.first_offset <= prev_off ||
+                pb.last_offset < pb.first_offset || pb.last_offset >= off)
+                goto corrupt;
+            prev_off = pb.last_offset;
+            e->batches[e->nbatches++] = pb;
+        }
+        pos += SNAP_ENTRY + (size_t)nb * SNAP_BATCH;
+    }
+    if (pos != n)
+        goto corrupt;
+    *offset = off;
+    return 0;
+corrupt:
+    st_pstate_clear(ps);
+    return ST_E_CORRUPT;
+}
+
+int st_pstate_save(st_pstate_t *ps, int64_t offset, int64_t now_ms)
+{
+    if (!ps->fs)
+        return 0;
+    st_buf_t b;
+    st_buf_init(&b);
+    char name[64];
+    int rc = snap_name(name, sizeof name, offset);
+    if (rc == 0)
+        rc = st_pstate_encode(ps, offset, now_ms, &b);
+    if (rc == 0)
+        rc = st_fs_write_file_atomic(ps->fs, ps->dir, name, b.data, b.len);
+    st_buf_fini(&b);
+    if (rc < 0)
+        return rc;
+    ps->snap_offset = offset;
+    ps->snap_ms = now_ms;
+    ps->batches_since = 0;
+    /* Keep this one and the one before it (should this one rot); drop any older. */
+    int64_t *offs;
+    int n;
+    if (snap_list(ps, &offs, &n) == 0) {
+        int kept = 0;
+        for (int i = 0; i < n; i++)
+            if (offs[i] > offset || kept++ >= 2)
+                snap_unlink(ps, offs[i]);
+        free(offs);
+    }
+    return 0;
+}
+
+int st_pstate_maybe_save(st_pstate_t *ps, int64_t durable_offset, int64_t now_ms)
+{
+    if (!ps->fs || ps->batches_since < ST_PSTATE_SNAPSHOT_BATCHES ||
+        now_ms - ps->snap_ms < SNAP_MIN_MS || durable_offset <= ps->snap_offset)
+        return 0;
+    int rc = st_pstate_save(ps, durable_offset, now_ms);
+    if (rc < 0) {
+        ST_WARN("%s: cannot write a producer state snapshot: %s", ps->dir, st_strerror(rc));
+        ps->snap_ms = now_ms; /* try again in a minute, not every tick */
+        return rc;
+    }
+    return 1;
+}
+
+int st_pstate_load(st_pstate_t *ps, int64_t max_offset, int64_t *offset)
+{
+    *offset = -1;
+    if (!ps->fs)
+        return ST_E_NOT_FOUND;
+    int64_t *offs;
+    int n;
+    int rc = snap_list(ps, &offs, &n);
+    if (rc < 0)
+        return rc;
+    rc = ST_E_NOT_FOUND;
+    for (int i = 0; i < n && rc == ST_E_NOT_FOUND; i++) {
+        if (offs[i] > max_offset) {
+            /* Describes batches the log no longer has (cut after it was written). */
+            snap_unlink(ps, offs[i]);
+            continue;
+        }
+        char p[PATH_MAX];
+        uint8_t *data = NULL;
+        size_t len = 0;
+        int r = snap_path(ps, p, sizeof p, offs[i]);
+        if (r == 0)
+            r = st_fs_read_file(ps->fs, p, SNAP_MAX_BYTES, &data, &len);
+        int64_t got = -1;
+        if (r == 0)
+            r = st_pstate_decode(ps, data, len, &got);
+        free(data);
+        if (r == 0 && got != offs[i])
+            r = ST_E_CORRUPT;
+        if (r == 0) {
+            *offset = got;
+            ps->snap_offset = got;
+            rc = 0;
+        } else {
+            st_pstate_clear(ps);
+            ST_WARN("%s: producer state snapshot %s is unusable (%s); skipping it", ps->dir, p,
+                    st_strerror(r));
+            if (r == ST_E_CORRUPT)
+                snap_unlink(ps, offs[i]);
+        }
+    }
+    free(offs);
+    ps->batches_since = 0;
+    return rc;
 }

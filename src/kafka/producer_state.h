@@ -1,11 +1,30 @@
 /*
  * producer_state.h — idempotent producers: per partition, what each producer id last wrote.
  *
- * For every producer id that appended to a partition: its epoch and its last five batches
- * (first and last sequence, first and last offset), as Kafka keeps them. A new batch must
- * carry the next sequence of its epoch; a retry of one of the five cached batches is a
- * duplicate and is answered with the offsets it got the first time instead of being written
- * again. The state is rebuilt from the log's batch headers when the partition opens.
+ * For every producer id that appended to a partition: its epoch, its last five batches (first
+ * and last sequence, first and last offset), as Kafka keeps them, and when it last appended.
+ * A new batch must carry the next sequence of its epoch; a retry of one of the five cached
+ * batches is a duplicate and is answered with the offsets it got the first time instead of
+ * being written again.
+ *
+ * Bounds. Producer ids are made up by clients, so the state is bounded two ways: an id that
+ * has not appended for producer.id.expiration.ms is forgotten (st_pstate_expire, from the
+ * shard's tick; Kafka's rule), and a partition remembers at most max_producers ids, the least
+ * recently used one going first when a new one comes (counted in `evicted`). A forgotten
+ * producer's next batch is taken like a new producer's: any sequence.
+ *
+ * The log may cut its end back (a failed sync, a truncation): st_pstate_truncate forgets the
+ * batches at the offsets that went, which other appends will reuse.
+ *
+ * Persistence. At open the state is rebuilt from the newest valid snapshot file
+ * (<offset>.snapshot in the partition directory: the state of every batch below offset) plus
+ * the batch headers after it; without one, from every batch header. The file's bytes are in
+ * docs/format.md; st_pstate_save writes one (blocking: at clean close, and from the tick once
+ * enough batches were appended since the last), st_pstate_load reads the newest valid one.
+ *
+ *   entries: a hash on producer id (chains) + a list from least to most recently used
+ *
+ *       buckets[h(pid)] -> e -> e -> NULL            oldest <-> ... <-> newest
  *
  * Owned by the partition's shard; not thread-safe.
  */
@@ -15,7 +34,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"
+#include "storage/fs.h"
+
 #define ST_PSTATE_BATCHES 5
+/* Defaults of the broker settings (config.h): Kafka's producer.id.expiration.ms, and
+ * Strata's producer.ids.max.per.partition. */
+#define ST_PSTATE_EXPIRATION_MS 86400000
+#define ST_PSTATE_MAX_PRODUCERS 10000
+/* A snapshot from the tick once this many batches were appended since the last one. */
+#define ST_PSTATE_SNAPSHOT_BATCHES 50000
 
 typedef struct st_pbatch {
     int32_t first_seq, last_seq;
@@ -23,19 +51,40 @@ typedef struct st_pbatch {
 } st_pbatch_t;
 
 typedef struct st_pentry {
-    int64_t pid; /* -1: free slot */
+    int64_t pid;
     int16_t epoch;
     int nbatches;
     st_pbatch_t batches[ST_PSTATE_BATCHES]; /* oldest first */
+    int64_t last_ms;                        /* last append (ms); never below an older entry's */
+    struct st_pentry *hnext;                /* hash chain */
+    struct st_pentry *older, *newer;        /* use order */
 } st_pentry_t;
 
 typedef struct st_pstate {
-    st_pentry_t *slots; /* open addressing on pid */
-    size_t cap, count;
+    st_pentry_t **buckets;
+    size_t nbuckets, count;
+    st_pentry_t *oldest, *newest;
+    size_t max_producers;  /* 0: no cap */
+    int64_t expiration_ms; /* < 0: never */
+    uint64_t evicted;      /* ids dropped for the cap, ever */
+    uint64_t expired;      /* ids dropped for idleness, ever */
+    /* snapshot bookkeeping (st_pstate_save/load/maybe_save) */
+    const st_fs_t *fs;       /* NULL: no snapshot files */
+    char *dir;               /* the partition directory */
+    int64_t snap_offset;     /* newest snapshot file's offset, -1: none */
+    int64_t snap_ms;         /* when it was written (wall ms) */
+    uint64_t batches_since;  /* batches recorded since */
+    uint64_t evicted_logged; /* `evicted` when last logged */
+    int64_t evicted_log_ms;
 } st_pstate_t;
 
 void st_pstate_init(st_pstate_t *ps);
 void st_pstate_fini(st_pstate_t *ps);
+/* Sets the bounds (max_producers 0: no cap; expiration_ms < 0: never). Applies from the next
+ * record/expire. */
+void st_pstate_set_limits(st_pstate_t *ps, size_t max_producers, int64_t expiration_ms);
+/* Snapshot files live in dir, written through fs. 0 or -ENOMEM. */
+int st_pstate_attach(st_pstate_t *ps, const st_fs_t *fs, const char *dir);
 
 enum { ST_PSTATE_APPEND = 0, ST_PSTATE_DUPLICATE = 1 };
 
@@ -47,17 +96,43 @@ enum { ST_PSTATE_APPEND = 0, ST_PSTATE_DUPLICATE = 1 };
  */
 int st_pstate_check(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
                     int32_t last_seq, st_pbatch_t *dup);
-/* Records an appended batch (or one found in the log at open). 0 or -ENOMEM. */
+/* Records an appended batch (or one found in the log at open) at time ts_ms, making pid the
+ * most recently used; a new pid over the cap evicts the least recently used. 0 or -ENOMEM. */
 int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
-                     int32_t last_seq, int64_t first_offset, int64_t last_offset);
+                     int32_t last_seq, int64_t first_offset, int64_t last_offset, int64_t ts_ms);
 size_t st_pstate_count(const st_pstate_t *ps);
+/* The entry of pid, or NULL. */
+const st_pentry_t *st_pstate_find(const st_pstate_t *ps, int64_t pid);
 /*
  * The log end moved down to `end` (a failed sync cut it back, or a truncation): forgets every
- * cached batch at offsets >= end, which later appends will reuse. A producer left with no
- * batch keeps its entry and epoch: the epoch was handed out by InitProducerId and still fences
- * older ones, and its next batch may carry any sequence (its retry of what was cut, usually).
+ * cached batch at offsets >= end, which later appends will reuse, and deletes snapshot files
+ * past end. A producer left with no batch keeps its entry and epoch: the epoch was handed out
+ * by InitProducerId and still fences older ones, and its next batch may carry any sequence
+ * (its retry of what was cut, usually).
  */
 void st_pstate_truncate(st_pstate_t *ps, int64_t end);
+/* Forgets producers idle for expiration_ms at now_ms; returns how many. */
+size_t st_pstate_expire(st_pstate_t *ps, int64_t now_ms);
+
+/* ---- snapshots --------------------------------------------------------------------------- */
+
+/* Appends the snapshot bytes of the state below `offset` (batches at or past it are left out:
+ * the log replays them) to out. 0 or -ENOMEM. */
+int st_pstate_encode(const st_pstate_t *ps, int64_t offset, int64_t now_ms, st_buf_t *out);
+/* Loads snapshot bytes into an empty state: 0 and *offset, or ST_E_CORRUPT (state emptied). */
+int st_pstate_decode(st_pstate_t *ps, const uint8_t *p, size_t n, int64_t *offset);
+/* Writes <offset>.snapshot atomically and durably (blocks), then deletes older snapshots but
+ * the one before it. offset must be durable in the log. */
+int st_pstate_save(st_pstate_t *ps, int64_t offset, int64_t now_ms);
+/* From the tick: saves at durable_offset once ST_PSTATE_SNAPSHOT_BATCHES batches were
+ * recorded since the last snapshot and a minute has passed. Returns 1 if it saved. */
+int st_pstate_maybe_save(st_pstate_t *ps, int64_t durable_offset, int64_t now_ms);
+/*
+ * Into an empty state: the newest snapshot file with an offset <= max_offset that checks out;
+ * files past max_offset are deleted, a corrupt one is logged and skipped. 0 and *offset, or
+ * ST_E_NOT_FOUND (*offset -1) when none is usable: rebuild from the whole log.
+ */
+int st_pstate_load(st_pstate_t *ps, int64_t max_offset, int64_t *offset);
 
 /* Sequence arithmetic as Kafka does it: after INT32_MAX comes 0. */
 static inline int32_t st_pstate_seq_add(int32_t seq, int32_t n)
