@@ -11,14 +11,10 @@
 #include <stdio.h>
 #include <cmocka.h>
 
-#include <lz4frame.h>
-#include <snappy-c.h>
-#include <zlib.h>
-#include <zstd.h>
-
 #include "base/err.h"
 #include "storage/codec.h"
 #include "storage/meta.h"
+#include "tcodec.h"
 #include "testutil.h"
 
 #define MAXB 1048588
@@ -112,138 +108,12 @@ static void test_invalid_batches(void **state)
     st_buf_fini(&b);
 }
 
-/* ---- compressed batches, made with the codec libraries as clients make them ------------- */
+/* ---- compressed batches ------------------------------------------------------------------ */
 
-enum {
-    V_GZIP,
-    V_SNAPPY_RAW,    /* librdkafka */
-    V_SNAPPY_XERIAL, /* Java clients (snappy-java framing) */
-    V_LZ4,           /* LZ4 frame, 64 KiB blocks */
-    V_LZ4_CHECKED,   /* LZ4 frame, 4 MiB blocks, content checksum, content size */
-    V_ZSTD,          /* one-shot: frame with its content size */
-    V_ZSTD_STREAM,   /* streamed in pieces: frame without a content size */
-    V_COUNT
-};
-static const int variant_codec[V_COUNT] = {ST_CODEC_GZIP, ST_CODEC_SNAPPY, ST_CODEC_SNAPPY,
-                                           ST_CODEC_LZ4,  ST_CODEC_LZ4,    ST_CODEC_ZSTD,
-                                           ST_CODEC_ZSTD};
-static const char *const variant_name[V_COUNT] = {
-    "gzip", "snappy raw", "snappy xerial", "lz4", "lz4 checked", "zstd", "zstd stream"};
-
-/* Compresses n bytes at src as variant into out. */
+/* Compresses n bytes at src as variant (TC_*) into out. */
 static void compress_as(int variant, const uint8_t *src, size_t n, st_buf_t *out)
 {
-    switch (variant) {
-    case V_GZIP: {
-        z_stream z;
-        memset(&z, 0, sizeof z);
-        assert_int_equal(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY),
-                         Z_OK);
-        size_t cap = deflateBound(&z, (uLong)n) + 32;
-        z.next_in = (Bytef *)(uintptr_t)src;
-        z.avail_in = (uInt)n;
-        z.next_out = st_buf_extend(out, cap);
-        z.avail_out = (uInt)cap;
-        assert_int_equal(deflate(&z, Z_FINISH), Z_STREAM_END);
-        out->len -= z.avail_out;
-        deflateEnd(&z);
-        break;
-    }
-    case V_SNAPPY_RAW: {
-        size_t cap = snappy_max_compressed_length(n);
-        char *d = (char *)st_buf_extend(out, cap);
-        assert_int_equal(snappy_compress((const char *)src, n, d, &cap), SNAPPY_OK);
-        out->len -= snappy_max_compressed_length(n) - cap;
-        break;
-    }
-    case V_SNAPPY_XERIAL: {
-        static const uint8_t hdr[16] = {0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0,
-                                        0,    0,   0,   1,   0,   0,   0,   1};
-        st_buf_append(out, hdr, sizeof hdr);
-        for (size_t off = 0; off < n; off += 32 * 1024) { /* snappy-java's block size */
-            size_t k = n - off < 32 * 1024 ? n - off : 32 * 1024;
-            size_t cap = snappy_max_compressed_length(k);
-            size_t at = out->len;
-            st_buf_extend(out, 4 + cap);
-            assert_int_equal(
-                snappy_compress((const char *)src + off, k, (char *)out->data + at + 4, &cap),
-                SNAPPY_OK);
-            st_put_be32(out->data + at, (uint32_t)cap);
-            out->len = at + 4 + cap;
-        }
-        break;
-    }
-    case V_LZ4:
-    case V_LZ4_CHECKED: {
-        LZ4F_preferences_t prefs;
-        memset(&prefs, 0, sizeof prefs);
-        if (variant == V_LZ4_CHECKED) {
-            prefs.frameInfo.blockSizeID = LZ4F_max4MB;
-            prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
-            prefs.frameInfo.contentSize = n;
-        }
-        size_t cap = LZ4F_compressFrameBound(n, &prefs);
-        uint8_t *d = st_buf_extend(out, cap);
-        size_t got = LZ4F_compressFrame(d, cap, src, n, &prefs);
-        assert_false(LZ4F_isError(got));
-        out->len -= cap - got;
-        break;
-    }
-    case V_ZSTD: {
-        size_t cap = ZSTD_compressBound(n);
-        uint8_t *d = st_buf_extend(out, cap);
-        size_t got = ZSTD_compress(d, cap, src, n, 3);
-        assert_false(ZSTD_isError(got));
-        out->len -= cap - got;
-        break;
-    }
-    default: {
-        ZSTD_CStream *cs = ZSTD_createCStream();
-        assert_false(ZSTD_isError(ZSTD_initCStream(cs, 3)));
-        uint8_t piece[4096];
-        for (size_t off = 0; off < n || off == 0;) {
-            size_t k = n - off < 1000 ? n - off : 1000;
-            ZSTD_inBuffer in = {src + off, k, 0};
-            while (in.pos < in.size) {
-                ZSTD_outBuffer o = {piece, sizeof piece, 0};
-                assert_false(ZSTD_isError(ZSTD_compressStream(cs, &o, &in)));
-                st_buf_append(out, piece, o.pos);
-            }
-            off += k;
-            if (k == 0)
-                break;
-        }
-        size_t left;
-        do {
-            ZSTD_outBuffer o = {piece, sizeof piece, 0};
-            left = ZSTD_endStream(cs, &o);
-            assert_false(ZSTD_isError(left));
-            st_buf_append(out, piece, o.pos);
-        } while (left > 0);
-        ZSTD_freeCStream(cs);
-        break;
-    }
-    }
-}
-
-/* Appends a batch of codec whose records area is the n bytes at payload, claiming count
- * records (lastOffsetDelta count - 1), with a valid CRC. */
-static size_t wrap(st_buf_t *b, int codec, const uint8_t *payload, size_t n, int32_t count)
-{
-    st_buf_t one;
-    st_buf_init(&one);
-    tb_batch_attr(&one, 1, 1, 1000, 'w', (int16_t)codec); /* a header to start from */
-    size_t start = b->len;
-    st_buf_append(b, one.data, ST_BATCH_HEADER_SIZE);
-    st_buf_append(b, payload, n);
-    st_buf_fini(&one);
-    uint8_t *h = b->data + start;
-    size_t size = b->len - start;
-    st_put_be32(h + ST_BATCH_OFF_LENGTH, (uint32_t)(size - ST_BATCH_LOG_OVERHEAD));
-    st_put_be32(h + ST_BATCH_OFF_LAST_OFFSET_DELTA, (uint32_t)(count - 1));
-    st_put_be32(h + ST_BATCH_OFF_RECORDS_COUNT, (uint32_t)count);
-    tb_fix_crc(h);
-    return size;
+    assert_int_equal(tc_compress(variant, src, n, out), 0);
 }
 
 /* The records area of a valid uncompressed batch of count records of vlen-byte values. */
@@ -264,7 +134,7 @@ static size_t compressed_batch(st_buf_t *b, int variant, int32_t count, size_t v
     st_buf_init(&z);
     records_of(&raw, count, vlen);
     compress_as(variant, raw.data, raw.len, &z);
-    size_t n = wrap(b, variant_codec[variant], z.data, z.len, claim);
+    size_t n = tc_wrap(b, tc_codec[variant], z.data, z.len, claim);
     st_buf_fini(&raw);
     st_buf_fini(&z);
     return n;
@@ -286,7 +156,7 @@ static void test_compressed_batches_accepted(void **state)
         int32_t count;
         size_t vlen;
     } shapes[] = {{1, 0}, {5, 10}, {3000, 50}, {2, 300 * 1000}};
-    for (int var = 0; var < V_COUNT; var++)
+    for (int var = 0; var < TC_COUNT; var++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             st_buf_t b;
             st_buf_init(&b);
@@ -294,7 +164,7 @@ static void test_compressed_batches_accepted(void **state)
             st_batch_verdict_t v;
             int rc = validate(&b, MAXB, &v);
             if (rc != 0)
-                fail_msg("%s, %d records of %zu bytes: %s (%s)", variant_name[var], shapes[s].count,
+                fail_msg("%s, %d records of %zu bytes: %s (%s)", tc_name[var], shapes[s].count,
                          shapes[s].vlen, st_errname(rc), v.why);
             st_batch_iter_t it;
             assert_int_equal(st_batch_iter_init(&it, b.data, b.len), ST_E_UNSUPPORTED);
@@ -324,11 +194,11 @@ static void test_compressed_garbage_refused(void **state)
     for (int codec = ST_CODEC_GZIP; codec <= ST_CODEC_ZSTD; codec++) {
         st_buf_t b;
         st_buf_init(&b);
-        wrap(&b, codec, junk, sizeof junk, 1);
+        tc_wrap(&b, codec, junk, sizeof junk, 1);
         snprintf(what, sizeof what, "garbage under codec %d", codec);
         expect(&b, MAXB, ST_E_CORRUPT, "compressed records do not decompress", what);
         st_buf_clear(&b);
-        wrap(&b, codec, junk, 0, 1);
+        tc_wrap(&b, codec, junk, 0, 1);
         snprintf(what, sizeof what, "nothing under codec %d", codec);
         expect(&b, MAXB, ST_E_CORRUPT, "compressed records do not decompress", what);
         st_buf_fini(&b);
@@ -340,7 +210,7 @@ static void test_compressed_garbage_refused(void **state)
     claim[k++] = 0;
     st_buf_t b;
     st_buf_init(&b);
-    wrap(&b, ST_CODEC_SNAPPY, claim, (size_t)k, 1);
+    tc_wrap(&b, ST_CODEC_SNAPPY, claim, (size_t)k, 1);
     expect(&b, MAXB, ST_E_CORRUPT, "compressed records do not decompress", "snappy 2 GiB claim");
     st_buf_fini(&b);
 }
@@ -349,7 +219,7 @@ static void test_compressed_truncated_refused(void **state)
 {
     (void)state;
     char what[96];
-    for (int var = 0; var < V_COUNT; var++) {
+    for (int var = 0; var < TC_COUNT; var++) {
         st_buf_t raw, z;
         st_buf_init(&raw);
         st_buf_init(&z);
@@ -360,8 +230,8 @@ static void test_compressed_truncated_refused(void **state)
         for (int c = 0; c < 2; c++) {
             st_buf_t b;
             st_buf_init(&b);
-            wrap(&b, variant_codec[var], z.data, cuts[c], 50);
-            snprintf(what, sizeof what, "%s cut to %zu of %zu", variant_name[var], cuts[c], z.len);
+            tc_wrap(&b, tc_codec[var], z.data, cuts[c], 50);
+            snprintf(what, sizeof what, "%s cut to %zu of %zu", tc_name[var], cuts[c], z.len);
             expect(&b, MAXB, ST_E_CORRUPT, NULL, what);
             st_buf_fini(&b);
         }
@@ -369,8 +239,8 @@ static void test_compressed_truncated_refused(void **state)
         st_buf_t b;
         st_buf_init(&b);
         st_buf_append(&z, "\x07\x07\x07\x07\x07\x07\x07\x07", 8);
-        wrap(&b, variant_codec[var], z.data, z.len, 50);
-        snprintf(what, sizeof what, "%s with trailing bytes", variant_name[var]);
+        tc_wrap(&b, tc_codec[var], z.data, z.len, 50);
+        snprintf(what, sizeof what, "%s with trailing bytes", tc_name[var]);
         expect(&b, MAXB, ST_E_CORRUPT, NULL, what);
         st_buf_fini(&b);
         st_buf_fini(&raw);
@@ -382,20 +252,20 @@ static void test_compressed_counts_checked(void **state)
 {
     (void)state;
     char what[96];
-    for (int var = 0; var < V_COUNT; var++) {
+    for (int var = 0; var < TC_COUNT; var++) {
         st_buf_t b;
         st_buf_init(&b);
         /* The case: a batch claiming 2^31 - 1 records holding one. */
         compressed_batch(&b, var, 1, 10, INT32_MAX);
-        snprintf(what, sizeof what, "%s claiming 2^31-1", variant_name[var]);
+        snprintf(what, sizeof what, "%s claiming 2^31-1", tc_name[var]);
         expect(&b, MAXB, ST_E_MALFORMED, "record count differs from the records", what);
         st_buf_clear(&b);
         compressed_batch(&b, var, 5, 10, 6);
-        snprintf(what, sizeof what, "%s, 5 records claiming 6", variant_name[var]);
+        snprintf(what, sizeof what, "%s, 5 records claiming 6", tc_name[var]);
         expect(&b, MAXB, ST_E_MALFORMED, "record count differs from the records", what);
         st_buf_clear(&b);
         compressed_batch(&b, var, 5, 10, 4);
-        snprintf(what, sizeof what, "%s, 5 records claiming 4", variant_name[var]);
+        snprintf(what, sizeof what, "%s, 5 records claiming 4", tc_name[var]);
         expect(&b, MAXB, ST_E_MALFORMED, "more records than recordsCount", what);
         st_buf_fini(&b);
     }
@@ -406,16 +276,16 @@ static void test_compressed_counts_checked(void **state)
     st_buf_init(&b);
     tb_record(&raw, 0, 0, 5, 'd');
     tb_record(&raw, 2, 1, 5, 'e');
-    compress_as(V_GZIP, raw.data, raw.len, &z);
-    wrap(&b, ST_CODEC_GZIP, z.data, z.len, 2);
+    compress_as(TC_GZIP, raw.data, raw.len, &z);
+    tc_wrap(&b, ST_CODEC_GZIP, z.data, z.len, 2);
     expect(&b, MAXB, ST_E_MALFORMED, "record offset deltas not 0..n-1", "gzip deltas 0, 2");
     st_buf_clear(&raw);
     st_buf_clear(&z);
     st_buf_clear(&b);
     tb_record(&raw, 0, 0, 5, 'd');
     raw.data[0] = 0x7f; /* record length -64 */
-    compress_as(V_ZSTD, raw.data, raw.len, &z);
-    wrap(&b, ST_CODEC_ZSTD, z.data, z.len, 1);
+    compress_as(TC_ZSTD, raw.data, raw.len, &z);
+    tc_wrap(&b, ST_CODEC_ZSTD, z.data, z.len, 1);
     expect(&b, MAXB, ST_E_CORRUPT, "records do not parse", "zstd record not parsing");
     st_buf_fini(&raw);
     st_buf_fini(&z);
@@ -429,7 +299,7 @@ static void test_decompression_bomb_refused(void **state)
      * the records may decompress to 4 MiB at most. */
     const int64_t max_bytes = 64 * 1024;
     const size_t vlen = 8u << 20;
-    int bombs[] = {V_GZIP, V_LZ4, V_LZ4_CHECKED, V_ZSTD, V_ZSTD_STREAM};
+    int bombs[] = {TC_GZIP, TC_LZ4, TC_LZ4_CHECKED, TC_ZSTD, TC_ZSTD_STREAM};
     for (size_t i = 0; i < sizeof bombs / sizeof bombs[0]; i++) {
         st_buf_t raw, z, b;
         st_buf_init(&raw);
@@ -451,12 +321,11 @@ static void test_decompression_bomb_refused(void **state)
         st_buf_append(&raw, "", 1); /* no headers */
         compress_as(bombs[i], raw.data, raw.len, &z);
         assert_true(z.len < (size_t)max_bytes - ST_BATCH_HEADER_SIZE);
-        wrap(&b, variant_codec[bombs[i]], z.data, z.len, 1);
+        tc_wrap(&b, tc_codec[bombs[i]], z.data, z.len, 1);
         expect(&b, max_bytes, ST_E_TOO_LARGE,
-               "records decompress to more than 64 x max.message.bytes", variant_name[bombs[i]]);
+               "records decompress to more than 64 x max.message.bytes", tc_name[bombs[i]]);
         /* The same batch is fine where max.message.bytes allows 8 MiB / 64. */
-        expect(&b, (int64_t)(raw.len / ST_BATCH_INFLATE_FACTOR) + 1, 0, NULL,
-               variant_name[bombs[i]]);
+        expect(&b, (int64_t)(raw.len / ST_BATCH_INFLATE_FACTOR) + 1, 0, NULL, tc_name[bombs[i]]);
         st_buf_fini(&raw);
         st_buf_fini(&z);
         st_buf_fini(&b);
@@ -469,12 +338,12 @@ static void test_codec_reader_bounds_work(void **state)
     /* A reader stops one byte past max_out: the work is bounded whatever the input claims. */
     size_t n = 4u << 20;
     uint8_t *zeros = calloc(1, n);
-    for (int var = 0; var < V_COUNT; var++) {
+    for (int var = 0; var < TC_COUNT; var++) {
         st_buf_t z;
         st_buf_init(&z);
         compress_as(var, zeros, n, &z);
         st_codec_reader_t *r;
-        assert_int_equal(st_codec_reader_create(variant_codec[var], z.data, z.len, 100000, &r), 0);
+        assert_int_equal(st_codec_reader_create(tc_codec[var], z.data, z.len, 100000, &r), 0);
         uint8_t buf[7000];
         int got, total = 0;
         while ((got = st_codec_read(r, buf, sizeof buf)) > 0)
@@ -485,8 +354,7 @@ static void test_codec_reader_bounds_work(void **state)
         assert_true(total <= 100000);
         st_codec_reader_destroy(r);
         /* With room, the whole stream comes back unchanged. */
-        assert_int_equal(st_codec_reader_create(variant_codec[var], z.data, z.len, (int64_t)n, &r),
-                         0);
+        assert_int_equal(st_codec_reader_create(tc_codec[var], z.data, z.len, (int64_t)n, &r), 0);
         size_t all = 0;
         while ((got = st_codec_read(r, buf, sizeof buf)) > 0) {
             for (int j = 0; j < got; j++)
