@@ -158,6 +158,8 @@ static int st_fd_budget(int nshards)
     return per < 32 ? 32 : (int)per;
 }
 
+static void st_broker_sweep_data_dir(const st_md_t *md, const char *data_dir);
+
 int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, char *err,
                      size_t errlen)
 {
@@ -212,6 +214,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
     rc = st_ctl_load(b->ctl_md, cfg->log_dirs, nshards, err, errlen);
     if (rc)
         goto fail;
+    st_broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
     rc = st_mesh_create(&b->mesh, nshards, 4096);
     if (rc) {
         snprintf(err, errlen, "cannot create the shard mesh: %s", st_strerror(rc));
@@ -232,6 +235,48 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
 fail:
     st_broker_destroy(b);
     return rc ? rc : ST_E_CONFIG;
+}
+
+typedef struct {
+    st_storage_env_t *env;
+    const st_md_t *md;
+    int stray;
+} st_sweep_ctx_t;
+
+static int st_sweep_partition_dir(void *arg, const char *dir, const char *topic, int32_t partition)
+{
+    st_sweep_ctx_t *c = arg;
+    const st_md_topic_t *t = st_md_find(c->md, topic, strlen(topic));
+    if (t && partition < t->npartitions)
+        return 0; /* its topic id is checked when it opens (st_parts_open) */
+    char aside[4200];
+    int rc = st_storage_set_aside(c->env, dir, "stray", aside, sizeof aside);
+    if (rc)
+        ST_ERROR("%s belongs to no topic and cannot be moved aside: %s", dir, st_strerror(rc));
+    else
+        ST_WARN("%s belongs to no topic (a deletion a crash interrupted?): kept as %s", dir, aside);
+    c->stray++;
+    return 0;
+}
+
+/*
+ * Start-up, before any partition opens: removes what interrupted deletions left ("-delete"
+ * directories), and moves aside partition directories of topics the metadata does not have,
+ * so that a topic created later under the same name never finds their records.
+ */
+static void st_broker_sweep_data_dir(const st_md_t *md, const char *data_dir)
+{
+    st_storage_env_t env;
+    st_storage_env_init(&env, st_fs_posix(), 16);
+    int rc = st_storage_sweep_deleted(&env, data_dir);
+    if (rc > 0)
+        ST_INFO("removed %d partition director%s left by interrupted deletions", rc,
+                rc == 1 ? "y" : "ies");
+    else if (rc < 0 && rc != -ENOENT)
+        ST_WARN("cannot sweep %s: %s", data_dir, st_strerror(rc));
+    st_sweep_ctx_t c = {&env, md, 0};
+    st_storage_list_partitions(&env, data_dir, st_sweep_partition_dir, &c);
+    st_storage_env_fini(&env);
 }
 
 void st_broker_destroy(st_broker_t *b)
@@ -530,6 +575,8 @@ static int st_sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
 static void st_tick_one(void *arg, st_part_t *p)
 {
     st_kshard_t *s = arg;
+    if (!p->log)
+        return; /* offline */
     int rc = st_log_tick(p->log);
     if (rc < 0)
         ST_WARN("housekeeping of %s-%d: %s", p->topic, p->index, st_strerror(rc));
@@ -551,21 +598,24 @@ static int st_kshard_open_partitions(st_kshard_t *s)
 {
     const st_md_t *md = s->md;
     int64_t t0 = st_mono_ms();
-    int n = 0;
+    int n = 0, offline = 0;
     for (int i = 0; i < md->ntopics; i++) {
         const st_md_topic_t *t = md->topics[i];
         for (int32_t p = 0; p < t->npartitions; p++) {
             if (t->partitions[p].shard != s->id)
                 continue;
             st_part_t *part;
-            int rc = st_parts_open(s, t, p, &part);
-            if (rc)
-                return rc;
+            if (st_parts_open(s, t, p, &part) != 0)
+                offline++;
             n++;
         }
     }
     if (n)
         ST_INFO("opened %d partition(s) in %lld ms", n, (long long)(st_mono_ms() - t0));
+    if (offline)
+        ST_ERROR("%d partition(s) offline (see above): requests for them get "
+                 "KAFKA_STORAGE_ERROR; the others are served",
+                 offline);
     return 0;
 }
 

@@ -188,12 +188,31 @@ int st_ctl_load(st_md_t *md, const char *log_dirs, int nshards, char *err, size_
     return rc;
 }
 
+__attribute__((format(printf, 3, 4))) static void st_item_fail(st_ctl_item_t *it, int16_t code,
+                                                               const char *fmt, ...)
+{
+    it->error = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->message, sizeof it->message, fmt, ap);
+    va_end(ap);
+}
+
 /* ---- applying a snapshot on each shard ---- */
+
+#define ST_CTL_FAILS 8
 
 typedef struct {
     st_xcall_t x;
     st_md_t *md;
     st_ctl_op_t *op;
+    /* partitions this shard could not open: reported back to the items (CreateTopics) */
+    int nfail;
+    struct {
+        uint8_t id[16];
+        int32_t partition;
+        int err;
+    } fail[ST_CTL_FAILS];
 } st_ctl_apply_t;
 
 static bool st_configs_equal(const st_md_topic_t *a, const st_md_topic_t *b)
@@ -237,7 +256,13 @@ static void st_ctl_apply_run(st_kshard_t *s, st_xcall_t *x)
             st_part_t *part = st_parts_get(&s->parts, t->id, p);
             if (!part) {
                 st_part_t *np;
-                st_parts_open(s, t, p, &np);
+                int rc = st_parts_open(s, t, p, &np);
+                if (rc && a->nfail < ST_CTL_FAILS) {
+                    memcpy(a->fail[a->nfail].id, t->id, 16);
+                    a->fail[a->nfail].partition = p;
+                    a->fail[a->nfail].err = rc;
+                    a->nfail++;
+                }
             } else if (reconf) {
                 st_parts_reconfigure(s, part, t);
             }
@@ -251,6 +276,20 @@ static void st_ctl_apply_done(st_kshard_t *s, st_xcall_t *x)
 {
     st_ctl_apply_t *a = (st_ctl_apply_t *)x;
     st_ctl_op_t *op = a->op;
+    /* A partition that could not be opened is offline: the topic exists, but the client is
+     * told (KAFKA_STORAGE_ERROR) instead of a success it cannot use. */
+    for (int f = 0; f < a->nfail; f++) {
+        const st_md_topic_t *t = st_md_find_id(a->md, a->fail[f].id);
+        for (int i = 0; t && i < op->n; i++) {
+            st_ctl_item_t *it = &op->items[i];
+            const char *name = it->name ? it->name : it->out_name;
+            if (it->error || !name || strcmp(name, t->name) != 0)
+                continue;
+            st_item_fail(it, ST_KERR_KAFKA_STORAGE_ERROR,
+                         "partition %d of %s could not be opened (%s); it is offline",
+                         (int)a->fail[f].partition, t->name, st_strerror(a->fail[f].err));
+        }
+    }
     st_md_unref(a->md);
     free(a);
     if (--op->pending == 0)
@@ -258,16 +297,6 @@ static void st_ctl_apply_done(st_kshard_t *s, st_xcall_t *x)
 }
 
 /* ---- the operations ---- */
-
-__attribute__((format(printf, 3, 4))) static void st_item_fail(st_ctl_item_t *it, int16_t code,
-                                                               const char *fmt, ...)
-{
-    it->error = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(it->message, sizeof it->message, fmt, ap);
-    va_end(ap);
-}
 
 static int32_t st_least_loaded_shard(int nshards, int32_t *load)
 {

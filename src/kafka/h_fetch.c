@@ -117,8 +117,8 @@ static void st_fetch_release_all(st_fetch_t *f)
 static void st_fetch_read_one(st_kshard_t *s, st_fetch_part_t *fp, int origin)
 {
     st_part_t *p = st_parts_get(&s->parts, fp->topic_id, fp->partition);
-    if (!p || !p->log) {
-        fp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (!p || !p->log) { /* a partition without a log is offline */
+        fp->error = p ? ST_KERR_KAFKA_STORAGE_ERROR : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         return;
     }
     fp->hw = p->hw;

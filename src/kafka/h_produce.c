@@ -140,8 +140,8 @@ static void st_prod_record_idempotence(st_part_t *part, const uint8_t *p, size_t
 static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t *pp, int16_t acks)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
-    if (!part || !part->log) {
-        pp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (!part || !part->log) { /* a partition without a log is offline */
+        pp->error = part ? ST_KERR_KAFKA_STORAGE_ERROR : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         return;
     }
     if (!pp->records || pp->len <= 0) {

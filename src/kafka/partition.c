@@ -90,11 +90,11 @@ void st_parts_fini(st_parts_t *t)
             p->log = NULL;
             p->dead = true;
             p->pending_durable++;
-            int64_t end = st_log_end_offset(log);
-            int rc = st_log_close(log);
+            int64_t end = log ? st_log_end_offset(log) : -1;
+            int rc = log ? st_log_close(log) : 0;
             if (rc)
                 ST_ERROR("closing %s-%d: %s", p->topic, p->index, st_strerror(rc));
-            else if ((rc = st_pstate_save(&p->pstate, end, st_wall_ms())) < 0)
+            else if (log && (rc = st_pstate_save(&p->pstate, end, st_wall_ms())) < 0)
                 ST_WARN("%s-%d: cannot write the producer state snapshot: %s", p->topic, p->index,
                         st_strerror(rc));
             p->pending_durable--;
@@ -186,6 +186,35 @@ static void st_part_on_cut(void *arg, int64_t new_end)
     st_pstate_truncate(&p->pstate, new_end);
 }
 
+static void st_parts_insert(st_parts_t *t, st_part_t *p)
+{
+    if (t->count >= t->nbuckets)
+        st_parts_grow(t);
+    size_t k = st_part_hash(p->topic_id, p->index) & (t->nbuckets - 1);
+    p->next = t->buckets[k];
+    t->buckets[k] = p;
+    t->count++;
+}
+
+/* A directory under the partition's name that belongs to another topic id (an older topic of
+ * the same name whose deletion a crash interrupted, or a copy from elsewhere) is never served:
+ * it is renamed aside as "-stray", kept for an operator, and the partition starts afresh. */
+static void st_parts_refuse_foreign(st_kshard_t *s, const st_md_topic_t *t, int32_t index,
+                                    const char *dir)
+{
+    uint8_t have[16];
+    if (st_storage_read_topic_id(&s->env, dir, have) != 0 || memcmp(have, t->id, 16) == 0)
+        return;
+    char aside[4200];
+    int rc = st_storage_set_aside(&s->env, dir, "stray", aside, sizeof aside);
+    if (rc)
+        ST_ERROR("partition %s-%d: %s belongs to another topic id and cannot be moved aside: %s",
+                 t->name, index, dir, st_strerror(rc));
+    else
+        ST_WARN("partition %s-%d: %s belonged to another topic id; kept as %s", t->name, index, dir,
+                aside);
+}
+
 int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part_t **out)
 {
     st_part_t *p = st_parts_get(&s->parts, t->id, index);
@@ -205,11 +234,22 @@ int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part
     p->topic = strdup(t->name);
     memcpy(p->topic_id, t->id, 16);
     p->index = index;
-    rc = p->topic ? st_log_open(&s->env, dir, &lc, &p->log) : -ENOMEM;
-    if (rc) {
-        ST_ERROR("cannot open partition %s-%d: %s", t->name, index, st_strerror(rc));
-        free(p->topic);
+    if (!p->topic) {
         free(p);
+        return -ENOMEM;
+    }
+    st_parts_refuse_foreign(s, t, index, dir);
+    rc = st_log_open(&s->env, dir, &lc, &p->log);
+    if (rc) {
+        /* Offline: in the table without a log, so requests get KAFKA_STORAGE_ERROR and the
+         * other partitions are served. */
+        ST_ERROR("partition %s-%d is offline: cannot open %s: %s", t->name, index, dir,
+                 st_strerror(rc));
+        p->log = NULL;
+        p->open_err = rc;
+        st_pstate_init(&p->pstate);
+        st_parts_insert(&s->parts, p);
+        *out = p;
         return rc;
     }
     st_pstate_init(&p->pstate);
@@ -234,12 +274,7 @@ int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part
         st_log_set_topic_id(p->log, t->id);
     p->hw = lc.flush_policy == ST_FLUSH_STRICT ? st_log_durable_offset(p->log)
                                                : st_log_end_offset(p->log);
-    if (s->parts.count >= s->parts.nbuckets)
-        st_parts_grow(&s->parts);
-    size_t k = st_part_hash(p->topic_id, p->index) & (s->parts.nbuckets - 1);
-    p->next = s->parts.buckets[k];
-    s->parts.buckets[k] = p;
-    s->parts.count++;
+    st_parts_insert(&s->parts, p);
     *out = p;
     return 0;
 }
@@ -271,6 +306,16 @@ void st_part_maybe_free(st_part_t *p)
     }
 }
 
+/* Deletes the directory of a partition that never opened (crash-safe, as st_log_delete). */
+static int st_parts_delete_offline(st_kshard_t *s, st_part_t *p)
+{
+    char dir[4096], gone[4200];
+    int rc = st_storage_partition_dir(dir, sizeof dir, s->b->cfg->log_dirs, p->topic, p->index);
+    if (rc == 0 && (rc = st_storage_set_aside(&s->env, dir, "delete", gone, sizeof gone)) == 0)
+        rc = st_storage_delete_dir(&s->env, gone);
+    return rc == -ENOENT ? 0 : rc;
+}
+
 void st_parts_delete(st_kshard_t *s, st_part_t *p)
 {
     st_parts_unlink(&s->parts, p);
@@ -278,7 +323,7 @@ void st_parts_delete(st_kshard_t *s, st_part_t *p)
     p->log = NULL; /* see st_parts_fini */
     p->dead = true;
     p->pending_durable++;
-    int rc = st_log_delete(log);
+    int rc = log ? st_log_delete(log) : st_parts_delete_offline(s, p);
     if (rc)
         ST_WARN("deleting %s-%d: %s", p->topic, p->index, st_strerror(rc));
     p->pending_durable--;
@@ -294,6 +339,8 @@ void st_parts_reconfigure(st_kshard_t *s, st_part_t *p, const st_md_topic_t *t)
 {
     st_log_config_t lc;
     st_topic_log_config(s->b->cfg, t, &lc);
+    if (!p->log)
+        return;
     int rc = st_log_set_config(p->log, &lc);
     if (rc)
         ST_WARN("reconfiguring %s-%d: %s", p->topic, p->index, st_strerror(rc));

@@ -31,6 +31,7 @@ typedef struct st_part {
     uint64_t waiters[4]; /* bitmap of shards (up to 256) with fetches waiting */
     int pending_durable; /* durability callbacks outstanding (they hold the partition) */
     bool dead;           /* deleted: freed once pending_durable drops to 0 */
+    int open_err;        /* offline (log NULL): why its log could not be opened */
     uint64_t records_in, bytes_in, records_out, bytes_out;
     st_pstate_t pstate;   /* idempotent producers (rebuilt from the log at open) */
     struct st_part *next; /* hash chain */
@@ -46,7 +47,8 @@ void st_parts_init(st_parts_t *t);
 /* Closes every log cleanly (shutdown). */
 void st_parts_fini(st_parts_t *t);
 st_part_t *st_parts_get(const st_parts_t *t, const uint8_t topic_id[16], int32_t index);
-/* Opens (creating) the log of a partition this shard owns. */
+/* Opens (creating) the log of a partition this shard owns. When the log cannot be opened
+ * the partition is still added, offline (log NULL, open_err set), and the error returned. */
 int st_parts_open(st_kshard_t *s, const st_md_topic_t *t, int32_t index, st_part_t **out);
 /* Deletes the partition's files and forgets it. */
 void st_parts_delete(st_kshard_t *s, st_part_t *p);

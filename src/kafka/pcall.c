@@ -35,7 +35,7 @@ static void st_pcall_run(st_kshard_t *s, st_xcall_t *x)
             continue;
         st_part_t *p = st_parts_get(&s->parts, it->topic_id, it->partition);
         if (!p || !p->log) {
-            it->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+            it->error = p ? ST_KERR_KAFKA_STORAGE_ERROR : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
             continue;
         }
         it->call = one;

@@ -60,3 +60,37 @@ def batch(base_offset: int, records, base_ts: int = 1700000000000) -> bytes:
 def corrupt_crc(data: bytearray, batch_pos: int) -> None:
     """Flips a byte inside the CRC-covered part of the batch at batch_pos."""
     data[batch_pos + 61 + 2] ^= 0xFF
+
+
+def _read_varint(b: bytes, pos: int):
+    v = shift = 0
+    while True:
+        c = b[pos]
+        pos += 1
+        v |= (c & 0x7F) << shift
+        shift += 7
+        if not c & 0x80:
+            return (v >> 1) ^ -(v & 1), pos
+
+
+def records(batch_bytes: bytes):
+    """(key, value) pairs of one uncompressed batch, the inverse of batch()."""
+    (n,) = struct.unpack_from(">i", batch_bytes, 57)
+    pos, out = 61, []
+    for _ in range(n):
+        _, pos = _read_varint(batch_bytes, pos)  # length
+        pos += 1  # attributes
+        _, pos = _read_varint(batch_bytes, pos)  # timestamp delta
+        _, pos = _read_varint(batch_bytes, pos)  # offset delta
+        fields = []
+        for _f in range(2):
+            ln, pos = _read_varint(batch_bytes, pos)
+            fields.append(None if ln < 0 else bytes(batch_bytes[pos:pos + ln]))
+            pos += max(ln, 0)
+        nh, pos = _read_varint(batch_bytes, pos)
+        for _h in range(nh):
+            for _f in range(2):
+                ln, pos = _read_varint(batch_bytes, pos)
+                pos += max(ln, 0)
+        out.append((fields[0], fields[1]))
+    return out

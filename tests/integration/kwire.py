@@ -349,3 +349,44 @@ def metadata(conn, version, topics=None, auto_create=False):
         r.tags()
     r.end()
     return out
+
+
+# ---- Produce v3 / Fetch v4, the shortest forms, for tests that need exact fields ----
+
+def produce_v3(topic, partition, records):
+    return (i16(-1) + i16(-1) + i32(10000) + i32(1) + string(topic) + i32(1) + i32(partition)
+            + i32(len(records)) + records)
+
+
+def fetch_v4(topic, partition, offset, min_bytes, max_wait_ms, part_max=1 << 20):
+    return (i32(-1) + i32(max_wait_ms) + i32(min_bytes) + i32(8 << 20) + i8(0) + i32(1)
+            + string(topic) + i32(1) + i32(partition) + i64(offset) + i32(part_max))
+
+
+def parse_fetch_v4(r):
+    """Returns (error, high_watermark, records bytes) of the only partition."""
+    r.i32()  # throttle
+    assert r.i32() == 1
+    r.string()
+    assert r.i32() == 1
+    r.i32()
+    err, hw = r.i16(), r.i64()
+    r.i64()  # last stable offset
+    n = r.i32()
+    for _ in range(max(n, 0)):
+        r.i64(), r.i64()
+    size = r.i32()
+    recs = bytes(r.take(size)) if size > 0 else b""
+    return err, hw, recs
+
+
+def count_records(recs):
+    """Records in a run of RecordBatch v2 (whole batches only)."""
+    n, pos = 0, 0
+    while pos + 61 <= len(recs):
+        (length,) = struct.unpack_from(">i", recs, pos + 8)
+        if pos + 12 + length > len(recs):
+            break
+        n += struct.unpack_from(">i", recs, pos + 57)[0]
+        pos += 12 + length
+    return n

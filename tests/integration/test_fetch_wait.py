@@ -7,7 +7,6 @@ answers with everything there at the deadline, and early â€” with every record â
 data arrives during the wait. Raw wire (kwire), so the min_bytes and max_wait are exact."""
 
 import os
-import struct
 import sys
 import threading
 import time
@@ -17,49 +16,10 @@ import cli_segment  # noqa: E402
 import harness  # noqa: E402
 import kwire  # noqa: E402
 from harness import ServerTestCase  # noqa: E402
-from kwire import i8, i16, i32, i64, string  # noqa: E402
+from kwire import count_records, fetch_v4, parse_fetch_v4, produce_v3  # noqa: E402
 
 WAIT_MS = 2500
 CPU_BOUND_S = 0.5  # broker CPU allowed over a 2.5 s wait (spinning: ~2.5 s and more)
-
-
-def produce_v3(topic, partition, records):
-    return (i16(-1) + i16(-1) + i32(10000) + i32(1) + string(topic) + i32(1) + i32(partition)
-            + i32(len(records)) + records)
-
-
-def fetch_v4(topic, partition, offset, min_bytes, max_wait_ms, part_max=1 << 20):
-    return (i32(-1) + i32(max_wait_ms) + i32(min_bytes) + i32(8 << 20) + i8(0) + i32(1)
-            + string(topic) + i32(1) + i32(partition) + i64(offset) + i32(part_max))
-
-
-def parse_fetch_v4(r):
-    """Returns (error, high_watermark, records bytes) of the only partition."""
-    r.i32()  # throttle
-    assert r.i32() == 1
-    r.string()
-    assert r.i32() == 1
-    r.i32()
-    err, hw = r.i16(), r.i64()
-    r.i64()  # last stable offset
-    n = r.i32()
-    for _ in range(max(n, 0)):
-        r.i64(), r.i64()
-    size = r.i32()
-    recs = bytes(r.take(size)) if size > 0 else b""
-    return err, hw, recs
-
-
-def count_records(recs):
-    """Records in a run of RecordBatch v2 (whole batches only)."""
-    n, pos = 0, 0
-    while pos + 61 <= len(recs):
-        (length,) = struct.unpack_from(">i", recs, pos + 8)
-        if pos + 12 + length > len(recs):
-            break
-        n += struct.unpack_from(">i", recs, pos + 57)[0]
-        pos += 12 + length
-    return n
 
 
 def create_topic(c, topic, partitions):
