@@ -61,10 +61,12 @@ struct st_log {
     int64_t sync_target; /* the round in flight covers offsets below this */
     int64_t sync_rp;     /* recovery point the round will establish */
     int sync_err;
-    int cut_err;        /* the error of the last sync failure that cut the log back */
-    bool ckpt_dirty;    /* strata.checkpoint written since its last sync */
-    bool rp_unsynced;   /* a lowered recovery point is not durable yet: no append until it is */
-    bool ckpt_in_round; /* the round in flight syncs strata.checkpoint */
+    int cut_err;           /* the error of the last sync failure that cut the log back */
+    bool ckpt_dirty;       /* strata.checkpoint written since its last sync */
+    bool rp_unsynced;      /* a lowered recovery point is not durable yet: no append until it is */
+    bool sync_retry;       /* the round in flight could not submit every sync (sync_file) */
+    uint32_t sync_retries; /* rounds retried in a row */
+    bool ckpt_in_round;    /* the round in flight syncs strata.checkpoint */
     log_waiter_t *ckpt_waiters;       /* for the checkpoint as written now (log start) */
     log_waiter_t *ckpt_round_waiters; /* for the checkpoint sync of the round in flight */
     int64_t last_sync_ms;
@@ -429,7 +431,17 @@ static void round_done(st_log_t *log)
             log->ckpt_dirty = true; /* synced again by a later round */
         fire_list(&log->ckpt_round_waiters, err);
     }
-    if (err == 0) {
+    if (err == 0 && log->sync_retry) {
+        /* Some sync could not be submitted: nothing is cut, nothing counts as durable yet;
+         * st_log_tick (or the next append) starts the round again. */
+        if (log->sync_retries++ % 100 == 0)
+            ST_WARN("storage: %s: a sync could not be submitted (out of descriptors, memory or"
+                    " submission slots); retrying",
+                    log->dir);
+        log_unref(log);
+        return;
+    } else if (err == 0) {
+        log->sync_retries = 0;
         int64_t target = log->sync_target < log->end ? log->sync_target : log->end;
         if (target > log->durable)
             log->durable = target;
@@ -470,28 +482,48 @@ static void sync_done(void *arg, int res)
     round_put(log);
 }
 
-static void sync_file(st_log_t *log, st_file_t *f)
+/* Resources, not the disk: no descriptor or memory to hand, a full submission queue. */
+static bool transient(int err)
+{
+    return err == -EMFILE || err == -ENFILE || err == -ENOMEM || err == -EAGAIN || err == -EBUSY ||
+           err == -EINTR;
+}
+
+/*
+ * Submits one file's sync as part of the round. Returns 0, or < 0 when it could not even be
+ * submitted for want of resources (a descriptor, memory, a free submission slot): the caller
+ * marks the file dirty again and the round does not count as covering it (sync_retry), so
+ * nothing is cut for what is not an I/O error; the next tick or append tries again. Any other
+ * error fails the round (sync_err) like a failed fdatasync.
+ */
+static int sync_file(st_log_t *log, st_file_t *f)
 {
     int fd = st_file_pin(f);
     if (fd < 0) {
+        if (transient(fd))
+            return fd;
         if (log->sync_err == 0)
             log->sync_err = fd;
-        return;
+        return 0;
     }
     sync_req_t *r = malloc(sizeof *r);
     if (!r) {
         st_file_unpin(f);
-        if (log->sync_err == 0)
-            log->sync_err = -ENOMEM;
-        return;
+        return -ENOMEM;
     }
     r->log = log;
     r->file = f;
     st_file_ref(f);
-    log->sync_pending++;
+    log->sync_pending++; /* before: done() may run inside sync_submit */
     int rc = log->env->sync_submit(log->env->sync_ctx, fd, sync_done, r);
-    if (rc < 0)
-        sync_done(r, rc);
+    if (rc < 0) {
+        log->sync_pending--;
+        st_file_unpin(f);
+        st_file_unref(f);
+        free(r);
+        return rc;
+    }
+    return 0;
 }
 
 static void round_start(st_log_t *log)
@@ -503,6 +535,7 @@ static void round_start(st_log_t *log)
     log->sync_pending = 1; /* guard: completion waits until every submit is made */
     log->refs++;
     log->sync_err = 0;
+    log->sync_retry = false;
     log->sync_target = log->end;
     log->sync_rp = active(log)->base_offset;
     for (int i = 0; i < log->nsegs; i++) {
@@ -511,20 +544,24 @@ static void round_start(st_log_t *log)
             log->sync_rp = s->base_offset;
         if (s->log_dirty) {
             s->log_dirty = false;
-            sync_file(log, s->log);
+            if (sync_file(log, s->log) < 0)
+                s->log_dirty = log->sync_retry = true;
         }
         if (s->idx_dirty) {
             s->idx_dirty = false;
-            sync_file(log, s->oidx_file);
-            sync_file(log, s->tidx_file);
+            if ((sync_file(log, s->oidx_file) | sync_file(log, s->tidx_file)) < 0)
+                s->idx_dirty = log->sync_retry = true;
         }
     }
     if (log->ckpt_dirty) {
         log->ckpt_dirty = false;
-        log->ckpt_in_round = true;
-        log->ckpt_round_waiters = log->ckpt_waiters;
-        log->ckpt_waiters = NULL;
-        sync_file(log, log->ckpt);
+        if (sync_file(log, log->ckpt) < 0) {
+            log->ckpt_dirty = log->sync_retry = true;
+        } else {
+            log->ckpt_in_round = true;
+            log->ckpt_round_waiters = log->ckpt_waiters;
+            log->ckpt_waiters = NULL;
+        }
     }
     log->unflushed_msgs = 0;
     round_put(log);

@@ -582,6 +582,40 @@ static void test_start_offset_durable(void **state)
     tenv_fini(&t);
 }
 
+/* A sync that cannot even be submitted (full submission queue, no descriptor) is not an I/O
+ * error: nothing is cut, the waiter keeps waiting, and the next tick syncs (issue 10, "Also";
+ * it used to cut the log back and fail the append). */
+static void test_submit_failure_is_retried(void **state)
+{
+    (void)state;
+    tenv_t t;
+    tenv_init(&t, 85);
+    st_log_config_t c = cfg_default();
+    st_log_t *log = open_log(&t, &c);
+    append1(log, 2, 50, 0, 'a');
+    t.submit_fail = 3;
+    st_buf_t b;
+    st_buf_init(&b);
+    tb_batch(&b, 3, 50, 0, 'b');
+    st_log_append_info_t info;
+    assert_int_equal(st_log_append(log, b.data, b.len, 0, &info, NULL), 0);
+    st_buf_fini(&b);
+    assert_int_equal(st_log_end_offset(log), 5);
+    int res = 99;
+    assert_int_equal(st_log_wait_durable(log, 5, note_res, &res), 0);
+    assert_int_equal(res, 99);
+    assert_int_equal(st_log_end_offset(log), 5); /* not cut */
+    assert_int_equal(st_log_durable_offset(log), 2);
+    for (int i = 0; i < 5 && res == 99; i++)
+        assert_true(st_log_tick(log) >= 0);
+    assert_int_equal(res, 0);
+    assert_int_equal(t.submit_fail, 0);
+    assert_int_equal(st_log_durable_offset(log), 5);
+    assert_int_equal(check_readable(log), 2);
+    st_log_close(log);
+    tenv_fini(&t);
+}
+
 static void test_roll_and_retention(void **state)
 {
     (void)state;
@@ -1035,6 +1069,7 @@ int main(void)
         cmocka_unit_test(test_replica_append),
         cmocka_unit_test(test_compact_only_never_retained),
         cmocka_unit_test(test_start_offset_durable),
+        cmocka_unit_test(test_submit_failure_is_retried),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -105,6 +105,7 @@ typedef struct tenv {
     tenv_sync_t *q; /* held completions, FIFO */
     size_t nq, capq;
     uint64_t submits;
+    int submit_fail; /* the next submits refused (-EAGAIN, a full submission queue) */
 } tenv_t;
 
 static inline int64_t tenv_now(void *ctx)
@@ -117,6 +118,10 @@ static inline int64_t tenv_now(void *ctx)
 static inline int tenv_sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
 {
     tenv_t *t = ctx;
+    if (t->submit_fail > 0) {
+        t->submit_fail--;
+        return -EAGAIN;
+    }
     t->submits++;
     int res = t->env.fs.ops->fdatasync(t->env.fs.ctx, fd);
     if (!t->defer) {
