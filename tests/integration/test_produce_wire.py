@@ -1,9 +1,13 @@
 """Produce requests written byte by byte (issue 4): the broker's answer to batches that are
 corrupt, truncated, too large, marked as control batches, or sent with a bad acks value —
 each a per-partition error code, never a crash — and a good batch after them still lands at
-the next offset."""
+the next offset. Issue 10: compressed batches are decompressed and their records walked, so a
+garbage gzip payload, a record count the records do not bear out (2^31 - 1 claimed) and a
+decompression bomb are refused, and the high watermark does not move."""
 
+import gzip
 import os
+import random
 import struct
 import sys
 import unittest
@@ -24,6 +28,32 @@ def produce_v3(topic, partition, records, acks=-1):
     """A Produce v3 body: transactional_id null, acks, timeout, one topic, one partition."""
     return (i16(-1) + i16(acks) + i32(10000) + i32(1) + string(topic) + i32(1) + i32(partition)
             + i32(len(records)) + records)
+
+
+GZIP = 1
+
+
+def batch_of(payload, count, attributes=0):
+    """A batch whose records area is payload (compressed or not, as attributes say), claiming
+    count records (lastOffsetDelta count - 1), with a valid CRC."""
+    ts = 1700000000000
+    after_crc = struct.pack(">hiqqqhii", attributes, count - 1, ts, ts, -1, -1, -1, count) + payload
+    after_len = struct.pack(">ibI", 0, 2, cli_segment.crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(after_len)) + after_len
+
+
+def records_area(pairs):
+    """The records of an uncompressed batch of (key, value) pairs, without the header."""
+    return b"".join(cli_segment._record(i, i, k, v) for i, (k, v) in enumerate(pairs))
+
+
+def high_watermark(bootstrap, topic):
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "strata-it-hw"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
 
 
 def parse_v3(r):
@@ -71,6 +101,35 @@ class ProduceWireTest(ServerTestCase):
             self.assertEqual(self.produce(c, topic, good)[1:], (NONE, 3))
         got = kc.consume_partitions(self.bootstrap, topic, [0], 6)
         self.assertEqual([m.offset() for m in got], list(range(6)))
+
+    def test_compressed_batches_are_decompressed_and_checked(self):
+        topic = self.unique("wirez")
+        # 64 x max.message.bytes = 6.4 MB: what a batch's records may decompress to.
+        kc.create_topic(self.bootstrap, topic, 1, config={"max.message.bytes": "100000"})
+        pairs = [(b"k", b"gz%d" % i) for i in range(3)]
+        good = batch_of(gzip.compress(records_area(pairs)), 3, GZIP)
+        garbage = batch_of(bytes(random.Random(10).getrandbits(8) for _ in range(300)), 1, GZIP)
+        one = gzip.compress(records_area([(b"k", b"only")]))
+        claims_2g = batch_of(one, 2**31 - 1, GZIP)
+        plain_claims_2g = batch_of(records_area([(b"k", b"only")]), 2**31 - 1)
+        truncated = batch_of(gzip.compress(records_area(pairs))[:-6], 3, GZIP)
+        bomb_records = records_area([(None, bytes(8 << 20))])
+        bomb = batch_of(gzip.compress(bomb_records), 1, GZIP)
+        self.assertLess(len(bomb), 100000)
+        with kwire.Conn.to(self.bootstrap) as c:
+            self.assertEqual(self.produce(c, topic, good)[1:], (NONE, 0))
+            self.assertEqual(self.produce(c, topic, garbage)[1], CORRUPT_MESSAGE)
+            self.assertEqual(self.produce(c, topic, claims_2g)[1], INVALID_RECORD)
+            self.assertEqual(self.produce(c, topic, plain_claims_2g)[1], INVALID_RECORD)
+            self.assertEqual(self.produce(c, topic, truncated)[1], CORRUPT_MESSAGE)
+            self.assertEqual(self.produce(c, topic, bomb)[1], MESSAGE_TOO_LARGE)
+            self.assertEqual(high_watermark(self.bootstrap, topic), 3)
+            # Nothing above was appended: the next good batch takes offset 3.
+            self.assertEqual(self.produce(c, topic, good)[1:], (NONE, 3))
+        self.assertEqual(high_watermark(self.bootstrap, topic), 6)
+        got = kc.consume_partitions(self.bootstrap, topic, [0], 6)
+        self.assertEqual([(m.offset(), m.value()) for m in got],
+                         [(i, b"gz%d" % (i % 3)) for i in range(6)])
 
     def test_metadata_names_illegal_and_auto_created_topics(self):
         ok = self.unique("md")
