@@ -5,6 +5,11 @@
  *
  * Changes go to the controller (controller.h) as one operation per request; the answer
  * leaves once every shard applied it. Descriptions read this shard's snapshot.
+ *
+ * The controller reads topic names, config names and values as C strings, while the protocol's
+ * strings are length-delimited and may hold any byte: "abc\0def" read with strlen is "abc".
+ * So every such string passes through st_cstr, and an entry holding a NUL byte is answered here
+ * with an error and never reaches the controller.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,31 +28,85 @@
 #define ST_SRC_STATIC_BROKER 4
 #define ST_SRC_DEFAULT       5
 
+/* The answer for an entry refused before it reaches the controller. */
+static const char st_msg_nul_topic[] = "Topic name is illegal, it contains a NUL byte";
+static const char st_msg_nul_config[] = "Config name or value contains a NUL byte";
+
 typedef struct {
     st_ctl_op_t op;
     void *req;
     void *resp;
+    int nres;     /* entries in the answer */
+    int *item_of; /* answer entry -> index in op.items, or -1 when answered by the handler */
 } st_admin_t;
 
-static char *st_cstr(st_kreq_t *r, st_kstr_t s)
+/* Copies s into the request's arena as a C string in *out (NULL for the null string). Returns
+ * false, leaving *out NULL, when s holds a NUL byte: as a C string it would mean another,
+ * shorter name. An allocation failure also gives NULL, which callers treat as the null
+ * string. */
+static bool st_cstr(st_kreq_t *r, st_kstr_t s, const char **out)
 {
-    return s.len < 0 ? NULL : st_arena_strndup(&r->arena, s.ptr, (size_t)s.len);
+    *out = NULL;
+    if (s.len < 0)
+        return true;
+    if (memchr(s.ptr, 0, (size_t)s.len))
+        return false;
+    *out = st_arena_strndup(&r->arena, s.ptr, (size_t)s.len);
+    return true;
 }
 
+/* Converts one requested config change into cf (op is the caller's); false when its name or
+ * value holds a NUL byte. */
+static bool st_cfg_from(st_kreq_t *r, st_ctl_cfg_t *cf, st_kstr_t name, st_kstr_t value)
+{
+    if (!st_cstr(r, name, &cf->key) || !st_cstr(r, value, &cf->value))
+        return false;
+    if (!cf->key)
+        cf->key = "";
+    return true;
+}
+
+/* An operation for an answer of n entries; items are taken with st_admin_take. */
 static st_admin_t *st_admin_new(st_kreq_t *r, int kind, int n)
 {
     st_admin_t *a = st_arena_zalloc(&r->arena, sizeof *a);
     if (!a)
         return NULL;
     a->op.items = st_arena_zalloc(&r->arena, (size_t)n * sizeof *a->op.items + 1);
-    if (!a->op.items)
+    a->item_of = st_arena_zalloc(&r->arena, (size_t)n * sizeof *a->item_of + 1);
+    if (!a->op.items || !a->item_of)
         return NULL;
     a->op.kind = kind;
-    a->op.n = n;
+    a->op.n = 0;
     a->op.arg = r;
-    for (int i = 0; i < n; i++)
+    a->nres = n;
+    for (int i = 0; i < n; i++) {
         a->op.items[i].assigned = -1;
+        a->item_of[i] = -1;
+    }
     return a;
+}
+
+/* The controller item for answer entry i. */
+static st_ctl_item_t *st_admin_take(st_admin_t *a, int i)
+{
+    a->item_of[i] = a->op.n;
+    return &a->op.items[a->op.n++];
+}
+
+/* The item answering entry i, or NULL when the handler answered it itself. */
+static st_ctl_item_t *st_admin_item(st_admin_t *a, int i)
+{
+    return a->item_of[i] < 0 ? NULL : &a->op.items[a->item_of[i]];
+}
+
+/* Hands the operation to the controller, or answers at once when every entry was refused. */
+static void st_admin_submit(st_kreq_t *r, st_admin_t *a)
+{
+    if (a->op.n == 0)
+        a->op.cb(r->shard, &a->op);
+    else
+        st_ctl_submit(r->shard, &a->op);
 }
 
 static st_kstr_t st_item_msg(st_kreq_t *r, const st_ctl_item_t *it)
@@ -64,9 +123,11 @@ static void st_create_topics_done(st_kshard_t *s, st_ctl_op_t *op)
     st_admin_t *a = (st_admin_t *)op;
     st_kreq_t *r = op->arg;
     st_kp_create_topics_resp_t *resp = a->resp;
-    for (int i = 0; i < op->n; i++) {
-        st_ctl_item_t *it = &op->items[i];
+    for (int i = 0; i < a->nres; i++) {
+        st_ctl_item_t *it = st_admin_item(a, i);
         st_kp_create_topics_resp_topic_t *o = &resp->topics[i];
+        if (!it)
+            continue;
         o->error_code = it->error;
         o->error_message = st_item_msg(r, it);
         if (it->error) {
@@ -121,12 +182,27 @@ void st_kh_create_topics(st_kreq_t *r)
     int32_t self = (int32_t)r->shard->b->cfg->node_id;
     for (int i = 0; i < req->topics_count; i++) {
         st_kp_create_topics_req_topic_t *q = &req->topics[i];
-        st_ctl_item_t *it = &a->op.items[i];
-        st_kp_create_topics_resp_topic_init(&resp->topics[i]);
-        resp->topics[i].name = q->name;
-        it->name = st_cstr(r, q->name);
-        if (!it->name)
-            it->name = "";
+        st_kp_create_topics_resp_topic_t *o = &resp->topics[i];
+        st_kp_create_topics_resp_topic_init(o);
+        o->name = q->name;
+        const char *name;
+        int ncfg = q->configs_count > 0 ? q->configs_count : 0;
+        st_ctl_cfg_t *cfg = st_arena_zalloc(&r->arena, (size_t)ncfg * sizeof *cfg + 1);
+        bool cfg_ok = true;
+        for (int c = 0; cfg && c < ncfg; c++) {
+            cfg_ok = cfg_ok && st_cfg_from(r, &cfg[c], q->configs[c].name, q->configs[c].value);
+            cfg[c].op = cfg[c].value ? ST_CTL_CFG_SET : ST_CTL_CFG_DELETE;
+        }
+        bool name_ok = st_cstr(r, q->name, &name);
+        if (!name_ok || !cfg_ok) {
+            o->error_code = !name_ok ? ST_KERR_INVALID_TOPIC_EXCEPTION : ST_KERR_INVALID_CONFIG;
+            o->error_message = st_kstr(!name_ok ? st_msg_nul_topic : st_msg_nul_config);
+            o->configs_count = -1;
+            r->error_code = o->error_code;
+            continue;
+        }
+        st_ctl_item_t *it = st_admin_take(a, i);
+        it->name = name ? name : "";
         it->count = q->num_partitions;
         it->rf = q->replication_factor;
         if (q->assignments_count > 0) {
@@ -140,17 +216,10 @@ void st_kh_create_topics(st_kreq_t *r)
             if (q->num_partitions != -1 || q->replication_factor != -1)
                 it->bad_assignment = true;
         }
-        it->ncfg = q->configs_count > 0 ? q->configs_count : 0;
-        it->cfg = st_arena_zalloc(&r->arena, (size_t)it->ncfg * sizeof *it->cfg + 1);
-        for (int c = 0; it->cfg && c < it->ncfg; c++) {
-            it->cfg[c].key = st_cstr(r, q->configs[c].name);
-            it->cfg[c].value = st_cstr(r, q->configs[c].value);
-            it->cfg[c].op = it->cfg[c].value ? ST_CTL_CFG_SET : ST_CTL_CFG_DELETE;
-            if (!it->cfg[c].key)
-                it->cfg[c].key = "";
-        }
+        it->ncfg = ncfg;
+        it->cfg = cfg;
     }
-    st_ctl_submit(r->shard, &a->op);
+    st_admin_submit(r, a);
 }
 
 /* ---- DeleteTopics ---- */
@@ -161,9 +230,11 @@ static void st_delete_topics_done(st_kshard_t *s, st_ctl_op_t *op)
     st_kreq_t *r = op->arg;
     st_kp_delete_topics_resp_t *resp = a->resp;
     (void)s;
-    for (int i = 0; i < op->n; i++) {
-        st_ctl_item_t *it = &op->items[i];
+    for (int i = 0; i < a->nres; i++) {
+        st_ctl_item_t *it = st_admin_item(a, i);
         st_kp_delete_topics_resp_response_t *o = &resp->responses[i];
+        if (!it)
+            continue;
         o->error_code = it->error;
         o->error_message = st_item_msg(r, it);
         memcpy(o->topic_id.b, it->id, 16);
@@ -196,20 +267,27 @@ void st_kh_delete_topics(st_kreq_t *r)
     a->resp = resp;
     a->op.cb = st_delete_topics_done;
     for (int i = 0; i < n; i++) {
-        st_ctl_item_t *it = &a->op.items[i];
-        st_kp_delete_topics_resp_response_init(&resp->responses[i]);
+        st_kp_delete_topics_resp_response_t *o = &resp->responses[i];
+        st_kp_delete_topics_resp_response_init(o);
+        o->name = r->api_version >= 6 ? req->topics[i].name : req->topic_names[i];
+        const char *name;
+        if (!st_cstr(r, o->name, &name)) {
+            /* No topic has this name, and Kafka answers a name it does not know, legal or not,
+             * with UNKNOWN_TOPIC_OR_PARTITION: so does the controller for "a b". */
+            o->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+            o->error_message = st_kstr("This server does not host this topic.");
+            r->error_code = o->error_code;
+            continue;
+        }
+        st_ctl_item_t *it = st_admin_take(a, i);
         if (r->api_version >= 6) {
-            resp->responses[i].name = req->topics[i].name;
-            it->name = st_cstr(r, req->topics[i].name);
+            it->name = name;
             memcpy(it->id, req->topics[i].topic_id.b, 16);
         } else {
-            resp->responses[i].name = req->topic_names[i];
-            it->name = st_cstr(r, req->topic_names[i]);
-            if (!it->name)
-                it->name = "";
+            it->name = name ? name : "";
         }
     }
-    st_ctl_submit(r->shard, &a->op);
+    st_admin_submit(r, a);
 }
 
 /* ---- CreatePartitions ---- */
@@ -220,11 +298,14 @@ static void st_create_partitions_done(st_kshard_t *s, st_ctl_op_t *op)
     st_kreq_t *r = op->arg;
     st_kp_create_partitions_resp_t *resp = a->resp;
     (void)s;
-    for (int i = 0; i < op->n; i++) {
-        resp->results[i].error_code = op->items[i].error;
-        resp->results[i].error_message = st_item_msg(r, &op->items[i]);
-        if (op->items[i].error)
-            r->error_code = op->items[i].error;
+    for (int i = 0; i < a->nres; i++) {
+        st_ctl_item_t *it = st_admin_item(a, i);
+        if (!it)
+            continue;
+        resp->results[i].error_code = it->error;
+        resp->results[i].error_message = st_item_msg(r, it);
+        if (it->error)
+            r->error_code = it->error;
     }
     ST_KREQ_RESPOND(r, create_partitions, resp);
 }
@@ -251,17 +332,24 @@ void st_kh_create_partitions(st_kreq_t *r)
     int32_t self = (int32_t)r->shard->b->cfg->node_id;
     for (int i = 0; i < req->topics_count; i++) {
         st_kp_create_partitions_req_topic_t *q = &req->topics[i];
-        st_ctl_item_t *it = &a->op.items[i];
         resp->results[i].name = q->name;
-        it->name = st_cstr(r, q->name);
-        if (!it->name)
-            it->name = "";
+        const char *name;
+        if (!st_cstr(r, q->name, &name)) {
+            /* As for DeleteTopics: Kafka answers an unknown name with UNKNOWN_TOPIC_OR_PARTITION.
+             */
+            resp->results[i].error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+            resp->results[i].error_message = st_kstr("This server does not host this topic.");
+            r->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+            continue;
+        }
+        st_ctl_item_t *it = st_admin_take(a, i);
+        it->name = name ? name : "";
         it->count = q->count;
         for (int k = 0; k < q->assignments_count; k++)
             if (q->assignments[k].broker_ids_count != 1 || q->assignments[k].broker_ids[0] != self)
                 it->bad_assignment = true;
     }
-    st_ctl_submit(r->shard, &a->op);
+    st_admin_submit(r, a);
 }
 
 /* ---- DescribeConfigs ---- */
@@ -281,6 +369,13 @@ static void st_describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *
                               st_kp_describe_configs_resp_result_t *o)
 {
     const st_config_t *cfg = r->shard->b->cfg;
+    const char *name;
+    if (!st_cstr(r, q->resource_name, &name)) {
+        /* Kafka validates the name (Topic.validate) before looking the topic up. */
+        o->error_code = ST_KERR_INVALID_TOPIC_EXCEPTION;
+        o->error_message = st_kstr(st_msg_nul_topic);
+        return;
+    }
     const st_md_topic_t *t = st_md_find(r->shard->md, q->resource_name.ptr, q->resource_name.len);
     if (!t) {
         o->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -398,17 +493,17 @@ typedef struct {
     int8_t *types;
     st_kstr_t *names;
     int n;
-    int *item_of; /* resource -> item index, or -1 */
 } st_alter_t;
 
-static void st_alter_collect(st_kreq_t *r, st_ctl_op_t *op, st_alter_t *al)
+static void st_alter_collect(st_kreq_t *r, st_admin_t *a, st_alter_t *al)
 {
-    for (int i = 0; i < al->n; i++)
-        if (al->item_of[i] >= 0) {
-            st_ctl_item_t *it = &op->items[al->item_of[i]];
+    for (int i = 0; i < al->n; i++) {
+        st_ctl_item_t *it = st_admin_item(a, i);
+        if (it) {
             al->errors[i] = it->error;
             al->messages[i] = st_item_msg(r, it);
         }
+    }
 }
 
 static void st_alter_done(st_kshard_t *s, st_ctl_op_t *op)
@@ -417,7 +512,7 @@ static void st_alter_done(st_kshard_t *s, st_ctl_op_t *op)
     st_kreq_t *r = op->arg;
     st_alter_t *al = a->req;
     (void)s;
-    st_alter_collect(r, op, al);
+    st_alter_collect(r, a, al);
     if (r->api_key == ST_KP_API_ALTER_CONFIGS) {
         st_kp_alter_configs_resp_t resp;
         st_kp_alter_configs_resp_init(&resp);
@@ -449,28 +544,50 @@ static st_alter_t *st_alter_new(st_kreq_t *r, int n)
     al->messages = st_arena_zalloc(&r->arena, (size_t)n * sizeof *al->messages + 1);
     al->types = st_arena_zalloc(&r->arena, (size_t)n * sizeof *al->types + 1);
     al->names = st_arena_zalloc(&r->arena, (size_t)n * sizeof *al->names + 1);
-    al->item_of = st_arena_zalloc(&r->arena, (size_t)n * sizeof *al->item_of + 1);
-    if (!al->errors || !al->messages || !al->types || !al->names || !al->item_of)
+    if (!al->errors || !al->messages || !al->types || !al->names)
         return NULL;
     return al;
 }
 
-/* Fills item `it` for resource i, or answers the resource directly; returns true if it
- * becomes an item. */
-static bool st_alter_resource(st_kreq_t *r, st_alter_t *al, int i, int8_t type, st_kstr_t name)
+/* Answers resource i directly, or returns a controller item for it with its name set (the
+ * caller adds the configs, of which there are ncfg). */
+static st_ctl_item_t *st_alter_resource(st_kreq_t *r, st_admin_t *a, st_alter_t *al, int i,
+                                        int8_t type, st_kstr_t name, int ncfg)
 {
     al->types[i] = type;
     al->names[i] = name;
-    al->item_of[i] = -1;
     al->messages[i] = ST_KSTR_NULL;
-    if (type == ST_RES_TOPIC)
-        return true;
-    al->errors[i] = ST_KERR_INVALID_REQUEST;
-    al->messages[i] =
-        st_kstr(type == ST_RES_BROKER ? "Broker settings are static: set them in strata.properties"
+    const char *cname = NULL;
+    if (type != ST_RES_TOPIC) {
+        al->errors[i] = ST_KERR_INVALID_REQUEST;
+        al->messages[i] = st_kstr(type == ST_RES_BROKER
+                                      ? "Broker settings are static: set them in strata.properties"
                                       : "Unsupported resource type");
-    (void)r;
-    return false;
+        return NULL;
+    }
+    if (!st_cstr(r, name, &cname)) {
+        /* Kafka validates the name (Topic.validate) before looking the topic up. */
+        al->errors[i] = ST_KERR_INVALID_TOPIC_EXCEPTION;
+        al->messages[i] = st_kstr(st_msg_nul_topic);
+        return NULL;
+    }
+    st_ctl_item_t *it = st_admin_take(a, i);
+    it->name = cname ? cname : "";
+    it->ncfg = ncfg > 0 ? ncfg : 0;
+    it->cfg = st_arena_zalloc(&r->arena, (size_t)it->ncfg * sizeof *it->cfg + 1);
+    return it;
+}
+
+/* Refuses resource i, whose item was just taken, for a config name or value holding a NUL
+ * byte: the item goes back unused, so the controller never sees the resource. */
+static void st_alter_refuse_config(st_admin_t *a, st_alter_t *al, int i)
+{
+    st_ctl_item_t *it = &a->op.items[--a->op.n];
+    memset(it, 0, sizeof *it);
+    it->assigned = -1;
+    a->item_of[i] = -1;
+    al->errors[i] = ST_KERR_INVALID_CONFIG;
+    al->messages[i] = st_kstr(st_msg_nul_config);
 }
 
 void st_kh_alter_configs(st_kreq_t *r)
@@ -489,33 +606,22 @@ void st_kh_alter_configs(st_kreq_t *r)
     a->req = al;
     a->op.validate_only = req.validate_only;
     a->op.cb = st_alter_done;
-    int k = 0;
     for (int i = 0; i < req.resources_count; i++) {
         st_kp_alter_configs_req_resource_t *q = &req.resources[i];
-        if (!st_alter_resource(r, al, i, q->resource_type, q->resource_name))
+        st_ctl_item_t *it =
+            st_alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count);
+        if (!it)
             continue;
-        st_ctl_item_t *it = &a->op.items[k];
-        al->item_of[i] = k++;
-        it->name = st_cstr(r, q->resource_name);
-        if (!it->name)
-            it->name = "";
         it->replace_configs = true;
-        it->ncfg = q->configs_count > 0 ? q->configs_count : 0;
-        it->cfg = st_arena_zalloc(&r->arena, (size_t)it->ncfg * sizeof *it->cfg + 1);
+        bool ok = true;
         for (int c = 0; it->cfg && c < it->ncfg; c++) {
-            it->cfg[c].key = st_cstr(r, q->configs[c].name);
-            it->cfg[c].value = st_cstr(r, q->configs[c].value);
+            ok = ok && st_cfg_from(r, &it->cfg[c], q->configs[c].name, q->configs[c].value);
             it->cfg[c].op = it->cfg[c].value ? ST_CTL_CFG_SET : ST_CTL_CFG_DELETE;
-            if (!it->cfg[c].key)
-                it->cfg[c].key = "";
         }
+        if (!ok)
+            st_alter_refuse_config(a, al, i);
     }
-    a->op.n = k;
-    if (k == 0) {
-        st_alter_done(r->shard, &a->op);
-        return;
-    }
-    st_ctl_submit(r->shard, &a->op);
+    st_admin_submit(r, a);
 }
 
 void st_kh_incremental_alter_configs(st_kreq_t *r)
@@ -534,35 +640,23 @@ void st_kh_incremental_alter_configs(st_kreq_t *r)
     a->req = al;
     a->op.validate_only = req.validate_only;
     a->op.cb = st_alter_done;
-    int k = 0;
     for (int i = 0; i < req.resources_count; i++) {
         st_kp_incremental_alter_configs_req_resource_t *q = &req.resources[i];
-        if (!st_alter_resource(r, al, i, q->resource_type, q->resource_name))
+        st_ctl_item_t *it =
+            st_alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count);
+        if (!it)
             continue;
-        st_ctl_item_t *it = &a->op.items[k];
-        al->item_of[i] = k++;
-        it->name = st_cstr(r, q->resource_name);
-        if (!it->name)
-            it->name = "";
-        it->ncfg = q->configs_count > 0 ? q->configs_count : 0;
-        it->cfg = st_arena_zalloc(&r->arena, (size_t)it->ncfg * sizeof *it->cfg + 1);
+        bool ok = true;
         for (int c = 0; it->cfg && c < it->ncfg; c++) {
-            it->cfg[c].key = st_cstr(r, q->configs[c].name);
-            it->cfg[c].value = st_cstr(r, q->configs[c].value);
+            ok = ok && st_cfg_from(r, &it->cfg[c], q->configs[c].name, q->configs[c].value);
             it->cfg[c].op = q->configs[c].config_operation;
-            if (!it->cfg[c].key)
-                it->cfg[c].key = "";
-            if (it->cfg[c].op < 0 || it->cfg[c].op > 3) {
+            if (it->cfg[c].op < 0 || it->cfg[c].op > 3)
                 it->cfg[c].op = -1;
-            }
         }
+        if (!ok)
+            st_alter_refuse_config(a, al, i);
     }
-    a->op.n = k;
-    if (k == 0) {
-        st_alter_done(r->shard, &a->op);
-        return;
-    }
-    st_ctl_submit(r->shard, &a->op);
+    st_admin_submit(r, a);
 }
 
 /* ---- DescribeCluster ---- */
