@@ -4,27 +4,32 @@ A kill -9 leaves the page cache in place, so it cannot catch a missing fsync. He
 log.dirs is a dropfs mount (tests/tools/dropfs.c): a FUSE pass-through file system that, on
 command, drops every byte written since its file's last fsync/fdatasync and undoes every
 create/mkdir/rename/unlink/rmdir not followed by an fsync of its directory, as a power cut
-would.
+would, and then fails every further operation with EIO (the disk has no power).
 
-The scenario: topics with several partitions and small segments (so segments roll and new
-files appear), an acks=all producer recording every acknowledged record, and a few rounds of:
-produce, kill -9 the broker mid-load, cut the power (drop what is not durable), unmount and
-mount again (fresh kernel caches), restart the broker, and check every acknowledged record is
-still there at its offset, exactly once. Each round also creates a new topic. Each cut must
-have dropped something (dropfs's own counters), or the round proves nothing.
+The scenario: a topic with three partitions and small segments (so segments roll and new files
+appear), an acks=all producer recording every acknowledged record, and CUTS rounds of: create
+one more topic (two partitions), produce, and while appends are in flight stop the broker
+(SIGSTOP: the machine halts, nothing can be acknowledged after this instant), cut the power
+(only when dropfs holds unsynced segment bytes, so every cut drops some), kill -9 the broker,
+unmount and mount again (fresh kernel caches), restart the broker, append a marker record to
+every partition, read every partition through its marker and check every acknowledged record
+is there at its offset, and no record twice.
 
     test_powerloss.py [--caching]      (or STRATA_POWERLOSS_CACHING=1)
 
 --caching runs the same scenario with write.caching=true and a one-hour flush interval: the
 broker then acknowledges before syncing, and the test must fail (acknowledged records lost),
-which shows it can.
+which shows it can. STRATA_DROPFS_TRACE=1 runs dropfs with --trace (every write, sync and
+directory change in dropfs.log; with STRATA_IT_KEEP=1 the directory is kept).
 
 Exits 77 (CTest's skip) when /dev/fuse, fusermount3 or the dropfs binary is missing, or when
 mounting is not permitted here. Environment: STRATA_DROPFS, the dropfs binary (set by CTest).
 """
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,12 +57,17 @@ TEST_BUDGET = 55.0        # seconds for the whole scenario
 def dropfs_binary():
     p = os.environ.get("STRATA_DROPFS")
     if p:
-        return p
+        return p if os.access(p, os.X_OK) else None
     for b in ("build-test", "build-it", "build"):
         c = os.path.join(harness.SRC, b, "tests", "dropfs")
         if os.access(c, os.X_OK):
             return c
     return None
+
+
+# dropfs's report of one file a cut put back: path, bytes dropped past the durable size,
+# overwritten bytes restored.
+CUT_FILE_RE = re.compile(r"cut: (/\S+): size \d+ -> \d+, (\d+) bytes past .*, (\d+) overwritten")
 
 
 class MountRefused(Exception):
@@ -92,28 +102,45 @@ class DropFS:
             raise AssertionError("dropfs exited at mount:\n%s" % text[-2000:])
 
     def stats(self):
-        """The control file's counters as a dict, and its "cut: ..." lines as 'log'."""
+        """The control file's counters as a dict; its "cut: ..." lines as 'log', the bytes of
+        each file a cut would drop now as 'pending' {path: bytes}, and the bytes the last cut
+        dropped from segment files (*.log) as 'log_bytes'."""
         with open(self.ctl) as f:
             text = f.read()
-        out = {"log": []}
+        out = {"log": [], "pending": {}, "log_bytes": 0}
         for line in text.splitlines():
             if line.startswith("cut: "):
                 out["log"].append(line)
+                m = CUT_FILE_RE.match(line)
+                if m and m.group(1).endswith(".log"):
+                    out["log_bytes"] += int(m.group(2)) + int(m.group(3))
+            elif line.startswith("pending: "):
+                _, n, path = line.split(" ", 2)
+                out["pending"][path] = int(n)
             else:
                 k, v = line.split()
                 out[k] = int(v)
         return out
 
-    def cut(self):
-        """Power cut: wait until no handle is open (a killed process's last requests are
-        done), drop what is not durable, return the counters."""
-        wait_until(lambda: self.stats()["open_files"] == 0, 15,
-                   "the killed broker's files closed on the dropfs mount")
-        with open(self.ctl, "w") as f:
-            f.write("cut")
+    def cut(self, if_pending=None):
+        """Power cut, now: drop what is not durable; from here on every operation on the
+        mount fails with EIO until it is mounted again. Returns the counters. With
+        if_pending=".log", cut only if a *.log file holds unsynced bytes, else return None."""
+        cmd = ("cut %s" % if_pending if if_pending else "cut").encode()
+        fd = os.open(self.ctl, os.O_WRONLY)     # unbuffered: one write, one command
+        try:
+            os.write(fd, cmd)
+        except BlockingIOError:
+            return None
+        finally:
+            os.close(fd)
         return self.stats()
 
     def unmount(self):
+        """Unmount, once every handle is closed (a killed process's last requests done)."""
+        wait_until(lambda: self.stats()["open_files"] == 0, 15,
+                   "every file on the dropfs mount closed")
+
         def gone():
             r = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
             return r.returncode == 0
@@ -164,30 +191,26 @@ def skip_reason():
     return None
 
 
-def read_all(bootstrap, topics, timeout=30):
-    """Every record of the topics ({name: partitions}), from offset 0 to the high watermark:
-    {(topic, partition): [(offset, value), ...]}."""
+def read_through(bootstrap, ends, timeout=30):
+    """Every record of the partitions in ends {(topic, partition): offset}, from offset 0
+    through that offset (a record known to be there): {(topic, partition): [(offset, value)]}.
+    Reading up to a known record, not to the high watermark, copes with a log whose end lies
+    past its last record (offsets lost in a gap)."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "powerloss-reader",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
                   "fetch.wait.max.ms": 50, "enable.partition.eof": False})
     try:
-        want, out = {}, {}
-        for t, n in topics.items():
-            for p in range(n):
-                lo, hi = c.get_watermark_offsets(TopicPartition(t, p), timeout=10)
-                out[(t, p)] = []
-                if hi > lo:
-                    want[(t, p)] = hi
-        c.assign([TopicPartition(t, p, 0) for (t, p) in want])
+        out = {k: [] for k in ends}
+        c.assign([TopicPartition(t, p, 0) for (t, p) in ends])
 
         def done():
             for m in c.consume(1000, 0.2):
                 if m.error() is not None:
                     raise AssertionError("consume error: %s" % m.error())
                 out[(m.topic(), m.partition())].append((m.offset(), m.value()))
-            return all(out[k] and out[k][-1][0] >= hi - 1 for k, hi in want.items())
-        wait_until(done, timeout, "every partition read to its high watermark", interval=0)
+            return all(out[k] and out[k][-1][0] >= end for k, end in ends.items())
+        wait_until(done, timeout, "every partition read through its marker", interval=0)
         return out
     finally:
         c.close()
@@ -315,6 +338,15 @@ class DropfsModelTest(unittest.TestCase):
 
 
 
+def lost_ranges(lost):
+    """"topic/partition: first..last (n)" for each partition with lost records."""
+    by = {}
+    for (t, p, o), _ in lost:
+        by.setdefault((t, p), []).append(o)
+    return ", ".join("%s/%d: %d..%d (%d)" % (t, p, min(os_), max(os_), len(os_))
+                     for (t, p), os_ in sorted(by.items()))
+
+
 class PowerLossTest(unittest.TestCase):
     def setUp(self):
         harness.need_server_binary()
@@ -322,7 +354,8 @@ class PowerLossTest(unittest.TestCase):
         backing, mnt = os.path.join(self.tmp, "backing"), os.path.join(self.tmp, "mnt")
         os.makedirs(backing)
         os.makedirs(mnt)
-        self.fs = DropFS(backing, mnt, os.path.join(self.tmp, "dropfs.log"))
+        self.fs = DropFS(backing, mnt, os.path.join(self.tmp, "dropfs.log"),
+                         ["--trace"] if os.environ.get("STRATA_DROPFS_TRACE") else [])
         sets = {"log.segment.bytes": str(SEGMENT_BYTES), "num.partitions": "2",
                 "auto.create.topics.enable": "false"}
         if CACHING:
@@ -348,9 +381,10 @@ class PowerLossTest(unittest.TestCase):
 
     def produce_round(self, topics, acked, seq0, deadline):
         """acks=all load over every partition of topics until ROUND_RECORDS more are
-        acknowledged (or ROUND_SECONDS pass), then kill -9 the broker mid-stream while dropfs
-        holds unsynced bytes. Acknowledged records go into acked {(t, p, offset): value}.
-        Returns the next sequence number."""
+        acknowledged (or ROUND_SECONDS pass), then stop the broker, cut the power while dropfs
+        holds unsynced segment bytes, and kill -9 the broker. Acknowledged records go into
+        acked {(t, p, offset): value}. Returns the next sequence number and dropfs's counters
+        at the cut."""
         p = kc.producer(self.server.bootstrap, acks="all", linger_ms=1, retries=0,
                         message_timeout_ms=5000, queue_buffering_max_messages=2000)
         names = sorted(topics)
@@ -372,27 +406,48 @@ class PowerLossTest(unittest.TestCase):
                 p.poll(0.01)
             p.poll(0)
             if len(acked) - start >= ROUND_RECORDS or time.monotonic() > t_end:
-                # Kill while writes are in flight: dropfs must be holding unsynced bytes.
-                if self.fs.stats()["pending_bytes"] > 0:
+                # The machine stops (SIGSTOP: no broker code runs from here on, so nothing
+                # can be acknowledged after the cut), the power goes (if dropfs holds
+                # unsynced segment bytes; else run on and try again), the process dies.
+                os.kill(self.server.proc.pid, signal.SIGSTOP)
+                st = self.fs.cut(if_pending=".log")
+                if st is not None:
                     self.server.kill9()
                     killed = True
                 elif time.monotonic() > t_end + 5:
-                    self.fail("dropfs never held unsynced bytes under load")
+                    self.fail("dropfs never held unsynced segment bytes under load")
+                else:
+                    os.kill(self.server.proc.pid, signal.SIGCONT)
         p.purge()
         p.flush(10)   # acknowledgements received before the kill still count
-        return seq
+        return seq, st
 
-    def verify(self, topics, acked):
-        """Every acknowledged record at its offset; no record twice; offsets without gaps."""
-        got = read_all(self.server.bootstrap, topics)
-        lost = [(k, v) for k, v in acked.items() if dict(got.get(k[:2], [])).get(k[2]) != v]
+    def verify(self, topics, acked, r):
+        """Appends one marker record (acks=all) to every partition, reads every partition
+        through its marker, and returns the acknowledged records not found at their offsets,
+        the number of records found twice, the records on disk and the offset gaps."""
+        p = kc.producer(self.server.bootstrap, acks="all", retries=0, linger_ms=0,
+                        message_timeout_ms=10000)
+        ends, markers = {}, {}
+
+        def cb(err, m):
+            self.assertIsNone(err, "marker not acknowledged after the restart")
+            markers[(m.topic(), m.partition(), m.offset())] = m.value()
+            ends[(m.topic(), m.partition())] = m.offset()
+        for t, n in topics.items():
+            for q in range(n):
+                p.produce(t, b"%s/marker-%d-%d" % (t.encode(), r, q), partition=q, on_delivery=cb)
+        self.assertEqual(p.flush(15), 0, "markers not delivered within 15s")
+        got = read_through(self.server.bootstrap, ends)
+        lost = [(k, v) for k, v in acked.items() if dict(got[k[:2]]).get(k[2]) != v]
+        acked.update(markers)     # checked after the next cuts too
         values = [v for recs in got.values() for _, v in recs]
-        dups = len(values) - len(set(values))
-        for (t, p), recs in got.items():
-            offs = [o for o, _ in recs]
-            self.assertEqual(offs, list(range(offs[0], offs[0] + len(offs))) if offs else [],
-                             "offsets of %s/%d not contiguous" % (t, p))
-        return lost, dups, sum(len(r) for r in got.values())
+        gaps = []
+        for (t, q), recs in sorted(got.items()):
+            for (o1, _), (o2, _) in zip(recs, recs[1:]):
+                if o2 != o1 + 1:
+                    gaps.append("%s/%d: %d..%d" % (t, q, o1 + 1, o2 - 1))
+        return lost, len(values) - len(set(values)), len(values), gaps
 
     def test_power_cuts_under_acks_all_load(self):
         t0 = time.monotonic()
@@ -401,39 +456,41 @@ class PowerLossTest(unittest.TestCase):
         topics = {"pl-base": 3}
         kc.create_topic(self.server.bootstrap, "pl-base", 3,
                         config={"segment.bytes": str(SEGMENT_BYTES)})
-        acked, seq, figures = {}, 0, []
+        acked, seq = {}, 0
         for r in range(CUTS):
             name = "pl-new-%d" % r        # a topic created during the test, each round
             kc.create_topic(self.server.bootstrap, name, 2,
                             config={"segment.bytes": str(SEGMENT_BYTES)})
             topics[name] = 2
             before = len(acked)
-            seq = self.produce_round(topics, acked, seq, deadline)
-            st = self.fs.cut()
+            seq, st = self.produce_round(topics, acked, seq, deadline)
             self.fs.unmount()
             self.fs.mount()
             self.server.start()
             wait_until(lambda: all(kc.admin(self.server.bootstrap).list_topics(t, timeout=5)
                                    .topics[t].error is None for t in topics), 15,
                        "topics back after the restart")
-            lost, dups, on_disk = self.verify(topics, acked)
-            figures.append((len(acked) - before, st["last_dropped_bytes"],
-                            st["last_dropped_files"], st["last_undone_dirops"], len(lost)))
+            lost, dups, on_disk, gaps = self.verify(topics, acked, r)
             print("cut %d: %d acked this round (%d in all), %d records on disk; dropfs dropped "
-                  "%d bytes in %d files and undid %d directory changes; %d acknowledged lost, "
-                  "%d duplicated" % (r + 1, len(acked) - before, len(acked), on_disk,
-                                     st["last_dropped_bytes"], st["last_dropped_files"],
-                                     st["last_undone_dirops"], len(lost), dups), flush=True)
+                  "%d bytes in %d files (%d of segment data) and undid %d directory changes; "
+                  "%d acknowledged lost, %d duplicated"
+                  % (r + 1, len(acked) - before, len(acked), on_disk, st["last_dropped_bytes"],
+                     st["last_dropped_files"], st["log_bytes"], st["last_undone_dirops"],
+                     len(lost), dups), flush=True)
+            if gaps:
+                # Offsets never acknowledged, lost with the unsynced tail of a segment while
+                # the next segment (created at a roll, its name synced) survived. Not a loss
+                # of acknowledged data; shown, not failed.
+                print("  offsets missing between records: %s" % ", ".join(gaps))
             self.assertEqual(st["undo_errors"], 0, "dropfs could not undo:\n%s"
                              % "\n".join(st["log"]))
-            self.assertGreater(st["last_dropped_bytes"] + st["last_undone_dirops"], 0,
-                               "the cut dropped nothing: the round did not exercise a power loss")
+            self.assertGreater(st["log_bytes"], 0, "the cut dropped no segment data: the round "
+                               "did not exercise a power loss\n%s" % "\n".join(st["log"]))
             if lost or dups:
-                first = sorted(lost)[:5]
                 self.fail("after cut %d (%s): %d of %d acknowledged records lost, %d duplicated; "
-                          "first lost (topic, partition, offset): %s\ndropfs undid:\n%s"
+                          "lost by partition: %s\ndropfs undid:\n%s"
                           % (r + 1, "write.caching" if CACHING else "strict", len(lost),
-                             len(acked), dups, [k for k, _ in first], "\n".join(st["log"][:60])))
+                             len(acked), dups, lost_ranges(lost), "\n".join(st["log"][:80])))
             self.assertLess(time.monotonic(), deadline + 30, "scenario ran far over its budget")
         self.server.stop()
         print("%d cuts, %d acknowledged records, none lost; %.1fs" % (

@@ -2,13 +2,16 @@
  * dropfs.c — a FUSE pass-through file system that forgets, on command, everything a power cut
  * would: what was written but never synced.
  *
- *     dropfs [--zero-tail] [--random SEED] BACKING MOUNTPOINT [fuse options]
+ *     dropfs [--zero-tail] [--random SEED] [--trace] BACKING MOUNTPOINT [fuse options]
  *
  * It serves BACKING at MOUNTPOINT (in the foreground, one request at a time) and keeps, beside
  * the real files, a record of what is not yet durable. Writing "cut" to the control file
  * MOUNTPOINT/.dropfs puts BACKING back to its durable state, as a machine losing power would
- * find it on reboot. Reading the control file reports counters (one "name value" per line) and
- * what the last cut undid ("cut: ..." lines).
+ * find it on reboot. Reading the control file reports counters (one "name value" per line),
+ * the bytes a cut would drop now per file ("pending: BYTES PATH", PATH as the file was named
+ * when first changed since its last sync) and what the last cut undid ("cut: ..." lines).
+ * "cut SUFFIX" cuts only if a file named *SUFFIX holds unsynced bytes (else EAGAIN), so a test
+ * can be sure the cut drops some of the data it cares about.
  *
  * The durability model (strict: what POSIX promises, not what ext4 happens to do):
  *
@@ -37,10 +40,12 @@
  * of their file, so renames of files and directories after an operation do not confuse its
  * undo, and no inode number is reused while dropfs may still need it.
  *
- * Caches: the kernel keeps its own view of the mount (page cache, attributes, names), which a
- * cut does not touch. Use a cut the way a power cut happens: stop every writer, wait until
- * open_files reads 0 (no request of a killed process is still in flight), cut, unmount, mount
- * again, start the writers.
+ * After a cut the power is off: every operation but close, stat and the control file fails
+ * with EIO, so nothing a writer still does reaches BACKING (a sync that was in flight at the
+ * cut does not complete, as on a real machine). The kernel also keeps its own view of the
+ * mount (page cache, attributes, names), which a cut does not touch. So use it as: writers
+ * running; cut; kill them; wait until open_files reads 0; unmount; mount again (fresh caches,
+ * power back); start them again.
  */
 #define FUSE_USE_VERSION 31
 
@@ -112,6 +117,8 @@ static struct {
     bool zero_tail; /* --zero-tail */
     bool random;    /* --random */
     unsigned seed;  /* ... its generator's state */
+    bool dead;      /* cut: the power is off until the next mount */
+    bool trace;     /* --trace: every change and sync on stderr */
     uint64_t trash_seq;
     dirty_t *dirty;
     dirop_t *head, *tail;
@@ -138,9 +145,28 @@ static bool hidden(const char *path)
     return strncmp(path, "/" TRASH_NAME, n) == 0 && (path[n] == 0 || path[n] == '/');
 }
 
+/* With --trace, one line on stderr per change and sync, to follow a lost byte back. */
+__attribute__((format(printf, 1, 2))) static void trace(const char *fmt, ...)
+{
+    if (!g.trace)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("dropfs: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
 static bool is_ctl(const char *path)
 {
     return path && strcmp(path, CTL_PATH) == 0;
+}
+
+/* After a cut the disk has no power: everything but the control file fails. */
+static bool off_line(const char *path)
+{
+    return g.dead && !is_ctl(path);
 }
 
 /* Appends a line to the last cut's report, and to stderr. */
@@ -410,6 +436,7 @@ static void journal_add(op_kind_t kind, int dfd0, const char *name0, int dfd1, c
             op->ino[i] = st.st_ino;
         }
     }
+    trace("%s", what);
     op->prev = g.tail;
     if (g.tail)
         g.tail->next = op;
@@ -502,9 +529,12 @@ static void undo_op(dirop_t *op)
     g.last_dirops++;
 }
 
-/* The power cut: every file back to its last sync, every unsynced directory change undone. */
+/* The power cut: every file back to its last sync, every unsynced directory change undone;
+ * from now on the disk answers nothing but EIO. */
 static void cut(void)
 {
+    trace("cut");
+    g.dead = true;
     free(g.cutlog);
     g.cutlog = NULL;
     g.cutlog_len = 0;
@@ -545,14 +575,16 @@ static char *ctl_report(size_t *len)
     if (!f)
         return NULL;
     fprintf(f,
-            "open_files %ld\npending_files %" PRIu64 "\npending_bytes %" PRIu64
+            "dead %d\nopen_files %ld\npending_files %" PRIu64 "\npending_bytes %" PRIu64
             "\npending_dirops %" PRIu64 "\nsyncs %" PRIu64 "\ndirsyncs %" PRIu64 "\ncuts %" PRIu64
             "\ndropped_bytes %" PRIu64 "\ndropped_files %" PRIu64 "\nundone_dirops %" PRIu64
             "\nundo_errors %" PRIu64 "\nlast_dropped_bytes %" PRIu64 "\nlast_dropped_files %" PRIu64
             "\nlast_undone_dirops %" PRIu64 "\n",
-            g.open_files, pending_files, pending_bytes, pending_dirops, g.syncs, g.dirsyncs, g.cuts,
-            g.dropped_bytes, g.dropped_files, g.undone_dirops, g.undo_errors, g.last_bytes,
+            g.dead, g.open_files, pending_files, pending_bytes, pending_dirops, g.syncs, g.dirsyncs,
+            g.cuts, g.dropped_bytes, g.dropped_files, g.undone_dirops, g.undo_errors, g.last_bytes,
             g.last_files, g.last_dirops);
+    for (const dirty_t *d = g.dirty; d; d = d->next)
+        fprintf(f, "pending: %" PRIu64 " %s\n", dirty_pending(d), d->path);
     if (g.cutlog)
         fputs(g.cutlog, f);
     fclose(f);
@@ -576,13 +608,34 @@ static int ctl_open(struct fuse_file_info *fi)
     return 0;
 }
 
+/* True if a file whose name (when first changed) ends in suffix has unsynced bytes. */
+static bool pending_with_suffix(const char *suffix)
+{
+    size_t n = strlen(suffix);
+    for (const dirty_t *d = g.dirty; d; d = d->next) {
+        size_t len = strlen(d->path);
+        if (len >= n && strcmp(d->path + len - n, suffix) == 0 && dirty_pending(d) > 0)
+            return true;
+    }
+    return false;
+}
+
+/* "cut": cut now. "cut SUFFIX": cut now if a file named *SUFFIX has unsynced bytes, else fail
+ * with EAGAIN (check and cut in one step: no sync can land between them). */
 static int ctl_write(const char *buf, size_t size)
 {
-    if (size >= 3 && memcmp(buf, "cut", 3) == 0 && (size == 3 || buf[3] == '\n')) {
+    char cmd[256];
+    if (size >= sizeof cmd)
+        return -EINVAL;
+    memcpy(cmd, buf, size);
+    cmd[size] = 0;
+    cmd[strcspn(cmd, "\n")] = 0;
+    if (strcmp(cmd, "cut") == 0 ||
+        (strncmp(cmd, "cut ", 4) == 0 && !g.dead && pending_with_suffix(cmd + 4))) {
         cut();
         return (int)size;
     }
-    return -EINVAL;
+    return strncmp(cmd, "cut ", 4) == 0 ? -EAGAIN : -EINVAL;
 }
 
 /* ---- FUSE operations ------------------------------------------------------------------- */
@@ -620,6 +673,8 @@ static int dfs_statfs(const char *path, struct statvfs *sv)
 
 static int dfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     (void)fi;
     if (is_ctl(path) || hidden(path))
         return -EPERM;
@@ -628,6 +683,8 @@ static int dfs_chmod(const char *path, mode_t mode, struct fuse_file_info *fi)
 
 static int dfs_utimens(const char *path, const struct timespec tv[2], struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     (void)fi;
     if (is_ctl(path))
         return 0;
@@ -643,6 +700,8 @@ static int tracked_truncate(int fd, const char *path, off_t size)
     struct stat st;
     if (!d || fstat(d->fd, &st) < 0)
         return -errno;
+    trace("truncate %s ino %ju from %jd to %jd", path ? path : "-", (uintmax_t)d->ino,
+          (intmax_t)st.st_size, (intmax_t)size);
     if (size < st.st_size) {
         int rc = dirty_save(d, size, st.st_size - size);
         if (rc < 0)
@@ -653,6 +712,8 @@ static int tracked_truncate(int fd, const char *path, off_t size)
 
 static int dfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     if (is_ctl(path))
         return 0;
     if (fi)
@@ -669,6 +730,8 @@ static int dfs_truncate(const char *path, off_t size, struct fuse_file_info *fi)
 
 static int dfs_open(const char *path, struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     if (is_ctl(path))
         return ctl_open(fi);
     if (hidden(path))
@@ -690,6 +753,8 @@ static int dfs_open(const char *path, struct fuse_file_info *fi)
 
 static int dfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     if (is_ctl(path) || hidden(path))
         return -EEXIST;
     struct stat st;
@@ -719,6 +784,8 @@ static int dfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 
 static int dfs_read(const char *path, char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     if (is_ctl(path)) {
         const ctl_handle_t *h = (const ctl_handle_t *)(uintptr_t)fi->fh;
         if (!h->text || off >= (off_t)h->len)
@@ -735,6 +802,8 @@ static int dfs_read(const char *path, char *buf, size_t size, off_t off, struct 
 static int dfs_write(const char *path, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     if (is_ctl(path))
         return ctl_write(buf, size);
     dirty_t *d = dirty_get((int)fi->fh, path);
@@ -743,6 +812,8 @@ static int dfs_write(const char *path, const char *buf, size_t size, off_t off,
     int rc = dirty_save(d, off, (off_t)size);
     if (rc < 0)
         return rc;
+    trace("write %s ino %ju at %jd, %zu bytes", path ? path : "-", (uintmax_t)d->ino, (intmax_t)off,
+          size);
     ssize_t n = pwrite((int)fi->fh, buf, size, off);
     return n < 0 ? -errno : (int)n;
 }
@@ -750,6 +821,8 @@ static int dfs_write(const char *path, const char *buf, size_t size, off_t off,
 static int dfs_fallocate(const char *path, int mode, off_t off, off_t len,
                          struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     if (is_ctl(path))
         return -EOPNOTSUPP;
     if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
@@ -767,10 +840,16 @@ static int dfs_fallocate(const char *path, int mode, off_t off, off_t len,
 
 static int dfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     (void)datasync;
     if (is_ctl(path))
         return 0;
     g.syncs++;
+    struct stat st;
+    if (g.trace && fstat((int)fi->fh, &st) == 0)
+        trace("fsync %s ino %ju, size %jd", path ? path : "-", (uintmax_t)st.st_ino,
+              (intmax_t)st.st_size);
     dirty_sync((int)fi->fh);
     return 0;
 }
@@ -790,6 +869,8 @@ static int dfs_release(const char *path, struct fuse_file_info *fi)
 
 static int dfs_mkdir(const char *path, mode_t mode)
 {
+    if (off_line(path))
+        return -EIO;
     if (is_ctl(path) || hidden(path))
         return -EEXIST;
     const char *name;
@@ -830,6 +911,8 @@ static int dir_empty(int dir, const char *name)
 /* unlink and rmdir: the entry goes to the trash, where a cut finds it again. */
 static int remove_entry(const char *path, op_kind_t kind)
 {
+    if (off_line(path))
+        return -EIO;
     if (is_ctl(path))
         return -EPERM;
     if (hidden(path))
@@ -879,6 +962,8 @@ static int rename_check(const struct stat *src, int dfd, const char *dname, cons
 
 static int dfs_rename(const char *from, const char *to, unsigned int flags)
 {
+    if (off_line(from))
+        return -EIO;
     if (is_ctl(from) || is_ctl(to) || hidden(from) || hidden(to))
         return -EPERM;
     if (flags & ~RENAME_NOREPLACE)
@@ -924,6 +1009,8 @@ static int dfs_rename(const char *from, const char *to, unsigned int flags)
 
 static int dfs_opendir(const char *path, struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     if (hidden(path))
         return -ENOENT;
     int fd = openat(g.root, rel(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -942,6 +1029,8 @@ static int dfs_opendir(const char *path, struct fuse_file_info *fi)
 static int dfs_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t off,
                        struct fuse_file_info *fi, enum fuse_readdir_flags flags)
 {
+    if (off_line(path))
+        return -EIO;
     (void)off;
     (void)flags;
     DIR *d = (DIR *)(uintptr_t)fi->fh;
@@ -960,12 +1049,15 @@ static int dfs_readdir(const char *path, void *buf, fuse_fill_dir_t fill, off_t 
 
 static int dfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *fi)
 {
+    if (off_line(path))
+        return -EIO;
     (void)path;
     (void)datasync;
     struct stat st;
     if (fstat(dirfd((DIR *)(uintptr_t)fi->fh), &st) < 0)
         return -errno;
     g.dirsyncs++;
+    trace("fsyncdir %s", path);
     journal_sync(st.st_dev, st.st_ino);
     return 0;
 }
@@ -1004,10 +1096,11 @@ static const struct fuse_operations dfs_ops = {
 
 static int usage(void)
 {
-    fprintf(stderr,
-            "usage: dropfs [--zero-tail] [--random SEED] BACKING MOUNTPOINT [fuse options]\n"
-            "  then: echo cut > MOUNTPOINT/.dropfs   (drop what is not durable)\n"
-            "        cat MOUNTPOINT/.dropfs          (counters, and what the last cut did)\n");
+    fprintf(
+        stderr,
+        "usage: dropfs [--zero-tail] [--random SEED] [--trace] BACKING MOUNTPOINT [fuse options]\n"
+        "  then: echo cut > MOUNTPOINT/.dropfs   (drop what is not durable)\n"
+        "        cat MOUNTPOINT/.dropfs          (counters, and what the last cut did)\n");
     return 2;
 }
 
@@ -1017,6 +1110,8 @@ int main(int argc, char **argv)
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--zero-tail") == 0) {
             g.zero_tail = true;
+        } else if (strcmp(argv[i], "--trace") == 0) {
+            g.trace = true;
         } else if (strcmp(argv[i], "--random") == 0 && i + 1 < argc) {
             g.random = true;
             g.seed = (unsigned)strtoul(argv[++i], NULL, 0);
