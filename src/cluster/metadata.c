@@ -167,22 +167,28 @@ int st_md_add_broker(st_md_t *md, int32_t node_id, const char *host, int32_t por
     return 0;
 }
 
+/* Orders a stored name against len bytes from the network, which may hold anything (a NUL
+ * included): never reads past either. */
+static int st_md_cmp(const char *n, const char *name, size_t len)
+{
+    size_t nl = strlen(n);
+    int c = memcmp(n, name, nl < len ? nl : len);
+    if (c)
+        return c;
+    return (nl > len) - (nl < len);
+}
+
 static int st_md_pos(const st_md_t *md, const char *name, size_t len, bool *found)
 {
     int lo = 0, hi = md->ntopics;
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        const char *n = md->topics[mid]->name;
-        int c = strncmp(n, name, len);
-        if (c == 0 && n[len] != 0)
-            c = 1;
-        if (c < 0)
+        if (st_md_cmp(md->topics[mid]->name, name, len) < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    *found = lo < md->ntopics && strncmp(md->topics[lo]->name, name, len) == 0 &&
-             md->topics[lo]->name[len] == 0;
+    *found = lo < md->ntopics && st_md_cmp(md->topics[lo]->name, name, len) == 0;
     return lo;
 }
 

@@ -5,10 +5,14 @@
  *   1. A name maps to at most one inode; an inode with no name lives while a descriptor is open.
  *   2. An inode's durable image changes only in fdatasync (and st_faultfs_put).
  *   3. Descriptor numbers grow and are never reused; a descriptor from before a crash is dead.
+ *   4. dnames is what a crash leaves of the names: an entry of directory d changes there only
+ *      in fsync_dir(d) (entries directly under the root, which is not modelled, and directory
+ *      renames change there at once), in st_faultfs_put, and in a crash.
  */
 #include "storage/faultfs.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +21,8 @@ typedef struct ff_inode {
     size_t len, cap;
     uint8_t *dur; /* durable image */
     size_t dur_len;
-    int refs; /* names + open descriptors */
+    int refs;          /* names, durable names and open descriptors */
+    uint64_t crash_no; /* the crash that last rolled it back */
 } ff_inode_t;
 
 typedef struct ff_name {
@@ -37,6 +42,9 @@ typedef struct ff_plan {
 struct st_faultfs {
     ff_name_t *names;
     size_t nnames, capnames;
+    ff_name_t *dnames; /* the durable names (invariant 4) */
+    size_t ndnames, capdnames;
+    uint64_t crashes;
     ff_fd_t *fds;
     size_t nfds, capfds;
     ff_plan_t plan[ST_FAULT__COUNT];
@@ -134,6 +142,61 @@ static void ff_del_name(st_faultfs_t *f, ff_name_t *n)
     *n = f->names[--f->nnames];
 }
 
+/* ---- durable names (invariant 4) ---- */
+
+static ff_name_t *ff_dlookup(st_faultfs_t *f, const char *path)
+{
+    for (size_t i = 0; i < f->ndnames; i++)
+        if (strcmp(f->dnames[i].path, path) == 0)
+            return &f->dnames[i];
+    return NULL;
+}
+
+static void ff_ddel_at(st_faultfs_t *f, ff_name_t *n)
+{
+    free(n->path);
+    if (n->ino)
+        ino_unref(n->ino);
+    *n = f->dnames[--f->ndnames];
+}
+
+static void ff_ddel(st_faultfs_t *f, const char *path)
+{
+    ff_name_t *n = ff_dlookup(f, path);
+    if (n)
+        ff_ddel_at(f, n);
+}
+
+/* Makes path -> ino (NULL: a directory) durable. */
+static int ff_dset(st_faultfs_t *f, const char *path, ff_inode_t *ino)
+{
+    ff_ddel(f, path);
+    if (f->ndnames == f->capdnames) {
+        size_t cap = f->capdnames ? f->capdnames * 2 : 32;
+        ff_name_t *n = realloc(f->dnames, cap * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        f->dnames = n;
+        f->capdnames = cap;
+    }
+    char *p = strdup(path);
+    if (!p)
+        return -ENOMEM;
+    f->dnames[f->ndnames].path = p;
+    f->dnames[f->ndnames].ino = ino;
+    f->ndnames++;
+    if (ino)
+        ino->refs++;
+    return 0;
+}
+
+/* Entries directly under the root: durable at once (the root itself is not modelled). */
+static bool ff_at_root(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return !slash || slash == path;
+}
+
 static ff_inode_t *ff_get_fd(st_faultfs_t *f, int fd)
 {
     if (fd < 0 || (size_t)fd >= f->nfds)
@@ -191,6 +254,8 @@ static int ff_open(void *ctx, const char *path, int flags)
             return -ENOMEM;
         }
         n = &f->names[f->nnames - 1];
+        if (ff_at_root(path))
+            ff_dset(f, path, ino);
     }
     if ((flags & ST_FS_TRUNC) && (flags & ST_FS_RDWR))
         n->ino->len = 0;
@@ -330,6 +395,40 @@ static int ff_fsize(void *ctx, int fd, int64_t *size)
     return 0;
 }
 
+/* Rewrites the prefix `from` of path into `to`, in place (a malloc'd copy). */
+static int ff_reprefix(char **path, const char *from, const char *to)
+{
+    size_t fl = strlen(from);
+    if (strncmp(*path, from, fl) != 0 || ((*path)[fl] != 0 && (*path)[fl] != '/'))
+        return 0;
+    size_t tl = strlen(to), rest = strlen(*path + fl);
+    char *p = malloc(tl + rest + 1);
+    if (!p)
+        return -ENOMEM;
+    memcpy(p, to, tl);
+    memcpy(p + tl, *path + fl, rest + 1);
+    free(*path);
+    *path = p;
+    return 0;
+}
+
+/* Renames a directory and everything under it. Modelled as durable at once: storage syncs the
+ * parent right after each one it makes (st_storage_set_aside). */
+static int ff_rename_dir(st_faultfs_t *f, const char *from, const char *to)
+{
+    if (ff_lookup(f, to))
+        return -EEXIST;
+    char *src = strdup(from), *dst = strdup(to);
+    int rc = src && dst ? 0 : -ENOMEM;
+    for (size_t i = 0; i < f->nnames && rc == 0; i++)
+        rc = ff_reprefix(&f->names[i].path, src, dst);
+    for (size_t i = 0; i < f->ndnames && rc == 0; i++)
+        rc = ff_reprefix(&f->dnames[i].path, src, dst);
+    free(src);
+    free(dst);
+    return rc;
+}
+
 static int ff_rename(void *ctx, const char *from, const char *to)
 {
     st_faultfs_t *f = ctx;
@@ -339,10 +438,10 @@ static int ff_rename(void *ctx, const char *from, const char *to)
     ff_name_t *a = ff_lookup(f, from);
     if (!a)
         return -ENOENT;
-    if (!a->ino)
-        return -EISDIR; /* directories are not renamed by storage */
     if (!ff_parent_ok(f, to))
         return -ENOENT;
+    if (!a->ino)
+        return ff_rename_dir(f, from, to);
     ff_inode_t *ino = a->ino;
     ino->refs++;
     ff_del_name(f, a);
@@ -350,6 +449,10 @@ static int ff_rename(void *ctx, const char *from, const char *to)
     if (b)
         ff_del_name(f, b);
     rc = ff_add_name(f, to, ino);
+    if (rc == 0 && ff_at_root(to)) {
+        ff_ddel(f, from);
+        ff_dset(f, to, ino);
+    }
     ino_unref(ino);
     return rc;
 }
@@ -366,6 +469,8 @@ static int ff_unlink(void *ctx, const char *path)
     if (!n->ino)
         return -EISDIR;
     ff_del_name(f, n);
+    if (ff_at_root(path))
+        ff_ddel(f, path);
     return 0;
 }
 
@@ -379,7 +484,10 @@ static int ff_mkdir(void *ctx, const char *path)
         return -EEXIST;
     if (!ff_parent_ok(f, path))
         return -ENOENT;
-    return ff_add_name(f, path, NULL);
+    rc = ff_add_name(f, path, NULL);
+    if (rc == 0 && ff_at_root(path))
+        rc = ff_dset(f, path, NULL);
+    return rc;
 }
 
 /* The entry name of path if path lies directly inside dir, else NULL. */
@@ -406,6 +514,8 @@ static int ff_rmdir(void *ctx, const char *path)
         if (ff_child(path, f->names[i].path))
             return -ENOTEMPTY;
     ff_del_name(f, ff_lookup(f, path));
+    if (ff_at_root(path))
+        ff_ddel(f, path);
     return 0;
 }
 
@@ -459,7 +569,20 @@ static int ff_fsync_dir(void *ctx, const char *path)
     ff_name_t *d = ff_lookup(f, path);
     if (!d)
         return -ENOENT;
-    return d->ino ? -ENOTDIR : 0;
+    if (d->ino)
+        return -ENOTDIR;
+    /* The directory's entries on disk become what they are now. */
+    for (size_t i = 0; i < f->ndnames;) {
+        if (ff_child(path, f->dnames[i].path))
+            ff_ddel_at(f, &f->dnames[i]);
+        else
+            i++;
+    }
+    for (size_t i = 0; i < f->nnames; i++)
+        if (ff_child(path, f->names[i].path) &&
+            (rc = ff_dset(f, f->names[i].path, f->names[i].ino)) < 0)
+            return rc;
+    return 0;
 }
 
 static const st_fs_ops_t ff_ops = {
@@ -497,7 +620,10 @@ void st_faultfs_destroy(st_faultfs_t *f)
             ino_unref(f->fds[i].ino);
     while (f->nnames)
         ff_del_name(f, &f->names[f->nnames - 1]);
+    while (f->ndnames)
+        ff_ddel_at(f, &f->dnames[f->ndnames - 1]);
     free(f->names);
+    free(f->dnames);
     free(f->fds);
     free(f);
 }
@@ -532,22 +658,85 @@ void st_faultfs_set_short_writes(st_faultfs_t *f, bool on)
     f->short_writes = on;
 }
 
-static void ff_crash_inode(st_faultfs_t *f, ff_inode_t *ino, bool torn)
+#define FF_PAGE 4096
+
+/* What a crash leaves of one file's contents (st_crash_mode_t). */
+static void ff_crash_inode(st_faultfs_t *f, ff_inode_t *ino, st_crash_mode_t mode)
 {
     size_t keep = ino->dur_len;
-    if (torn && ino->len > ino->dur_len &&
-        (ino->dur_len == 0 || memcmp(ino->data, ino->dur, ino->dur_len) == 0))
+    bool grew_only = ino->len > ino->dur_len &&
+                     (ino->dur_len == 0 || memcmp(ino->data, ino->dur, ino->dur_len) == 0);
+    if (mode == ST_CRASH_TORN && grew_only) {
         keep = ino->dur_len + (size_t)(ff_rand(f) % (ino->len - ino->dur_len + 1));
-    else if (ino->dur_len)
+    } else if (mode == ST_CRASH_ZERO_TAIL && grew_only) {
+        /* The size reached the disk, the new blocks did not. */
+        keep = ino->dur_len + (size_t)(ff_rand(f) % (ino->len - ino->dur_len + 1));
+        memset(ino->data + ino->dur_len, 0, keep - ino->dur_len);
+    } else if (mode == ST_CRASH_PAGES && ino->len != ino->dur_len) {
+        /* Any size between the two, and each page old or new, in no order. */
+        size_t lo = ino->len < ino->dur_len ? ino->len : ino->dur_len;
+        size_t hi = ino->len < ino->dur_len ? ino->dur_len : ino->len;
+        keep = lo + (size_t)(ff_rand(f) % (hi - lo + 1));
+        if (ff_reserve(ino, keep) < 0)
+            keep = ino->dur_len;
+        for (size_t pg = 0; pg < keep; pg += FF_PAGE) {
+            size_t end = pg + FF_PAGE < keep ? pg + FF_PAGE : keep;
+            bool old = ff_rand(f) & 1;
+            for (size_t i = pg; i < end; i++) {
+                if (old)
+                    ino->data[i] = i < ino->dur_len ? ino->dur[i] : 0;
+                else if (i >= ino->len)
+                    ino->data[i] = 0;
+            }
+        }
+    } else if (mode == ST_CRASH_PAGES) {
+        for (size_t pg = 0; pg < ino->dur_len; pg += FF_PAGE) {
+            size_t n = pg + FF_PAGE < ino->dur_len ? FF_PAGE : ino->dur_len - pg;
+            if (ff_rand(f) & 1)
+                memcpy(ino->data + pg, ino->dur + pg, n);
+        }
+    } else if (ino->dur_len) {
         memcpy(ino->data, ino->dur, ino->dur_len); /* cap >= dur_len: data was that long */
+    }
     ino->len = keep;
+    /* What the crash left is what the disk holds now. */
+    uint8_t *d = malloc(keep ? keep : 1);
+    if (d) {
+        if (keep)
+            memcpy(d, ino->data, keep);
+        free(ino->dur);
+        ino->dur = d;
+        ino->dur_len = keep;
+    }
 }
 
-void st_faultfs_crash(st_faultfs_t *f, bool torn)
+void st_faultfs_crash_mode(st_faultfs_t *f, st_crash_mode_t mode)
 {
-    for (size_t i = 0; i < f->nnames; i++)
-        if (f->names[i].ino)
-            ff_crash_inode(f, f->names[i].ino, torn);
+    /* Names: only the durable ones remain, and only where their directory remains. */
+    while (f->nnames)
+        ff_del_name(f, &f->names[f->nnames - 1]);
+    for (size_t i = 0; i < f->ndnames; i++)
+        ff_add_name(f, f->dnames[i].path, f->dnames[i].ino);
+    for (bool again = true; again;) {
+        again = false;
+        for (size_t i = 0; i < f->nnames;) {
+            if (ff_parent_ok(f, f->names[i].path)) {
+                i++;
+                continue;
+            }
+            ff_ddel(f, f->names[i].path);
+            ff_del_name(f, &f->names[i]);
+            again = true;
+        }
+    }
+    f->crashes++;
+    for (size_t i = 0; i < f->nnames; i++) {
+        ff_inode_t *ino = f->names[i].ino;
+        if (ino && ino->crash_no != f->crashes) {
+            ino->crash_no = f->crashes;
+            ff_crash_inode(f, ino, mode);
+        }
+    }
     for (size_t i = 0; i < f->nfds; i++) {
         if (f->fds[i].ino) {
             ino_unref(f->fds[i].ino);
@@ -555,6 +744,11 @@ void st_faultfs_crash(st_faultfs_t *f, bool torn)
         }
     }
     f->crashed = true;
+}
+
+void st_faultfs_crash(st_faultfs_t *f, bool torn)
+{
+    st_faultfs_crash_mode(f, torn ? ST_CRASH_TORN : ST_CRASH_DROP);
 }
 
 void st_faultfs_restart(st_faultfs_t *f)
@@ -607,7 +801,16 @@ int st_faultfs_put(st_faultfs_t *f, const char *path, const void *data, size_t l
     free(ino->dur);
     ino->dur = d;
     ino->dur_len = len;
-    return 0;
+    /* The name and the directories above it are durable too. */
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path);
+    int rc = ff_dset(f, p, ino);
+    for (char *slash = strrchr(p, '/'); rc == 0 && slash && slash != p; slash = strrchr(p, '/')) {
+        *slash = 0;
+        if (!ff_dlookup(f, p) && ff_lookup(f, p))
+            rc = ff_dset(f, p, NULL);
+    }
+    return rc;
 }
 
 bool st_faultfs_exists(st_faultfs_t *f, const char *path)

@@ -11,8 +11,13 @@
  *                           random part of an unsynced appended tail: a torn write); every open
  *                           descriptor dies; all calls fail with EIO until st_faultfs_restart()
  *
- * Model of durability: file contents are durable only through fdatasync; names (create, rename,
- * unlink, mkdir) are durable at once. Descriptors are never reused, so a stale one gets EBADF.
+ * Model of durability: file contents are durable only through fdatasync; a directory's entries
+ * (create, rename, unlink, mkdir, rmdir) only through fsync_dir of that directory, except
+ * entries directly under the root (not modelled) and directory renames, durable at once. A
+ * crash keeps the durable names (dropping any whose directory did not survive) and, per file,
+ * the durable image or, by mode: a random prefix of a grown tail (torn write), a grown tail of
+ * zeros (size updated, blocks not written), or any size between the two and each 4 KiB page old
+ * or new in no order. Descriptors are never reused, so a stale one gets EBADF.
  * One instance belongs to one thread.
  */
 #ifndef ST_STORAGE_FAULTFS_H
@@ -55,8 +60,18 @@ void st_faultfs_clear(st_faultfs_t *f);
 /* Total bytes all files may hold (-1: unlimited). */
 void st_faultfs_set_capacity(st_faultfs_t *f, int64_t bytes);
 void st_faultfs_set_short_writes(st_faultfs_t *f, bool on);
-/* Drops everything not made durable. torn: a file that only grew since its last sync may keep a
- * random prefix of the new bytes. Open descriptors die; calls fail with EIO until restart. */
+typedef enum {
+    ST_CRASH_DROP,      /* every file back to its durable image */
+    ST_CRASH_TORN,      /* a file that only grew may keep a random prefix of the new bytes */
+    ST_CRASH_ZERO_TAIL, /* a file that only grew may keep a random part of its tail, as zeros */
+    ST_CRASH_PAGES,     /* a changed file: any size between old and new, pages old or new */
+    ST_CRASH__COUNT
+} st_crash_mode_t;
+
+/* Drops everything not made durable (names included), as mode says for file contents. Open
+ * descriptors die; calls fail with EIO until st_faultfs_restart(). */
+void st_faultfs_crash_mode(st_faultfs_t *f, st_crash_mode_t mode);
+/* st_faultfs_crash_mode with ST_CRASH_TORN (torn) or ST_CRASH_DROP. */
 void st_faultfs_crash(st_faultfs_t *f, bool torn);
 void st_faultfs_restart(st_faultfs_t *f);
 

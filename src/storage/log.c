@@ -64,6 +64,7 @@ struct st_log {
     int cut_err;           /* the error of the last sync failure that cut the log back */
     bool ckpt_dirty;       /* strata.checkpoint written since its last sync */
     bool rp_unsynced;      /* a lowered recovery point is not durable yet: no append until it is */
+    int64_t ckpt_max_rp;   /* highest recovery point the file may hold on disk (ckpt_lower) */
     bool sync_retry;       /* the round in flight could not submit every sync (sync_file) */
     uint32_t sync_retries; /* rounds retried in a row */
     bool ckpt_in_round;    /* the round in flight syncs strata.checkpoint */
@@ -217,6 +218,8 @@ static int ckpt_write(st_log_t *log)
     uint8_t b[ST_META_CKPT_SIZE];
     st_meta_encode_ckpt(&c, b);
     int rc = st_file_pwrite(log->ckpt, b, sizeof b, 0);
+    if (log->recovery_point > log->ckpt_max_rp)
+        log->ckpt_max_rp = log->recovery_point; /* even a failed write may have landed */
     if (rc == 0)
         log->ckpt_dirty = true;
     else
@@ -238,6 +241,8 @@ static int ckpt_sync_now(st_log_t *log)
     int rc = ckpt_write(log);
     if (rc == 0)
         rc = st_file_sync_now(log->ckpt);
+    if (rc == 0)
+        log->ckpt_max_rp = log->recovery_point;
     log->rp_unsynced = rc < 0;
     if (rc < 0)
         ST_ERROR("storage: %s: cannot sync %s (%s): appends wait until it can be", log->dir,
@@ -250,9 +255,10 @@ static void ckpt_lower(st_log_t *log, int64_t rp)
     /* A round in flight must not raise it again past the cut when it completes. */
     if (log->sync_pending > 0 && log->sync_rp > rp)
         log->sync_rp = rp;
-    if (log->recovery_point <= rp)
+    if (log->recovery_point <= rp && log->ckpt_max_rp <= rp)
         return;
-    log->recovery_point = rp;
+    if (log->recovery_point > rp)
+        log->recovery_point = rp;
     ckpt_sync_now(log);
 }
 
@@ -1609,6 +1615,12 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck, bo
         rc = st_segment_open(&log->env->fdcache, log->dir, o.bases[i], now, &s);
         if (rc < 0)
             break;
+        if (rp_known && i + 1 < o.n && o.bases[i + 1] <= ck->log_start_offset) {
+            /* Wholly below the log start: deleted before the crash (its unlink had not
+             * reached the disk), never readable again, whatever its bytes. */
+            st_segment_delete(s);
+            continue;
+        }
         if ((rc = segs_push(log, s)) < 0) {
             st_segment_free(s);
             break;
@@ -1810,6 +1822,7 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
     if ((rc = fs->ops->fsync_dir(fs->ctx, dir)) < 0)
         goto fail;
     log->durable = log->end;
+    log->ckpt_max_rp = rp_known ? ck.recovery_point : INT64_MAX;
     log->recovery_point = active(log)->base_offset;
     if ((rc = ckpt_write(log)) < 0)
         goto fail;

@@ -20,6 +20,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_segment  # noqa: E402
 import harness  # noqa: E402
 import kwire as kw  # noqa: E402
 from harness import ServerTestCase  # noqa: E402
@@ -182,6 +183,23 @@ class AdminNulNamesTest(ServerTestCase):
         # validate_only takes the same path.
         got = create_topics(self.conn, [(bad, 1, {})], validate_only=True)
         self.assertEqual(got[0][1], INVALID_TOPIC_EXCEPTION)
+
+    def test_lookup_of_name_with_nul_past_an_existing_topic(self):
+        # "<name>\0x" starts with an existing topic's name: the metadata lookup read past the
+        # stored name (an AddressSanitizer crash; in a release build it could resolve to the
+        # topic). It is an unknown topic, for Metadata and for Produce.
+        name = self.existing("look")
+        md = kw.metadata(self.conn, 12, [name + "\0x"])
+        self.assertEqual(md["topics"][0]["error"], INVALID_TOPIC_EXCEPTION)
+        recs = cli_segment.batch(0, [(None, b"lost")])
+        r = self.conn.request(0, 3, kw.produce_v3(name + "\0x", 0, recs), timeout=15)
+        r.i32()
+        r.string()
+        r.i32()
+        r.i32()
+        self.assertIn(r.i16(), (UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION))
+        r = self.conn.request(1, 4, kw.fetch_v4(name, 0, 0, 1, 0))
+        self.assertEqual(kw.parse_fetch_v4(r)[1], 0, "nothing landed in the real topic")
 
     def test_create_topics_config_with_nul(self):
         key_bad, value_bad, ok = self.unique("k"), self.unique("v"), self.unique("ok")

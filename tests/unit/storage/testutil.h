@@ -7,6 +7,7 @@
 #ifndef ST_TEST_STORAGE_UTIL_H
 #define ST_TEST_STORAGE_UTIL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
