@@ -148,12 +148,17 @@ static int fault_request(st_admin_t *a, struct MHD_Connection *c, bool post, cha
 static void add_part(void *arg, st_part_t *p)
 {
     st_admin_snap_t *snap = arg;
-    if (!p->log || p->dead)
+    if (p->dead)
         return;
     st_admin_part_t *r = st_admin_snap_add_part(snap, p->topic);
     if (!r)
         return;
     r->partition = p->index;
+    if (!p->log) {
+        r->offline = true;
+        r->log_start_offset = r->log_end_offset = r->high_watermark = -1;
+        return;
+    }
     r->log_start_offset = st_log_start_offset(p->log);
     r->log_end_offset = st_log_end_offset(p->log);
     r->high_watermark = p->hw;

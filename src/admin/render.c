@@ -329,7 +329,18 @@ typedef struct {
     int field;
 } part_family_t;
 
-enum { PF_REC_IN, PF_BYTES_IN, PF_REC_OUT, PF_BYTES_OUT, PF_LEO, PF_LSO, PF_HW, PF_SIZE, PF_SEGS };
+enum {
+    PF_REC_IN,
+    PF_BYTES_IN,
+    PF_REC_OUT,
+    PF_BYTES_OUT,
+    PF_LEO,
+    PF_LSO,
+    PF_HW,
+    PF_SIZE,
+    PF_SEGS,
+    PF_OFFLINE
+};
 
 static const part_family_t part_families[] = {
     {"strata_partition_produced_records_total", "counter", "Records appended by producers.",
@@ -347,6 +358,9 @@ static const part_family_t part_families[] = {
      PF_HW},
     {"strata_partition_size_bytes", "gauge", "Bytes of the partition's segments on disk.", PF_SIZE},
     {"strata_partition_segments", "gauge", "Segments in the partition's log.", PF_SEGS},
+    {"strata_partition_offline", "gauge",
+     "1 when the partition's log could not be opened (requests get KAFKA_STORAGE_ERROR).",
+     PF_OFFLINE},
 };
 
 static double part_field(const st_admin_part_t *r, int f)
@@ -368,6 +382,8 @@ static double part_field(const st_admin_part_t *r, int f)
         return (double)r->high_watermark;
     case PF_SIZE:
         return (double)r->size_bytes;
+    case PF_OFFLINE:
+        return r->offline ? 1 : 0;
     default:
         return (double)r->segments;
     }
@@ -593,6 +609,7 @@ int st_admin_render_partitions(const st_admin_view_t *v, const char *topic, st_b
             NUM("bytes_produced", r->bytes_in);
             NUM("records_fetched", r->records_out);
             NUM("bytes_fetched", r->bytes_out);
+            json_object_set_new(o, "offline", r ? json_boolean(r->offline) : json_null());
 #undef NUM
             json_array_append_new(arr, o);
         }

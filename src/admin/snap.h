@@ -50,6 +50,7 @@ typedef struct st_admin_part {
     int32_t segments;
     uint64_t records_in, bytes_in;   /* produced */
     uint64_t records_out, bytes_out; /* fetched */
+    bool offline;                    /* its log could not be opened: offsets are -1 */
 } st_admin_part_t;
 
 /* One consumer group coordinated by this shard. */

@@ -17,6 +17,7 @@ import shutil
 import struct
 import sys
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli_segment  # noqa: E402
@@ -184,8 +185,16 @@ class DurabilityHolesTest(unittest.TestCase):
         self.assertEqual(fetch_values(s.bootstrap, "half", 0)[0], KAFKA_STORAGE_ERROR)
         self.assertIn("half-0 is offline", s.stderr_text())
 
+        def metrics():
+            url = "http://127.0.0.1:%d/metrics" % s.admin_port
+            with urllib.request.urlopen(url, timeout=5) as r:
+                return r.read().decode()
+        wait_until(lambda: 'strata_partition_offline{topic="half",partition="0"} 1' in metrics(),
+                   10, "the offline partition in /metrics")
+        self.assertIn('strata_partition_offline{topic="half",partition="1"} 0', metrics())
+
     def test_damaged_synced_segment_is_reported_not_cut(self):
-        s = self.start(**{"log.segment.bytes": "600"})
+        s = self.start(**{"log.segment.bytes": "600", "log.retention.ms": "-1"})
         kc.create_topic(s.bootstrap, "rot", 2)
         for i in range(30):
             for p in (0, 1):
