@@ -15,11 +15,13 @@ unmount and mount again (fresh kernel caches), restart the broker, append a mark
 every partition, read every partition through its marker and check every acknowledged record
 is there at its offset, and no record twice.
 
-    test_powerloss.py [--caching]      (or STRATA_POWERLOSS_CACHING=1)
+    test_powerloss.py [--caching] [--no-stop]  (or STRATA_POWERLOSS_CACHING=1, _NO_STOP=1)
 
 --caching runs the same scenario with write.caching=true and a one-hour flush interval: the
 broker then acknowledges before syncing, and the test must fail (acknowledged records lost),
-which shows it can. STRATA_DROPFS_TRACE=1 runs dropfs with --trace (every write, sync and
+which shows it can. --no-stop cuts without stopping the broker first: it lives on for a moment
+on a disk that answers EIO, and must not acknowledge what it could not sync (a disk failure
+rather than a power cut). STRATA_DROPFS_TRACE=1 runs dropfs with --trace (every write, sync and
 directory change in dropfs.log; with STRATA_IT_KEEP=1 the directory is kept).
 
 Exits 77 (CTest's skip) when /dev/fuse, fusermount3 or the dropfs binary is missing, or when
@@ -46,6 +48,10 @@ CACHING = os.environ.get("STRATA_POWERLOSS_CACHING") == "1"
 if "--caching" in sys.argv:
     sys.argv.remove("--caching")
     CACHING = True
+NO_STOP = os.environ.get("STRATA_POWERLOSS_NO_STOP") == "1"
+if "--no-stop" in sys.argv:
+    sys.argv.remove("--no-stop")
+    NO_STOP = True
 
 CUTS = 4                  # power cuts in the scenario
 ROUND_RECORDS = 3000      # acknowledged records to reach in each round before the cut
@@ -409,14 +415,15 @@ class PowerLossTest(unittest.TestCase):
                 # The machine stops (SIGSTOP: no broker code runs from here on, so nothing
                 # can be acknowledged after the cut), the power goes (if dropfs holds
                 # unsynced segment bytes; else run on and try again), the process dies.
-                os.kill(self.server.proc.pid, signal.SIGSTOP)
+                if not NO_STOP:
+                    os.kill(self.server.proc.pid, signal.SIGSTOP)
                 st = self.fs.cut(if_pending=".log")
                 if st is not None:
                     self.server.kill9()
                     killed = True
                 elif time.monotonic() > t_end + 5:
                     self.fail("dropfs never held unsynced segment bytes under load")
-                else:
+                elif not NO_STOP:
                     os.kill(self.server.proc.pid, signal.SIGCONT)
         p.purge()
         p.flush(10)   # acknowledgements received before the kill still count
@@ -489,7 +496,8 @@ class PowerLossTest(unittest.TestCase):
             if lost or dups:
                 self.fail("after cut %d (%s): %d of %d acknowledged records lost, %d duplicated; "
                           "lost by partition: %s\ndropfs undid:\n%s"
-                          % (r + 1, "write.caching" if CACHING else "strict", len(lost),
+                          % (r + 1, ("write.caching" if CACHING else "strict")
+                             + (", no stop" if NO_STOP else ""), len(lost),
                              len(acked), dups, lost_ranges(lost), "\n".join(st["log"][:80])))
             self.assertLess(time.monotonic(), deadline + 30, "scenario ran far over its budget")
         self.server.stop()
