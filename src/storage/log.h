@@ -11,6 +11,13 @@
  *       partition.metadata               topic id (meta.c)
  *       strata.checkpoint                log start offset + recovery point (meta.c)
  *       .strata-clean-shutdown           present only between a clean close and the next open
+ *       00000000000000004711.snapshot    idempotent producers' state (kafka/, not this module)
+ *   <data>/<topic>-<partition>.<hex>-delete  being deleted (st_log_delete); removed at start
+ *   <data>/<topic>-<partition>.<hex>-stray   not this topic's (st_storage_set_aside); kept
+ *
+ * Recovery point: every offset below it is synced. Recovery cuts only bytes that may hold
+ * offsets at or past it (a torn tail); synced data that does not check out keeps the log
+ * closed (ST_E_CORRUPT) and unchanged.
  *   Every byte of every file: docs/format.md.
  *
  * Offsets. log_start <= durable <= end. Offsets in [log_start, end) are readable; end is the
