@@ -108,12 +108,10 @@ static int64_t rrd_pos(const rrd_t *r)
     return r->base + (r->p - r->start);
 }
 
-/* Makes at least want (<= the window) bytes available at p, unless the stream ends first. */
-static int rrd_fill(rrd_t *r, size_t want)
+/* The slow half of rrd_fill: moves what is left to the window's start and decompresses more. */
+static int rrd_refill(rrd_t *r, size_t want)
 {
     size_t have = (size_t)(r->end - r->p);
-    if (have >= want || !r->z)
-        return r->err;
     r->base = rrd_pos(r);
     if (have > 0)
         memmove(r->win, r->p, have);
@@ -133,6 +131,14 @@ static int rrd_fill(rrd_t *r, size_t want)
     }
     r->end = r->win + have;
     return r->err;
+}
+
+/* Makes at least want (<= the window) bytes available at p, unless the stream ends first. */
+static inline int rrd_fill(rrd_t *r, size_t want)
+{
+    if ((size_t)(r->end - r->p) >= want || !r->z)
+        return r->err;
+    return rrd_refill(r, want);
 }
 
 /* The error to return for bytes that do not parse: the stream's own, if it failed. */
@@ -169,6 +175,10 @@ static int rrd_varint64(rrd_t *r, int64_t lim, int64_t *out)
 static int rrd_take(rrd_t *r, int64_t n, const uint8_t **data)
 {
     *data = r->win ? NULL : r->p;
+    if (n <= r->end - r->p) {
+        r->p += n;
+        return 0;
+    }
     while (n > 0) {
         if (r->p == r->end) {
             rrd_fill(r, 1);
