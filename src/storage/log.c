@@ -66,6 +66,7 @@ struct st_log {
     bool rp_unsynced;      /* a lowered recovery point is not durable yet: no append until it is */
     int64_t ckpt_max_rp;   /* highest recovery point the file may hold on disk (ckpt_lower) */
     bool sync_retry;       /* the round in flight could not submit every sync (sync_file) */
+    int stuck_err;         /* a failed sync whose cut also failed (log_cut_back) */
     uint32_t sync_retries; /* rounds retried in a row */
     bool ckpt_in_round;    /* the round in flight syncs strata.checkpoint */
     log_waiter_t *ckpt_waiters;       /* for the checkpoint as written now (log start) */
@@ -534,7 +535,7 @@ static int sync_file(st_log_t *log, st_file_t *f)
 
 static void round_start(st_log_t *log)
 {
-    if (log->closed || log->sync_pending > 0)
+    if (log->closed || log->sync_pending > 0 || log->stuck_err)
         return;
     if (log->end <= log->durable && !(log->ckpt_dirty && log->ckpt_waiters))
         return;
@@ -579,6 +580,8 @@ int st_log_wait_durable(st_log_t *log, int64_t end_offset, st_log_durable_fn cb,
         return ST_E_CLOSED;
     if (end_offset > log->end)
         return log->cut_err ? log->cut_err : ST_E_OUT_OF_RANGE;
+    if (log->stuck_err && end_offset > log->durable)
+        return log->stuck_err;
     if (end_offset <= log->durable)
         return 1;
     if (log->cfg.flush_policy == ST_FLUSH_WRITE_CACHING)
@@ -736,14 +739,36 @@ static int cut_to_boundary(st_log_t *log, int64_t to, int64_t *new_end)
     return 0;
 }
 
+/*
+ * After a failed sync: the bytes past the durable offset are suspect (a later fdatasync may
+ * report success for pages the kernel already dropped), so they are cut off. When even the
+ * cut fails, the log is stuck: every waiter past the durable offset fails now, no round may
+ * count anything past it as durable, and appends are refused until a retry of the cut (each
+ * append and tick tries) succeeds.
+ */
 static void log_cut_back(st_log_t *log, int64_t to, int err)
 {
     int64_t new_end = log->end;
     log->cut_err = err;
     int rc = cut_to_boundary(log, to, &new_end);
-    if (rc < 0)
-        ST_ERROR("storage: %s: cannot cut back to %" PRId64 ": %s", log->dir, to, st_strerror(rc));
+    if (rc < 0) {
+        ST_ERROR("storage: %s: cannot cut back to %" PRId64 " (%s): no append until it can be",
+                 log->dir, to, st_strerror(rc));
+        log->stuck_err = err;
+        fire_waiters(log, log->durable, log->durable, err);
+        return;
+    }
+    log->stuck_err = 0;
     after_cut(log, new_end, err);
+}
+
+/* Retries the cut of a stuck log; 0 once it is not stuck. */
+static int unstick(st_log_t *log)
+{
+    if (!log->stuck_err)
+        return 0;
+    log_cut_back(log, log->durable, log->stuck_err);
+    return log->stuck_err;
 }
 
 /* ---- segments ---------------------------------------------------------------------------- */
@@ -824,6 +849,8 @@ static int do_append(st_log_t *log, uint8_t *records, size_t len, const st_batch
                      int64_t first, int64_t last)
 {
     int rc;
+    if ((rc = unstick(log)) < 0)
+        return rc;
     if (log->rp_unsynced && (rc = ckpt_sync_now(log)) < 0)
         return rc;
     rc = maybe_roll(log, (int64_t)len, first, last);
@@ -1378,6 +1405,7 @@ int st_log_tick(st_log_t *log)
 {
     if (log->closed)
         return ST_E_CLOSED;
+    unstick(log);
     if (needs_sync(log))
         round_start(log);
     st_segment_t *a = active(log);

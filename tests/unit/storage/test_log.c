@@ -616,6 +616,54 @@ static void test_submit_failure_is_retried(void **state)
     tenv_fini(&t);
 }
 
+/* A failed sync whose cut back also fails (the reads it needs fail too) must not let a later,
+ * empty round count the unsynced offsets as durable: the waiter fails, appends are refused
+ * until the cut can be made, then the log goes on from its durable offset (found by
+ * test_powerloss: records acknowledged after their fdatasync failed). */
+static void test_failed_sync_with_failed_cut(void **state)
+{
+    (void)state;
+    tenv_t t;
+    tenv_init(&t, 86);
+    st_log_config_t c = cfg_default();
+    st_log_t *log = open_log(&t, &c);
+    append1(log, 2, 50, 0, 'a');
+    assert_int_equal(st_log_durable_offset(log), 2);
+    t.defer = true;
+    st_buf_t b;
+    st_buf_init(&b);
+    tb_batch(&b, 3, 50, 0, 'b');
+    assert_int_equal(st_log_append(log, b.data, b.len, 0, NULL, NULL), 0);
+    int res = 99;
+    assert_int_equal(st_log_wait_durable(log, 5, note_res, &res), 0);
+    /* The sync was submitted (and made durable in faultfs); its completion says EIO, and
+     * every read fails, so the cut back cannot find its boundary. */
+    t.q[0].res = -EIO;
+    st_faultfs_fail(t.ff, ST_FAULT_PREAD, EIO, 0, -1);
+    tenv_complete(&t, (size_t)-1);
+    assert_int_equal(res, -EIO);
+    assert_int_equal(st_log_durable_offset(log), 2);
+    for (int i = 0; i < 3; i++) {
+        st_log_tick(log);
+        tenv_complete(&t, (size_t)-1);
+    }
+    assert_int_equal(st_log_durable_offset(log), 2); /* never past the failure */
+    assert_int_equal(st_log_append(log, b.data, b.len, 0, NULL, NULL), -EIO);
+    assert_int_equal(st_log_wait_durable(log, 5, note_res, &res), -EIO);
+    /* The disk reads again: the cut is made, and the log goes on from offset 2. */
+    st_faultfs_clear(t.ff);
+    t.defer = false;
+    st_log_tick(log);
+    assert_int_equal(st_log_end_offset(log), 2);
+    st_log_append_info_t info;
+    assert_int_equal(st_log_append(log, b.data, b.len, 0, &info, NULL), 0);
+    assert_int_equal(info.base_offset, 2);
+    assert_int_equal(st_log_durable_offset(log), 5);
+    st_buf_fini(&b);
+    st_log_close(log);
+    tenv_fini(&t);
+}
+
 static void test_roll_and_retention(void **state)
 {
     (void)state;
@@ -1070,6 +1118,7 @@ int main(void)
         cmocka_unit_test(test_compact_only_never_retained),
         cmocka_unit_test(test_start_offset_durable),
         cmocka_unit_test(test_submit_failure_is_retried),
+        cmocka_unit_test(test_failed_sync_with_failed_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
