@@ -108,7 +108,11 @@ static int64_t rrd_pos(const rrd_t *r)
     return r->base + (r->p - r->start);
 }
 
-/* The slow half of rrd_fill: moves what is left to the window's start and decompresses more. */
+/*
+ * The slow half of rrd_fill: moves what is left to the window's start and decompresses more.
+ * A want larger than the window grows it, doubling, as the bytes arrive (so at most twice what
+ * was decompressed); only st_batch_walk asks for that, to hold a record whole.
+ */
 static int rrd_refill(rrd_t *r, size_t want)
 {
     size_t have = (size_t)(r->end - r->p);
@@ -117,6 +121,18 @@ static int rrd_refill(rrd_t *r, size_t want)
         memmove(r->win, r->p, have);
     r->p = r->start = r->win;
     while (have < want) {
+        if (have == r->win_cap) {
+            size_t cap = r->win_cap * 2 < want ? r->win_cap * 2 : want;
+            uint8_t *nw = realloc(r->win, cap);
+            if (!nw) {
+                r->err = -ENOMEM;
+                r->z = NULL;
+                break;
+            }
+            r->win = nw;
+            r->win_cap = cap;
+            r->p = r->start = nw;
+        }
         int n = st_codec_read(r->z, r->win + have, r->win_cap - have);
         if (n < 0) {
             r->err = n;
@@ -255,6 +271,36 @@ static int rrd_record(rrd_t *r, st_batch_record_t *rec, int64_t *ts_delta, int32
     if (rrd_pos(r) != rec_end)
         return ST_E_CORRUPT;
     rec->headers_len = (size_t)(rec_end - headers_pos);
+    return 1;
+}
+
+/*
+ * Reads one record whole: like rrd_record, but with every pointer set, the window first made
+ * to hold the record's bytes (grown when it is larger), and rec->raw / raw_len its bytes.
+ */
+static int rrd_record_whole(rrd_t *r, st_batch_record_t *rec, int64_t *ts_delta, int32_t *off_delta)
+{
+    int rc = rrd_fill(r, ST_VARINT32_MAX);
+    if (rc < 0)
+        return rc;
+    if (r->p == r->end)
+        return 0;
+    int32_t len;
+    int n = st_varint32_decode(r->p, (size_t)(r->end - r->p), &len);
+    if (n < 0)
+        return rrd_bad(r);
+    if (len < 1)
+        return ST_E_CORRUPT;
+    size_t total = (size_t)n + (size_t)len;
+    if (rrd_fill(r, total) < 0 || (size_t)(r->end - r->p) < total)
+        return rrd_bad(r);
+    rrd_t f;
+    rrd_init_flat(&f, r->p, r->p + total);
+    if ((rc = rrd_record(&f, rec, ts_delta, off_delta)) != 1)
+        return rc < 0 ? rc : ST_E_CORRUPT;
+    rec->raw = r->p;
+    rec->raw_len = total;
+    r->p += total;
     return 1;
 }
 
@@ -398,6 +444,8 @@ int st_batch_iter_next(st_batch_iter_t *it, st_batch_record_t *rec)
     int32_t off_delta;
     if (rrd_record(&r, rec, &ts_delta, &off_delta) != 1)
         return ST_E_CORRUPT;
+    rec->raw = it->p;
+    rec->raw_len = (size_t)(r.p - it->p);
     rec->offset = it->hdr.base_offset + off_delta;
     if (it->hdr.attributes & ST_BATCH_ATTR_LOG_APPEND_TIME)
         rec->timestamp = it->hdr.max_timestamp;
@@ -406,4 +454,131 @@ int st_batch_iter_next(st_batch_iter_t *it, st_batch_record_t *rec)
     it->p = r.p;
     it->index++;
     return 1;
+}
+
+/* ---- walk and filter (log compaction) ----------------------------------------------------- */
+
+typedef int (*walk_fn)(void *arg, const st_batch_record_t *rec);
+
+/*
+ * st_batch_walk, also handing back the header. Stored batches are held to what compaction
+ * leaves of a producer's: deltas increasing within 0..lastOffsetDelta, recordsCount of them.
+ */
+static int walk(const uint8_t *batch, size_t size, int64_t max_out, walk_fn fn, void *arg,
+                st_batch_hdr_t *h)
+{
+    if (st_batch_parse_hdr(batch, size, h) < 0 || (uint64_t)st_batch_size(h) > size ||
+        h->last_offset_delta < 0 || h->records_count < 0)
+        return ST_E_CORRUPT;
+    int codec = st_batch_compression(h);
+    if (codec > ST_CODEC_ZSTD)
+        return ST_E_CORRUPT;
+    const uint8_t *recs = batch + ST_BATCH_HEADER_SIZE, *end = batch + st_batch_size(h);
+    rrd_t r;
+    rrd_init_flat(&r, recs, end);
+    st_codec_reader_t *z = NULL;
+    int rc;
+    if (codec != ST_CODEC_NONE && (recs != end || h->records_count != 0)) {
+        if ((rc = st_codec_reader_create(codec, recs, (size_t)(end - recs), max_out, &z)) < 0)
+            return rc;
+        rrd_init_flat(&r, NULL, NULL);
+        r.win = malloc(RRD_WINDOW);
+        if (!r.win) {
+            st_codec_reader_destroy(z);
+            return -ENOMEM;
+        }
+        r.win_cap = RRD_WINDOW;
+        r.z = z;
+    }
+    st_batch_record_t rec;
+    int64_t ts_delta;
+    int32_t off_delta, prev = -1, i = 0;
+    bool append_time = h->attributes & ST_BATCH_ATTR_LOG_APPEND_TIME;
+    while ((rc = rrd_record_whole(&r, &rec, &ts_delta, &off_delta)) == 1) {
+        if (i == h->records_count || off_delta <= prev || off_delta > h->last_offset_delta) {
+            rc = ST_E_CORRUPT;
+            break;
+        }
+        prev = off_delta;
+        i++;
+        rec.offset = h->base_offset + off_delta;
+        rec.timestamp = append_time ? h->max_timestamp
+                                    : (int64_t)((uint64_t)h->base_timestamp + (uint64_t)ts_delta);
+        if ((rc = fn(arg, &rec)) != 0)
+            break;
+    }
+    if (rc == 0 && i != h->records_count)
+        rc = ST_E_CORRUPT;
+    if (z) {
+        free(r.win);
+        st_codec_reader_destroy(z);
+    }
+    return rc;
+}
+
+int st_batch_walk(const uint8_t *batch, size_t size, int64_t max_out,
+                  int (*fn)(void *arg, const st_batch_record_t *rec), void *arg)
+{
+    st_batch_hdr_t h;
+    return walk(batch, size, max_out, fn, arg, &h);
+}
+
+typedef struct filter_ctx {
+    bool (*keep)(void *arg, const st_batch_record_t *rec);
+    void *arg;
+    st_buf_t *dst; /* kept records go here, uncompressed */
+    int32_t kept;
+} filter_ctx_t;
+
+static int filter_one(void *arg, const st_batch_record_t *rec)
+{
+    filter_ctx_t *f = arg;
+    if (!f->keep(f->arg, rec))
+        return 0;
+    f->kept++;
+    return st_buf_append(f->dst, rec->raw, rec->raw_len);
+}
+
+int st_batch_filter(const uint8_t *batch, size_t size, int64_t max_out,
+                    bool (*keep)(void *arg, const st_batch_record_t *rec), void *arg,
+                    bool keep_empty, st_buf_t *out, int32_t *kept)
+{
+    *kept = 0;
+    size_t start = out->len;
+    st_batch_hdr_t h;
+    if (st_batch_parse_hdr(batch, size, &h) < 0)
+        return ST_E_CORRUPT;
+    int codec = st_batch_compression(&h);
+    st_buf_t plain; /* a compressed batch's kept records, before recompression */
+    st_buf_init(&plain);
+    filter_ctx_t f = {keep, arg, codec == ST_CODEC_NONE ? out : &plain, 0};
+    int rc = st_buf_append(out, batch, ST_BATCH_HEADER_SIZE);
+    if (rc == 0)
+        rc = walk(batch, size, max_out, filter_one, &f, &h);
+    if (rc == 0 && f.kept == 0 && !keep_empty)
+        rc = 1; /* nothing to append */
+    if (rc == 0 && f.kept > 0 && codec != ST_CODEC_NONE) {
+        const uint8_t *recs = batch + ST_BATCH_HEADER_SIZE;
+        size_t n = (size_t)(st_batch_size(&h) - ST_BATCH_HEADER_SIZE);
+        rc = st_codec_compress(codec, st_codec_framing(codec, recs, n), plain.data, plain.len, out);
+    }
+    st_buf_fini(&plain);
+    if (rc == 0 && out->len - start - ST_BATCH_LOG_OVERHEAD > ST_BATCH_MAX_SIZE)
+        rc = ST_E_TOO_LARGE;
+    if (rc != 0) {
+        out->len = start;
+        return rc > 0 ? 0 : rc;
+    }
+    uint8_t *p = out->data + start;
+    size_t bs = out->len - start;
+    if (f.kept == 0) {
+        uint16_t attr = st_be16(p + ST_BATCH_OFF_ATTRIBUTES);
+        st_put_be16(p + ST_BATCH_OFF_ATTRIBUTES,
+                    (uint16_t)(attr & ~ST_BATCH_ATTR_COMPRESSION_MASK));
+    }
+    st_put_be32(p + ST_BATCH_OFF_LENGTH, (uint32_t)(bs - ST_BATCH_LOG_OVERHEAD));
+    st_put_be32(p + ST_BATCH_OFF_RECORDS_COUNT, (uint32_t)f.kept);
+    st_put_be32(p + ST_BATCH_OFF_CRC, st_batch_compute_crc(p, bs));
+    *kept = f.kept;
+    return 0;
 }

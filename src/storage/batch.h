@@ -34,8 +34,14 @@
  *
  * A compressed batch holds the same records, compressed as one stream (codec.h).
  *
- * Functions here read and write caller memory; validating a compressed batch also allocates, a
- * bounded amount (codec.h), freed before it returns. Any thread.
+ * A producer's batch holds records with offset deltas 0..lastOffsetDelta, recordsCount of them.
+ * Log compaction (st_batch_filter) keeps only some: a rebuilt batch keeps its header's offsets,
+ * so its records' deltas only increase within 0..lastOffsetDelta and recordsCount may be
+ * smaller than lastOffsetDelta + 1, down to 0 with no record bytes at all (batchLength 49).
+ * st_batch_check and the walks accept such batches; st_batch_validate_client does not.
+ *
+ * Functions here read and write caller memory; validating, walking or filtering a compressed
+ * batch also allocates, a bounded amount (codec.h), freed before it returns. Any thread.
  */
 #ifndef ST_STORAGE_BATCH_H
 #define ST_STORAGE_BATCH_H
@@ -43,6 +49,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/buf.h"
 
 #define ST_BATCH_OFF_BASE_OFFSET       0
 #define ST_BATCH_OFF_LENGTH            8
@@ -170,7 +178,11 @@ void st_batch_set_leader_epoch(uint8_t *batch, int32_t epoch);
 /* Sets the LogAppendTime attribute and maxTimestamp (both CRC-covered), then rewrites the CRC. */
 void st_batch_set_log_append_time(uint8_t *batch, size_t size, int64_t ts);
 
-/* One record of an uncompressed batch; pointers alias the batch. */
+/*
+ * One record. From st_batch_iter_next the pointers alias the (uncompressed) batch; from
+ * st_batch_walk they point into the batch or into the walk's decompression window, valid only
+ * during the callback.
+ */
 typedef struct st_batch_record {
     int64_t offset;    /* base offset + offset delta */
     int64_t timestamp; /* base timestamp + delta, or the max timestamp for LogAppendTime */
@@ -182,6 +194,8 @@ typedef struct st_batch_record {
     int32_t header_count;
     const uint8_t *headers; /* raw header bytes */
     size_t headers_len;
+    const uint8_t *raw; /* the whole record as stored, its length varint included */
+    size_t raw_len;
 } st_batch_record_t;
 
 typedef struct st_batch_iter {
@@ -198,5 +212,43 @@ typedef struct st_batch_iter {
 int st_batch_iter_init(st_batch_iter_t *it, const uint8_t *batch, size_t size);
 /* Returns 1 and the next record, 0 at the end, ST_E_CORRUPT when the bytes do not parse. */
 int st_batch_iter_next(st_batch_iter_t *it, st_batch_record_t *rec);
+
+/*
+ * Calls fn for every record of the batch (size bytes at batch, already checked with
+ * st_batch_check), decompressing as needed, bounded like validation (max_out bytes of
+ * decompressed records, ST_E_TOO_LARGE beyond). rec->key/value/headers/raw point into memory
+ * valid only during the call. fn returns 0 to go on, non-zero to stop (returned as is).
+ * The records must parse to the end of the batch (or of its compressed stream), number
+ * recordsCount, and carry offset deltas that increase within 0..lastOffsetDelta; a batch with
+ * recordsCount 0 and no record bytes has no records, whatever its codec. Memory: for a
+ * compressed batch, the codec reader's (codec.h) and a 64 KiB window, grown to hold the
+ * largest record whole (at most twice the bytes decompressed, so within 2 * max_out).
+ * Returns 0, fn's value, ST_E_CORRUPT (header, records or stream do not parse, unknown codec,
+ * counts or deltas as above), ST_E_TOO_LARGE, -ENOMEM. fn may have been called for earlier
+ * records when an error is found.
+ */
+int st_batch_walk(const uint8_t *batch, size_t size, int64_t max_out,
+                  int (*fn)(void *arg, const st_batch_record_t *rec), void *arg);
+
+/*
+ * Appends to out a copy of the batch (size bytes at batch, checked; not inside out) holding
+ * only the records for which keep(arg, rec) is true, in order and byte for byte as they were
+ * (offset and timestamp deltas unchanged). The header keeps baseOffset, partitionLeaderEpoch,
+ * magic, attributes (codec, timestamp type, transactional, control, delete-horizon bits),
+ * lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch and baseSequence;
+ * recordsCount and batchLength are the new ones, and the CRC is recomputed. A compressed batch
+ * is recompressed with its own codec (snappy in the framing it came in: raw or xerial; the
+ * others as codec.h writes them). keep sees records as st_batch_walk gives them.
+ * *kept receives how many records were kept; when none, nothing is appended unless
+ * keep_empty, which appends the header alone with recordsCount 0 and no record bytes (Kafka
+ * keeps the last batch of each idempotent producer that way, so producer state still
+ * rebuilds). Such an empty batch has its codec bits cleared, as Kafka writes it: a compressed
+ * batch must carry a stream, and clients decompress whatever a batch's codec names.
+ * On error nothing is appended. Returns 0, ST_E_CORRUPT (as st_batch_walk), ST_E_TOO_LARGE
+ * (decompression past max_out, or a result over ST_BATCH_MAX_SIZE), -ENOMEM.
+ */
+int st_batch_filter(const uint8_t *batch, size_t size, int64_t max_out,
+                    bool (*keep)(void *arg, const st_batch_record_t *rec), void *arg,
+                    bool keep_empty, st_buf_t *out, int32_t *kept);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * codec.c — bounded, piecewise decompression of a batch's records: gzip (zlib), snappy (raw and
- * snappy-java framing, libsnappy), lz4 (LZ4 frames, liblz4), zstd (libzstd).
+ * snappy-java framing, libsnappy), lz4 (LZ4 frames, liblz4), zstd (libzstd); and one-shot
+ * compression into the same formats.
  *
  * Formats and memory bounds are described in codec.h. Every call either consumes input,
  * produces output, or ends the reader: no input can make a reader loop without progress, and
@@ -57,6 +58,14 @@ struct st_codec_reader {
     bool raw_taken; /* snappy raw: the one block was decompressed */
 };
 
+int st_codec_framing(int codec, const uint8_t *in, size_t n)
+{
+    if (codec == ST_CODEC_SNAPPY && n >= XERIAL_HEADER_LEN &&
+        memcmp(in, xerial_magic, XERIAL_MAGIC_LEN) == 0)
+        return ST_CODEC_FRAMING_XERIAL;
+    return ST_CODEC_FRAMING_PLAIN;
+}
+
 static size_t in_left(const st_codec_reader_t *r)
 {
     return (size_t)(r->in_end - r->in);
@@ -83,7 +92,7 @@ int st_codec_reader_create(int codec, const uint8_t *in, size_t n, int64_t max_o
         r->gz_ready = true;
         break;
     case ST_CODEC_SNAPPY:
-        if (n >= XERIAL_HEADER_LEN && memcmp(in, xerial_magic, XERIAL_MAGIC_LEN) == 0) {
+        if (st_codec_framing(codec, in, n) == ST_CODEC_FRAMING_XERIAL) {
             r->xerial = true;
             r->in += XERIAL_HEADER_LEN;
         }
@@ -308,4 +317,128 @@ int st_codec_read(st_codec_reader_t *r, uint8_t *buf, size_t cap)
     if (n < 0)
         r->err = n;
     return n;
+}
+
+/* ---- compression -------------------------------------------------------------------------- */
+
+/* snappy-java's block size, and the version it writes (and needs at least) in its header. */
+#define XERIAL_BLOCK   (32 * 1024)
+#define XERIAL_VERSION 1
+
+/* Kafka's default zstd level (compression.zstd.level). */
+#define ZSTD_LEVEL 3
+
+static int gz_compress(const uint8_t *in, size_t n, st_buf_t *out)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    /* 16 + window bits: a gzip wrapper. */
+    int zr =
+        deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+    if (zr != Z_OK)
+        return zr == Z_MEM_ERROR ? -ENOMEM : ST_E_INVALID;
+    size_t cap = deflateBound(&z, (uLong)n);
+    int rc = cap > UINT_MAX ? ST_E_TOO_LARGE : st_buf_reserve(out, cap);
+    if (rc == 0) {
+        z.next_in = (Bytef *)(uintptr_t)in;
+        z.avail_in = (uInt)n;
+        z.next_out = out->data + out->len;
+        z.avail_out = (uInt)cap;
+        zr = deflate(&z, Z_FINISH);
+        if (zr == Z_STREAM_END)
+            out->len += cap - z.avail_out;
+        else
+            rc = zr == Z_MEM_ERROR ? -ENOMEM : ST_E_INVALID;
+    }
+    deflateEnd(&z);
+    return rc;
+}
+
+/* Appends one raw snappy block of the n bytes at in. */
+static int snappy_compress_block(const uint8_t *in, size_t n, st_buf_t *out)
+{
+    size_t cap = snappy_max_compressed_length(n);
+    int rc = st_buf_reserve(out, cap);
+    if (rc < 0)
+        return rc;
+    size_t got = cap;
+    if (snappy_compress((const char *)in, n, (char *)out->data + out->len, &got) != SNAPPY_OK)
+        return ST_E_INVALID;
+    out->len += got;
+    return 0;
+}
+
+static int xerial_compress(const uint8_t *in, size_t n, st_buf_t *out)
+{
+    uint8_t hdr[XERIAL_HEADER_LEN];
+    memcpy(hdr, xerial_magic, XERIAL_MAGIC_LEN);
+    st_put_be32(hdr + 8, XERIAL_VERSION);
+    st_put_be32(hdr + 12, XERIAL_VERSION);
+    int rc = st_buf_append(out, hdr, sizeof hdr);
+    for (size_t off = 0; rc == 0 && off < n; off += XERIAL_BLOCK) {
+        size_t k = n - off < XERIAL_BLOCK ? n - off : XERIAL_BLOCK;
+        size_t at = out->len;
+        if ((rc = st_buf_append(out, hdr, 4)) == 0 &&
+            (rc = snappy_compress_block(in + off, k, out)) == 0)
+            st_put_be32(out->data + at, (uint32_t)(out->len - at - 4));
+    }
+    return rc;
+}
+
+static int lz4_compress(const uint8_t *in, size_t n, st_buf_t *out)
+{
+    LZ4F_preferences_t prefs;
+    memset(&prefs, 0, sizeof prefs);
+    prefs.frameInfo.blockSizeID = LZ4F_max64KB;
+    prefs.frameInfo.blockMode = LZ4F_blockIndependent;
+    size_t cap = LZ4F_compressFrameBound(n, &prefs);
+    int rc = st_buf_reserve(out, cap);
+    if (rc < 0)
+        return rc;
+    size_t got = LZ4F_compressFrame(out->data + out->len, cap, in, n, &prefs);
+    if (LZ4F_isError(got)) /* allocation failures too: liblz4 does not tell them apart */
+        return -ENOMEM;
+    out->len += got;
+    return 0;
+}
+
+static int zstd_compress(const uint8_t *in, size_t n, st_buf_t *out)
+{
+    size_t cap = ZSTD_compressBound(n);
+    int rc = st_buf_reserve(out, cap);
+    if (rc < 0)
+        return rc;
+    size_t got = ZSTD_compress(out->data + out->len, cap, in, n, ZSTD_LEVEL);
+    if (ZSTD_isError(got))
+        return ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation ? -ENOMEM : ST_E_INVALID;
+    out->len += got;
+    return 0;
+}
+
+int st_codec_compress(int codec, int framing, const uint8_t *in, size_t n, st_buf_t *out)
+{
+    if (codec < ST_CODEC_GZIP || codec > ST_CODEC_ZSTD)
+        return ST_E_INVALID;
+    if (n > INT32_MAX)
+        return ST_E_TOO_LARGE;
+    size_t start = out->len;
+    int rc;
+    switch (codec) {
+    case ST_CODEC_GZIP:
+        rc = gz_compress(in, n, out);
+        break;
+    case ST_CODEC_SNAPPY:
+        rc = framing == ST_CODEC_FRAMING_XERIAL ? xerial_compress(in, n, out)
+                                                : snappy_compress_block(in, n, out);
+        break;
+    case ST_CODEC_LZ4:
+        rc = lz4_compress(in, n, out);
+        break;
+    default:
+        rc = zstd_compress(in, n, out);
+        break;
+    }
+    if (rc < 0)
+        out->len = start;
+    return rc;
 }

@@ -1,5 +1,6 @@
 /*
- * codec.h — decompression of a RecordBatch's records, as Kafka clients compress them.
+ * codec.h — decompression of a RecordBatch's records, as Kafka clients compress them, and
+ * compression of records the way those clients read them back (for the log cleaner).
  *
  * The compression bits of a batch's attributes name the codec; the bytes after the 61-byte
  * header are then one compressed stream holding the records:
@@ -33,12 +34,20 @@
  * bomb) costs at most max_out bytes of decompression.
  *
  * A reader belongs to the thread that created it; any thread may create one.
+ *
+ * st_codec_compress writes what a Java client and librdkafka both read: a gzip stream (zlib's
+ * default level), one raw snappy block or snappy-java's framing (header version 1, minimum
+ * compatible version 1, 32 KiB blocks), one LZ4 frame of independent 64 KiB blocks with no
+ * content size and no checksums (Java's KafkaLZ4BlockInputStream decompresses each block on
+ * its own), one zstd frame at level 3 (Kafka's default) with its content size.
  */
 #ifndef ST_STORAGE_CODEC_H
 #define ST_STORAGE_CODEC_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/buf.h"
 
 #define ST_CODEC_NONE   0
 #define ST_CODEC_GZIP   1
@@ -71,5 +80,20 @@ int st_codec_read(st_codec_reader_t *r, uint8_t *buf, size_t cap);
 int64_t st_codec_produced(const st_codec_reader_t *r);
 
 void st_codec_reader_destroy(st_codec_reader_t *r);
+
+/* How a codec's stream is framed, where it has more than one framing (snappy). */
+#define ST_CODEC_FRAMING_PLAIN  0 /* the codec's own (for snappy: one raw block) */
+#define ST_CODEC_FRAMING_XERIAL 1 /* snappy-java's framing */
+
+/* The framing of the n compressed bytes at in under codec, as a reader would take it. */
+int st_codec_framing(int codec, const uint8_t *in, size_t n);
+
+/*
+ * Appends the n bytes at in to out compressed with codec 1..4 in framing (ST_CODEC_FRAMING_*;
+ * only snappy looks at it), as one stream st_codec_reader_create reads back. Returns 0, or
+ * ST_E_INVALID for another codec, ST_E_TOO_LARGE for n > INT32_MAX, -ENOMEM. out is left as
+ * it was on failure (except for its sticky oom flag).
+ */
+int st_codec_compress(int codec, int framing, const uint8_t *in, size_t n, st_buf_t *out);
 
 #endif

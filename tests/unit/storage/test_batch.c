@@ -1,7 +1,9 @@
 /*
  * Unit tests for storage/batch and storage/codec: header parse, CRC, client validation (records
  * decompressed with every codec as clients compress them, garbage, truncation, counts, bombs),
- * record walk, meta codecs.
+ * record walk, walking and filtering any batch for log compaction (every codec, recompression,
+ * framing, producer fields, rebuilt batches through st_batch_check, errors, bombs), meta
+ * codecs.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -422,6 +424,684 @@ static void test_log_append_time_rewrites_crc(void **state)
     st_buf_fini(&b);
 }
 
+/* ---- walk and filter (log compaction) ---------------------------------------------------- */
+
+/* The variants walked and filtered: uncompressed, then every client-style compression. */
+#define WV_NONE  (-1)
+#define WV_COUNT (TC_COUNT + 1)
+static int wv_variant(int i)
+{
+    return i == 0 ? WV_NONE : i - 1;
+}
+static const char *wv_name(int v)
+{
+    return v == WV_NONE ? "none" : tc_name[v];
+}
+static int wv_codec(int v)
+{
+    return v == WV_NONE ? ST_CODEC_NONE : tc_codec[v];
+}
+
+#define W_BASE_OFFSET 1000
+#define W_BASE_TS     5000
+#define W_PID         1234
+#define W_EPOCH       5
+#define W_SEQ         77
+#define W_LEADER      3
+
+/* Record i's fields, all derived from i (and vlen): what the walks must give back. */
+static int32_t w_key_len(int32_t i)
+{
+    return i % 5 == 4 ? -1 : 2;
+}
+static void w_key(int32_t i, uint8_t k[2])
+{
+    k[0] = 'k';
+    k[1] = (uint8_t)('0' + i % 7);
+}
+static int32_t w_value_len(int32_t i, size_t vlen)
+{
+    return i % 6 == 5 ? -1 : (int32_t)vlen;
+}
+static uint8_t w_value_byte(int32_t i, size_t j)
+{
+    return (uint8_t)(i * 31 + (int32_t)(j % 251));
+}
+static int32_t w_headers(int32_t i)
+{
+    return i % 3;
+}
+static int64_t w_ts_delta(int32_t i)
+{
+    return (int64_t)i * 3;
+}
+
+/* Appends the headers of record i (header h: key "h<h>", value "v<i>" or null for h == 1). */
+static void w_header_bytes(st_buf_t *b, int32_t i)
+{
+    uint8_t t[16];
+    for (int32_t h = 0; h < w_headers(i); h++) {
+        int n = st_varint32_encode(t, 2);
+        t[n++] = 'h';
+        t[n++] = (uint8_t)('0' + h);
+        st_buf_append(b, t, (size_t)n);
+        if (h == 1) {
+            n = st_varint32_encode(t, -1);
+        } else {
+            n = st_varint32_encode(t, 2);
+            t[n++] = 'v';
+            t[n++] = (uint8_t)('0' + i % 10);
+        }
+        st_buf_append(b, t, (size_t)n);
+    }
+}
+
+/* Appends record i with offset delta `delta`. */
+static void w_record(st_buf_t *b, int32_t i, int32_t delta, size_t vlen)
+{
+    st_buf_t body;
+    st_buf_init(&body);
+    uint8_t t[16];
+    st_buf_put_u8(&body, 0);
+    st_buf_append(&body, t, (size_t)st_varint64_encode(t, w_ts_delta(i)));
+    st_buf_append(&body, t, (size_t)st_varint32_encode(t, delta));
+    st_buf_append(&body, t, (size_t)st_varint32_encode(t, w_key_len(i)));
+    if (w_key_len(i) > 0) {
+        w_key(i, t);
+        st_buf_append(&body, t, 2);
+    }
+    int32_t vl = w_value_len(i, vlen);
+    st_buf_append(&body, t, (size_t)st_varint32_encode(t, vl));
+    if (vl > 0) {
+        uint8_t *v = st_buf_extend(&body, (size_t)vl);
+        for (size_t j = 0; j < (size_t)vl; j++)
+            v[j] = w_value_byte(i, j);
+    }
+    st_buf_append(&body, t, (size_t)st_varint32_encode(t, w_headers(i)));
+    w_header_bytes(&body, i);
+    st_buf_append(b, t, (size_t)st_varint32_encode(t, (int32_t)body.len));
+    st_buf_append(b, body.data, body.len);
+    st_buf_fini(&body);
+}
+
+/*
+ * Appends a batch of variant holding the records area `recs` (compressed first unless
+ * uncompressed), with the W_* header fields, lastOffsetDelta lod and recordsCount count.
+ */
+static size_t w_wrap(st_buf_t *b, int variant, const st_buf_t *recs, int32_t lod, int32_t count,
+                     int16_t extra_attr)
+{
+    st_buf_t z;
+    st_buf_init(&z);
+    if (variant == WV_NONE)
+        st_buf_append(&z, recs->data, recs->len);
+    else
+        compress_as(variant, recs->data, recs->len, &z);
+    size_t start = b->len;
+    uint8_t *h = st_buf_extend(b, ST_BATCH_HEADER_SIZE);
+    st_buf_append(b, z.data, z.len);
+    h = b->data + start;
+    size_t size = b->len - start;
+    st_put_be64(h + ST_BATCH_OFF_BASE_OFFSET, W_BASE_OFFSET);
+    st_put_be32(h + ST_BATCH_OFF_LENGTH, (uint32_t)(size - ST_BATCH_LOG_OVERHEAD));
+    st_put_be32(h + ST_BATCH_OFF_LEADER_EPOCH, W_LEADER);
+    h[ST_BATCH_OFF_MAGIC] = 2;
+    st_put_be16(h + ST_BATCH_OFF_ATTRIBUTES, (uint16_t)(wv_codec(variant) | extra_attr));
+    st_put_be32(h + ST_BATCH_OFF_LAST_OFFSET_DELTA, (uint32_t)lod);
+    st_put_be64(h + ST_BATCH_OFF_BASE_TIMESTAMP, W_BASE_TS);
+    st_put_be64(h + ST_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)(W_BASE_TS + w_ts_delta(lod)));
+    st_put_be64(h + ST_BATCH_OFF_PRODUCER_ID, W_PID);
+    st_put_be16(h + ST_BATCH_OFF_PRODUCER_EPOCH, W_EPOCH);
+    st_put_be32(h + ST_BATCH_OFF_BASE_SEQUENCE, W_SEQ);
+    st_put_be32(h + ST_BATCH_OFF_RECORDS_COUNT, (uint32_t)count);
+    tb_fix_crc(h);
+    st_buf_fini(&z);
+    return size;
+}
+
+/* A producer's batch of variant: count records 0..count-1 with values of vlen bytes. */
+static size_t w_batch(st_buf_t *b, int variant, int32_t count, size_t vlen, int16_t extra_attr)
+{
+    st_buf_t recs;
+    st_buf_init(&recs);
+    for (int32_t i = 0; i < count; i++)
+        w_record(&recs, i, i, vlen);
+    size_t n = w_wrap(b, variant, &recs, count - 1, count, extra_attr);
+    st_buf_fini(&recs);
+    return n;
+}
+
+/* What a walk saw. */
+typedef struct wseen {
+    size_t vlen;
+    int32_t n;
+    int64_t offsets[4096];
+    int stop_after; /* > 0: return 7 after that many records */
+    st_buf_t raw;   /* every record's raw bytes, concatenated */
+} wseen_t;
+
+/* Checks rec against record (rec->offset - base) as w_record wrote it. */
+static int w_check(void *arg, const st_batch_record_t *rec)
+{
+    wseen_t *w = arg;
+    int32_t i = (int32_t)(rec->offset - W_BASE_OFFSET);
+    assert_true(i >= 0);
+    assert_int_equal(rec->timestamp, W_BASE_TS + w_ts_delta(i));
+    assert_int_equal(rec->key_len, w_key_len(i));
+    if (rec->key_len > 0) {
+        uint8_t k[2];
+        w_key(i, k);
+        assert_memory_equal(rec->key, k, 2);
+    }
+    assert_int_equal(rec->value_len, w_value_len(i, w->vlen));
+    for (int32_t j = 0; j < rec->value_len; j++)
+        if (rec->value[j] != w_value_byte(i, (size_t)j))
+            fail_msg("record %d value byte %d", i, j);
+    assert_int_equal(rec->header_count, w_headers(i));
+    st_buf_t hb;
+    st_buf_init(&hb);
+    w_header_bytes(&hb, i);
+    assert_int_equal(rec->headers_len, hb.len);
+    if (hb.len)
+        assert_memory_equal(rec->headers, hb.data, hb.len);
+    st_buf_fini(&hb);
+    /* raw is the whole record: it ends with the headers, and parses as this record. */
+    assert_true(rec->raw_len > rec->headers_len);
+    assert_ptr_equal(rec->raw + rec->raw_len - rec->headers_len, rec->headers);
+    st_buf_append(&w->raw, rec->raw, rec->raw_len);
+    assert_true(w->n < 4096);
+    w->offsets[w->n++] = rec->offset;
+    return w->stop_after > 0 && w->n == w->stop_after ? 7 : 0;
+}
+
+static wseen_t *wseen_new(size_t vlen)
+{
+    wseen_t *w = calloc(1, sizeof *w);
+    w->vlen = vlen;
+    st_buf_init(&w->raw);
+    return w;
+}
+
+static void wseen_free(wseen_t *w)
+{
+    st_buf_fini(&w->raw);
+    free(w);
+}
+
+static const struct {
+    int32_t count;
+    size_t vlen;
+} w_shapes[] = {{1, 0}, {12, 10}, {3000, 50}, {3, 300 * 1000}};
+#define W_SHAPES (sizeof w_shapes / sizeof w_shapes[0])
+
+static void test_walk_every_codec(void **state)
+{
+    (void)state;
+    for (int vi = 0; vi < WV_COUNT; vi++)
+        for (size_t s = 0; s < W_SHAPES; s++) {
+            int var = wv_variant(vi);
+            st_buf_t b;
+            st_buf_init(&b);
+            w_batch(&b, var, w_shapes[s].count, w_shapes[s].vlen, 0);
+            st_batch_hdr_t h;
+            assert_int_equal(st_batch_check(b.data, b.len, &h), 0);
+            /* The batches a client sends: validation accepts them too. */
+            expect(&b, 16 << 20, 0, NULL, wv_name(var));
+            wseen_t *w = wseen_new(w_shapes[s].vlen);
+            int rc = st_batch_walk(b.data, b.len, 64 << 20, w_check, w);
+            if (rc != 0)
+                fail_msg("%s, %d records: %s", wv_name(var), w_shapes[s].count, st_errname(rc));
+            assert_int_equal(w->n, w_shapes[s].count);
+            for (int32_t i = 0; i < w->n; i++)
+                assert_int_equal(w->offsets[i], W_BASE_OFFSET + i);
+            /* The raw records, concatenated, are the records area as it was compressed. */
+            st_buf_t recs;
+            st_buf_init(&recs);
+            for (int32_t i = 0; i < w_shapes[s].count; i++)
+                w_record(&recs, i, i, w_shapes[s].vlen);
+            assert_int_equal(w->raw.len, recs.len);
+            assert_memory_equal(w->raw.data, recs.data, recs.len);
+            /* An uncompressed batch: the same records as st_batch_iter gives. */
+            if (var == WV_NONE) {
+                st_batch_iter_t it;
+                st_batch_record_t r;
+                assert_int_equal(st_batch_iter_init(&it, b.data, b.len), 0);
+                size_t at = 0;
+                while (st_batch_iter_next(&it, &r) == 1) {
+                    assert_memory_equal(r.raw, recs.data + at, r.raw_len);
+                    at += r.raw_len;
+                }
+                assert_int_equal(at, recs.len);
+            }
+            st_buf_fini(&recs);
+            /* fn stops the walk: its value comes back, no record after. */
+            if (w_shapes[s].count > 3) {
+                wseen_free(w);
+                w = wseen_new(w_shapes[s].vlen);
+                w->stop_after = 3;
+                assert_int_equal(st_batch_walk(b.data, b.len, 64 << 20, w_check, w), 7);
+                assert_int_equal(w->n, 3);
+            }
+            wseen_free(w);
+            st_buf_fini(&b);
+        }
+}
+
+/* Which records a filter keeps. */
+enum { KEEP_ODD, KEEP_EVEN, KEEP_NONE, KEEP_ALL, KEEP_LAST, KEEP_MODES };
+static const char *const keep_name[KEEP_MODES] = {"odd", "even", "none", "all", "last"};
+
+typedef struct keeper {
+    int mode;
+    int32_t count;
+    int32_t seen;
+} keeper_t;
+
+static bool keep_fn(void *arg, const st_batch_record_t *rec)
+{
+    keeper_t *k = arg;
+    int32_t i = (int32_t)(rec->offset - W_BASE_OFFSET);
+    assert_int_equal(i, k->seen); /* every record offered, in order */
+    k->seen++;
+    switch (k->mode) {
+    case KEEP_ODD:
+        return i % 2 == 1;
+    case KEEP_EVEN:
+        return i % 2 == 0;
+    case KEEP_NONE:
+        return false;
+    case KEEP_LAST:
+        return i == k->count - 1;
+    default:
+        return true;
+    }
+}
+
+static int32_t keep_count(int mode, int32_t count)
+{
+    switch (mode) {
+    case KEEP_ODD:
+        return count / 2;
+    case KEEP_EVEN:
+        return (count + 1) / 2;
+    case KEEP_NONE:
+        return 0;
+    case KEEP_LAST:
+        return 1;
+    default:
+        return count;
+    }
+}
+
+/* The header fields a rebuilt batch keeps, compared with the original's. */
+static void same_kept_header(const st_batch_hdr_t *a, const st_batch_hdr_t *b, bool codec_too)
+{
+    assert_int_equal(a->base_offset, b->base_offset);
+    assert_int_equal(a->partition_leader_epoch, b->partition_leader_epoch);
+    assert_int_equal(a->magic, b->magic);
+    if (codec_too)
+        assert_int_equal(a->attributes, b->attributes);
+    else
+        assert_int_equal(a->attributes & ~ST_BATCH_ATTR_COMPRESSION_MASK,
+                         b->attributes & ~ST_BATCH_ATTR_COMPRESSION_MASK);
+    assert_int_equal(a->last_offset_delta, b->last_offset_delta);
+    assert_int_equal(a->base_timestamp, b->base_timestamp);
+    assert_int_equal(a->max_timestamp, b->max_timestamp);
+    assert_int_equal(a->producer_id, b->producer_id);
+    assert_int_equal(a->producer_epoch, b->producer_epoch);
+    assert_int_equal(a->base_sequence, b->base_sequence);
+}
+
+/* Checks the stream of a rebuilt compressed batch: its codec's format, and snappy's framing. */
+static void check_stream(int variant, const uint8_t *z, size_t n)
+{
+    static const uint8_t gz[] = {0x1f, 0x8b}, zs[] = {0x28, 0xb5, 0x2f, 0xfd},
+                         lz[] = {0x04, 0x22, 0x4d, 0x18}, xe[] = {0x82, 'S', 'N', 'A', 'P'};
+    assert_true(n >= 6);
+    switch (tc_codec[variant]) {
+    case ST_CODEC_GZIP:
+        assert_memory_equal(z, gz, sizeof gz);
+        break;
+    case ST_CODEC_ZSTD:
+        assert_memory_equal(z, zs, sizeof zs);
+        break;
+    case ST_CODEC_LZ4:
+        assert_memory_equal(z, lz, sizeof lz);
+        assert_true(z[4] & 0x20); /* FLG: independent blocks, as Java's reader needs */
+        break;
+    default:
+        assert_int_equal(st_codec_framing(ST_CODEC_SNAPPY, z, n), variant == TC_SNAPPY_XERIAL
+                                                                      ? ST_CODEC_FRAMING_XERIAL
+                                                                      : ST_CODEC_FRAMING_PLAIN);
+        if (variant == TC_SNAPPY_XERIAL)
+            assert_memory_equal(z, xe, sizeof xe);
+        break;
+    }
+}
+
+static void test_filter_every_codec(void **state)
+{
+    (void)state;
+    for (int vi = 0; vi < WV_COUNT; vi++)
+        for (size_t s = 0; s < W_SHAPES; s++)
+            for (int mode = 0; mode < KEEP_MODES; mode++)
+                for (int empty = 0; empty < 2; empty++) {
+                    int var = wv_variant(vi);
+                    int32_t count = w_shapes[s].count;
+                    size_t vlen = w_shapes[s].vlen;
+                    int32_t want = keep_count(mode, count);
+                    if (empty && want > 0)
+                        continue; /* keep_empty matters only when nothing is kept */
+                    char what[128];
+                    snprintf(what, sizeof what, "%s, %d records, keep %s%s", wv_name(var), count,
+                             keep_name[mode], empty ? " (keep_empty)" : "");
+                    st_buf_t b, out;
+                    st_buf_init(&b);
+                    st_buf_init(&out);
+                    w_batch(&b, var, count, vlen, ST_BATCH_ATTR_TRANSACTIONAL);
+                    st_batch_hdr_t oh, nh;
+                    assert_int_equal(st_batch_check(b.data, b.len, &oh), 0);
+                    st_buf_append(&out, "prefix", 6);
+                    keeper_t k = {mode, count, 0};
+                    int32_t kept = -1;
+                    int rc =
+                        st_batch_filter(b.data, b.len, 64 << 20, keep_fn, &k, empty, &out, &kept);
+                    if (rc != 0)
+                        fail_msg("%s: %s", what, st_errname(rc));
+                    assert_int_equal(k.seen, count);
+                    assert_int_equal(kept, want);
+                    assert_memory_equal(out.data, "prefix", 6);
+                    if (want == 0 && !empty) {
+                        assert_int_equal(out.len, 6);
+                        goto next;
+                    }
+                    const uint8_t *nb = out.data + 6;
+                    size_t nsize = out.len - 6;
+                    rc = st_batch_check(nb, nsize, &nh);
+                    if (rc != 0)
+                        fail_msg("%s: st_batch_check %s", what, st_errname(rc));
+                    assert_int_equal(st_batch_size(&nh), (int64_t)nsize);
+                    assert_int_equal(nh.records_count, want);
+                    same_kept_header(&nh, &oh, want > 0);
+                    if (want == 0) {
+                        /* The header alone, no codec. */
+                        assert_int_equal(nsize, ST_BATCH_HEADER_SIZE);
+                        assert_int_equal(st_batch_compression(&nh), ST_CODEC_NONE);
+                    } else if (var != WV_NONE) {
+                        check_stream(var, nb + ST_BATCH_HEADER_SIZE, nsize - ST_BATCH_HEADER_SIZE);
+                    }
+                    /* Walks back to exactly the kept records, offsets and all. */
+                    wseen_t *w = wseen_new(vlen);
+                    rc = st_batch_walk(nb, nsize, 64 << 20, w_check, w);
+                    if (rc != 0)
+                        fail_msg("%s: walk back %s", what, st_errname(rc));
+                    assert_int_equal(w->n, want);
+                    st_buf_t recs;
+                    st_buf_init(&recs);
+                    int32_t j = 0;
+                    for (int32_t i = 0; i < count; i++) {
+                        k.seen = i;
+                        st_batch_record_t fake = {.offset = W_BASE_OFFSET + i};
+                        if (keep_fn(&k, &fake)) {
+                            assert_int_equal(w->offsets[j++], W_BASE_OFFSET + i);
+                            w_record(&recs, i, i, vlen);
+                        }
+                    }
+                    /* Byte for byte as they were (deltas unchanged). */
+                    assert_int_equal(w->raw.len, recs.len);
+                    if (recs.len)
+                        assert_memory_equal(w->raw.data, recs.data, recs.len);
+                    /* Uncompressed and all kept: the very same batch. */
+                    if (var == WV_NONE && mode == KEEP_ALL) {
+                        assert_int_equal(nsize, b.len);
+                        assert_memory_equal(nb, b.data, b.len);
+                    }
+                    /* A producer may not send it unless every record is still there. */
+                    st_buf_t copy;
+                    st_buf_init(&copy);
+                    st_buf_append(&copy, nb, nsize);
+                    if (want == count)
+                        expect(&copy, 16 << 20, 0, NULL, what);
+                    else
+                        expect(&copy, 16 << 20, ST_E_MALFORMED,
+                               want == 0 ? "batch holds no records"
+                                         : "lastOffsetDelta + 1 != record count",
+                               what);
+                    st_buf_fini(&copy);
+                    st_buf_fini(&recs);
+                    wseen_free(w);
+                next:
+                    st_buf_fini(&b);
+                    st_buf_fini(&out);
+                }
+}
+
+static int w_count(void *arg, const st_batch_record_t *rec)
+{
+    (void)rec;
+    (*(int32_t *)arg)++;
+    return 0;
+}
+
+static bool keep_all(void *arg, const st_batch_record_t *rec)
+{
+    (void)arg;
+    (void)rec;
+    return true;
+}
+
+/* Walk and filter both give err for the batch in b; filter appends nothing. */
+static void both_fail(const st_buf_t *b, int64_t max_out, int err, const char *what)
+{
+    int32_t n = 0;
+    int rc = st_batch_walk(b->data, b->len, max_out, w_count, &n);
+    if (rc != err)
+        fail_msg("%s: walk %s, want %s", what, st_errname(rc), st_errname(err));
+    st_buf_t out;
+    st_buf_init(&out);
+    st_buf_append(&out, "x", 1);
+    int32_t kept = -1;
+    rc = st_batch_filter(b->data, b->len, max_out, keep_all, NULL, true, &out, &kept);
+    if (rc != err)
+        fail_msg("%s: filter %s, want %s", what, st_errname(rc), st_errname(err));
+    assert_int_equal(out.len, 1);
+    assert_int_equal(kept, 0);
+    st_buf_fini(&out);
+}
+
+static void test_walk_filter_bad_input(void **state)
+{
+    (void)state;
+    char what[128];
+    uint8_t junk[700];
+    uint32_t x = 777;
+    for (size_t i = 0; i < sizeof junk; i++) {
+        x = x * 1103515245u + 12345u;
+        junk[i] = (uint8_t)(x >> 16);
+    }
+    for (int codec = ST_CODEC_GZIP; codec <= ST_CODEC_ZSTD; codec++) {
+        st_buf_t b;
+        st_buf_init(&b);
+        tc_wrap(&b, codec, junk, sizeof junk, 1);
+        snprintf(what, sizeof what, "garbage under codec %d", codec);
+        both_fail(&b, 1 << 20, ST_E_CORRUPT, what);
+        st_buf_clear(&b);
+        tc_wrap(&b, codec, junk, 0, 1); /* no bytes, one record claimed */
+        snprintf(what, sizeof what, "nothing under codec %d claiming 1", codec);
+        both_fail(&b, 1 << 20, ST_E_CORRUPT, what);
+        st_buf_fini(&b);
+    }
+    for (int vi = 0; vi < WV_COUNT; vi++) {
+        int var = wv_variant(vi);
+        st_buf_t recs, b;
+        st_buf_init(&recs);
+        st_buf_init(&b);
+        for (int32_t i = 0; i < 5; i++)
+            w_record(&recs, i, i, 10);
+        /* Counts that disagree with the records. */
+        w_wrap(&b, var, &recs, 5, 6, 0);
+        snprintf(what, sizeof what, "%s: 5 records claiming 6", wv_name(var));
+        both_fail(&b, 1 << 20, ST_E_CORRUPT, what);
+        st_buf_clear(&b);
+        w_wrap(&b, var, &recs, 4, 4, 0);
+        snprintf(what, sizeof what, "%s: 5 records claiming 4", wv_name(var));
+        both_fail(&b, 1 << 20, ST_E_CORRUPT, what);
+        st_buf_clear(&b);
+        /* A delta past lastOffsetDelta. */
+        w_wrap(&b, var, &recs, 3, 5, 0);
+        snprintf(what, sizeof what, "%s: delta past lastOffsetDelta", wv_name(var));
+        both_fail(&b, 1 << 20, ST_E_CORRUPT, what);
+        /* Deltas that do not increase: 0, 2, 2. */
+        st_buf_clear(&recs);
+        st_buf_clear(&b);
+        w_record(&recs, 0, 0, 10);
+        w_record(&recs, 1, 2, 10);
+        w_record(&recs, 2, 2, 10);
+        w_wrap(&b, var, &recs, 4, 3, 0);
+        snprintf(what, sizeof what, "%s: deltas 0, 2, 2", wv_name(var));
+        both_fail(&b, 1 << 20, ST_E_CORRUPT, what);
+        /* Gaps are fine (a compacted batch): 1, 4 in 0..4. */
+        st_buf_clear(&recs);
+        st_buf_clear(&b);
+        w_record(&recs, 1, 1, 10);
+        w_record(&recs, 4, 4, 10);
+        w_wrap(&b, var, &recs, 4, 2, 0);
+        int32_t n = 0;
+        assert_int_equal(st_batch_walk(b.data, b.len, 1 << 20, w_count, &n), 0);
+        assert_int_equal(n, 2);
+        /* A record cut short: its length claims more than there is. */
+        st_buf_clear(&recs);
+        st_buf_clear(&b);
+        w_record(&recs, 0, 0, 10);
+        recs.len -= 3;
+        w_wrap(&b, var, &recs, 0, 1, 0);
+        snprintf(what, sizeof what, "%s: record cut short", wv_name(var));
+        both_fail(&b, 1 << 20, ST_E_CORRUPT, what);
+        st_buf_fini(&recs);
+        st_buf_fini(&b);
+    }
+    /* An unknown codec, and a header that does not parse. */
+    st_buf_t b;
+    st_buf_init(&b);
+    w_batch(&b, WV_NONE, 2, 5, 5);
+    both_fail(&b, 1 << 20, ST_E_CORRUPT, "codec 5");
+    st_buf_clear(&b);
+    w_batch(&b, WV_NONE, 2, 5, 0);
+    b.len -= 1;
+    both_fail(&b, 1 << 20, ST_E_CORRUPT, "batch longer than its bytes");
+    st_buf_fini(&b);
+}
+
+static void test_walk_filter_bombs(void **state)
+{
+    (void)state;
+    /* One record of 8 MiB: with max_out 1 MiB every codec stops at ST_E_TOO_LARGE; with 16 MiB
+     * it walks and filters (the record is larger than the window, which grows to hold it). */
+    const size_t vlen = 8u << 20;
+    for (int var = 0; var < TC_COUNT; var++) {
+        st_buf_t b;
+        st_buf_init(&b);
+        w_batch(&b, var, 1, vlen, 0);
+        assert_true(b.len < (1u << 20));
+        both_fail(&b, 1 << 20, ST_E_TOO_LARGE, tc_name[var]);
+        wseen_t *w = wseen_new(vlen);
+        assert_int_equal(st_batch_walk(b.data, b.len, 16 << 20, w_check, w), 0);
+        assert_int_equal(w->n, 1);
+        wseen_free(w);
+        st_buf_t out;
+        st_buf_init(&out);
+        int32_t kept;
+        assert_int_equal(
+            st_batch_filter(b.data, b.len, 16 << 20, keep_all, NULL, false, &out, &kept), 0);
+        assert_int_equal(kept, 1);
+        st_batch_hdr_t h;
+        assert_int_equal(st_batch_check(out.data, out.len, &h), 0);
+        check_stream(var, out.data + ST_BATCH_HEADER_SIZE, out.len - ST_BATCH_HEADER_SIZE);
+        st_buf_fini(&out);
+        st_buf_fini(&b);
+    }
+}
+
+static void test_empty_compressed_header_walks(void **state)
+{
+    (void)state;
+    /* recordsCount 0 and no record bytes: no records, whatever the codec claims. */
+    for (int codec = ST_CODEC_NONE; codec <= ST_CODEC_ZSTD; codec++) {
+        st_buf_t recs, b;
+        st_buf_init(&recs);
+        st_buf_init(&b);
+        w_wrap(&b, WV_NONE, &recs, 9, 0, (int16_t)codec);
+        st_batch_hdr_t h;
+        assert_int_equal(st_batch_check(b.data, b.len, &h), 0);
+        int32_t n = 0;
+        assert_int_equal(st_batch_walk(b.data, b.len, 1 << 20, w_count, &n), 0);
+        assert_int_equal(n, 0);
+        st_buf_t out;
+        st_buf_init(&out);
+        int32_t kept = -1;
+        assert_int_equal(
+            st_batch_filter(b.data, b.len, 1 << 20, keep_all, NULL, false, &out, &kept), 0);
+        assert_int_equal(kept, 0);
+        assert_int_equal(out.len, 0);
+        assert_int_equal(st_batch_filter(b.data, b.len, 1 << 20, keep_all, NULL, true, &out, &kept),
+                         0);
+        assert_int_equal(out.len, ST_BATCH_HEADER_SIZE);
+        assert_int_equal(st_batch_check(out.data, out.len, &h), 0);
+        assert_int_equal(h.records_count, 0);
+        assert_int_equal(h.last_offset_delta, 9);
+        /* The uncompressed iterator reads it too. */
+        st_batch_iter_t it;
+        st_batch_record_t r;
+        assert_int_equal(st_batch_iter_init(&it, out.data, out.len), 0);
+        assert_int_equal(st_batch_iter_next(&it, &r), 0);
+        st_buf_fini(&out);
+        st_buf_fini(&recs);
+        st_buf_fini(&b);
+    }
+}
+
+static void test_codec_compress_roundtrip(void **state)
+{
+    (void)state;
+    /* What st_codec_compress writes, a reader gives back, for sizes around the block sizes. */
+    size_t sizes[] = {0, 1, 1000, 32 * 1024, 32 * 1024 + 1, 70000, 300000};
+    uint8_t *src = malloc(300000);
+    for (size_t i = 0; i < 300000; i++)
+        src[i] = (uint8_t)((i * 7) % 13 + (i / 1000));
+    for (int codec = ST_CODEC_GZIP; codec <= ST_CODEC_ZSTD; codec++)
+        for (int framing = 0; framing < 2; framing++)
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+                st_buf_t z;
+                st_buf_init(&z);
+                st_buf_append(&z, "ab", 2);
+                assert_int_equal(st_codec_compress(codec, framing, src, sizes[s], &z), 0);
+                assert_int_equal(st_codec_framing(codec, z.data + 2, z.len - 2),
+                                 codec == ST_CODEC_SNAPPY ? framing : ST_CODEC_FRAMING_PLAIN);
+                st_codec_reader_t *r;
+                assert_int_equal(st_codec_reader_create(codec, z.data + 2, z.len - 2, 1 << 20, &r),
+                                 0);
+                uint8_t *back = malloc(sizes[s] + 1);
+                size_t got = 0;
+                int n;
+                while ((n = st_codec_read(r, back + got, sizes[s] + 1 - got)) > 0)
+                    got += (size_t)n;
+                assert_int_equal(n, 0);
+                assert_int_equal(got, sizes[s]);
+                if (got)
+                    assert_memory_equal(back, src, got);
+                free(back);
+                st_codec_reader_destroy(r);
+                st_buf_fini(&z);
+            }
+    st_buf_t z;
+    st_buf_init(&z);
+    assert_int_equal(st_codec_compress(0, 0, src, 10, &z), ST_E_INVALID);
+    assert_int_equal(st_codec_compress(5, 0, src, 10, &z), ST_E_INVALID);
+    assert_int_equal(z.len, 0);
+    st_buf_fini(&z);
+    free(src);
+}
+
 static void test_meta_codecs(void **state)
 {
     (void)state;
@@ -458,12 +1138,13 @@ static void test_meta_codecs(void **state)
     st_meta_format_partition_metadata(id, text, sizeof text);
     assert_string_equal(text, "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAA\n");
 
-    st_meta_ckpt_t c = {12, 34}, d;
+    st_meta_ckpt_t c = {12, 34, 56}, d;
     uint8_t raw[ST_META_CKPT_SIZE];
     st_meta_encode_ckpt(&c, raw);
     assert_int_equal(st_meta_decode_ckpt(raw, sizeof raw, &d), 0);
     assert_int_equal(d.log_start_offset, 12);
     assert_int_equal(d.recovery_point, 34);
+    assert_int_equal(d.clean_point, 56);
     raw[9] ^= 1;
     assert_int_equal(st_meta_decode_ckpt(raw, sizeof raw, &d), ST_E_CORRUPT);
 }
@@ -481,6 +1162,12 @@ int main(void)
         cmocka_unit_test(test_codec_reader_bounds_work),
         cmocka_unit_test(test_uncompressed_absurd_count_refused_early),
         cmocka_unit_test(test_log_append_time_rewrites_crc),
+        cmocka_unit_test(test_walk_every_codec),
+        cmocka_unit_test(test_filter_every_codec),
+        cmocka_unit_test(test_walk_filter_bad_input),
+        cmocka_unit_test(test_walk_filter_bombs),
+        cmocka_unit_test(test_empty_compressed_header_walks),
+        cmocka_unit_test(test_codec_compress_roundtrip),
         cmocka_unit_test(test_meta_codecs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
