@@ -8,8 +8,17 @@
  *   until the appends are done, since the records live in its frame.
  *
  * Every append also moves the partition's high watermark once durable, waking fetches.
+ *
+ * A topic whose cleanup.policy holds "compact" takes only records with a key (compaction keeps
+ * the newest record of each key; a keyless one has none to be kept by). The owner walks every
+ * record of such a partition's batches, decompressing as needed, before the append; a keyless
+ * record refuses the partition's whole append with INVALID_RECORD, and the answer lists the
+ * keyless records of the first batch holding any in record_errors (KIP-467, v8+), each with
+ * its index within that batch and Kafka's text. Other topics pay nothing for this.
  */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,18 +28,38 @@
 #include "kafka/autocreate.h"
 #include "kafka/controller.h"
 #include "kafka/broker.h"
+#include "kafka/topic_config.h"
 #include "proto/kerr.h"
 
 typedef struct st_produce st_produce_t;
+
+/*
+ * At most this many refused records are listed in a partition's record_errors (the total is in
+ * its error_message). A compressed batch of tiny keyless records may hold millions; listing
+ * each, with Kafka's ~100-byte text, would answer a small request with hundreds of megabytes.
+ */
+#define ST_PROD_MAX_RECORD_ERRORS 10000
+
+/* The keyless records of a refused partition: found on the owner, answered by the connection's
+ * shard, which frees this. */
+typedef struct {
+    int32_t total;      /* keyless records in the batch */
+    int32_t listed;     /* of them, in index[] */
+    char message[352];  /* each one's batch_index_error_message */
+    char summary[1536]; /* the partition's error_message */
+    int32_t index[];    /* ST_PROD_MAX_RECORD_ERRORS: indices within the batch */
+} st_prod_rejects_t;
 
 typedef struct {
     uint8_t topic_id[16];
     int32_t partition;
     int owner;
+    bool compact; /* the topic's cleanup.policy holds "compact": records need keys */
     uint8_t *records;
     int32_t len;
     int16_t error;
     const char *why;
+    st_prod_rejects_t *rejects; /* INVALID_RECORD for keyless records, else NULL */
     st_kp_produce_resp_partition_response_t *out;
 } st_prod_part_t;
 
@@ -137,6 +166,103 @@ static void st_prod_record_idempotence(st_part_t *part, const uint8_t *p, size_t
     }
 }
 
+typedef struct {
+    int32_t index; /* records walked in the current batch */
+    st_prod_rejects_t *rej;
+} st_prod_keys_t;
+
+static int st_prod_key_seen(void *arg, const st_batch_record_t *rec)
+{
+    st_prod_keys_t *k = arg;
+    int32_t i = k->index++;
+    if (rec->key_len >= 0)
+        return 0;
+    if (!k->rej) {
+        k->rej = calloc(1, sizeof *k->rej + ST_PROD_MAX_RECORD_ERRORS * sizeof k->rej->index[0]);
+        if (!k->rej)
+            return -ENOMEM;
+    }
+    if (k->rej->listed < ST_PROD_MAX_RECORD_ERRORS)
+        k->rej->index[k->rej->listed++] = i;
+    k->rej->total++;
+    return 0;
+}
+
+/* Whether every batch of the input passes the append's own checks. */
+static bool st_prod_batches_valid(const uint8_t *p, size_t n, int64_t max_bytes)
+{
+    while (n > 0) {
+        st_batch_hdr_t h;
+        if (st_batch_validate_client(p, n, max_bytes, &h, NULL))
+            return false;
+        p += st_batch_size(&h);
+        n -= (size_t)st_batch_size(&h);
+    }
+    return true;
+}
+
+/* Kafka's texts for the keyless records of a compacted topic (LogValidator), one per record and
+ * the partition's summary of the first three. */
+static void st_prod_rejects_explain(st_prod_rejects_t *rej, const st_part_t *part)
+{
+    snprintf(rej->message, sizeof rej->message,
+             "Compacted topic cannot accept message without key in topic partition %s-%d.",
+             part->topic, part->index);
+    int k = snprintf(rej->summary, sizeof rej->summary,
+                     "One or more records have been rejected due to %d record errors in total, "
+                     "and only showing the first three errors at most: [",
+                     rej->total);
+    for (int i = 0; i < rej->listed && i < 3 && k >= 0 && (size_t)k < sizeof rej->summary; i++)
+        k += snprintf(rej->summary + k, sizeof rej->summary - (size_t)k,
+                      "%sRecordError(batchIndex=%d, message='%s')", i ? ", " : "", rej->index[i],
+                      rej->message);
+    if (k >= 0 && (size_t)k < sizeof rej->summary)
+        snprintf(rej->summary + k, sizeof rej->summary - (size_t)k, "]");
+}
+
+/*
+ * Compacted topics: refuses the append if any record lacks a key. Walks the batches in order
+ * and stops after the first that holds keyless records; its records' indices (counted within
+ * it, as Kafka does) go to pp->rejects. Returns 0 to go on with the append, or a negative
+ * Kafka error code. Input that the append refuses on its own (bad CRC, size, counts, codec...)
+ * is left to it, so such a batch gets the error Kafka checks first whatever its keys.
+ */
+static int st_prod_check_keys(st_part_t *part, st_prod_part_t *pp)
+{
+    const uint8_t *p = pp->records;
+    size_t n = (size_t)pp->len;
+    int64_t max_bytes = st_log_config(part->log)->max_message_bytes;
+    st_prod_keys_t k = {0, NULL};
+    while (n > 0 && !k.rej) {
+        st_batch_hdr_t h;
+        if (st_batch_check(p, n, &h))
+            return 0;
+        k.index = 0;
+        int rc = st_batch_walk(p, (size_t)st_batch_size(&h), ST_BATCH_INFLATE_FACTOR * max_bytes,
+                               st_prod_key_seen, &k);
+        if (rc) {
+            free(k.rej);
+            if (rc == -ENOMEM) {
+                pp->why = "out of memory";
+                return -ST_KERR_UNKNOWN_SERVER_ERROR;
+            }
+            return 0; /* records that do not walk do not validate either */
+        }
+        p += st_batch_size(&h);
+        n -= (size_t)st_batch_size(&h);
+    }
+    if (!k.rej)
+        return 0;
+    if (!st_prod_batches_valid(pp->records, (size_t)pp->len, max_bytes)) {
+        free(k.rej);
+        return 0;
+    }
+    st_prod_rejects_explain(k.rej, part);
+    ST_DEBUG("produce to %s-%d refused: %s", part->topic, part->index, k.rej->summary);
+    pp->rejects = k.rej;
+    return -ST_KERR_INVALID_RECORD;
+}
+
 static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t *pp, int16_t acks)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
@@ -148,6 +274,13 @@ static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t
         pp->error = ST_KERR_INVALID_REQUEST;
         pp->why = "no records";
         return;
+    }
+    if (pp->compact) {
+        int err = st_prod_check_keys(part, pp);
+        if (err < 0) {
+            pp->error = (int16_t)-err;
+            return;
+        }
     }
     st_pbatch_t dup;
     int verdict = st_prod_check_idempotence(part, pp->records, (size_t)pp->len, &dup, &pp->why);
@@ -217,12 +350,36 @@ static void st_prod_call_run(st_kshard_t *s, st_xcall_t *x)
         st_xcall_return(s, x);
 }
 
+/* Copies the owner's list of refused records into the response (the request's arena). */
+static void st_prod_answer_rejects(st_kreq_t *r, st_prod_part_t *pp)
+{
+    st_prod_rejects_t *rej = pp->rejects;
+    st_kp_produce_resp_record_error_t *re =
+        st_arena_alloc(&r->arena, (size_t)rej->listed * sizeof *re);
+    char *message = st_arena_strndup(&r->arena, rej->message, strlen(rej->message));
+    char *summary = st_arena_strndup(&r->arena, rej->summary, strlen(rej->summary));
+    if (re && message) {
+        for (int32_t i = 0; i < rej->listed; i++) {
+            st_kp_produce_resp_record_error_init(&re[i]);
+            re[i].batch_index = rej->index[i];
+            re[i].batch_index_error_message = st_kstr(message);
+        }
+        pp->out->record_errors = re;
+        pp->out->record_errors_count = rej->listed;
+    }
+    pp->why = summary ? summary : "records without a key in a compacted topic";
+    pp->rejects = NULL;
+    free(rej);
+}
+
 static void st_prod_finish(st_produce_t *p)
 {
     st_kreq_t *r = p->r;
     free(p->calls);
     for (int i = 0; i < p->nparts; i++) {
         st_prod_part_t *pp = &p->parts[i];
+        if (pp->rejects)
+            st_prod_answer_rejects(r, pp);
         pp->out->error_code = pp->error;
         if (pp->error) {
             pp->out->base_offset = -1;
@@ -253,13 +410,19 @@ static void st_prod_dispatch(st_kreq_t *r, void *arg)
 {
     st_produce_t *p = arg;
     const st_md_t *md = r->shard->md;
+    const st_tcfg_desc_t *policy = st_tcfg_find("cleanup.policy", 14);
     int k = 0;
     for (int t = 0; t < p->req.topic_data_count; t++) {
         st_kp_produce_req_topic_data_t *qt = &p->req.topic_data[t];
         const st_md_topic_t *mt = r->api_version >= 13 ? st_md_find_id(md, qt->topic_id.b)
                                                        : st_md_find(md, qt->name.ptr, qt->name.len);
+        char buf[64];
+        bool compact =
+            mt && strstr(st_tcfg_value(r->shard->b->cfg, mt, policy, buf, sizeof buf, NULL),
+                         "compact") != NULL;
         for (int i = 0; i < qt->partition_data_count; i++) {
             st_prod_part_t *pp = &p->parts[k++];
+            pp->compact = compact;
             pp->owner = st_kshard_owner(mt, pp->partition);
             if (mt)
                 memcpy(pp->topic_id, mt->id, 16);
