@@ -52,6 +52,8 @@ struct st_faultfs {
     int64_t capacity;
     bool short_writes;
     bool crashed;
+    int64_t crash_in; /* calls left before a crash (st_faultfs_crash_after), -1 */
+    st_crash_mode_t crash_in_mode;
     uint64_t rng;
 };
 
@@ -68,6 +70,12 @@ static uint64_t ff_rand(st_faultfs_t *f)
 static int ff_fault(st_faultfs_t *f, st_fault_op_t op)
 {
     f->calls[op]++;
+    if (f->crash_in == 0) {
+        f->crash_in = -1;
+        st_faultfs_crash_mode(f, f->crash_in_mode);
+    } else if (f->crash_in > 0) {
+        f->crash_in--;
+    }
     if (f->crashed)
         return -EIO;
     ff_plan_t *p = &f->plan[op];
@@ -607,6 +615,7 @@ st_faultfs_t *st_faultfs_create(uint64_t seed)
     if (!f)
         return NULL;
     f->capacity = -1;
+    f->crash_in = -1;
     f->rng = seed * 0x9E3779B97F4A7C15ULL + 1;
     return f;
 }
@@ -744,6 +753,17 @@ void st_faultfs_crash_mode(st_faultfs_t *f, st_crash_mode_t mode)
         }
     }
     f->crashed = true;
+}
+
+void st_faultfs_crash_after(st_faultfs_t *f, int64_t calls, st_crash_mode_t mode)
+{
+    f->crash_in = calls;
+    f->crash_in_mode = mode;
+}
+
+bool st_faultfs_crashed(const st_faultfs_t *f)
+{
+    return f->crashed;
 }
 
 void st_faultfs_crash(st_faultfs_t *f, bool torn)

@@ -71,6 +71,10 @@ typedef enum {
 /* Drops everything not made durable (names included), as mode says for file contents. Open
  * descriptors die; calls fail with EIO until st_faultfs_restart(). */
 void st_faultfs_crash_mode(st_faultfs_t *f, st_crash_mode_t mode);
+/* Crashes (as st_faultfs_crash_mode) at the call after `calls` more calls of any operation,
+ * which then fails with EIO like every later one: a crash in the middle of a sequence. */
+void st_faultfs_crash_after(st_faultfs_t *f, int64_t calls, st_crash_mode_t mode);
+bool st_faultfs_crashed(const st_faultfs_t *f);
 /* st_faultfs_crash_mode with ST_CRASH_TORN (torn) or ST_CRASH_DROP. */
 void st_faultfs_crash(st_faultfs_t *f, bool torn);
 void st_faultfs_restart(st_faultfs_t *f);

@@ -33,59 +33,9 @@
 #include "base/assert.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "storage/log_impl.h"
 #include "storage/meta.h"
 #include "storage/segment.h"
-
-typedef struct log_waiter {
-    int64_t offset; /* durable once offsets below it are */
-    st_log_durable_fn cb;
-    void *arg;
-    struct log_waiter *next;
-} log_waiter_t;
-
-struct st_log {
-    st_storage_env_t *env;
-    char *dir;
-    st_log_config_t cfg;
-    st_segment_t **segs;
-    int nsegs, capsegs;
-    int64_t log_start;
-    int64_t end;
-    int64_t durable;
-    int64_t recovery_point;
-    int refs; /* the owner + each round in flight */
-    bool closed;
-
-    /* group commit */
-    int sync_pending;    /* outstanding done() calls of the round in flight, plus a guard */
-    int64_t sync_target; /* the round in flight covers offsets below this */
-    int64_t sync_rp;     /* recovery point the round will establish */
-    int sync_err;
-    int cut_err;           /* the error of the last sync failure that cut the log back */
-    bool ckpt_dirty;       /* strata.checkpoint written since its last sync */
-    bool rp_unsynced;      /* a lowered recovery point is not durable yet: no append until it is */
-    int64_t ckpt_max_rp;   /* highest recovery point the file may hold on disk (ckpt_lower) */
-    bool sync_retry;       /* the round in flight could not submit every sync (sync_file) */
-    int stuck_err;         /* a failed sync whose cut also failed (log_cut_back) */
-    uint32_t sync_retries; /* rounds retried in a row */
-    bool ckpt_in_round;    /* the round in flight syncs strata.checkpoint */
-    log_waiter_t *ckpt_waiters;       /* for the checkpoint as written now (log start) */
-    log_waiter_t *ckpt_round_waiters; /* for the checkpoint sync of the round in flight */
-    int64_t last_sync_ms;
-    int64_t unflushed_msgs;
-    log_waiter_t *waiters;
-
-    /* leader epochs */
-    st_epoch_entry_t *epochs;
-    int nepochs, capepochs;
-
-    uint8_t topic_id[16];
-    bool has_topic_id;
-    st_file_t *ckpt;
-
-    st_log_cut_fn on_cut; /* told whenever the end moves down */
-    void *on_cut_arg;
-};
 
 typedef struct sync_req {
     st_log_t *log;
@@ -94,6 +44,9 @@ typedef struct sync_req {
 
 static void round_start(st_log_t *log);
 static bool needs_sync(const st_log_t *log);
+static int dir_sync(st_log_t *log);
+static void after_front_change(st_log_t *log);
+static int ckpt_write(st_log_t *log);
 
 /* ---- config ------------------------------------------------------------------------------ */
 
@@ -110,6 +63,11 @@ void st_log_config_default(st_log_config_t *c)
     c->flush_policy = ST_FLUSH_STRICT;
     c->flush_messages = -1;
     c->flush_ms = -1;
+    c->compact = false;
+    c->min_cleanable_dirty_ratio = 0.5;
+    c->min_compaction_lag_ms = 0;
+    c->max_compaction_lag_ms = INT64_MAX;
+    c->delete_retention_ms = 24LL * 3600 * 1000;
 }
 
 int st_log_config_check(const st_log_config_t *c)
@@ -119,7 +77,9 @@ int st_log_config_check(const st_log_config_t *c)
         c->index_interval_bytes < 0 || c->max_message_bytes < 0 ||
         (c->timestamp_type != ST_TS_CREATE_TIME && c->timestamp_type != ST_TS_LOG_APPEND_TIME) ||
         (c->flush_policy != ST_FLUSH_STRICT && c->flush_policy != ST_FLUSH_WRITE_CACHING) ||
-        c->flush_messages < -1 || c->flush_ms < -1)
+        c->flush_messages < -1 || c->flush_ms < -1 || !(c->min_cleanable_dirty_ratio >= 0) ||
+        c->min_cleanable_dirty_ratio > 1 || c->min_compaction_lag_ms < 0 ||
+        c->max_compaction_lag_ms < 1 || c->delete_retention_ms < 0)
         return ST_E_CONFIG;
     return 0;
 }
@@ -158,6 +118,46 @@ static st_segment_t *active(const st_log_t *log)
 static int64_t now_ms(const st_log_t *log)
 {
     return st_storage_now(log->env);
+}
+
+st_segment_t *st_log_active(const st_log_t *log)
+{
+    return active(log);
+}
+
+int st_log_sync_dir(st_log_t *log)
+{
+    return dir_sync(log);
+}
+
+void st_log_set_clean_point(st_log_t *log, int64_t clean_point)
+{
+    log->clean_point = clean_point;
+    ckpt_write(log);
+}
+
+int st_log_replace_segments(st_log_t *log, int from, int to, st_segment_t *s)
+{
+    for (int i = from; i < to; i++)
+        st_segment_free(log->segs[i]);
+    int n = to - from, add = s ? 1 : 0;
+    ST_ASSERT(n >= 1 && to < log->nsegs); /* never the active segment */
+    memmove(&log->segs[from + add], &log->segs[to], (size_t)(log->nsegs - to) * sizeof *log->segs);
+    if (s)
+        log->segs[from] = s;
+    log->nsegs -= n - add;
+    log->layout_gen++;
+    if (log->segs[0]->base_offset > log->log_start) {
+        /* The cleaner emptied the first segments: nothing is left below the next one. */
+        log->log_start = log->segs[0]->base_offset;
+        after_front_change(log);
+    }
+    return 0;
+}
+
+int64_t st_log_now(const st_log_t *log)
+{
+    return now_ms(log);
 }
 
 static int path_in(const st_log_t *log, const char *name, char *buf, size_t n)
@@ -215,7 +215,7 @@ static void log_unref(st_log_t *log)
 
 static int ckpt_write(st_log_t *log)
 {
-    st_meta_ckpt_t c = {log->log_start, log->recovery_point};
+    st_meta_ckpt_t c = {log->log_start, log->recovery_point, log->clean_point};
     uint8_t b[ST_META_CKPT_SIZE];
     st_meta_encode_ckpt(&c, b);
     int rc = st_file_pwrite(log->ckpt, b, sizeof b, 0);
@@ -662,6 +662,8 @@ static int dir_sync(st_log_t *log)
 static void delete_segments_from(st_log_t *log, int i)
 {
     bool any = log->nsegs > i;
+    if (any)
+        log->layout_gen++;
     while (log->nsegs > i) {
         st_segment_t *s = log->segs[log->nsegs - 1];
         log->nsegs--;
@@ -1280,6 +1282,7 @@ int st_log_max_timestamp(st_log_t *log, int64_t *ts, int64_t *offset)
 
 static int delete_front(st_log_t *log)
 {
+    log->layout_gen++;
     st_segment_t *s = log->segs[0];
     segs_remove(log, 0);
     int rc = st_segment_delete(s);
@@ -1754,7 +1757,7 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
     st_fs_t *fs = &env->fs;
     char p[PATH_MAX];
     bool clean = false, rp_known = true;
-    st_meta_ckpt_t ck = {0, 0};
+    st_meta_ckpt_t ck = {0, 0, 0};
 
     if ((rc = mkdir_p(fs, dir)) < 0)
         goto fail;
@@ -1797,6 +1800,9 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
         goto fail;
     bool rebuild_epochs;
     if ((rc = load_epochs(log, &rebuild_epochs)) < 0)
+        goto fail;
+    log->clean_point = ck.clean_point;
+    if ((rc = st_clean_recover(log)) < 0)
         goto fail;
     if ((rc = open_segments(log, clean, &ck, rp_known)) < 0)
         goto fail;
@@ -1886,6 +1892,7 @@ static void log_release(st_log_t *log)
 int st_log_close(st_log_t *log)
 {
     int rc = 0, r;
+    st_clean_abort(log);
     for (int i = 0; i < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
         if ((r = st_segment_flush_indexes(s, i == log->nsegs - 1)) < 0 && rc == 0)
@@ -1965,6 +1972,7 @@ int st_log_delete(st_log_t *log)
     char *dir = strdup(log->dir);
     if (!dir)
         return -ENOMEM;
+    st_clean_abort(log);
     /* Renamed aside (durably) first: a crash from here on leaves a "-delete" directory that
      * the next start removes, never a directory under the topic's name. */
     char gone[PATH_MAX];

@@ -76,6 +76,12 @@ typedef struct st_log_config {
     st_flush_policy_t flush_policy;
     int64_t flush_messages; /* flush.messages: write-caching syncs after this many (-1: never) */
     int64_t flush_ms;       /* flush.ms: write-caching syncs data this old (-1: never) */
+    /* compaction (cleanup.policy holds "compact"; see st_log_clean_step) */
+    bool compact;
+    double min_cleanable_dirty_ratio; /* min.cleanable.dirty.ratio (0.5) */
+    int64_t min_compaction_lag_ms;    /* min.compaction.lag.ms (0) */
+    int64_t max_compaction_lag_ms;    /* max.compaction.lag.ms (INT64_MAX: none) */
+    int64_t delete_retention_ms;      /* delete.retention.ms: tombstones kept (1 day) */
 } st_log_config_t;
 
 void st_log_config_default(st_log_config_t *c);
@@ -253,6 +259,53 @@ int st_log_wait_start_durable(st_log_t *log, st_log_durable_fn cb, void *arg);
 int st_log_truncate_to(st_log_t *log, int64_t offset);
 /* Deletes all segments and starts an empty log at new_start. */
 int st_log_truncate_fully(st_log_t *log, int64_t new_start);
+
+/* ---- compaction ----------------------------------------------------------------------- */
+
+/*
+ * The log cleaner, as Kafka's: for a log with cfg.compact, keeps the latest record of each key
+ * in the closed segments (never the active one, nor segments younger than
+ * min_compaction_lag_ms), offsets unchanged. A clean maps the dirty part (from the clean point
+ * to the cleanable end) key -> latest offset, then rewrites the closed segments from the log
+ * start in groups of up to segment_bytes, dropping records a later offset of their key
+ * supersedes, records without a key, and tombstones (null value) older than
+ * delete_retention_ms that already survived one clean. Batches keep their offsets, producer
+ * fields and codec (st_batch_filter); an idempotent producer's last batch is kept even when
+ * empty. Each group is swapped in crash-safely: "<base>.log.cleaned" (+ indexes), synced,
+ * renamed to ".swap" (the commit), the old segments unlinked, renamed to ".log"; open deletes
+ * ".cleaned" files and finishes ".swap"s.
+ *
+ * It runs in slices on the owner shard: each st_log_clean_step reads about budget_bytes and
+ * returns, so the caller decides the pace (and the I/O rate). A change of the closed segments
+ * in between (retention, DeleteRecords, truncation) drops the clean in progress.
+ */
+typedef struct st_log_clean_opts {
+    int64_t budget_bytes; /* input bytes this step may read */
+    size_t map_bytes;     /* memory for the key map of a clean that starts now */
+    /* true when (producer_id, last_offset) is that producer's last batch in the log: kept
+     * even with no records left. NULL: keep every emptied producer batch. */
+    bool (*last_of_producer)(void *arg, int64_t producer_id, int64_t last_offset);
+    void *arg;
+} st_log_clean_opts_t;
+
+typedef struct st_log_clean_stats {
+    int64_t cleanable_bytes; /* closed segments old enough to clean */
+    int64_t dirty_bytes;     /* of those, past the clean point */
+    double dirty_ratio;      /* dirty / cleanable (0 when nothing is cleanable) */
+    bool in_progress;
+    int64_t cleans;        /* finished */
+    int64_t last_clean_ms; /* wall clock of the last finished clean, -1 never */
+    int64_t bytes_read, bytes_written, records_removed; /* totals */
+} st_log_clean_stats_t;
+
+/* Whether a clean should start: compact, and the dirty ratio reached, or the oldest dirty
+ * record older than max_compaction_lag_ms. */
+bool st_log_clean_due(st_log_t *log);
+/* One slice: starts a clean if due and none is in progress, advances it. Returns the bytes
+ * read (> 0: call again), 0 when there is nothing to do, < 0 on an error (the clean is
+ * dropped; the log is unharmed). */
+int64_t st_log_clean_step(st_log_t *log, const st_log_clean_opts_t *o);
+void st_log_clean_stats(st_log_t *log, st_log_clean_stats_t *out);
 
 /* ---- leader epochs, partition metadata ------------------------------------------------- */
 

@@ -86,20 +86,32 @@ void st_meta_encode_ckpt(const st_meta_ckpt_t *c, uint8_t out[ST_META_CKPT_SIZE]
 {
     memset(out, 0, ST_META_CKPT_SIZE);
     memcpy(out, "STCK", 4);
-    st_put_be16(out + 4, 1);
+    st_put_be16(out + 4, 2);
     st_put_be64(out + 8, (uint64_t)c->log_start_offset);
     st_put_be64(out + 16, (uint64_t)c->recovery_point);
-    st_put_be32(out + 24, st_crc32c(0, out, 24));
+    st_put_be64(out + 24, (uint64_t)c->clean_point);
+    st_put_be32(out + 32, st_crc32c(0, out, 32));
 }
 
 int st_meta_decode_ckpt(const uint8_t *p, size_t n, st_meta_ckpt_t *c)
 {
-    if (n != ST_META_CKPT_SIZE || memcmp(p, "STCK", 4) != 0 || st_be16(p + 4) != 1 ||
-        st_be32(p + 24) != st_crc32c(0, p, 24))
+    if (n < 6 || memcmp(p, "STCK", 4) != 0)
         return ST_E_CORRUPT;
+    int v = st_be16(p + 4);
+    if (v == 1) {
+        if (n != 32 || st_be32(p + 24) != st_crc32c(0, p, 24))
+            return ST_E_CORRUPT;
+        c->clean_point = 0;
+    } else if (v == 2) {
+        if (n != 40 || st_be32(p + 32) != st_crc32c(0, p, 32))
+            return ST_E_CORRUPT;
+        c->clean_point = (int64_t)st_be64(p + 24);
+    } else {
+        return ST_E_CORRUPT;
+    }
     c->log_start_offset = (int64_t)st_be64(p + 8);
     c->recovery_point = (int64_t)st_be64(p + 16);
-    if (c->log_start_offset < 0 || c->recovery_point < 0)
+    if (c->log_start_offset < 0 || c->recovery_point < 0 || c->clean_point < 0)
         return ST_E_CORRUPT;
     return 0;
 }

@@ -37,7 +37,7 @@
 #define ST_META_PARTMETA_FILE "partition.metadata"
 #define ST_META_CKPT_FILE     "strata.checkpoint"
 #define ST_META_CLEAN_FILE    ".strata-clean-shutdown"
-#define ST_META_CKPT_SIZE     32
+#define ST_META_CKPT_SIZE     40 /* version 2; version 1 (32 bytes) is still read */
 #define ST_META_MAX_EPOCHS    100000
 
 typedef struct st_epoch_entry {
@@ -52,6 +52,7 @@ int st_meta_format_epochs(const st_epoch_entry_t *e, int n, st_buf_t *out);
 typedef struct st_meta_ckpt {
     int64_t log_start_offset;
     int64_t recovery_point;
+    int64_t clean_point; /* the cleaner's first dirty offset (0 in version 1) */
 } st_meta_ckpt_t;
 
 void st_meta_encode_ckpt(const st_meta_ckpt_t *c, uint8_t out[ST_META_CKPT_SIZE]);

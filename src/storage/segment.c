@@ -59,29 +59,67 @@ static st_segment_t *seg_alloc(int64_t base, int64_t now_ms)
     return s;
 }
 
-static int seg_files(st_segment_t *s, st_fdcache_t *c, const char *dir, bool create)
+static const char *const seg_exts[3] = {".log", ".index", ".timeindex"};
+
+static int seg_note_batch(st_segment_t *s, int64_t pos, const st_batch_hdr_t *h, int32_t interval);
+
+/* "<dir>/<base><ext><suffix>" */
+static int seg_path_as(char *buf, size_t n, const char *dir, int64_t base, int which,
+                       const char *suffix)
+{
+    int r = snprintf(buf, n, "%s/%020" PRId64 "%s%s", dir, base, seg_exts[which], suffix);
+    return r < 0 || (size_t)r >= n ? -ENAMETOOLONG : 0;
+}
+
+static int seg_files(st_segment_t *s, st_fdcache_t *c, const char *dir, bool create,
+                     const char *suffix)
 {
     char p[PATH_MAX];
-    int rc;
-    if ((rc = st_segment_path(p, sizeof p, dir, s->base_offset, ".log")) < 0 ||
-        (rc = st_file_open(c, p, true, create, &s->log)) < 0)
-        return rc;
-    if ((rc = st_segment_path(p, sizeof p, dir, s->base_offset, ".index")) < 0 ||
-        (rc = st_file_open(c, p, true, create, &s->oidx_file)) < 0)
-        return rc;
-    if ((rc = st_segment_path(p, sizeof p, dir, s->base_offset, ".timeindex")) < 0 ||
-        (rc = st_file_open(c, p, true, create, &s->tidx_file)) < 0)
-        return rc;
+    st_file_t **f[3] = {&s->log, &s->oidx_file, &s->tidx_file};
+    for (int i = 0; i < 3; i++) {
+        int rc = seg_path_as(p, sizeof p, dir, s->base_offset, i, suffix);
+        if (rc < 0 || (rc = st_file_open(c, p, true, create, f[i])) < 0)
+            return rc;
+    }
     return 0;
 }
 
 int st_segment_create(st_fdcache_t *c, const char *dir, int64_t base, int64_t now_ms,
                       st_segment_t **out)
 {
+    return st_segment_create_as(c, dir, base, "", now_ms, out);
+}
+
+int st_segment_rename(st_segment_t *s, const char *dir, const char *suffix)
+{
+    char p[PATH_MAX];
+    st_file_t *f[3] = {s->oidx_file, s->tidx_file, s->log}; /* the .log last: it commits */
+    const int which[3] = {1, 2, 0};
+    for (int i = 0; i < 3; i++) {
+        int rc = seg_path_as(p, sizeof p, dir, s->base_offset, which[i], suffix);
+        if (rc < 0 || (rc = st_file_rename(f[i], p)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int st_segment_note_batch(st_segment_t *s, int64_t pos, const st_batch_hdr_t *h, int32_t interval)
+{
+    int rc = seg_note_batch(s, pos, h, interval);
+    if (rc == 0) {
+        s->next_offset = st_batch_last_offset(h) + 1;
+        s->size = pos + st_batch_size(h);
+    }
+    return rc;
+}
+
+int st_segment_create_as(st_fdcache_t *c, const char *dir, int64_t base, const char *suffix,
+                         int64_t now_ms, st_segment_t **out)
+{
     st_segment_t *s = seg_alloc(base, now_ms);
     if (!s)
         return -ENOMEM;
-    int rc = seg_files(s, c, dir, true);
+    int rc = seg_files(s, c, dir, true, suffix);
     if (rc == 0)
         rc = st_file_truncate(s->log, 0);
     if (rc == 0)
@@ -101,10 +139,16 @@ int st_segment_create(st_fdcache_t *c, const char *dir, int64_t base, int64_t no
 int st_segment_open(st_fdcache_t *c, const char *dir, int64_t base, int64_t now_ms,
                     st_segment_t **out)
 {
+    return st_segment_open_as(c, dir, base, "", now_ms, out);
+}
+
+int st_segment_open_as(st_fdcache_t *c, const char *dir, int64_t base, const char *suffix,
+                       int64_t now_ms, st_segment_t **out)
+{
     st_segment_t *s = seg_alloc(base, now_ms);
     if (!s)
         return -ENOMEM;
-    int rc = seg_files(s, c, dir, false);
+    int rc = seg_files(s, c, dir, false, suffix);
     if (rc == 0)
         rc = st_file_size(s->log, &s->size);
     if (rc < 0) {

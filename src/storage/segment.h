@@ -54,6 +54,17 @@ int st_segment_create(st_fdcache_t *c, const char *dir, int64_t base, int64_t no
 /* Handles for an existing segment; reads its size. Indexes are not loaded yet. */
 int st_segment_open(st_fdcache_t *c, const char *dir, int64_t base, int64_t now_ms,
                     st_segment_t **out);
+/* The same for files named "<base>.log<suffix>" etc. (the cleaner's ".cleaned", ".swap"). */
+int st_segment_create_as(st_fdcache_t *c, const char *dir, int64_t base, const char *suffix,
+                         int64_t now_ms, st_segment_t **out);
+int st_segment_open_as(st_fdcache_t *c, const char *dir, int64_t base, const char *suffix,
+                       int64_t now_ms, st_segment_t **out);
+/* Renames the three files to "<base>.<ext><suffix>", indexes first, the .log last; handles
+ * follow. The caller syncs the directory. */
+int st_segment_rename(st_segment_t *s, const char *dir, const char *suffix);
+/* Notes a batch already written at pos (the cleaner writes whole files): indexes, timestamps,
+ * size and next offset. */
+int st_segment_note_batch(st_segment_t *s, int64_t pos, const st_batch_hdr_t *h, int32_t interval);
 /* Drops the handles (files stay) and frees. */
 void st_segment_free(st_segment_t *s);
 /* Unlinks the three files (handles stay valid for holders) and frees. */

@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (flags & 1)
         st_faultfs_put(t.ff, DIR "/" ST_META_CLEAN_FILE, "", 0);
     if (flags & 4) {
-        st_meta_ckpt_t ck = {0, 0};
+        st_meta_ckpt_t ck = {0, 0, 0};
         uint8_t raw[ST_META_CKPT_SIZE];
         st_meta_encode_ckpt(&ck, raw);
         st_faultfs_put(t.ff, DIR "/" ST_META_CKPT_FILE, raw, sizeof raw);

@@ -76,7 +76,7 @@ static void unclean(built_t *b)
     for (int i = 1; i < b->nbatches; i++)
         if (b->pos[i] == 0)
             last_base = b->ends[i - 1];
-    st_meta_ckpt_t ck = {0, last_base};
+    st_meta_ckpt_t ck = {0, last_base, 0};
     uint8_t raw[ST_META_CKPT_SIZE];
     st_meta_encode_ckpt(&ck, raw);
     st_faultfs_put(b->t.ff, DIR "/" ST_META_CKPT_FILE, raw, sizeof raw);
@@ -421,7 +421,7 @@ static void test_corrupt_older_segment(void **state)
         if (mode != 1)
             unclean(&b);
         if (mode == 0) {
-            st_meta_ckpt_t ck = {0, 0};
+            st_meta_ckpt_t ck = {0, 0, 0};
             uint8_t raw[ST_META_CKPT_SIZE];
             st_meta_encode_ckpt(&ck, raw);
             st_faultfs_put(b.t.ff, DIR "/" ST_META_CKPT_FILE, raw, sizeof raw);

@@ -1,0 +1,85 @@
+/*
+ * log_impl.h — the partition log's state, shared by the files of storage/ that implement it
+ * (log.c: append, durability, reads, retention, recovery; clean.c: compaction). Internal:
+ * nothing outside storage/ includes it. Same thread rules as log.h.
+ */
+#ifndef ST_STORAGE_LOG_IMPL_H
+#define ST_STORAGE_LOG_IMPL_H
+
+#include "storage/log.h"
+#include "storage/meta.h"
+#include "storage/segment.h"
+
+typedef struct log_waiter {
+    int64_t offset; /* durable once offsets below it are */
+    st_log_durable_fn cb;
+    void *arg;
+    struct log_waiter *next;
+} log_waiter_t;
+
+struct st_log {
+    st_storage_env_t *env;
+    char *dir;
+    st_log_config_t cfg;
+    st_segment_t **segs;
+    int nsegs, capsegs;
+    int64_t log_start;
+    int64_t end;
+    int64_t durable;
+    int64_t recovery_point;
+    int refs; /* the owner + each round in flight */
+    bool closed;
+
+    /* group commit */
+    int sync_pending;    /* outstanding done() calls of the round in flight, plus a guard */
+    int64_t sync_target; /* the round in flight covers offsets below this */
+    int64_t sync_rp;     /* recovery point the round will establish */
+    int sync_err;
+    int cut_err;           /* the error of the last sync failure that cut the log back */
+    bool ckpt_dirty;       /* strata.checkpoint written since its last sync */
+    bool rp_unsynced;      /* a lowered recovery point is not durable yet: no append until it is */
+    int64_t ckpt_max_rp;   /* highest recovery point the file may hold on disk (ckpt_lower) */
+    bool sync_retry;       /* the round in flight could not submit every sync (sync_file) */
+    int stuck_err;         /* a failed sync whose cut also failed (log_cut_back) */
+    uint32_t sync_retries; /* rounds retried in a row */
+    bool ckpt_in_round;    /* the round in flight syncs strata.checkpoint */
+    log_waiter_t *ckpt_waiters;       /* for the checkpoint as written now (log start) */
+    log_waiter_t *ckpt_round_waiters; /* for the checkpoint sync of the round in flight */
+    int64_t last_sync_ms;
+    int64_t unflushed_msgs;
+    log_waiter_t *waiters;
+
+    /* leader epochs */
+    st_epoch_entry_t *epochs;
+    int nepochs, capepochs;
+
+    uint8_t topic_id[16];
+    bool has_topic_id;
+    st_file_t *ckpt;
+
+    st_log_cut_fn on_cut; /* told whenever the end moves down */
+    void *on_cut_arg;
+
+    /* compaction (clean.c) */
+    uint64_t layout_gen;        /* bumped whenever a segment other than the active one goes */
+    int64_t clean_point;        /* first offset the cleaner has not seen (strata.checkpoint) */
+    struct st_clean_job *clean; /* the cleaning in progress, NULL when none */
+    st_log_clean_stats_t clean_stats;
+};
+
+/* The active (last) segment. */
+st_segment_t *st_log_active(const st_log_t *log);
+int64_t st_log_now(const st_log_t *log);
+/* fsync of the log's directory (logged on failure). */
+int st_log_sync_dir(st_log_t *log);
+/* Replaces segs[from, to) by s (clean.c's swap, after the files are in place); the old
+ * segments are freed, their files already gone. Bumps layout_gen. */
+int st_log_replace_segments(st_log_t *log, int from, int to, st_segment_t *s);
+/* Records the cleaner's progress in strata.checkpoint (synced with the next round). */
+void st_log_set_clean_point(st_log_t *log, int64_t clean_point);
+/* Drops the cleaner's job (log closing or deleted; segments changed under it). */
+void st_clean_abort(st_log_t *log);
+/* Open: deletes ".cleaned" leftovers and finishes ".swap"s before segments are listed. */
+int st_clean_recover(st_log_t *log);
+
+#endif
