@@ -111,6 +111,12 @@ const st_pentry_t *st_pstate_find(const st_pstate_t *ps, int64_t pid)
     return NULL;
 }
 
+bool st_pstate_is_last(const st_pstate_t *ps, int64_t pid, int64_t last_offset)
+{
+    const st_pentry_t *e = st_pstate_find(ps, pid);
+    return e && e->nbatches > 0 && e->batches[e->nbatches - 1].last_offset == last_offset;
+}
+
 static void lru_unlink(st_pstate_t *ps, st_pentry_t *e)
 {
     if (e->older)

@@ -31,6 +31,7 @@
 #ifndef ST_KAFKA_PRODUCER_STATE_H
 #define ST_KAFKA_PRODUCER_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -103,6 +104,10 @@ int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_
 size_t st_pstate_count(const st_pstate_t *ps);
 /* The entry of pid, or NULL. */
 const st_pentry_t *st_pstate_find(const st_pstate_t *ps, int64_t pid);
+/* Whether pid's newest cached batch ends at last_offset: the log cleaner keeps that batch even
+ * when compaction empties it, so the producer's state survives a rebuild from the log. False
+ * for a producer this state does not know (expired, evicted) or whose batches were cut. */
+bool st_pstate_is_last(const st_pstate_t *ps, int64_t pid, int64_t last_offset);
 /*
  * The log end moved down to `end` (a failed sync cut it back, or a truncation): forgets every
  * cached batch at offsets >= end, which later appends will reuse, and deletes snapshot files

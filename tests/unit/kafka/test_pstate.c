@@ -286,6 +286,32 @@ static void test_snapshot_files(void **state)
     st_faultfs_destroy(ff);
 }
 
+/* The cleaner's question: is (pid, last_offset) that producer's newest batch? */
+static void test_is_last(void **state)
+{
+    (void)state;
+    st_pstate_t ps;
+    st_pstate_init(&ps);
+    assert_false(st_pstate_is_last(&ps, 7, 102)); /* unknown producer (empty table) */
+    st_pstate_record(&ps, 7, 0, 0, 2, 100, 102, 0);
+    assert_true(st_pstate_is_last(&ps, 7, 102));
+    assert_false(st_pstate_is_last(&ps, 7, 100)); /* its first offset, not its last */
+    assert_false(st_pstate_is_last(&ps, 8, 102)); /* another producer */
+    st_pstate_record(&ps, 7, 0, 3, 3, 103, 103, 0);
+    assert_false(st_pstate_is_last(&ps, 7, 102)); /* cached, but no longer the newest */
+    assert_true(st_pstate_is_last(&ps, 7, 103));
+    st_pstate_record(&ps, 8, 0, 0, 0, 104, 104, 0);
+    assert_true(st_pstate_is_last(&ps, 7, 103)); /* other producers do not matter */
+    assert_true(st_pstate_is_last(&ps, 8, 104));
+    /* Its batches cut off: none is its last any more. */
+    st_pstate_truncate(&ps, 103);
+    assert_true(st_pstate_is_last(&ps, 7, 102));
+    st_pstate_truncate(&ps, 100);
+    assert_false(st_pstate_is_last(&ps, 7, 102));
+    assert_false(st_pstate_is_last(&ps, 8, 104));
+    st_pstate_fini(&ps);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_expiry),
         cmocka_unit_test(test_snapshot_roundtrip),
         cmocka_unit_test(test_snapshot_files),
+        cmocka_unit_test(test_is_last),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
