@@ -206,6 +206,12 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
                            "bad value for log.message.timestamp.type: '%s' "
                            "(CreateTime or LogAppendTime)",
                            c->log_message_timestamp_type);
+    char *end;
+    double ratio = strtod(c->log_cleaner_min_cleanable_ratio, &end);
+    if (end == c->log_cleaner_min_cleanable_ratio || *end || !(ratio >= 0 && ratio <= 1))
+        return st_cfg_fail(err, errlen,
+                           "bad value for log.cleaner.min.cleanable.ratio: '%s' (0 to 1)",
+                           c->log_cleaner_min_cleanable_ratio);
     if (c->group_min_session_timeout_ms > c->group_max_session_timeout_ms)
         return st_cfg_fail(err, errlen,
                            "group.min.session.timeout.ms is above group.max.session.timeout.ms");

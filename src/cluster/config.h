@@ -46,6 +46,28 @@
       "delete old segments past this size per partition (-1: keep)")                               \
     X(log_retention_check_interval_ms, "log.retention.check.interval.ms", INT, "300000", 1,        \
       INT64_MAX, "how often retention runs")                                                       \
+    X(log_cleaner_enable, "log.cleaner.enable", BOOL, "true", 0, 0,                                \
+      "compact topics whose cleanup.policy holds compact (false: they only grow)")                 \
+    X(log_cleaner_threads, "log.cleaner.threads", INT, "1", 1, 64,                                 \
+      "partitions each shard cleans at once (no threads: a shard cleans its own partitions in "    \
+      "short slices between requests)")                                                            \
+    X(log_cleaner_dedupe_buffer_size, "log.cleaner.dedupe.buffer.size", INT, "134217728", 1048576, \
+      INT64_MAX,                                                                                   \
+      "memory for the cleaner's key maps, whole broker, split between shards and their "           \
+      "log.cleaner.threads")                                                                       \
+    X(log_cleaner_io_max_bytes_per_second, "log.cleaner.io.max.bytes.per.second", INT,             \
+      "9223372036854775807", 1, INT64_MAX,                                                         \
+      "bytes the cleaner may read per second, whole broker, split between shards (default: "       \
+      "unlimited)")                                                                                \
+    X(log_cleaner_min_cleanable_ratio, "log.cleaner.min.cleanable.ratio", STR, "0.5", 0, 0,        \
+      "default min.cleanable.dirty.ratio: dirty share of a log that starts a clean (0..1)")        \
+    X(log_cleaner_delete_retention_ms, "log.cleaner.delete.retention.ms", INT, "86400000", 0,      \
+      INT64_MAX, "default delete.retention.ms: how long tombstones outlive a clean")               \
+    X(log_cleaner_min_compaction_lag_ms, "log.cleaner.min.compaction.lag.ms", INT, "0", 0,         \
+      INT64_MAX, "default min.compaction.lag.ms: records younger than this are not cleaned")       \
+    X(log_cleaner_max_compaction_lag_ms, "log.cleaner.max.compaction.lag.ms", INT,                 \
+      "9223372036854775807", 1, INT64_MAX,                                                         \
+      "default max.compaction.lag.ms: a record older than this is cleaned whatever the ratio")     \
     X(log_index_interval_bytes, "log.index.interval.bytes", INT, "4096", 0, 2147483647,            \
       "bytes between offset index entries")                                                        \
     X(message_max_bytes, "message.max.bytes", INT, "1048588", 0, 2147483647,                       \

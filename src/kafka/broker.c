@@ -588,6 +588,7 @@ static void st_kshard_tick(st_timer_t *t)
 {
     st_kshard_t *s = t->data;
     st_parts_each(&s->parts, st_tick_one, s);
+    st_parts_clean_tick(s);
     if (s->b->tick_hook)
         s->b->tick_hook(s->b->tick_hook_arg, s);
     st_loop_timer_start(s->loop, &s->tick_timer, 100);

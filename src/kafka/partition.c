@@ -1,8 +1,9 @@
-/* partition.c — a shard's partition table and high-watermark wake-ups. */
+/* partition.c — a shard's partition table, high-watermark wake-ups and log cleaner turns. */
 #include "kafka/partition.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,11 +24,15 @@ static size_t st_part_hash(const uint8_t id[16], int32_t index)
     return (size_t)(h ^ (h >> 29));
 }
 
+static void st_clean_turn(st_timer_t *timer);
+
 void st_parts_init(st_parts_t *t)
 {
     t->nbuckets = 256;
     t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
     t->count = 0;
+    memset(&t->cleaner, 0, sizeof t->cleaner);
+    st_timer_init(&t->cleaner.timer, st_clean_turn, &t->cleaner);
 }
 
 static void st_parts_grow(st_parts_t *t)
@@ -81,6 +86,12 @@ void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg
 
 void st_parts_fini(st_parts_t *t)
 {
+    st_parts_cleaner_t *c = &t->cleaner;
+    if (c->shard && st_timer_armed(&c->timer))
+        st_loop_timer_stop(c->shard->loop, &c->timer);
+    for (int i = 0; i < c->nactive; i++)
+        c->active[i]->cleaning = false;
+    c->nactive = 0;
     for (size_t i = 0; i < t->nbuckets; i++)
         for (st_part_t *p = t->buckets[i], *next; p; p = next) {
             next = p->next;
@@ -116,6 +127,16 @@ void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_
     const char *cp =
         st_tcfg_value(cfg, t, st_tcfg_find("cleanup.policy", 14), pol, sizeof pol, NULL);
     out->retention_deletes = strstr(cp, "delete") != NULL;
+    out->compact = strstr(cp, "compact") != NULL;
+    char rb[64];
+    const char *rv =
+        st_tcfg_value(cfg, t, st_tcfg_find("min.cleanable.dirty.ratio", 25), rb, sizeof rb, NULL);
+    double ratio = strtod(rv, NULL);
+    /* The topic config is checked as a number only; the log takes 0..1. */
+    out->min_cleanable_dirty_ratio = isnan(ratio) ? 0.5 : ratio < 0 ? 0 : ratio > 1 ? 1 : ratio;
+    out->min_compaction_lag_ms = st_tcfg_int(cfg, t, "min.compaction.lag.ms");
+    out->max_compaction_lag_ms = st_tcfg_int(cfg, t, "max.compaction.lag.ms");
+    out->delete_retention_ms = st_tcfg_int(cfg, t, "delete.retention.ms");
     out->index_interval_bytes = (int32_t)st_tcfg_int(cfg, t, "index.interval.bytes");
     out->max_message_bytes = (int32_t)st_tcfg_int(cfg, t, "max.message.bytes");
     char buf[64];
@@ -316,9 +337,19 @@ static int st_parts_delete_offline(st_kshard_t *s, st_part_t *p)
     return rc == -ENOENT ? 0 : rc;
 }
 
+static void st_clean_drop(st_parts_cleaner_t *c, int i)
+{
+    c->active[i]->cleaning = false;
+    c->active[i] = c->active[--c->nactive];
+}
+
 void st_parts_delete(st_kshard_t *s, st_part_t *p)
 {
     st_parts_unlink(&s->parts, p);
+    st_parts_cleaner_t *c = &s->parts.cleaner;
+    for (int i = 0; p->cleaning && i < c->nactive; i++)
+        if (c->active[i] == p)
+            st_clean_drop(c, i);
     st_log_t *log = p->log;
     p->log = NULL; /* see st_parts_fini */
     p->dead = true;
@@ -377,4 +408,127 @@ void st_part_add_waiter(st_kshard_t *s, st_part_t *p, int waiter, int64_t offset
         return;
     }
     p->waiters[waiter / 64] |= 1ull << (waiter % 64);
+}
+
+/* ---- the log cleaner ----------------------------------------------------------------------- */
+
+/* st_log_clean_opts_t.last_of_producer: the producer's newest batch stays, even emptied. */
+static bool st_clean_last_of(void *arg, int64_t producer_id, int64_t last_offset)
+{
+    const st_part_t *p = arg;
+    return st_pstate_is_last(&p->pstate, producer_id, last_offset);
+}
+
+/* Bytes per second this shard's cleaner may read; <= 0: unlimited. */
+static double st_clean_rate(const st_kshard_t *s)
+{
+    int64_t r = s->b->cfg->log_cleaner_io_max_bytes_per_second;
+    return r == INT64_MAX ? 0 : (double)r / s->b->nshards;
+}
+
+/* One turn: slices of the active partitions in turn, for ST_CLEAN_TURN_NS at most and within
+ * the throttle, then back to the event loop; the timer brings the next turn while work
+ * remains. */
+static void st_clean_turn(st_timer_t *timer)
+{
+    st_parts_cleaner_t *c = timer->data;
+    st_kshard_t *s = c->shard;
+    double rate = st_clean_rate(s);
+    int64_t t0 = st_mono_ns();
+    if (rate > 0) {
+        c->tokens += (double)(t0 - c->refill_ns) * rate / 1e9;
+        if (c->tokens > rate / 10 + ST_CLEAN_SLICE_BYTES)
+            c->tokens = rate / 10 + ST_CLEAN_SLICE_BYTES; /* bursts of 100 ms at most */
+    }
+    c->refill_ns = t0;
+    for (int i = 0;
+         c->nactive > 0 && (rate <= 0 || c->tokens > 0) && st_mono_ns() - t0 < ST_CLEAN_TURN_NS;) {
+        if (i >= c->nactive)
+            i = 0;
+        st_part_t *p = c->active[i];
+        st_log_clean_opts_t o = {ST_CLEAN_SLICE_BYTES, p->clean_map_bytes, st_clean_last_of, p};
+        int64_t n = p->log ? st_log_clean_step(p->log, &o) : 0;
+        if (n > 0) {
+            c->tokens -= (double)n;
+            i++;
+            continue;
+        }
+        if (n < 0) {
+            /* The log is unharmed and storage logged why; a key map too small for one
+             * segment's keys gets the whole share next time. */
+            p->clean_full_map = n == ST_E_TOO_LARGE;
+            p->clean_retry_ms = st_mono_ms() + (p->clean_full_map ? 0 : ST_CLEAN_RETRY_MS);
+        }
+        st_clean_drop(c, i); /* finished, nothing due, or failed */
+    }
+    if (c->nactive == 0)
+        return;
+    int64_t wait_ms = 1;
+    if (rate > 0 && c->tokens <= 0)
+        wait_ms = 1 + (int64_t)(-c->tokens * 1000 / rate);
+    st_loop_timer_start(s->loop, &c->timer, wait_ms);
+}
+
+typedef struct {
+    st_part_t *best[ST_CLEAN_MAX_ACTIVE];
+    double ratio[ST_CLEAN_MAX_ACTIVE];
+    int n, want;
+    int64_t now_ms;
+} st_clean_pick_t;
+
+/* Keeps the `want` dirtiest due partitions seen so far, dirtiest first. */
+static void st_clean_consider(void *arg, st_part_t *p)
+{
+    st_clean_pick_t *k = arg;
+    if (!p->log || p->cleaning || !st_log_config(p->log)->compact ||
+        k->now_ms < p->clean_retry_ms || !st_log_clean_due(p->log))
+        return;
+    st_log_clean_stats_t st;
+    st_log_clean_stats(p->log, &st);
+    double r = st.dirty_ratio;
+    if (k->n == k->want && r <= k->ratio[k->n - 1])
+        return;
+    int i = k->n < k->want ? k->n++ : k->n - 1; /* a free slot, or in place of the cleanest */
+    for (; i > 0 && k->ratio[i - 1] < r; i--) {
+        k->best[i] = k->best[i - 1];
+        k->ratio[i] = k->ratio[i - 1];
+    }
+    k->best[i] = p;
+    k->ratio[i] = r;
+}
+
+void st_parts_clean_tick(st_kshard_t *s)
+{
+    st_parts_cleaner_t *c = &s->parts.cleaner;
+    const st_config_t *cfg = s->b->cfg;
+    c->shard = s;
+    if (!cfg->log_cleaner_enable || !s->parts.buckets)
+        return;
+    int threads = cfg->log_cleaner_threads < ST_CLEAN_MAX_ACTIVE ? (int)cfg->log_cleaner_threads
+                                                                 : ST_CLEAN_MAX_ACTIVE;
+    if (c->nactive >= threads)
+        return;
+    st_clean_pick_t k = {.want = threads - c->nactive, .now_ms = st_mono_ms()};
+    st_parts_each(&s->parts, st_clean_consider, &k);
+    if (k.n == 0)
+        return;
+    int64_t share = cfg->log_cleaner_dedupe_buffer_size / s->b->nshards / threads;
+    for (int i = 0; i < k.n; i++) {
+        st_part_t *p = k.best[i];
+        /* The map needs room for the dirty part's keys: one per 8 bytes covers uncompressed
+         * records (7 bytes at least); more than that is the share. */
+        st_log_clean_stats_t st;
+        st_log_clean_stats(p->log, &st);
+        int64_t want = st.dirty_bytes > share / 8 ? share : st.dirty_bytes * 8;
+        if (want < (1 << 20))
+            want = 1 << 20;
+        if (p->clean_full_map || want > share)
+            want = share;
+        p->clean_map_bytes = (size_t)want;
+        p->clean_full_map = false;
+        p->cleaning = true;
+        c->active[c->nactive++] = p;
+    }
+    if (!st_timer_armed(&c->timer))
+        st_loop_timer_start(s->loop, &c->timer, 0); /* a throttle deficit waits in the turn */
 }

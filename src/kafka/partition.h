@@ -7,6 +7,19 @@
  * (consumers never see what a crash could take back), the log end under write caching.
  * When it moves, every shard with a waiting fetch on the partition is told once.
  *
+ * The log cleaner. A compacted partition (cleanup.policy holds "compact") is cleaned on its
+ * own shard, in slices (st_log_clean_step), never in one blocking call:
+ *
+ *   tick (100 ms) --st_parts_clean_tick: due partitions, dirtiest first, up to
+ *       log.cleaner.threads at once--> active --timer (1 ms)--> a turn: a few slices of
+ *       ST_CLEAN_SLICE_BYTES for each active partition, at most ST_CLEAN_TURN_NS of work,
+ *       then back to the event loop --> next turn while work remains; a partition whose step
+ *       says "nothing to do" (or fails) leaves the active set; with none left the timer stops.
+ *
+ * Reads are throttled to log.cleaner.io.max.bytes.per.second / shards (a token bucket; the
+ * timer waits out a deficit). Each clean's key map gets at most log.cleaner.dedupe.buffer.size
+ * / shards / log.cleaner.threads. Partitions that do not compact cost one flag test per tick.
+ *
  * Threads: the owning shard's only.
  */
 #ifndef ST_KAFKA_PARTITION_H
@@ -17,6 +30,7 @@
 
 #include "cluster/config.h"
 #include "cluster/metadata.h"
+#include "io/loop.h"
 #include "kafka/producer_state.h"
 #include "storage/log.h"
 
@@ -33,14 +47,35 @@ typedef struct st_part {
     bool dead;           /* deleted: freed once pending_durable drops to 0 */
     int open_err;        /* offline (log NULL): why its log could not be opened */
     uint64_t records_in, bytes_in, records_out, bytes_out;
-    st_pstate_t pstate;   /* idempotent producers (rebuilt from the log at open) */
-    struct st_part *next; /* hash chain */
+    st_pstate_t pstate; /* idempotent producers (rebuilt from the log at open) */
+    /* log cleaner (compacted topics) */
+    bool cleaning;          /* in the shard's active set */
+    bool clean_full_map;    /* the last clean ran out of key map: the next gets the whole share */
+    size_t clean_map_bytes; /* key map of a clean that starts now */
+    int64_t clean_retry_ms; /* a clean failed: not again before this (monotonic ms) */
+    struct st_part *next;   /* hash chain */
 } st_part_t;
+
+#define ST_CLEAN_MAX_ACTIVE  64          /* log.cleaner.threads' upper bound */
+#define ST_CLEAN_SLICE_BYTES (256 << 10) /* input bytes of one st_log_clean_step */
+#define ST_CLEAN_TURN_NS     1000000     /* work of one turn before yielding to the loop */
+#define ST_CLEAN_RETRY_MS    15000       /* after a failed clean (Kafka's log.cleaner.backoff.ms) */
+
+/* The shard's log cleaner: the partitions being cleaned and the read throttle. */
+typedef struct st_parts_cleaner {
+    st_kshard_t *shard; /* set by the first st_parts_clean_tick */
+    st_timer_t timer;   /* armed while a clean has work left */
+    st_part_t *active[ST_CLEAN_MAX_ACTIVE];
+    int nactive;
+    double tokens;     /* bytes that may be read now (negative: a deficit to wait out) */
+    int64_t refill_ns; /* when tokens were last refilled */
+} st_parts_cleaner_t;
 
 typedef struct st_parts {
     st_part_t **buckets;
     size_t nbuckets;
     size_t count;
+    st_parts_cleaner_t cleaner;
 } st_parts_t;
 
 void st_parts_init(st_parts_t *t);
@@ -67,6 +102,10 @@ void st_part_update_hw(st_kshard_t *s, st_part_t *p);
 /* Housekeeping of the idempotent producers (the shard's tick): expires idle producer ids,
  * logs evictions, and writes a producer state snapshot when one is due. */
 void st_part_tick_producers(st_part_t *p, int64_t now_ms);
+/* The cleaner's scheduling (the shard's tick): when fewer than log.cleaner.threads partitions
+ * are being cleaned, adds the dirtiest of those due (st_log_clean_due), and starts the turns.
+ * Does nothing with log.cleaner.enable=false. */
+void st_parts_clean_tick(st_kshard_t *s);
 /* Marks shard `waiter` as waiting for data past `offset`; if the high watermark is already
  * past it, wakes that shard at once. */
 void st_part_add_waiter(st_kshard_t *s, st_part_t *p, int waiter, int64_t offset);
