@@ -168,6 +168,18 @@ static void add_part(void *arg, st_part_t *p)
     r->bytes_in = p->bytes_in;
     r->records_out = p->records_out;
     r->bytes_out = p->bytes_out;
+    if (!st_log_config(p->log)->compact)
+        return;
+    st_log_clean_stats_t cs;
+    st_log_clean_stats(p->log, &cs);
+    r->compact = true;
+    r->cleaning = cs.in_progress;
+    r->dirty_ratio = cs.dirty_ratio;
+    r->last_clean_ms = cs.last_clean_ms;
+    r->cleans = cs.cleans;
+    r->clean_bytes_read = cs.bytes_read;
+    r->bytes_reclaimed = cs.bytes_read - cs.bytes_written;
+    r->records_removed = cs.records_removed;
 }
 
 static void st_admin_on_tick(void *arg, st_kshard_t *s)

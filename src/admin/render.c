@@ -327,6 +327,7 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
 typedef struct {
     const char *name, *type, *help;
     int field;
+    bool compact_only; /* rows of compacted partitions only (the log cleaner's) */
 } part_family_t;
 
 enum {
@@ -339,28 +340,56 @@ enum {
     PF_HW,
     PF_SIZE,
     PF_SEGS,
-    PF_OFFLINE
+    PF_OFFLINE,
+    PF_DIRTY,
+    PF_CLEANING,
+    PF_LAST_CLEAN,
+    PF_CLEANS,
+    PF_CLEAN_READ,
+    PF_RECLAIMED,
+    PF_REMOVED
 };
 
 static const part_family_t part_families[] = {
     {"strata_partition_produced_records_total", "counter", "Records appended by producers.",
-     PF_REC_IN},
+     PF_REC_IN, false},
     {"strata_partition_produced_bytes_total", "counter",
-     "Record batch bytes appended by producers.", PF_BYTES_IN},
+     "Record batch bytes appended by producers.", PF_BYTES_IN, false},
     {"strata_partition_fetched_records_total", "counter",
      "Records sent to consumers and followers (whole batches, so it can exceed what was asked).",
-     PF_REC_OUT},
+     PF_REC_OUT, false},
     {"strata_partition_fetched_bytes_total", "counter", "Record batch bytes sent by Fetch.",
-     PF_BYTES_OUT},
-    {"strata_partition_log_end_offset", "gauge", "The next offset to be assigned.", PF_LEO},
-    {"strata_partition_log_start_offset", "gauge", "The first offset still in the log.", PF_LSO},
+     PF_BYTES_OUT, false},
+    {"strata_partition_log_end_offset", "gauge", "The next offset to be assigned.", PF_LEO, false},
+    {"strata_partition_log_start_offset", "gauge", "The first offset still in the log.", PF_LSO,
+     false},
     {"strata_partition_high_watermark", "gauge", "The offset below which consumers may read.",
-     PF_HW},
-    {"strata_partition_size_bytes", "gauge", "Bytes of the partition's segments on disk.", PF_SIZE},
-    {"strata_partition_segments", "gauge", "Segments in the partition's log.", PF_SEGS},
+     PF_HW, false},
+    {"strata_partition_size_bytes", "gauge", "Bytes of the partition's segments on disk.", PF_SIZE,
+     false},
+    {"strata_partition_segments", "gauge", "Segments in the partition's log.", PF_SEGS, false},
     {"strata_partition_offline", "gauge",
      "1 when the partition's log could not be opened (requests get KAFKA_STORAGE_ERROR).",
-     PF_OFFLINE},
+     PF_OFFLINE, false},
+    {"strata_partition_cleaner_dirty_ratio", "gauge",
+     "Compacted partitions: bytes not yet cleaned over the bytes the cleaner may clean (closed "
+     "segments older than min.compaction.lag.ms); a clean starts at min.cleanable.dirty.ratio.",
+     PF_DIRTY, true},
+    {"strata_partition_cleaner_in_progress", "gauge", "1 while the partition is being cleaned.",
+     PF_CLEANING, true},
+    {"strata_partition_cleaner_last_clean_timestamp_seconds", "gauge",
+     "When the last clean of the partition finished (absent: none since it opened).", PF_LAST_CLEAN,
+     true},
+    {"strata_partition_cleaner_cleans_total", "counter",
+     "Cleans of the partition finished since it opened.", PF_CLEANS, true},
+    {"strata_partition_cleaner_read_bytes_total", "counter",
+     "Bytes read by the partition's finished cleans.", PF_CLEAN_READ, true},
+    {"strata_partition_cleaner_bytes_reclaimed_total", "counter",
+     "Bytes read minus bytes written by the partition's finished cleans.", PF_RECLAIMED, true},
+    {"strata_partition_cleaner_records_removed_total", "counter",
+     "Records the partition's finished cleans dropped (superseded, keyless, expired "
+     "tombstones).",
+     PF_REMOVED, true},
 };
 
 static double part_field(const st_admin_part_t *r, int f)
@@ -384,6 +413,20 @@ static double part_field(const st_admin_part_t *r, int f)
         return (double)r->size_bytes;
     case PF_OFFLINE:
         return r->offline ? 1 : 0;
+    case PF_DIRTY:
+        return r->dirty_ratio;
+    case PF_CLEANING:
+        return r->cleaning ? 1 : 0;
+    case PF_LAST_CLEAN:
+        return (double)r->last_clean_ms / 1000;
+    case PF_CLEANS:
+        return (double)r->cleans;
+    case PF_CLEAN_READ:
+        return (double)r->clean_bytes_read;
+    case PF_RECLAIMED:
+        return (double)r->bytes_reclaimed;
+    case PF_REMOVED:
+        return (double)r->records_removed;
     default:
         return (double)r->segments;
     }
@@ -395,6 +438,9 @@ static void partition_metrics(st_prom_t *p, st_admin_part_t *const *a, int n)
         const part_family_t *pf = &part_families[f];
         st_prom_family(p, pf->name, pf->type, pf->help);
         for (int i = 0; i < n; i++) {
+            if (pf->compact_only &&
+                (!a[i]->compact || (pf->field == PF_LAST_CLEAN && a[i]->last_clean_ms < 0)))
+                continue;
             char pa[16];
             snprintf(pa, sizeof pa, "%d", a[i]->partition);
             st_prom_label_t l[] = {{"topic", a[i]->topic}, {"partition", pa}};
@@ -610,6 +656,21 @@ int st_admin_render_partitions(const st_admin_view_t *v, const char *topic, st_b
             NUM("records_fetched", r->records_out);
             NUM("bytes_fetched", r->bytes_out);
             json_object_set_new(o, "offline", r ? json_boolean(r->offline) : json_null());
+            /* The cleaner's figures: an object for a compacted partition, else null. */
+            json_t *c = json_null();
+            if (r && r->compact) {
+                c = json_object();
+                json_object_set_new(c, "dirty_ratio", json_real(r->dirty_ratio));
+                json_object_set_new(c, "in_progress", json_boolean(r->cleaning));
+                json_object_set_new(c, "cleans", json_integer(r->cleans));
+                json_object_set_new(c, "last_clean_ms",
+                                    r->last_clean_ms >= 0 ? json_integer(r->last_clean_ms)
+                                                          : json_null());
+                json_object_set_new(c, "bytes_read", json_integer(r->clean_bytes_read));
+                json_object_set_new(c, "bytes_reclaimed", json_integer(r->bytes_reclaimed));
+                json_object_set_new(c, "records_removed", json_integer(r->records_removed));
+            }
+            json_object_set_new(o, "cleaner", c);
 #undef NUM
             json_array_append_new(arr, o);
         }

@@ -51,6 +51,15 @@ typedef struct st_admin_part {
     uint64_t records_in, bytes_in;   /* produced */
     uint64_t records_out, bytes_out; /* fetched */
     bool offline;                    /* its log could not be opened: offsets are -1 */
+    /* log cleaner: only for a compacted partition (cleanup.policy holds compact) */
+    bool compact;
+    bool cleaning;            /* a clean is in progress */
+    double dirty_ratio;       /* dirty / cleanable bytes of its closed segments */
+    int64_t last_clean_ms;    /* wall clock of the last finished clean, -1 never */
+    int64_t cleans;           /* finished cleans since the partition opened */
+    int64_t clean_bytes_read; /* by finished cleans */
+    int64_t bytes_reclaimed;  /* read - written, by finished cleans */
+    int64_t records_removed;
 } st_admin_part_t;
 
 /* One consumer group coordinated by this shard. */

@@ -343,6 +343,64 @@ static void test_json_partitions(void **state)
     json_decref(j);
 }
 
+/* The cleaner's figures: only for compacted partitions, in /metrics and /v1/partitions. */
+static void test_cleaner_figures(void **state)
+{
+    fixture_t *f = *state;
+    /* orders-2 (shard 0, its second row) cleaned twice; orders-1 compacted, never cleaned. */
+    st_admin_part_t *r = &f->snaps[0]->parts[1];
+    assert_int_equal(r->partition, 2);
+    r->compact = true;
+    r->dirty_ratio = 0.25;
+    r->last_clean_ms = 1700000001500;
+    r->cleans = 2;
+    r->clean_bytes_read = 9000;
+    r->bytes_reclaimed = 6000;
+    r->records_removed = 77;
+    r = &f->snaps[1]->parts[0];
+    r->compact = true;
+    r->cleaning = true;
+    r->dirty_ratio = 1;
+    r->last_clean_ms = -1;
+    char *t = render(st_admin_render_metrics, &f->v);
+    check_exposition(t);
+    assert_line(t, "strata_partition_cleaner_dirty_ratio{topic=\"orders\",partition=\"2\"} 0.25");
+    assert_line(t, "strata_partition_cleaner_dirty_ratio{topic=\"orders\",partition=\"1\"} 1");
+    assert_line(t, "strata_partition_cleaner_in_progress{topic=\"orders\",partition=\"1\"} 1");
+    assert_line(t, "strata_partition_cleaner_in_progress{topic=\"orders\",partition=\"2\"} 0");
+    assert_line(t, "strata_partition_cleaner_last_clean_timestamp_seconds{topic=\"orders\","
+                   "partition=\"2\"} 1700000001.5");
+    assert_line(t, "strata_partition_cleaner_cleans_total{topic=\"orders\",partition=\"2\"} 2");
+    assert_line(t, "strata_partition_cleaner_read_bytes_total{topic=\"orders\",partition=\"2\"} "
+                   "9000");
+    assert_line(t, "strata_partition_cleaner_bytes_reclaimed_total{topic=\"orders\","
+                   "partition=\"2\"} 6000");
+    assert_line(t, "strata_partition_cleaner_records_removed_total{topic=\"orders\","
+                   "partition=\"2\"} 77");
+    /* never cleaned: no timestamp; not compacted (orders-0): no cleaner rows at all */
+    assert_null(strstr(t, "timestamp_seconds{topic=\"orders\",partition=\"1\"}"));
+    assert_null(strstr(t, "cleaner_dirty_ratio{topic=\"orders\",partition=\"0\"}"));
+    assert_null(strstr(t, "cleans_total{topic=\"orders\",partition=\"0\"}"));
+    free(t);
+
+    json_t *j = render_json(f, "partitions", "orders");
+    json_t *arr = json_object_get(j, "partitions");
+    assert_true(json_is_null(json_object_get(json_array_get(arr, 0), "cleaner")));
+    json_t *c = json_object_get(json_array_get(arr, 2), "cleaner");
+    assert_true(json_is_object(c));
+    assert_true(json_real_value(json_object_get(c, "dirty_ratio")) == 0.25);
+    assert_false(json_boolean_value(json_object_get(c, "in_progress")));
+    assert_int_equal(json_integer_value(json_object_get(c, "cleans")), 2);
+    assert_int_equal(json_integer_value(json_object_get(c, "last_clean_ms")), 1700000001500);
+    assert_int_equal(json_integer_value(json_object_get(c, "bytes_read")), 9000);
+    assert_int_equal(json_integer_value(json_object_get(c, "bytes_reclaimed")), 6000);
+    assert_int_equal(json_integer_value(json_object_get(c, "records_removed")), 77);
+    c = json_object_get(json_array_get(arr, 1), "cleaner");
+    assert_true(json_boolean_value(json_object_get(c, "in_progress")));
+    assert_true(json_is_null(json_object_get(c, "last_clean_ms")));
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -351,6 +409,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_json_cluster, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_topics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_partitions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cleaner_figures, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
