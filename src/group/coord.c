@@ -2,14 +2,14 @@
  * coord.c — the group coordinator of one shard (state machine and invariants in coord.h).
  *
  * Memory: groups, members and offsets are heap objects owned by the coordinator. A group is
- * freed only when no write referring to it is in flight (g->busy == 0). Answers are built in
+ * freed only when no write referring to it is in flight (g->writes empty). Answers are built in
  * the caller's arena, never pointing at coordinator memory, since they are encoded later on
  * another shard.
  *
  * Strings: every protocol string kept here (group, member, instance and client ids, client
  * hosts, protocol types and names, topics, committed metadata) is an st_gstr_t — bytes and a
  * length, as on the wire and in __consumer_offsets — never a C string: a NUL inside one is
- * data like any other byte, and survives a commit, a fetch, a compaction and a reload.
+ * data like any other byte, and survives a commit, a fetch, a clean of the log and a reload.
  */
 #include "group/coord.h"
 
@@ -32,6 +32,7 @@ static const char *const st_gstate_names[] = {"Empty", "PreparingRebalance", "Co
                                               "Stable", "Dead"};
 
 typedef struct st_ggroup st_ggroup_t;
+typedef struct st_gwrite st_gwrite_t;
 
 /* A protocol string owned by the coordinator: heap bytes and their length (a NUL is kept
  * after them, never relied on). ptr NULL is the null string; an empty one has a ptr. */
@@ -112,23 +113,15 @@ struct st_ggroup {
     int64_t initial_remaining_ms; /* rebalance timeout left after the delays so far */
     st_goff_t **offs;             /* committed offsets: hash by (topic, partition) */
     size_t noffs, nbuckets;
-    uint8_t *persisted; /* the last durable group metadata value (invariant 2) */
-    int32_t persisted_len;
-    int busy; /* writes in flight referring to this group */
+    bool stored;         /* the group's latest metadata record in the log is a value */
+    st_gwrite_t *writes; /* in flight, referring to this group, in log order */
     struct st_ggroup *next;
 };
-
-typedef struct st_gpart {
-    st_log_t *log; /* NULL: not this shard's, or not loaded */
-    int writes;    /* in flight */
-    bool compacting;
-    int64_t live_bytes; /* log size right after the last compaction (or load) */
-} st_gpart_t;
 
 struct st_gcoord {
     st_loop_t *loop;
     st_gcoord_config_t cfg;
-    st_gpart_t *parts;
+    st_log_t **logs; /* by partition; NULL: not this shard's, or not loaded */
     st_ggroup_t **buckets;
     size_t nbuckets, ngroups;
     bool closed;
@@ -345,10 +338,10 @@ static void st_offs_clear(st_ggroup_t *g)
     g->noffs = 0;
 }
 
-/* Unlinks and frees a group; nothing may refer to it (busy == 0, no waiting request). */
+/* Unlinks and frees a group; nothing may refer to it (no write, no waiting request). */
 static void st_gfree(st_gcoord_t *c, st_ggroup_t *g)
 {
-    ST_ASSERT(g->busy == 0);
+    ST_ASSERT(!g->writes);
     size_t k = st_gbucket(c, g->id.ptr, g->id.len);
     for (st_ggroup_t **pp = &c->buckets[k]; *pp; pp = &(*pp)->next)
         if (*pp == g) {
@@ -368,7 +361,6 @@ static void st_gfree(st_gcoord_t *c, st_ggroup_t *g)
     st_gstr_free(&g->protocol_type);
     st_gstr_free(&g->protocol);
     st_gstr_free(&g->leader);
-    free(g->persisted);
     st_gstr_free(&g->id);
     free(g);
 }
@@ -459,24 +451,21 @@ static void st_odel(st_ggroup_t *g, st_kstr_t topic, int32_t partition)
 
 /* ---- writes to the partition log ---- */
 
-typedef struct st_gwrite st_gwrite_t;
 typedef void (*st_gwrite_fn)(st_gcoord_t *c, st_gwrite_t *w, int res);
 
 struct st_gwrite {
     st_gcoord_t *c;
     int32_t partition;
-    st_ggroup_t *g; /* held (busy) while in flight; may be NULL */
-    st_gwrite_fn cb;
+    st_ggroup_t *g; /* in g->writes while in flight */
+    st_gwrite_t *gnext;
+    st_gwrite_fn cb; /* may be NULL */
     int32_t generation;
-    void *arg;
     st_goffsets_t *o;
     int16_t *error;
     st_gcoord_done_fn done;
     void *done_arg;
-    uint8_t *value; /* group metadata written (to become g->persisted) */
-    int32_t value_len;
-    int64_t start; /* compaction: first offset of the snapshot */
-    int nassign;   /* sync: the leader's assignment */
+    int64_t ts;  /* commit: the commit timestamp written */
+    int nassign; /* sync: the leader's assignment */
     st_gstr_t *assign_ids;
     st_kbytes_t *assign;
 };
@@ -489,58 +478,69 @@ static void st_gwrite_free(st_gwrite_t *w)
     }
     free(w->assign_ids);
     free(w->assign);
-    free(w->value);
     free(w);
+}
+
+/* Runs w's callback, frees w, and frees its group if that is Dead and no other write refers
+ * to it any more. */
+static void st_gwrite_done(st_gcoord_t *c, st_gwrite_t *w, int res)
+{
+    st_ggroup_t *g = w->g;
+    if (w->cb)
+        w->cb(c, w, res);
+    st_gwrite_free(w);
+    if (g && g->state == G_DEAD && !g->writes)
+        st_gfree(c, g);
 }
 
 static void st_gwrite_durable(void *arg, int res)
 {
     st_gwrite_t *w = arg;
     st_gcoord_t *c = w->c;
-    st_gpart_t *p = &c->parts[w->partition];
-    p->writes--;
-    if (w->g)
-        w->g->busy--;
+    if (w->g) {
+        st_gwrite_t **pp = &w->g->writes;
+        while (*pp != w)
+            pp = &(*pp)->gnext;
+        *pp = w->gnext;
+    }
     if (res)
         ST_WARN("__consumer_offsets-%d: write failed: %s", w->partition, st_strerror(res));
     if (!c->closed && c->cfg.on_durable)
         c->cfg.on_durable(c->cfg.ctx, w->partition);
-    int32_t partition = w->partition;
-    w->cb(c, w, res);
-    st_gwrite_free(w);
-    st_gcoord_maybe_compact(c, partition);
+    st_gwrite_done(c, w, res);
 }
 
 /* Appends the batches of b to the partition's log; w->cb runs once they are durable (or the
  * append failed), possibly before this returns. Takes w. */
 static void st_gwrite(st_gcoord_t *c, st_gbatch_t *b, st_gwrite_t *w)
 {
-    st_gpart_t *p = &c->parts[w->partition];
+    st_log_t *log = c->logs[w->partition];
     int rc = st_gbatch_finish(b);
     if (!rc && b->total == 0) {
-        w->cb(c, w, 0);
-        st_gwrite_free(w);
+        st_gwrite_done(c, w, 0);
         return;
     }
-    if (!rc && !p->log)
+    if (!rc && !log)
         rc = ST_E_CLOSED;
     st_log_append_info_t info;
     if (!rc) {
         st_batch_verdict_t v = {0};
-        rc = st_log_append(p->log, b->out.data, b->out.len, 0, &info, &v);
+        rc = st_log_append(log, b->out.data, b->out.len, 0, &info, &v);
         if (rc)
             ST_WARN("__consumer_offsets-%d: append refused: %s", w->partition,
                     v.why ? v.why : st_strerror(rc));
     }
     if (rc) {
-        w->cb(c, w, rc);
-        st_gwrite_free(w);
+        st_gwrite_done(c, w, rc);
         return;
     }
-    p->writes++;
-    if (w->g)
-        w->g->busy++;
-    rc = st_log_wait_durable(p->log, info.last_offset + 1, st_gwrite_durable, w);
+    if (w->g) {
+        st_gwrite_t **pp = &w->g->writes;
+        while (*pp)
+            pp = &(*pp)->gnext;
+        *pp = w;
+    }
+    rc = st_log_wait_durable(log, info.last_offset + 1, st_gwrite_durable, w);
     if (rc != 0)
         st_gwrite_durable(w, rc > 0 ? 0 : rc);
 }
@@ -639,15 +639,25 @@ static int st_group_value(st_ggroup_t *g, int nassign, const st_gstr_t *ids,
     return 0;
 }
 
+/* Adds g's metadata record (with `assign` as in st_group_value) to b. */
+static int st_add_group_value(st_gbatch_t *b, st_ggroup_t *g, int nassign, const st_gstr_t *ids,
+                              const st_kbytes_t *assign)
+{
+    uint8_t *value;
+    int32_t len;
+    int rc = st_group_value(g, nassign, ids, assign, &value, &len);
+    if (rc)
+        return rc;
+    rc = st_add_group_record(b, st_gk(g->id), value, len);
+    free(value);
+    return rc;
+}
+
 static void st_persist_group_done(st_gcoord_t *c, st_gwrite_t *w, int res)
 {
     (void)c;
-    if (res == 0 && w->g) {
-        free(w->g->persisted);
-        w->g->persisted = w->value;
-        w->g->persisted_len = w->value_len;
-        w->value = NULL;
-    }
+    if (res == 0)
+        w->g->stored = true;
 }
 
 /* Writes g's metadata as it is now (Empty after a generation with no member, a static
@@ -661,8 +671,7 @@ static void st_persist_group(st_gcoord_t *c, st_ggroup_t *g)
         return;
     st_gbatch_t b;
     st_gbatch_init(&b, st_wall_ms(), c->cfg.max_batch_bytes);
-    if (st_group_value(g, 0, NULL, NULL, &w->value, &w->value_len) ||
-        st_add_group_record(&b, st_gk(g->id), w->value, w->value_len)) {
+    if (st_add_group_value(&b, g, 0, NULL, NULL)) {
         st_gbatch_fini(&b);
         st_gwrite_free(w);
         return;
@@ -1383,10 +1392,7 @@ static void st_sync_written(st_gcoord_t *c, st_gwrite_t *w, int res)
         st_try_complete_join(c, g);
         return;
     }
-    free(g->persisted);
-    g->persisted = w->value;
-    g->persisted_len = w->value_len;
-    w->value = NULL;
+    g->stored = true;
     for (int i = 0; i < g->nmembers; i++) {
         st_gmember_t *m = g->members[i];
         free(m->assignment);
@@ -1484,8 +1490,7 @@ void st_gcoord_sync(st_gcoord_t *c, int32_t partition, const st_kp_sync_group_re
     }
     st_gbatch_t b;
     st_gbatch_init(&b, st_wall_ms(), c->cfg.max_batch_bytes);
-    if (st_group_value(g, w->nassign, w->assign_ids, w->assign, &w->value, &w->value_len) ||
-        st_add_group_record(&b, st_gk(g->id), w->value, w->value_len)) {
+    if (st_add_group_value(&b, g, w->nassign, w->assign_ids, w->assign)) {
         st_gbatch_fini(&b);
         st_gwrite_free(w);
         st_answer_sync(m, ST_KERR_UNKNOWN_SERVER_ERROR);
@@ -1664,6 +1669,10 @@ void st_gcoord_list(st_gcoord_t *c, const st_kstr_t *states, int nstates, const 
 
 /* ---- DeleteGroups ---- */
 
+static void st_commit_written(st_gcoord_t *c, st_gwrite_t *w, int res);
+
+/* Tombstones for every key of g: its offsets, those of commits still being written (their
+ * records precede these in the log), and its metadata (invariant 2). */
 static int st_add_group_tombstones(st_gbatch_t *b, st_ggroup_t *g)
 {
     int rc = 0;
@@ -1671,27 +1680,24 @@ static int st_add_group_tombstones(st_gbatch_t *b, st_ggroup_t *g)
         for (st_goff_t *o = g->offs[i]; o && !rc; o = o->next)
             rc =
                 st_add_offset_record(b, st_gk(g->id), st_gk(o->topic), o->partition, NULL, 0, NULL);
+    for (st_gwrite_t *w = g->writes; w && !rc; w = w->gnext)
+        for (int i = 0; w->cb == st_commit_written && i < w->o->n && !rc; i++)
+            if (!w->o->parts[i].error)
+                rc = st_add_offset_record(b, st_gk(g->id), w->o->parts[i].topic,
+                                          w->o->parts[i].partition, NULL, 0, NULL);
     if (!rc)
         rc = st_add_group_record(b, st_gk(g->id), NULL, 0);
     return rc;
 }
 
+/* Once durable the group is freed (st_gwrite_done), as soon as no other write refers to it. */
 static void st_delete_written(st_gcoord_t *c, st_gwrite_t *w, int res)
 {
-    st_ggroup_t *g = w->g;
-    if (res) {
-        st_group_set_state(g, G_EMPTY);
-        *w->error = ST_KERR_COORDINATOR_NOT_AVAILABLE;
-    } else {
-        *w->error = 0;
-    }
-    st_gcoord_done_fn done = w->done;
-    void *arg = w->done_arg;
-    if (!res && g->busy == 0)
-        st_gfree(c, g);
-    else if (!res)
-        g->state = G_DEAD; /* freed by the expiry scan once idle */
-    done(arg);
+    (void)c;
+    if (res)
+        st_group_set_state(w->g, G_EMPTY);
+    *w->error = res ? ST_KERR_COORDINATOR_NOT_AVAILABLE : 0;
+    w->done(w->done_arg);
 }
 
 void st_gcoord_delete_group(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, int16_t *error,
@@ -1753,7 +1759,7 @@ static void st_commit_written(st_gcoord_t *c, st_gwrite_t *w, int res)
             p->error = st_kerr_of_write(res);
             continue;
         }
-        if (st_oset(g, p->topic, p->partition, p->offset, p->leader_epoch, p->metadata, w->start))
+        if (st_oset(g, p->topic, p->partition, p->offset, p->leader_epoch, p->metadata, w->ts))
             p->error = ST_KERR_UNKNOWN_SERVER_ERROR;
     }
     w->done(w->done_arg);
@@ -1827,7 +1833,7 @@ void st_gcoord_commit(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_gc
         return;
     }
     w->o = o;
-    w->start = now;
+    w->ts = now;
     w->done = done;
     w->done_arg = arg;
     st_gwrite(c, &b, w);
@@ -1983,22 +1989,11 @@ void st_gcoord_offset_delete(st_gcoord_t *c, int32_t partition, st_goffsets_t *o
 
 /* ---- expiry ---- */
 
-static void st_expire_written(st_gcoord_t *c, st_gwrite_t *w, int res)
-{
-    (void)res;
-    st_ggroup_t *g = w->g;
-    if (g && g->state == G_DEAD && g->busy == 0)
-        st_gfree(c, g);
-}
-
+/* Drops g's offsets past retention and, when none is left, g itself (Kafka's
+ * cleanupGroupMetadata), writing their tombstones. Memory changes at once (invariant 1). */
 static void st_expire_group(st_gcoord_t *c, st_ggroup_t *g, int64_t now)
 {
-    if (g->state == G_DEAD) {
-        if (g->busy == 0)
-            st_gfree(c, g);
-        return;
-    }
-    if (g->state != G_EMPTY || g->busy > 0)
+    if (g->state != G_EMPTY || g->writes)
         return;
     st_gbatch_t b;
     st_gbatch_init(&b, now, c->cfg.max_batch_bytes);
@@ -2017,17 +2012,13 @@ static void st_expire_group(st_gcoord_t *c, st_ggroup_t *g, int64_t now)
     bool gone = !rc && g->noffs == 0;
     if (gone)
         rc = st_add_group_record(&b, st_gk(g->id), NULL, 0);
-    if (rc || b.total == 0) {
+    st_gwrite_t *w = rc || b.total == 0 ? NULL : st_gwrite_new(c, g->partition, g, NULL);
+    if (!w) {
         st_gbatch_fini(&b);
         return;
     }
     if (gone)
         g->state = G_DEAD;
-    st_gwrite_t *w = st_gwrite_new(c, g->partition, g, st_expire_written);
-    if (!w) {
-        st_gbatch_fini(&b);
-        return;
-    }
     ST_INFO("group %.*s: %d expired record(s) removed%s", ST_GSTR_ARG(g->id), b.total,
             gone ? ", group gone" : "");
     st_gwrite(c, &b, w);
@@ -2060,68 +2051,9 @@ static void st_expire_tick(st_timer_t *t)
         st_loop_timer_start(c->loop, &c->expire_timer, c->cfg.expire_check_ms);
 }
 
-/* ---- compaction (invariant 3) ---- */
-
-static void st_compact_written(st_gcoord_t *c, st_gwrite_t *w, int res)
-{
-    st_gpart_t *p = &c->parts[w->partition];
-    p->compacting = false;
-    if (res || !p->log)
-        return;
-    int rc = st_log_set_start_offset(p->log, w->start);
-    if (rc)
-        ST_WARN("__consumer_offsets-%d: compaction could not move the log start: %s", w->partition,
-                st_strerror(rc));
-    p->live_bytes = st_log_size_bytes(p->log);
-    ST_INFO("__consumer_offsets-%d compacted: log starts at %lld, %lld bytes", w->partition,
-            (long long)w->start, (long long)p->live_bytes);
-}
-
-int st_gcoord_maybe_compact(st_gcoord_t *c, int32_t partition)
-{
-    st_gpart_t *p = &c->parts[partition];
-    if (c->closed || !p->log || p->writes > 0 || p->compacting)
-        return 0;
-    int64_t slack = c->cfg.compact_slack_bytes > 0 ? c->cfg.compact_slack_bytes
-                                                   : st_log_config(p->log)->segment_bytes;
-    if (st_log_size_bytes(p->log) <= p->live_bytes + slack)
-        return 0;
-    int rc = st_log_roll(p->log);
-    if (rc) {
-        ST_WARN("__consumer_offsets-%d: cannot roll for compaction: %s", partition,
-                st_strerror(rc));
-        return 0;
-    }
-    int64_t start = st_log_end_offset(p->log);
-    st_gbatch_t b;
-    st_gbatch_init(&b, st_wall_ms(), c->cfg.max_batch_bytes);
-    for (size_t i = 0; i < c->nbuckets && !rc; i++)
-        for (st_ggroup_t *g = c->buckets[i]; g && !rc; g = g->next) {
-            if (g->partition != partition || g->state == G_DEAD)
-                continue;
-            if (g->persisted)
-                rc = st_add_group_record(&b, st_gk(g->id), g->persisted, g->persisted_len);
-            for (size_t k = 0; k < g->nbuckets && !rc; k++)
-                for (st_goff_t *o = g->offs[k]; o && !rc; o = o->next)
-                    rc = st_add_offset_record(&b, st_gk(g->id), st_gk(o->topic), o->partition, o, 0,
-                                              NULL);
-        }
-    st_gwrite_t *w = rc ? NULL : st_gwrite_new(c, partition, NULL, st_compact_written);
-    if (!w) {
-        st_gbatch_fini(&b);
-        return 0;
-    }
-    w->start = start;
-    p->compacting = true;
-    st_gwrite(c, &b, w);
-    st_gbatch_fini(&b);
-    return 1;
-}
-
 /* ---- loading ---- */
 
-static void st_load_group_value(st_gcoord_t *c, st_ggroup_t *g, const st_grec_t *r,
-                                const uint8_t *value, int32_t value_len)
+static void st_load_group_value(st_gcoord_t *c, st_ggroup_t *g, const st_grec_t *r)
 {
     for (int i = 0; i < g->nmembers; i++)
         st_member_free(c, g->members[i]);
@@ -2129,18 +2061,11 @@ static void st_load_group_value(st_gcoord_t *c, st_ggroup_t *g, const st_grec_t 
     st_gstr_free(&g->protocol_type);
     st_gstr_free(&g->protocol);
     st_gstr_free(&g->leader);
-    free(g->persisted);
-    g->persisted = NULL;
-    g->persisted_len = 0;
     g->generation = 0;
     g->state = G_EMPTY;
+    g->stored = !r->tombstone;
     if (r->tombstone)
         return;
-    g->persisted = malloc((size_t)value_len + 1);
-    if (g->persisted) {
-        memcpy(g->persisted, value, (size_t)value_len);
-        g->persisted_len = value_len;
-    }
     if (r->protocol_type.len > 0)
         st_gstr_set(&g->protocol_type, r->protocol_type);
     g->generation = r->generation;
@@ -2195,7 +2120,7 @@ static void st_load_record(st_gcoord_t *c, int32_t partition, const st_batch_rec
             st_oset(g, r.topic, r.partition, r.offset, r.leader_epoch, r.metadata,
                     r.commit_timestamp);
     } else {
-        st_load_group_value(c, g, &r, rec->value, rec->value_len);
+        st_load_group_value(c, g, &r);
     }
 }
 
@@ -2281,7 +2206,7 @@ int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log)
             next = g->next;
             if (g->partition != partition)
                 continue;
-            if (g->nmembers == 0 && g->noffs == 0 && !g->persisted) {
+            if (g->nmembers == 0 && g->noffs == 0 && !g->stored) {
                 st_gfree(c, g);
                 continue;
             }
@@ -2289,8 +2214,7 @@ int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log)
             for (int k = 0; k < g->nmembers; k++)
                 st_member_touch(c, g->members[k]);
         }
-    c->parts[partition].log = log;
-    c->parts[partition].live_bytes = st_log_size_bytes(log);
+    c->logs[partition] = log;
     if (records)
         ST_INFO("__consumer_offsets-%d: loaded %lld record(s), %d group(s) in %lld ms", partition,
                 (long long)records, ngroups, (long long)(st_mono_ms() - t0));
@@ -2299,7 +2223,7 @@ int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log)
 
 bool st_gcoord_loaded(const st_gcoord_t *c, int32_t partition)
 {
-    return partition >= 0 && partition < c->cfg.num_partitions && c->parts[partition].log;
+    return partition >= 0 && partition < c->cfg.num_partitions && c->logs[partition];
 }
 
 /* ---- life cycle ---- */
@@ -2317,11 +2241,11 @@ int st_gcoord_create(st_gcoord_t **out, st_loop_t *loop, const st_gcoord_config_
         c->cfg.max_batch_bytes = 256 * 1024;
     if (c->cfg.expire_check_ms <= 0)
         c->cfg.expire_check_ms = 60000;
-    c->parts = calloc((size_t)c->cfg.num_partitions, sizeof *c->parts);
+    c->logs = calloc((size_t)c->cfg.num_partitions, sizeof *c->logs);
     c->nbuckets = 64;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
-    if (!c->parts || !c->buckets) {
-        free(c->parts);
+    if (!c->logs || !c->buckets) {
+        free(c->logs);
         free(c->buckets);
         free(c);
         return -ENOMEM;
@@ -2358,11 +2282,11 @@ void st_gcoord_destroy(st_gcoord_t *c)
     for (size_t i = 0; i < c->nbuckets; i++)
         for (st_ggroup_t *g = c->buckets[i], *next; g; g = next) {
             next = g->next;
-            g->busy = 0;
+            g->writes = NULL; /* completed when the logs closed */
             st_gfree(c, g);
         }
     free(c->buckets);
-    free(c->parts);
+    free(c->logs);
     free(c);
 }
 

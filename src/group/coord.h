@@ -18,18 +18,26 @@
  *     +-----------------+   +--- member joins, leaves, times out, changes -------+ SyncGroup
  *                           |    protocols (prepare_rebalance)                   v (durable)
  *                           +------------------------------------------------ Stable
- *   Empty --DeleteGroups / offsets expired--> Dead (removed once its tombstones are durable)
+ *   Empty --DeleteGroups / offsets expired--> Dead (freed once its tombstones are durable
+ *                                                   and no other write refers to it)
+ *
+ * Compaction. __consumer_offsets is a cleanup.policy=compact topic like any other: the broker's
+ * log cleaner (storage/log.h, st_log_clean_step) keeps the latest record of each key and, after
+ * delete.retention.ms, drops tombstones. The coordinator's part is invariant 2; loading copes
+ * with what cleaning leaves: offset gaps, a log whose first records are tombstones, batches
+ * with fewer records than offsets or none.
  *
  * Invariants:
  *   1. In-memory state changes only once the record describing it is durable (commits,
  *      assignments, deletions), except membership changes that Kafka does not persist either
  *      (joins, leaves, expiries between generations) and expired offsets (dropped at once;
  *      a lost tombstone only brings back an offset that is expired anyway).
- *   2. g->persisted holds the last group metadata value made durable for the group; the
- *      compaction snapshot writes exactly that, so a snapshot never says more than the log did.
- *   3. A compaction starts only when no write of the partition is in flight, so the snapshot
- *      covers every record below it; only once it is durable does the log start move past
- *      the old records.
+ *   2. Every record is keyed (records.h: group, topic and partition for an offset; group for
+ *      metadata), and whatever is removed gets a tombstone for its key: expired offsets,
+ *      OffsetDelete, DeleteGroups (the group's offsets, those of commits still being written,
+ *      its metadata), a group gone by expiry. So the latest record of each key, replayed in
+ *      log order, rebuilds the state: a cleaned log loads as the whole log would.
+ *   3. A group is freed only when no write referring to it is in flight (g->writes).
  *   4. Every waiting JoinGroup/SyncGroup is answered exactly once: on completion, on fencing,
  *      on removal of its member, or by st_gcoord_drain().
  *
@@ -56,11 +64,9 @@ typedef struct st_gcoord_config {
     int64_t max_session_timeout_ms;
     int64_t initial_rebalance_delay_ms;
     int64_t offsets_retention_ms;
-    int64_t expire_check_ms;     /* how often expired offsets are looked for */
-    int32_t num_partitions;      /* partitions of __consumer_offsets (upper bound of indexes) */
-    size_t max_batch_bytes;      /* records per batch written, in bytes (about) */
-    int64_t compact_slack_bytes; /* compact once the log exceeds its live size by this much;
-                                    0: by the log's segment.bytes */
+    int64_t expire_check_ms; /* how often expired offsets are looked for */
+    int32_t num_partitions;  /* partitions of __consumer_offsets (upper bound of indexes) */
+    size_t max_batch_bytes;  /* records per batch written, in bytes (about) */
     /* Called after a write to a partition became durable (the Kafka layer moves the
      * partition's high watermark). May be NULL. */
     void (*on_durable)(void *ctx, int32_t partition);
@@ -143,8 +149,6 @@ void st_gcoord_offset_delete(st_gcoord_t *c, int32_t partition, st_goffsets_t *o
 
 /* Looks for expired offsets now (the timer does it every expire_check_ms). */
 void st_gcoord_expire_now(st_gcoord_t *c);
-/* Compacts the partition now if its log is past the threshold; 1 if a compaction started. */
-int st_gcoord_maybe_compact(st_gcoord_t *c, int32_t partition);
 /* Number of groups this coordinator holds. */
 int st_gcoord_group_count(const st_gcoord_t *c);
 

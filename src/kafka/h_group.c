@@ -119,8 +119,9 @@ static void st_offsets_created(st_kshard_t *s, st_ctl_op_t *op)
     c->cb(c->r, c->arg);
 }
 
-/* Creates __consumer_offsets (compacted by the coordinator, never deleted by time) if this
- * shard's snapshot does not have it yet, then calls cb. */
+/* Creates __consumer_offsets (compacted by the log cleaner, never deleted by time; segments
+ * of 100 MiB as Kafka's offsets.topic.segment.bytes) if this shard's snapshot does not have it
+ * yet, then calls cb. */
 static void st_kgroup_ensure_topic(st_kreq_t *r, st_kgroup_ready_fn cb, void *arg)
 {
     if (st_offsets_topic(r->shard->md)) {

@@ -3,8 +3,9 @@
  * a temporary directory: the offsets-topic records, the batch writer, the group partition
  * hash, the join/sync/heartbeat state machine with fencing, static membership, session
  * expiry, commits answered once durable and rebuilt from the log, DeleteGroups, expiry of
- * offsets, compaction keeping the log bounded without losing the live state, and protocol
- * strings holding NUL kept whole through all of it.
+ * offsets, the log cleaner (st_log_clean_step, as the broker runs it on __consumer_offsets)
+ * keeping only the latest record of each key without changing what a reload rebuilds, and
+ * protocol strings holding NUL kept whole through all of it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,22 +31,54 @@ typedef struct {
     char dir[256];
     st_loop_t *loop;
     st_storage_env_t env;
+    st_log_config_t lc; /* of the coordinator's log, at every open */
     st_log_t *log;
     st_gcoord_t *c;
     st_gcoord_config_t cfg;
     st_arena_t a;
+    int32_t session_ms; /* of the members join() adds */
+    int64_t clock_skew; /* added to the log's clock (the cleaner's tombstone horizon) */
+    bool hold_syncs;    /* syncs wait in `held` until fx_release_syncs() */
+    int nheld;
+    st_sync_done_fn held_done[16];
+    void *held_arg[16];
 } fx_t;
 
-static void fx_open_log(fx_t *f, int64_t segment_bytes)
+static int64_t fx_now(void *ctx)
 {
-    st_log_config_t lc;
-    st_log_config_default(&lc);
-    lc.retention_ms = -1;
-    if (segment_bytes)
-        lc.segment_bytes = segment_bytes;
+    return st_wall_ms() + ((fx_t *)ctx)->clock_skew;
+}
+
+static int fx_sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
+{
+    fx_t *f = ctx;
+    if (!f->hold_syncs)
+        return st_storage_sync_inline(&f->env, fd, done, arg);
+    assert_true(f->nheld < 16);
+    f->held_done[f->nheld] = done;
+    f->held_arg[f->nheld++] = arg;
+    return 0;
+}
+
+/* Completes the held syncs (and those their completions submit), and stops holding. */
+static void fx_release_syncs(fx_t *f)
+{
+    f->hold_syncs = false;
+    while (f->nheld > 0) {
+        st_sync_done_fn done = f->held_done[0];
+        void *arg = f->held_arg[0];
+        f->nheld--;
+        memmove(f->held_done, f->held_done + 1, (size_t)f->nheld * sizeof *f->held_done);
+        memmove(f->held_arg, f->held_arg + 1, (size_t)f->nheld * sizeof *f->held_arg);
+        done(arg, 0);
+    }
+}
+
+static void fx_open_log(fx_t *f)
+{
     char d[300];
     snprintf(d, sizeof d, "%s/__consumer_offsets-0", f->dir);
-    assert_int_equal(st_log_open(&f->env, d, &lc, &f->log), 0);
+    assert_int_equal(st_log_open(&f->env, d, &f->lc, &f->log), 0);
 }
 
 static void fx_coord(fx_t *f)
@@ -61,14 +94,21 @@ static int fx_setup(void **state)
     assert_non_null(mkdtemp(f->dir));
     assert_int_equal(st_loop_create(&f->loop, 256), 0);
     st_storage_env_init(&f->env, st_fs_posix(), 64);
+    f->env.now_ms = fx_now;
+    f->env.now_ctx = f;
+    f->env.sync_submit = fx_sync_submit;
+    f->env.sync_ctx = f;
     f->cfg = (st_gcoord_config_t){.min_session_timeout_ms = 10,
                                   .max_session_timeout_ms = 60000,
                                   .initial_rebalance_delay_ms = 0,
                                   .offsets_retention_ms = 7 * 24 * 3600 * 1000LL,
                                   .expire_check_ms = 60000,
                                   .num_partitions = 1};
+    f->session_ms = 200;
+    st_log_config_default(&f->lc);
+    f->lc.retention_ms = -1;
     st_arena_init(&f->a, 4096);
-    fx_open_log(f, 0);
+    fx_open_log(f);
     fx_coord(f);
     *state = f;
     return 0;
@@ -86,10 +126,34 @@ static void fx_close_all(fx_t *f)
 /* Closes and reopens the log and rebuilds a coordinator from it (a restart). */
 static void fx_restart(fx_t *f)
 {
-    int64_t seg = st_log_config(f->log)->segment_bytes;
     fx_close_all(f);
-    fx_open_log(f, seg);
+    fx_open_log(f);
     fx_coord(f);
+}
+
+/* Makes the coordinator's log compacted as __consumer_offsets is: segments of seg bytes, and
+ * a clean whenever anything is dirty. */
+static void fx_compacted(fx_t *f, int64_t seg, int64_t delete_retention_ms)
+{
+    f->lc.segment_bytes = seg;
+    f->lc.compact = true;
+    f->lc.retention_deletes = false;
+    f->lc.min_cleanable_dirty_ratio = 0;
+    f->lc.delete_retention_ms = delete_retention_ms;
+    assert_int_equal(st_log_set_config(f->log, &f->lc), 0);
+}
+
+/* What the broker's shards do in slices: rolls the active segment, then runs the cleaner
+ * until it has nothing left to do. */
+static void fx_clean(fx_t *f)
+{
+    assert_int_equal(st_log_roll(f->log), 0);
+    st_log_clean_opts_t o = {.budget_bytes = 4096, .map_bytes = 1 << 20};
+    int64_t rc;
+    int steps = 0;
+    while ((rc = st_log_clean_step(f->log, &o)) > 0)
+        assert_true(++steps < 1000000);
+    assert_int_equal(rc, 0);
 }
 
 static int fx_teardown(void **state)
@@ -158,7 +222,7 @@ static void join(fx_t *f, join_t *j, const char *group, const char *member, cons
     st_kp_join_group_req_t req;
     st_kp_join_group_req_init(&req);
     req.group_id = st_kstr(group);
-    req.session_timeout_ms = 200;
+    req.session_timeout_ms = f->session_ms;
     req.rebalance_timeout_ms = 300;
     req.member_id = st_kstr(member ? member : "");
     req.group_instance_id = st_kstr(instance);
@@ -630,7 +694,7 @@ static void test_expiry_of_empty_group_offsets(void **state)
     assert_int_equal(fetch1(f, "old", "t", 0, NULL, 0), 5);
     fx_close_all(f);
     f->cfg.offsets_retention_ms = 0;
-    fx_open_log(f, 0);
+    fx_open_log(f);
     fx_coord(f);
     assert_int_equal(fetch1(f, "old", "t", 0, NULL, 0), 5);
     st_gcoord_expire_now(f->c);
@@ -643,25 +707,385 @@ static void test_expiry_of_empty_group_offsets(void **state)
     assert_int_equal(st_gcoord_group_count(f->c), 0);
 }
 
-static void test_compaction_bounds_the_log(void **state)
+/* ---- under the log cleaner (__consumer_offsets is compacted by key, as Kafka's) ---- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} text_t;
+
+__attribute__((format(printf, 2, 3))) static void tx_add(text_t *t, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        assert_true(n >= 0);
+        if (t->p && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        t->cap = (t->cap + (size_t)n + 1) * 2;
+        t->p = realloc(t->p, t->cap);
+        assert_non_null(t->p);
+    }
+}
+
+/* Bytes as hex, so NULs and lengths count. */
+static void tx_bytes(text_t *t, const void *p, int32_t n)
+{
+    if (n < 0) {
+        tx_add(t, "null");
+        return;
+    }
+    tx_add(t, "'");
+    for (int32_t i = 0; i < n; i++)
+        tx_add(t, "%02x", ((const uint8_t *)p)[i]);
+    tx_add(t, "'");
+}
+
+/* All a client can see of the named groups: every committed offset (OffsetFetch of all) and
+ * the description (state, protocol, members with their metadata and assignment). */
+static char *dump_groups(fx_t *f, const char *const *groups, int n)
+{
+    text_t t = {0};
+    tx_add(&t, "groups=%d\n", st_gcoord_group_count(f->c));
+    for (int i = 0; i < n; i++) {
+        st_goffsets_t o = {.group_id = st_kstr(groups[i]), .all = true};
+        st_gcoord_fetch(f->c, 0, &o, &f->a);
+        tx_add(&t, "%s: error %d offsets", groups[i], o.error);
+        for (int k = 0; k < o.n; k++) {
+            st_goffset_t *p = &o.parts[k];
+            tx_add(&t, " %.*s/%d=%lld@%d", p->topic.len, p->topic.ptr, p->partition,
+                   (long long)p->offset, p->leader_epoch);
+            tx_bytes(&t, p->metadata.ptr, p->metadata.len);
+        }
+        st_kp_describe_groups_resp_group_t d;
+        st_kp_describe_groups_resp_group_init(&d);
+        st_gcoord_describe(f->c, 0, st_kstr(groups[i]), 5, &f->a, &d);
+        tx_add(&t, "\n  error %d state %.*s type %.*s protocol %.*s", d.error_code,
+               d.group_state.len, d.group_state.ptr, d.protocol_type.len, d.protocol_type.ptr,
+               d.protocol_data.len, d.protocol_data.ptr);
+        for (int k = 0; k < d.members_count; k++) {
+            st_kp_describe_groups_resp_member_t *m = &d.members[k];
+            tx_add(&t, "\n  member ");
+            tx_bytes(&t, m->member_id.ptr, m->member_id.len);
+            tx_bytes(&t, m->group_instance_id.ptr, m->group_instance_id.len);
+            tx_bytes(&t, m->client_id.ptr, m->client_id.len);
+            tx_bytes(&t, m->client_host.ptr, m->client_host.len);
+            tx_bytes(&t, m->member_metadata.ptr, m->member_metadata.len);
+            tx_bytes(&t, m->member_assignment.ptr, m->member_assignment.len);
+        }
+        tx_add(&t, "\n");
+    }
+    return t.p;
+}
+
+static int log_empty_batches; /* batches without records seen by the last log_records() */
+
+/* Records in the log: all, and how many are tombstones; the offset of the first. */
+static int log_records(fx_t *f, int *tombstones, int64_t *first)
+{
+    int n = 0;
+    *tombstones = 0;
+    *first = -1;
+    log_empty_batches = 0;
+    uint8_t *buf = malloc(1 << 20);
+    int64_t off = st_log_start_offset(f->log), end = st_log_end_offset(f->log);
+    while (off < end) {
+        st_log_read_t rd;
+        assert_int_equal(st_log_read(f->log, off, 1 << 20, -1, &rd), 0);
+        if (rd.nranges == 0) {
+            st_log_read_release(&rd);
+            break;
+        }
+        ssize_t len = st_log_read_copy(&rd, buf, 1 << 20);
+        st_log_read_release(&rd);
+        assert_true(len > 0);
+        for (size_t pos = 0; pos < (size_t)len;) {
+            st_batch_hdr_t h;
+            assert_int_equal(st_batch_check(buf + pos, (size_t)len - pos, &h), 0);
+            log_empty_batches += h.records_count == 0;
+            st_batch_iter_t it;
+            assert_int_equal(st_batch_iter_init(&it, buf + pos, (size_t)st_batch_size(&h)), 0);
+            st_batch_record_t r;
+            while (st_batch_iter_next(&it, &r) == 1) {
+                if (*first < 0)
+                    *first = r.offset;
+                n++;
+                *tombstones += r.value_len < 0;
+            }
+            pos += (size_t)st_batch_size(&h);
+        }
+        off = rd.next_offset;
+    }
+    free(buf);
+    return n;
+}
+
+static int16_t leave1(fx_t *f, const char *group, const char *member)
+{
+    st_kp_leave_group_req_t req;
+    st_kp_leave_group_req_init(&req);
+    req.group_id = st_kstr(group);
+    req.member_id = st_kstr(member);
+    st_kp_leave_group_resp_t resp;
+    st_kp_leave_group_resp_init(&resp);
+    st_gcoord_leave(f->c, 0, &req, 1, &f->a, &resp);
+    return resp.error_code;
+}
+
+static int16_t delete_group1(fx_t *f, const char *group)
+{
+    int16_t err = -1;
+    int done = 0;
+    st_gcoord_delete_group(f->c, 0, st_kstr(group), &err, on_done, &done);
+    if (!done)
+        run_until(f, &done, 5000);
+    assert_int_equal(done, 1);
+    return err;
+}
+
+static int16_t offset_delete1(fx_t *f, const char *group, const char *topic, int32_t part)
+{
+    st_goffset_t p = {.topic = st_kstr(topic), .partition = part};
+    st_goffsets_t o = {.group_id = st_kstr(group), .n = 1, .parts = &p};
+    int done = 0;
+    st_gcoord_offset_delete(f->c, 0, &o, on_done, &done);
+    if (!done)
+        run_until(f, &done, 5000);
+    assert_int_equal(done, 1);
+    return o.error ? o.error : p.error;
+}
+
+/* A member alone in its group, through join and sync, with assignment asg; its id. */
+static char *member_alone(fx_t *f, const char *group, const char *asg)
+{
+    join_t j;
+    char *m = join_dynamic(f, &j, group);
+    if (!j.done)
+        run_until(f, &j.done, 5000);
+    assert_int_equal(j.resp.error_code, 0);
+    sync_t s;
+    const char *ids[] = {m};
+    sync_req(f, &s, group, m, j.resp.generation_id, 1, ids, &asg);
+    if (!s.done)
+        run_until(f, &s.done, 5000);
+    assert_int_equal(s.resp.error_code, 0);
+    return m;
+}
+
+/* Every kind of record the coordinator writes, and every deletion, then the cleaner keeps the
+ * latest record of each key: a coordinator loaded from the cleaned log (which has offset gaps
+ * and may start past its first records) serves what the one that wrote it did. Then, once the
+ * tombstones are past delete.retention.ms, a second clean drops them, and still nothing
+ * changes. */
+static void test_cleaned_log_rebuilds_state(void **state)
 {
     fx_t *f = *state;
+    f->session_ms = 60000; /* members loaded back must not time out while the test runs */
+    fx_compacted(f, 1024, 60000);
+
+    /* offsets that expire: tombstones written by the expiry */
+    assert_int_equal(commit1(f, "old", NULL, -1, "t", 0, 5, "o"), 0);
+    assert_int_equal(commit1(f, "old", NULL, -1, "t", 1, 6, "o"), 0);
     fx_close_all(f);
-    f->cfg.compact_slack_bytes = 16 * 1024;
-    fx_open_log(f, 8 * 1024);
+    f->cfg.offsets_retention_ms = 0;
+    fx_open_log(f);
     fx_coord(f);
+    st_gcoord_expire_now(f->c);
+    assert_int_equal(st_gcoord_group_count(f->c), 0);
+    fx_close_all(f);
+    f->cfg.offsets_retention_ms = 7 * 24 * 3600 * 1000LL;
+    fx_open_log(f);
+    fx_coord(f);
+
+    char topic[32], md[32];
+    for (int i = 0; i < 400; i++) { /* one group committing to the same keys over and over */
+        snprintf(topic, sizeof topic, "topic-%d", i % 4);
+        snprintf(md, sizeof md, "m%d", i);
+        assert_int_equal(commit1(f, "simple", NULL, -1, topic, i % 2, i, md), 0);
+    }
+    /* OffsetDelete: a tombstone for one key */
+    assert_int_equal(commit1(f, "offdel", NULL, -1, "x", 0, 1, ""), 0);
+    assert_int_equal(commit1(f, "offdel", NULL, -1, "y", 0, 2, ""), 0);
+    assert_int_equal(offset_delete1(f, "offdel", "x", 0), 0);
+    /* DeleteGroups: tombstones for its offsets and its metadata; then the id is used again */
+    char *dm = member_alone(f, "del", "D");
+    assert_int_equal(commit1(f, "del", dm, 1, "a", 0, 10, ""), 0);
+    assert_int_equal(commit1(f, "del", dm, 1, "b", 0, 11, ""), 0);
+    assert_int_equal(leave1(f, "del", dm), 0);
+    assert_int_equal(delete_group1(f, "del"), 0);
+    assert_int_equal(commit1(f, "del", NULL, -1, "b", 3, 12, ""), 0);
+    /* a whole group deleted for good */
+    assert_int_equal(commit1(f, "gone", NULL, -1, "a", 0, 1, ""), 0);
+    assert_int_equal(delete_group1(f, "gone"), 0);
+    /* a member that left: the group is Empty, its metadata and offsets stay */
+    char *lm = member_alone(f, "left", "L");
+    assert_int_equal(commit1(f, "left", lm, 1, "a", 0, 7, "l"), 0);
+    assert_int_equal(leave1(f, "left", lm), 0);
+    /* a Stable group, rebalanced once: its latest metadata wins */
+    char *sm = member_alone(f, "live", "S1");
+    join_t j;
+    join(f, &j, "live", sm, NULL, 5);
+    assert_int_equal(j.done, 1);
+    sync_t s;
+    const char *ids[] = {sm};
+    const char *asg[] = {"S2"};
+    sync_req(f, &s, "live", sm, j.resp.generation_id, 1, ids, asg);
+    if (!s.done)
+        run_until(f, &s.done, 5000);
+    assert_int_equal(s.resp.error_code, 0);
+    for (int i = 0; i < 50; i++)
+        assert_int_equal(commit1(f, "live", sm, j.resp.generation_id, "t", i % 3, 100 + i, "s"), 0);
+
+    static const char *const names[] = {"old", "simple", "offdel", "del", "gone", "left", "live"};
+    char *want = dump_groups(f, names, 7);
+    /* what it should be, spelled out for a few */
+    assert_int_equal(fetch1(f, "old", "t", 0, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "offdel", "x", 0, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "offdel", "y", 0, NULL, 0), 2);
+    assert_int_equal(fetch1(f, "del", "a", 0, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "del", "b", 3, NULL, 0), 12);
+    assert_int_equal(fetch1(f, "simple", "topic-3", 1, md, sizeof md), 399);
+    assert_string_equal(md, "m399");
+    assert_int_equal(st_gcoord_group_count(f->c), 5); /* simple offdel del left live */
+
+    int tombs;
+    int64_t first;
+    int before = log_records(f, &tombs, &first);
+    int64_t size_before = st_log_size_bytes(f->log);
+    fx_clean(f);
+    st_log_clean_stats_t cs;
+    st_log_clean_stats(f->log, &cs);
+    assert_true(cs.cleans >= 1);
+    int after = log_records(f, &tombs, &first);
+    assert_true(after < before / 4);
+    assert_true(st_log_size_bytes(f->log) < size_before / 2);
+    assert_true(tombs > 0); /* kept for delete.retention.ms */
+    assert_true(first > 0); /* the first records are gone: a gap at the start */
+    fx_restart(f);
+    char *got = dump_groups(f, names, 7);
+    assert_string_equal(got, want);
+    free(got);
+
+    /* a day later (as far as the cleaner knows): the tombstones go in the next clean but one */
+    f->clock_skew = 120000;
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(commit1(f, "simple", NULL, -1, "topic-0", 0, 396, "m396"), 0);
+        fx_clean(f);
+    }
+    after = log_records(f, &tombs, &first);
+    assert_int_equal(tombs, 0);
+    fx_restart(f);
+    got = dump_groups(f, names, 7);
+    assert_string_equal(got, want);
+    free(got);
+    free(want);
+}
+
+/* Many commits to a few keys: the cleaned log holds about one record per key, and the last
+ * commit of each key is what a reload finds. */
+static void test_cleaning_shrinks_repeated_commits(void **state)
+{
+    fx_t *f = *state;
+    fx_compacted(f, 8 * 1024, 60000);
     char topic[32];
     for (int i = 0; i < 3000; i++) {
         snprintf(topic, sizeof topic, "topic-%d", i % 10);
         assert_int_equal(commit1(f, i % 2 ? "ga" : "gb", NULL, -1, topic, i % 3, i, "meta"), 0);
-        assert_true(st_log_size_bytes(f->log) < 64 * 1024);
     }
-    assert_true(st_log_start_offset(f->log) > 0);
+    int64_t size_before = st_log_size_bytes(f->log);
+    assert_true(size_before > 100 * 1024);
+    fx_clean(f);
+    int tombs;
+    int64_t first;
+    assert_int_equal(log_records(f, &tombs, &first), 30);
+    assert_int_equal(tombs, 0);
+    assert_true(st_log_size_bytes(f->log) < 16 * 1024);
     fx_restart(f);
     for (int i = 2970; i < 3000; i++) { /* the last commit of each of the 30 keys */
         snprintf(topic, sizeof topic, "topic-%d", i % 10);
         assert_int_equal(fetch1(f, i % 2 ? "ga" : "gb", topic, i % 3, NULL, 0), i);
     }
+}
+
+/* DeleteGroups while a commit to the group is still being written: the commit's record is in
+ * the log before the deletion's tombstones, so they must cover its key too, or a reload (and
+ * the cleaner, which keeps it as its key's latest) would bring the offset back. */
+static void test_delete_group_with_commit_in_flight(void **state)
+{
+    fx_t *f = *state;
+    assert_int_equal(commit1(f, "race", NULL, -1, "a", 0, 1, ""), 0);
+    f->hold_syncs = true;
+    st_goffset_t p = {.topic = st_kstr("b"), .partition = 0, .offset = 2, .leader_epoch = -1};
+    st_goffsets_t o = {.group_id = st_kstr("race"),
+                       .member_id = ST_KSTR_EMPTY,
+                       .group_instance_id = ST_KSTR_NULL,
+                       .generation = -1,
+                       .n = 1,
+                       .parts = &p};
+    int committed = 0, deleted = 0;
+    st_gcoord_commit(f->c, 0, &o, on_done, &committed);
+    assert_int_equal(committed, 0); /* in flight */
+    int16_t err = -1;
+    st_gcoord_delete_group(f->c, 0, st_kstr("race"), &err, on_done, &deleted);
+    assert_int_equal(deleted, 0);
+    fx_release_syncs(f);
+    assert_int_equal(committed, 1);
+    assert_int_equal(deleted, 1);
+    assert_int_equal(p.error, 0);
+    assert_int_equal(err, 0);
+    assert_int_equal(fetch1(f, "race", "a", 0, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "race", "b", 0, NULL, 0), -1);
+    assert_int_equal(st_gcoord_group_count(f->c), 0);
+    /* the group id is free again at once */
+    assert_int_equal(commit1(f, "race", NULL, -1, "c", 0, 3, ""), 0);
+    fx_restart(f);
+    assert_int_equal(fetch1(f, "race", "a", 0, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "race", "b", 0, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "race", "c", 0, NULL, 0), 3);
+    assert_int_equal(st_gcoord_group_count(f->c), 1);
+}
+
+/* An idempotent producer's batch the cleaner emptied stays in the log with no records (as
+ * Kafka keeps it); loading walks past it. */
+static void test_load_after_clean_with_empty_batch(void **state)
+{
+    fx_t *f = *state;
+    fx_compacted(f, 1024, 60000);
+    st_buf_t k, v;
+    st_buf_init(&k);
+    st_buf_init(&v);
+    st_grec_offset_key(&k, st_kstr("idem"), st_kstr("t"), 0);
+    st_grec_offset_value(&v, 1, -1, st_kstr(""), st_wall_ms());
+    st_gbatch_t b;
+    st_gbatch_init(&b, st_wall_ms(), 1 << 20);
+    assert_int_equal(st_gbatch_add(&b, k.data, k.len, v.data, (int32_t)v.len), 0);
+    assert_int_equal(st_gbatch_finish(&b), 0);
+    uint8_t *h = b.out.data;
+    st_put_be64(h + ST_BATCH_OFF_PRODUCER_ID, 4711);
+    st_put_be16(h + ST_BATCH_OFF_PRODUCER_EPOCH, 0);
+    st_put_be32(h + ST_BATCH_OFF_BASE_SEQUENCE, 0);
+    st_put_be32(h + ST_BATCH_OFF_CRC, st_batch_compute_crc(h, b.out.len));
+    st_log_append_info_t info;
+    assert_int_equal(st_log_append(f->log, b.out.data, b.out.len, 0, &info, NULL), 0);
+    st_gbatch_fini(&b);
+    st_buf_fini(&k);
+    st_buf_fini(&v);
+    fx_restart(f);
+    assert_int_equal(fetch1(f, "idem", "t", 0, NULL, 0), 1);
+    for (int i = 2; i < 40; i++)
+        assert_int_equal(commit1(f, "idem", NULL, -1, "t", 0, i, ""), 0);
+    fx_clean(f);
+    int tombs;
+    int64_t first;
+    assert_int_equal(log_records(f, &tombs, &first), 1);
+    assert_int_equal(log_empty_batches, 1);
+    fx_restart(f);
+    assert_int_equal(fetch1(f, "idem", "t", 0, NULL, 0), 39);
+    assert_int_equal(st_gcoord_group_count(f->c), 1);
 }
 
 /* Protocol strings are length-delimited: group ids, topics, committed metadata, client ids,
@@ -787,13 +1211,13 @@ static void test_strings_with_nul_survive(void **state)
     check_binary_strings(f, mid_copy, (size_t)mid.len);
     fx_restart(f);
     check_binary_strings(f, mid_copy, (size_t)mid.len);
-    /* a compaction rewrites every live record from memory */
-    fx_close_all(f);
-    f->cfg.compact_slack_bytes = 1;
-    fx_open_log(f, 0);
-    fx_coord(f);
+    /* the cleaner keeps the latest record of each key byte for byte */
+    fx_compacted(f, 1024, 60000);
     assert_int_equal(commitk(f, kb("g", 1), kb("t\0y", 3), 8, kb("plain", 5)), 0);
-    assert_true(st_log_start_offset(f->log) > 0);
+    fx_clean(f);
+    st_log_clean_stats_t cs;
+    st_log_clean_stats(f->log, &cs);
+    assert_int_equal(cs.records_removed, 1);
     fx_restart(f);
     check_binary_strings(f, mid_copy, (size_t)mid.len);
 }
@@ -811,7 +1235,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_commit_reload_delete, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_expiry_of_empty_group_offsets, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_compaction_bounds_the_log, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_cleaned_log_rebuilds_state, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_cleaning_shrinks_repeated_commits, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_delete_group_with_commit_in_flight, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_load_after_clean_with_empty_batch, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_strings_with_nul_survive, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
