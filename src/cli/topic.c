@@ -4,15 +4,21 @@
  * Listing and describing use Metadata (and ListOffsets for the watermarks); the rest use the
  * Admin API. librdkafka 2.0 has no IncrementalAlterConfigs, so alter-config reads the topic's
  * current dynamic configs, applies --set/--delete and writes the whole set back with
- * AlterConfigs (the read-modify-write Kafka's own tool did before KIP-339).
+ * AlterConfigs (the read-modify-write Kafka's own tool did before KIP-339). Describing a
+ * compacted topic also asks the broker's admin API (/v1/partitions) for each partition's
+ * cleanable (dirty) ratio, which Kafka's protocol does not carry.
  */
+#include <ctype.h>
 #include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/http.h"
 
 int st_cli_topic_create(int argc, char **argv)
 {
@@ -203,14 +209,82 @@ static const rd_kafka_ConfigResource_t *config_resource(rd_kafka_event_t *ev, bo
     return res[0];
 }
 
+/* The admin API address: --admin, else $STRATA_ADMIN, else the first bootstrap broker's host
+ * at the default admin port (9644). */
+static void admin_address(const char *opt, char *out, size_t n)
+{
+    if (!opt)
+        opt = getenv("STRATA_ADMIN");
+    if (opt && *opt) {
+        snprintf(out, n, "%s", opt);
+        return;
+    }
+    const char *b = st_cli_common.brokers ? st_cli_common.brokers : ST_CLI_DEFAULT_BROKERS;
+    size_t len = strcspn(b, ",");
+    const char *colon = memrchr(b, ':', len);
+    if (colon)
+        len = (size_t)(colon - b);
+    snprintf(out, n, "%.*s:9644", (int)len, b);
+}
+
+/*
+ * Fills ratio[p] (NAN for a partition without cleaner figures) from the admin API's
+ * /v1/partitions?topic=NAME. Returns 0, or -1 after writing why into why.
+ */
+static int dirty_ratios(const char *admin, const char *topic, double *ratio, int n, char *why,
+                        size_t whylen)
+{
+    char path[1024] = "/v1/partitions?topic=";
+    size_t o = strlen(path);
+    for (const unsigned char *c = (const unsigned char *)topic; *c && o + 4 < sizeof path; c++)
+        o += (size_t)(isalnum(*c) || strchr("._-", *c)
+                          ? snprintf(path + o, sizeof path - o, "%c", *c)
+                          : snprintf(path + o, sizeof path - o, "%%%02X", *c));
+    char *body = NULL;
+    size_t len = 0;
+    int64_t t = st_cli_common.timeout_ms < 3000 ? st_cli_common.timeout_ms : 3000;
+    if (st_cli_http_get(admin, path, t, &body, &len, why, whylen) < 0)
+        return -1;
+    json_error_t je;
+    json_t *j = json_loadb(body, len, 0, &je);
+    free(body);
+    json_t *arr = j ? json_object_get(j, "partitions") : NULL;
+    if (!json_is_array(arr)) {
+        snprintf(why, whylen, "%s did not answer /v1/partitions with partitions", admin);
+        json_decref(j);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        ratio[i] = NAN;
+    size_t i;
+    json_t *e;
+    json_array_foreach(arr, i, e)
+    {
+        json_int_t p = json_integer_value(json_object_get(e, "partition"));
+        json_t *r = json_object_get(json_object_get(e, "cleaner"), "dirty_ratio");
+        if (p >= 0 && p < n && json_is_number(r))
+            ratio[p] = json_number_value(r);
+    }
+    json_decref(j);
+    return 0;
+}
+
 int st_cli_topic_describe(int argc, char **argv)
 {
-    static const char usage[] = "topic describe NAME";
+    static const char usage[] = "topic describe NAME [--admin HOST:PORT]";
     st_cli_strlist_t pos = {0};
-    const st_cli_opt_t opts[] = {ST_CLI_OPT_END};
+    const char *admin_opt = NULL;
+    const st_cli_opt_t opts[] = {
+        {0, "admin", ST_CLI_OPT_STR, &admin_opt, "HOST:PORT",
+         "the broker's admin API, for a compacted topic's cleanable ratio (default "
+         "$STRATA_ADMIN, else the first broker's host, port 9644)"},
+        ST_CLI_OPT_END,
+    };
     int rc = st_cli_parse(argc, argv, usage,
                           "Prints a topic's partitions (leader, replicas, in-sync replicas, "
-                          "first and next\noffset) and its configs.",
+                          "first and next\noffset; for a compacted topic the cleanable "
+                          "ratio: bytes not yet compacted over\nthe bytes the cleaner may "
+                          "compact) and its configs.",
                           opts, true, &pos, 1, 1);
     if (rc >= 0)
         goto out;
@@ -231,9 +305,31 @@ int st_cli_topic_describe(int argc, char **argv)
         st_cli_report(name, t->err, NULL);
         goto md_free;
     }
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_event_t *ev = describe_configs(rk, q, name, true);
+    const rd_kafka_ConfigResource_t *res = ev ? config_resource(ev, true) : NULL;
+    size_t nconf = 0;
+    const rd_kafka_ConfigEntry_t **ents = res ? rd_kafka_ConfigResource_configs(res, &nconf) : NULL;
+    bool compact = false;
+    for (size_t i = 0; i < nconf; i++) {
+        const char *v = rd_kafka_ConfigEntry_value(ents[i]);
+        if (strcmp(rd_kafka_ConfigEntry_name(ents[i]), "cleanup.policy") == 0 && v &&
+            strstr(v, "compact"))
+            compact = true;
+    }
+    double *ratio = NULL;
+    char admin[512], why[512] = "";
+    if (compact && t->partition_cnt > 0) {
+        ratio = calloc((size_t)t->partition_cnt, sizeof *ratio);
+        admin_address(admin_opt, admin, sizeof admin);
+        if (ratio && dirty_ratios(admin, name, ratio, t->partition_cnt, why, sizeof why) < 0) {
+            free(ratio);
+            ratio = NULL;
+        }
+    }
     printf("topic:       %s\npartitions:  %d\n\n", t->topic, t->partition_cnt);
-    printf("%-9s %-6s %-12s %-12s %12s %12s %12s\n", "PARTITION", "LEADER", "REPLICAS", "ISR",
-           "START", "END", "MESSAGES");
+    printf("%-9s %-6s %-12s %-12s %12s %12s %12s%s\n", "PARTITION", "LEADER", "REPLICAS", "ISR",
+           "START", "END", "MESSAGES", compact ? "  CLEANABLE" : "");
     for (int p = 0; p < t->partition_cnt; p++) {
         const rd_kafka_metadata_partition_t *pp = &t->partitions[p];
         printf("%-9d %-6d", pp->id, pp->leader);
@@ -243,20 +339,30 @@ int st_cli_topic_describe(int argc, char **argv)
         rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, name, pp->id, &lo, &hi,
                                                                  (int)st_cli_common.timeout_ms);
         if (e)
-            printf(" %12s %12s %12s  (%s)\n", "?", "?", "?", rd_kafka_err2str(e));
+            printf(" %12s %12s %12s", "?", "?", "?");
         else
-            printf(" %12" PRId64 " %12" PRId64 " %12" PRId64 "\n", lo, hi, hi - lo);
+            printf(" %12" PRId64 " %12" PRId64 " %12" PRId64, lo, hi, hi - lo);
+        if (compact) {
+            int k = pp->id >= 0 && pp->id < t->partition_cnt ? pp->id : 0;
+            if (ratio && !isnan(ratio[k]))
+                printf("  %9.2f", ratio[k]);
+            else
+                printf("  %9s", "?");
+        }
+        if (e)
+            printf("  (%s)", rd_kafka_err2str(e));
+        printf("\n");
     }
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_event_t *ev = describe_configs(rk, q, name, true);
-    const rd_kafka_ConfigResource_t *res = ev ? config_resource(ev, true) : NULL;
+    if (compact && !ratio)
+        printf("\ncleanable ratio unknown: %s (point --admin or STRATA_ADMIN at the broker's "
+               "admin.listen)\n",
+               why[0] ? why : "out of memory");
+    free(ratio);
     if (!res) {
         printf("\nconfigs: unavailable (the broker did not answer DescribeConfigs)\n");
     } else {
-        size_t n;
-        const rd_kafka_ConfigEntry_t **ents = rd_kafka_ConfigResource_configs(res, &n);
         printf("\n%-40s %-24s %s\n", "CONFIG", "VALUE", "SOURCE");
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < nconf; i++) {
             const char *v = rd_kafka_ConfigEntry_value(ents[i]);
             printf("%-40s %-24s %s\n", rd_kafka_ConfigEntry_name(ents[i]),
                    rd_kafka_ConfigEntry_is_sensitive(ents[i]) ? "(sensitive)"

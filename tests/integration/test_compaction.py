@@ -127,6 +127,24 @@ class CompactionTest(ServerTestCase):
             self.assertEqual(o, below[k], "key %r at %d: not its latest below %d" % (k, o, active))
         return active
 
+    def check_cli(self, topic):
+        """`strata topic describe` shows each partition's cleanable ratio from the admin API."""
+        cli = os.environ.get("STRATA_CLI")
+        if not cli:
+            return
+        base = [cli, "topic", "describe", topic, "-b", self.bootstrap]
+        r = harness.run_cmd(base + ["--admin", "%s:%d" % (self.server.host,
+                                                           self.server.admin_port)])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("CLEANABLE", r.stdout)
+        self.assertRegex(r.stdout, r"(?m)^0\s+0\s.*\s0\.00$")
+        self.assertRegex(r.stdout, r"cleanup\.policy\s+compact")
+        # No admin API there: the ratio is unknown, the rest is printed.
+        r = harness.run_cmd(base + ["--admin", "127.0.0.1:%d" % harness.free_port()])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^0\s+0\s.*\s\?$")
+        self.assertIn("cleanable ratio unknown", r.stdout)
+
     def test_latest_value_per_key_offsets_kept(self):
         topic = self.unique("cmp")
         kc.create_topic(self.bootstrap, topic, 1, config=COMPACT)
@@ -143,6 +161,7 @@ class CompactionTest(ServerTestCase):
         got = read_all(self.bootstrap, topic)
         self.check_compacted(topic, produced, got)
         self.assertLess(len(got), n // 10, "far fewer records than were produced")
+        self.check_cli(topic)
         metrics = urllib.request.urlopen("http://%s:%d/metrics" % (
             self.server.host, self.server.admin_port), timeout=5).read().decode()
         label = '{topic="%s",partition="0"}' % topic

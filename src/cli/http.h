@@ -1,0 +1,22 @@
+/*
+ * http.h — a minimal HTTP/1.0 GET for the broker's admin API (admin.listen), which the Kafka
+ * protocol does not carry: per-partition figures such as the cleaner's dirty ratio
+ * (`strata topic describe`). Plain TCP, one request per connection, bounded in time.
+ * Single-threaded; no state.
+ */
+#ifndef ST_CLI_HTTP_H
+#define ST_CLI_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * GETs path from hostport ("host:port") within timeout_ms (connect, send and receive). On
+ * success returns 0 with the body (NUL-terminated, malloc'ed; caller frees) in *body and its
+ * length in *len; a status other than 200 is -EPROTO. Otherwise a negative errno, with one
+ * line saying why in err.
+ */
+int st_cli_http_get(const char *hostport, const char *path, int64_t timeout_ms, char **body,
+                    size_t *len, char *err, size_t errlen);
+
+#endif
