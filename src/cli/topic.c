@@ -250,7 +250,7 @@ static int dirty_ratios(const char *admin, const char *topic, double *ratio, int
     free(body);
     json_t *arr = j ? json_object_get(j, "partitions") : NULL;
     if (!json_is_array(arr)) {
-        snprintf(why, whylen, "%s did not answer /v1/partitions with partitions", admin);
+        snprintf(why, whylen, "%.200s did not answer /v1/partitions with partitions", admin);
         json_decref(j);
         return -1;
     }
