@@ -57,8 +57,8 @@
       "log.cleaner.threads")                                                                       \
     X(log_cleaner_io_max_bytes_per_second, "log.cleaner.io.max.bytes.per.second", INT,             \
       "9223372036854775807", 1, INT64_MAX,                                                         \
-      "bytes the cleaner may read per second, whole broker, split between shards (default: "       \
-      "unlimited)")                                                                                \
+      "bytes the cleaner may read per second, whole broker, split between shards (the default "    \
+      "is unlimited)")                                                                             \
     X(log_cleaner_min_cleanable_ratio, "log.cleaner.min.cleanable.ratio", STR, "0.5", 0, 0,        \
       "default min.cleanable.dirty.ratio: dirty share of a log that starts a clean (0..1)")        \
     X(log_cleaner_delete_retention_ms, "log.cleaner.delete.retention.ms", INT, "86400000", 0,      \
