@@ -441,6 +441,7 @@ static void st_clean_turn(st_timer_t *timer)
             c->tokens = rate / 10 + ST_CLEAN_SLICE_BYTES; /* bursts of 100 ms at most */
     }
     c->refill_ns = t0;
+    int waiting = 0;
     for (int i = 0;
          c->nactive > 0 && (rate <= 0 || c->tokens > 0) && st_mono_ns() - t0 < ST_CLEAN_TURN_NS;) {
         if (i >= c->nactive)
@@ -450,6 +451,13 @@ static void st_clean_turn(st_timer_t *timer)
         int64_t n = p->log ? st_log_clean_step(p->log, &o) : 0;
         if (n > 0) {
             c->tokens -= (double)n;
+            i++;
+            continue;
+        }
+        if (n == ST_E_AGAIN) {
+            /* Its syncs are in flight: the next turn looks again. */
+            if (++waiting >= c->nactive)
+                break;
             i++;
             continue;
         }

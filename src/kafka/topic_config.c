@@ -33,7 +33,7 @@ const st_tcfg_desc_t st_tcfg_table[] = {
      "largest record batch accepted"},
     {"message.timestamp.type", ST_TCFG_STRING, "log.message.timestamp.type", NULL, 0, 0,
      "CreateTime|LogAppendTime", "whose clock stamps records"},
-    {"min.cleanable.dirty.ratio", ST_TCFG_DOUBLE, "log.cleaner.min.cleanable.ratio", NULL, 0, 0,
+    {"min.cleanable.dirty.ratio", ST_TCFG_DOUBLE, "log.cleaner.min.cleanable.ratio", NULL, 0, 1,
      NULL, "dirty ratio that triggers compaction"},
     {"min.compaction.lag.ms", ST_TCFG_LONG, "log.cleaner.min.compaction.lag.ms", NULL, 0, L, NULL,
      "shortest a message stays uncompacted"},
@@ -111,10 +111,16 @@ int st_tcfg_validate(const st_tcfg_desc_t *d, const char *v, char *err, size_t e
         return 0;
     case ST_TCFG_DOUBLE: {
         char *end;
-        strtod(v, &end);
-        if (end == v || *end) {
+        double x = strtod(v, &end);
+        if (end == v || *end || x != x) {
             snprintf(err, errlen, "Invalid value %s for configuration %s: Not a number", v,
                      d->name);
+            return ST_E_INVALID;
+        }
+        if (d->max > d->min && (x < (double)d->min || x > (double)d->max)) {
+            snprintf(err, errlen,
+                     "Invalid value %s for configuration %s: Value must be between %lld and %lld",
+                     v, d->name, (long long)d->min, (long long)d->max);
             return ST_E_INVALID;
         }
         return 0;

@@ -30,7 +30,7 @@ typedef struct st_tcfg_desc {
     int type;
     const char *broker_key; /* broker setting giving the default, or NULL */
     const char *fixed_default;
-    int64_t min, max;    /* for INT/LONG */
+    int64_t min, max;    /* for INT/LONG; for DOUBLE a range when max > min */
     const char *choices; /* for STRING/LIST: '|'-separated allowed values, or NULL */
     const char *doc;
 } st_tcfg_desc_t;

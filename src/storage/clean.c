@@ -35,7 +35,8 @@
 
 typedef struct map_entry {
     uint64_t h1, h2;
-    int64_t offset; /* -1: free */
+    int64_t offset1; /* the key's latest offset + 1; 0: free (calloc'd pages stay untouched
+                      * until used, so a large map costs nothing to set up) */
 } map_entry_t;
 
 typedef struct key_map {
@@ -72,11 +73,9 @@ static int map_init(key_map_t *m, size_t bytes)
     size_t cap = 1024;
     while (cap * 2 * sizeof(map_entry_t) <= bytes)
         cap *= 2;
-    m->e = malloc(cap * sizeof *m->e);
+    m->e = calloc(cap, sizeof *m->e);
     if (!m->e)
         return -ENOMEM;
-    for (size_t i = 0; i < cap; i++)
-        m->e[i].offset = -1;
     m->cap = cap;
     m->n = 0;
     m->room = cap / 4 * 3;
@@ -86,7 +85,7 @@ static int map_init(key_map_t *m, size_t bytes)
 static map_entry_t *map_slot(const key_map_t *m, uint64_t h1, uint64_t h2)
 {
     size_t i = (size_t)h1 & (m->cap - 1);
-    while (m->e[i].offset >= 0 && (m->e[i].h1 != h1 || m->e[i].h2 != h2))
+    while (m->e[i].offset1 > 0 && (m->e[i].h1 != h1 || m->e[i].h2 != h2))
         i = (i + 1) & (m->cap - 1);
     return &m->e[i];
 }
@@ -97,15 +96,15 @@ static int map_put(key_map_t *m, const uint8_t *k, int32_t n, int64_t offset)
     uint64_t h1, h2;
     key_hash(k, n, &h1, &h2);
     map_entry_t *e = map_slot(m, h1, h2);
-    if (e->offset < 0) {
+    if (e->offset1 == 0) {
         if (m->n >= m->room)
             return -ENOSPC;
         e->h1 = h1;
         e->h2 = h2;
-        e->offset = offset;
+        e->offset1 = offset + 1;
         m->n++;
-    } else if (offset > e->offset) {
-        e->offset = offset;
+    } else if (offset + 1 > e->offset1) {
+        e->offset1 = offset + 1;
     }
     return 0;
 }
@@ -114,12 +113,12 @@ static int64_t map_get(const key_map_t *m, const uint8_t *k, int32_t n)
 {
     uint64_t h1, h2;
     key_hash(k, n, &h1, &h2);
-    return map_slot(m, h1, h2)->offset;
+    return map_slot(m, h1, h2)->offset1 - 1; /* -1: not there */
 }
 
 /* ---- the job ----------------------------------------------------------------------------- */
 
-enum { PHASE_MAP, PHASE_BUILD };
+enum { PHASE_MAP, PHASE_BUILD, PHASE_SYNC };
 
 struct st_clean_job {
     int phase;
@@ -134,22 +133,34 @@ struct st_clean_job {
     st_segment_t *out; /* its ".cleaned" segment */
     st_buf_t in, filtered;
     int64_t bytes_read, bytes_written, records_removed;
+    int syncs;    /* PHASE_SYNC: syncs of the group's files still in flight */
+    int sync_err; /* the first of their errors */
+    bool dead;    /* dropped while syncs were in flight: the last one frees it */
 };
 
 typedef struct st_clean_job clean_job_t;
 
-static void job_free(st_log_t *log)
+static void job_release(clean_job_t *j)
 {
-    clean_job_t *j = log->clean;
-    if (!j)
-        return;
     if (j->out)
         st_segment_delete(j->out); /* unlinks the ".cleaned" files */
     free(j->map.e);
     st_buf_fini(&j->in);
     st_buf_fini(&j->filtered);
     free(j);
+}
+
+/* Detaches the job from the log; it is freed now, or by its last sync in flight. */
+static void job_free(st_log_t *log)
+{
+    clean_job_t *j = log->clean;
+    if (!j)
+        return;
     log->clean = NULL;
+    if (j->syncs > 0)
+        j->dead = true;
+    else
+        job_release(j);
 }
 
 void st_clean_abort(st_log_t *log)
@@ -375,23 +386,69 @@ static void next_group(st_log_t *log, clean_job_t *j)
     j->pos = 0;
 }
 
+typedef struct group_sync {
+    clean_job_t *j;
+    st_file_t *f;
+} group_sync_t;
+
+static void group_synced(void *arg, int res)
+{
+    group_sync_t *g = arg;
+    clean_job_t *j = g->j;
+    st_file_unpin(g->f);
+    st_file_unref(g->f);
+    free(g);
+    if (res < 0 && j->sync_err == 0)
+        j->sync_err = res;
+    if (--j->syncs == 0 && j->dead)
+        job_release(j);
+}
+
+/* Writes the finished group's indexes and syncs its three files through the host's
+ * asynchronous sync (the shard is not blocked); the swap waits for them (PHASE_SYNC). */
+static int group_sync(st_log_t *log, clean_job_t *j)
+{
+    st_segment_t *out = j->out;
+    int rc = st_segment_flush_indexes(out, true);
+    if (rc < 0)
+        return rc;
+    j->phase = PHASE_SYNC;
+    j->sync_err = 0;
+    st_file_t *f[3] = {out->log, out->oidx_file, out->tidx_file};
+    for (int i = 0; i < 3; i++) {
+        int fd = st_file_pin(f[i]);
+        group_sync_t *g = fd >= 0 ? malloc(sizeof *g) : NULL;
+        if (!g) {
+            if (fd >= 0)
+                st_file_unpin(f[i]);
+            j->sync_err = fd < 0 ? fd : -ENOMEM;
+            break;
+        }
+        g->j = j;
+        g->f = f[i];
+        st_file_ref(f[i]);
+        j->syncs++; /* before: done() may run inside sync_submit */
+        if ((rc = log->env->sync_submit(log->env->sync_ctx, fd, group_synced, g)) < 0) {
+            j->syncs--;
+            st_file_unpin(f[i]);
+            st_file_unref(f[i]);
+            free(g);
+            j->sync_err = rc;
+            break;
+        }
+    }
+    return 0;
+}
+
 /*
- * Puts the finished group in place (invariant 3): sync, commit by rename, unlink the old
- * segments, name the new one, replace them in the list. An empty result replaces them by
- * nothing (the log start moves past them if they were the first).
+ * Puts the synced group in place (invariant 3): commit by rename, unlink the old segments,
+ * name the new one, replace them in the list. An empty result replaces them by nothing (the
+ * log start moves past them if they were the first).
  */
 static int swap(st_log_t *log, clean_job_t *j)
 {
     st_segment_t *out = j->out;
-    int rc = st_segment_flush_indexes(out, true);
-    if (rc == 0)
-        rc = st_file_sync_now(out->log);
-    if (rc == 0)
-        rc = st_file_sync_now(out->oidx_file);
-    if (rc == 0)
-        rc = st_file_sync_now(out->tidx_file);
-    if (rc == 0)
-        rc = st_segment_rename(out, log->dir, ".swap");
+    int rc = st_segment_rename(out, log->dir, ".swap");
     if (rc == 0)
         rc = st_log_sync_dir(log);
     if (rc < 0)
@@ -448,9 +505,9 @@ static int64_t build_step(st_log_t *log, const st_log_clean_opts_t *o)
                 j->pos = 0;
                 continue;
             }
-            if ((rc = swap(log, j)) < 0)
+            if ((rc = group_sync(log, j)) < 0)
                 return rc;
-            continue;
+            return done > 0 ? done : ST_E_AGAIN;
         }
         st_batch_hdr_t h;
         if ((rc = read_batch(j, s, j->pos, &h)) < 0)
@@ -511,7 +568,22 @@ int64_t st_log_clean_step(st_log_t *log, const st_log_clean_opts_t *o)
         job_free(log);
         return 0;
     }
+    if (j->phase == PHASE_SYNC) {
+        if (j->syncs > 0)
+            return ST_E_AGAIN;
+        int rc = j->sync_err;
+        j->phase = PHASE_BUILD;
+        if (rc == 0)
+            rc = swap(log, j);
+        if (rc < 0) {
+            ST_WARN("storage: %s: cleaning stopped: %s", log->dir, st_strerror(rc));
+            job_free(log);
+            return rc;
+        }
+    }
     int64_t n = j->phase == PHASE_MAP ? map_step(log, o->budget_bytes) : build_step(log, o);
+    if (n == ST_E_AGAIN)
+        return n;
     if (n < 0) {
         ST_WARN("storage: %s: cleaning stopped: %s", log->dir, st_strerror((int)n));
         job_free(log);

@@ -302,8 +302,9 @@ typedef struct st_log_clean_stats {
  * record older than max_compaction_lag_ms. */
 bool st_log_clean_due(st_log_t *log);
 /* One slice: starts a clean if due and none is in progress, advances it. Returns the bytes
- * read (> 0: call again), 0 when there is nothing to do, < 0 on an error (the clean is
- * dropped; the log is unharmed). */
+ * read (> 0: call again), ST_E_AGAIN while the clean waits for the syncs of a group it wrote
+ * (call again later; they go through env->sync_submit, never blocking the shard), 0 when there
+ * is nothing to do, another value < 0 on an error (the clean is dropped; the log is unharmed). */
 int64_t st_log_clean_step(st_log_t *log, const st_log_clean_opts_t *o);
 void st_log_clean_stats(st_log_t *log, st_log_clean_stats_t *out);
 
