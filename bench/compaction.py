@@ -61,11 +61,16 @@ def main():
     ap.add_argument("--mb", type=int, default=512, help="size of the compacted topic (MB)")
     ap.add_argument("--size", type=int, default=1000, help="value bytes of its records")
     ap.add_argument("--keys", type=int, default=10000, help="distinct keys")
+    ap.add_argument("--batch", type=int, default=1 << 20,
+                    help="producer batch.size filling the compacted topic (bytes)")
     ap.add_argument("--probes", type=int, default=2000, help="probe requests per phase")
     ap.add_argument("--probe-size", type=int, default=100, help="probe value bytes")
+    ap.add_argument("--io-limit", type=int, default=0,
+                    help="log.cleaner.io.max.bytes.per.second (0: unlimited)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    s = harness.Server(smp=1, name="bench-compaction")
+    sets = {"log.cleaner.io.max.bytes.per.second": str(a.io_limit)} if a.io_limit else {}
+    s = harness.Server(smp=1, sets=sets, name="bench-compaction")
     s.start()
     try:
         b = s.bootstrap
@@ -73,7 +78,7 @@ def main():
                                              "segment.bytes": str(16 << 20),
                                              "min.compaction.lag.ms": "3600000"})
         kc.create_topic(b, "probe", 1)
-        p = kc.producer(b, linger_ms=5, batch_size=1 << 20, acks="all")
+        p = kc.producer(b, linger_ms=5, batch_size=a.batch, acks="all")
         n = a.mb * 1000000 // (a.size + 20)
         value = b"v" * (a.size - 8)
         t0 = time.monotonic()

@@ -404,6 +404,33 @@ static void group_synced(void *arg, int res)
         job_release(j);
 }
 
+/* Issues an asynchronous sync of f through the host; its error lands in j->sync_err. */
+static void sync_one(st_log_t *log, clean_job_t *j, st_file_t *f)
+{
+    int fd = st_file_pin(f);
+    group_sync_t *g = fd >= 0 ? malloc(sizeof *g) : NULL;
+    if (!g) {
+        if (fd >= 0)
+            st_file_unpin(f);
+        if (j->sync_err == 0)
+            j->sync_err = fd < 0 ? fd : -ENOMEM;
+        return;
+    }
+    g->j = j;
+    g->f = f;
+    st_file_ref(f);
+    j->syncs++; /* before: done() may run inside sync_submit */
+    int rc = log->env->sync_submit(log->env->sync_ctx, fd, group_synced, g);
+    if (rc < 0) {
+        j->syncs--;
+        st_file_unpin(f);
+        st_file_unref(f);
+        free(g);
+        if (j->sync_err == 0)
+            j->sync_err = rc;
+    }
+}
+
 /* Writes the finished group's indexes and syncs its three files through the host's
  * asynchronous sync (the shard is not blocked); the swap waits for them (PHASE_SYNC). */
 static int group_sync(st_log_t *log, clean_job_t *j)
@@ -413,30 +440,9 @@ static int group_sync(st_log_t *log, clean_job_t *j)
     if (rc < 0)
         return rc;
     j->phase = PHASE_SYNC;
-    j->sync_err = 0;
-    st_file_t *f[3] = {out->log, out->oidx_file, out->tidx_file};
-    for (int i = 0; i < 3; i++) {
-        int fd = st_file_pin(f[i]);
-        group_sync_t *g = fd >= 0 ? malloc(sizeof *g) : NULL;
-        if (!g) {
-            if (fd >= 0)
-                st_file_unpin(f[i]);
-            j->sync_err = fd < 0 ? fd : -ENOMEM;
-            break;
-        }
-        g->j = j;
-        g->f = f[i];
-        st_file_ref(f[i]);
-        j->syncs++; /* before: done() may run inside sync_submit */
-        if ((rc = log->env->sync_submit(log->env->sync_ctx, fd, group_synced, g)) < 0) {
-            j->syncs--;
-            st_file_unpin(f[i]);
-            st_file_unref(f[i]);
-            free(g);
-            j->sync_err = rc;
-            break;
-        }
-    }
+    sync_one(log, j, out->log);
+    sync_one(log, j, out->oidx_file);
+    sync_one(log, j, out->tidx_file);
     return 0;
 }
 
@@ -493,6 +499,7 @@ static int64_t build_step(st_log_t *log, const st_log_clean_opts_t *o)
             if (j->g_to >= j->k)
                 return 0; /* finished */
             next_group(log, j);
+            j->sync_err = 0;
             rc = st_segment_create_as(&log->env->fdcache, log->dir,
                                       log->segs[j->g_from]->base_offset, ".cleaned",
                                       st_log_now(log), &j->out);
