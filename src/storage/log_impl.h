@@ -82,4 +82,46 @@ void st_clean_abort(st_log_t *log);
 /* Open: deletes ".cleaned" leftovers and finishes ".swap"s before segments are listed. */
 int st_clean_recover(st_log_t *log);
 
+/* ---- shared by the files of the log (log.c, commit.c, open.c, epochs.c, clean.c) ---- */
+
+/* log.c */
+int st_log_path(const st_log_t *log, const char *name, char *buf, size_t n);
+int st_log_segs_push(st_log_t *log, st_segment_t *s);
+void st_log_segs_remove(st_log_t *log, int i);
+/* Index of the segment holding offset (binary search), -1 below the first. */
+int st_log_seg_for(const st_log_t *log, int64_t offset);
+/* Drops a reference (the owner's, or a round's); the last frees the struct. */
+void st_log_unref(st_log_t *log);
+/* Writes strata.checkpoint (synced by the next round). */
+int st_log_ckpt_write(st_log_t *log);
+/* Lowers the recovery point to rp, syncing the checkpoint now (cuts). */
+void st_log_ckpt_lower(st_log_t *log, int64_t rp);
+int st_log_roll_to(st_log_t *log, int64_t base);
+void st_log_after_front_change(st_log_t *log);
+
+/* commit.c */
+bool st_log_needs_sync(const st_log_t *log);
+/* Starts a group-commit round if none is in flight and anything is unsynced. */
+void st_log_round_start(st_log_t *log);
+/* Calls the waiters durable up to `durable` (res 0) or, with res != 0, those above limit. */
+void st_log_fire_waiters(st_log_t *log, int64_t durable, int64_t limit, int res);
+void st_log_fire_list(log_waiter_t **list, int res);
+void st_log_delete_segments_from(st_log_t *log, int i);
+int st_log_cut_to_boundary(st_log_t *log, int64_t to, int64_t *new_end);
+void st_log_after_cut(st_log_t *log, int64_t new_end, int err);
+/* After a failed sync: cuts the log back to `to`; when even that fails the log is stuck. */
+void st_log_cut_back(st_log_t *log, int64_t to, int err);
+/* Retries the cut of a stuck log; 0 once it is not stuck. */
+int st_log_unstick(st_log_t *log);
+
+/* epochs.c */
+int st_log_epochs_write(st_log_t *log, bool durable);
+int st_log_epochs_add(st_log_t *log, int32_t epoch, int64_t start);
+bool st_log_epochs_truncate_end(st_log_t *log, int64_t end);
+bool st_log_epochs_truncate_start(st_log_t *log, int64_t start);
+int st_log_epochs_load(st_log_t *log, bool *rebuild);
+int st_log_epochs_rebuild(st_log_t *log);
+/* A segment scan's per-batch callback (arg: the log) that adds the batch's epoch. */
+void st_log_epoch_scan(void *arg, const st_batch_hdr_t *h);
+
 #endif
