@@ -28,6 +28,7 @@
 #include "base/log.h"
 #include "kafka/controller.h"
 #include "kafka/fetch_wait.h"
+#include "kafka/topic_config.h"
 #include "proto/kerr.h"
 #include "proto/kreader.h"
 #include "storage/fs.h"
@@ -572,23 +573,16 @@ static int st_sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
     return 0;
 }
 
-static void st_tick_one(void *arg, st_part_t *p)
+/* The partitions' wake-up of waiting fetches (st_parts_config_t.wake). */
+static void st_wake_fetches(void *arg, int waiter, const uint8_t topic_id[16], int32_t index)
 {
-    st_kshard_t *s = arg;
-    if (!p->log)
-        return; /* offline */
-    int rc = st_log_tick(p->log);
-    if (rc < 0)
-        ST_WARN("housekeeping of %s-%d: %s", p->topic, p->index, st_strerror(rc));
-    st_part_update_hw(s, p);
-    st_part_tick_producers(p, st_wall_ms());
+    st_fetch_notify(arg, waiter, topic_id, index);
 }
 
 static void st_kshard_tick(st_timer_t *t)
 {
     st_kshard_t *s = t->data;
-    st_parts_each(&s->parts, st_tick_one, s);
-    st_parts_clean_tick(s);
+    st_parts_tick(&s->parts);
     if (s->b->tick_hook)
         s->b->tick_hook(s->b->tick_hook_arg, s);
     st_loop_timer_start(s->loop, &s->tick_timer, 100);
@@ -606,7 +600,9 @@ static int st_kshard_open_partitions(st_kshard_t *s)
             if (t->partitions[p].shard != s->id)
                 continue;
             st_part_t *part;
-            if (st_parts_open(s, t, p, &part) != 0)
+            st_log_config_t lc;
+            st_topic_log_config(s->b->cfg, t, &lc);
+            if (st_parts_open(&s->parts, t->name, t->id, p, &lc, &part) != 0)
                 offline++;
             n++;
         }
@@ -673,7 +669,20 @@ static void *st_kshard_main(void *arg)
     st_storage_env_init(&s->env, st_fs_posix(), b->fds_per_shard);
     s->env.sync_submit = st_sync_submit;
     s->env.sync_ctx = s;
-    st_parts_init(&s->parts);
+    const st_config_t *cfg = b->cfg;
+    st_parts_config_t pc = {
+        .log_dirs = cfg->log_dirs,
+        .nshards = b->nshards,
+        .producer_ids_max = cfg->producer_ids_max_per_partition,
+        .producer_id_expiration_ms = cfg->producer_id_expiration_ms,
+        .cleaner_enable = cfg->log_cleaner_enable,
+        .cleaner_threads = cfg->log_cleaner_threads,
+        .cleaner_io_max_bytes_per_second = cfg->log_cleaner_io_max_bytes_per_second,
+        .cleaner_dedupe_buffer_size = cfg->log_cleaner_dedupe_buffer_size,
+        .wake = st_wake_fetches,
+        .wake_arg = s,
+    };
+    st_parts_init(&s->parts, s->loop, &s->env, &pc);
     rc = st_kshard_open_partitions(s);
     if (rc) {
         ST_ERROR("cannot open this shard's partitions: %s", st_strerror(rc));

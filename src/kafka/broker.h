@@ -26,11 +26,12 @@
 #include "io/mesh.h"
 #include "net/conn.h"
 #include "net/out.h"
+#include "partition/partition.h"
 #include "storage/env.h"
-#include "kafka/partition.h"
 #include "kafka/xcall.h"
 #include "proto/kafka_gen.h"
 #include "proto/kheader.h"
+#include "proto/kerr.h"
 #include "proto/kwriter.h"
 
 typedef struct st_broker st_broker_t;
@@ -206,8 +207,5 @@ static inline void st_kstats_appended(st_kshard_t *s, uint64_t bytes)
     atomic_fetch_add_explicit(&s->stats.appends, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->stats.append_bytes, bytes, memory_order_relaxed);
 }
-
-/* Kafka error code for a storage/Strata error. */
-int16_t st_kerr_from(int err);
 
 #endif

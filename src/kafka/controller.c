@@ -25,7 +25,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "kafka/broker.h"
-#include "kafka/partition.h"
+#include "partition/partition.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 
@@ -236,7 +236,7 @@ static void st_sweep_one(void *arg, st_part_t *p)
     st_sweep_t *w = arg;
     const st_md_topic_t *t = st_md_find_id(w->md, p->topic_id);
     if (!t || p->index >= t->npartitions || t->partitions[p->index].shard != w->s->id)
-        st_parts_delete(w->s, p);
+        st_parts_delete(&w->s->parts, p);
 }
 
 static void st_ctl_apply_run(st_kshard_t *s, st_xcall_t *x)
@@ -256,7 +256,9 @@ static void st_ctl_apply_run(st_kshard_t *s, st_xcall_t *x)
             st_part_t *part = st_parts_get(&s->parts, t->id, p);
             if (!part) {
                 st_part_t *np;
-                int rc = st_parts_open(s, t, p, &np);
+                st_log_config_t lc;
+                st_topic_log_config(s->b->cfg, t, &lc);
+                int rc = st_parts_open(&s->parts, t->name, t->id, p, &lc, &np);
                 if (rc && a->nfail < ST_CTL_FAILS) {
                     memcpy(a->fail[a->nfail].id, t->id, 16);
                     a->fail[a->nfail].partition = p;
@@ -264,7 +266,9 @@ static void st_ctl_apply_run(st_kshard_t *s, st_xcall_t *x)
                     a->nfail++;
                 }
             } else if (reconf) {
-                st_parts_reconfigure(s, part, t);
+                st_log_config_t lc;
+                st_topic_log_config(s->b->cfg, t, &lc);
+                st_part_reconfigure(part, &lc);
             }
         }
     }

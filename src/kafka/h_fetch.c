@@ -117,39 +117,27 @@ static void st_fetch_release_all(st_fetch_t *f)
 static void st_fetch_read_one(st_kshard_t *s, st_fetch_part_t *fp, int origin)
 {
     st_part_t *p = st_parts_get(&s->parts, fp->topic_id, fp->partition);
-    if (!p || !p->log) { /* a partition without a log is offline */
-        fp->error = p ? ST_KERR_KAFKA_STORAGE_ERROR : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (!p) {
+        fp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         return;
     }
-    fp->hw = p->hw;
-    fp->log_start = st_log_start_offset(p->log);
-    if (fp->fetch_offset < fp->log_start || fp->fetch_offset > st_log_end_offset(p->log)) {
-        fp->error = ST_KERR_OFFSET_OUT_OF_RANGE;
-        return;
-    }
-    if (fp->fetch_offset >= p->hw || fp->max_bytes <= 0)
-        return;
     st_fetch_rel_t *rel = calloc(1, sizeof *rel);
     if (!rel) {
         fp->error = ST_KERR_UNKNOWN_SERVER_ERROR;
         return;
     }
-    int rc = st_log_read(p->log, fp->fetch_offset, fp->max_bytes, p->hw, &rel->read);
-    if (rc) {
-        free(rel);
-        fp->error = st_kerr_from(rc);
-        return;
-    }
-    if (rel->read.bytes == 0) {
-        st_log_read_release(&rel->read);
+    st_part_read_t rd = {.hw = fp->hw, .log_start = fp->log_start};
+    fp->error = st_part_read(p, fp->fetch_offset, fp->max_bytes, &rd);
+    fp->hw = rd.hw;
+    fp->log_start = rd.log_start;
+    if (fp->error || rd.read.bytes == 0) {
         free(rel);
         return;
     }
+    rel->read = rd.read;
     rel->b = s->b;
     rel->owner = s->id;
     rel->origin = origin;
-    p->records_out += (uint64_t)(rel->read.next_offset - fp->fetch_offset);
-    p->bytes_out += (uint64_t)rel->read.bytes;
     fp->rel = rel;
 }
 
@@ -178,7 +166,7 @@ static void st_fetch_reg_on_owner(st_msg_t *m)
     st_kshard_t *s = st_kshard_current();
     st_part_t *p = st_parts_get(&s->parts, g->topic_id, g->partition);
     if (p && p->log)
-        st_part_add_waiter(s, p, g->waiter, g->hw);
+        st_part_add_waiter(p, g->waiter, g->hw);
     else
         st_fetch_notify(s, g->waiter, g->topic_id, g->partition);
     free(g);

@@ -43,7 +43,7 @@ static void st_kgroup_on_durable(void *ctx, int32_t partition)
     const st_md_topic_t *t = st_offsets_topic(s->md);
     st_part_t *p = t ? st_parts_get(&s->parts, t->id, partition) : NULL;
     if (p)
-        st_part_update_hw(s, p);
+        st_part_update_hw(p);
 }
 
 /* Loads the partition into this shard's coordinator if the shard owns it and has not yet. */

@@ -17,35 +17,7 @@
 static void st_list_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
     (void)s;
-    int64_t ts = it->in;
-    it->out_epoch = st_log_latest_epoch(p->log) < 0 ? 0 : st_log_latest_epoch(p->log);
-    it->out_ts = -1;
-    if (ts == -1) {
-        it->out_offset = p->hw;
-    } else if (ts == -2 || ts == -4 || ts == -5) {
-        it->out_offset = st_log_start_offset(p->log);
-    } else if (ts == -3) {
-        int64_t t, o;
-        if (st_log_max_timestamp(p->log, &t, &o) == 0 && o < p->hw) {
-            it->out_offset = o;
-            it->out_ts = t;
-        } else {
-            it->out_offset = -1;
-        }
-    } else if (ts >= 0) {
-        int64_t o, t;
-        int rc = st_log_offset_for_timestamp(p->log, ts, &o, &t);
-        if (rc == 0 && o < p->hw) {
-            it->out_offset = o;
-            it->out_ts = t;
-        } else if (rc == 0 || rc == ST_E_NOT_FOUND) {
-            it->out_offset = -1;
-        } else {
-            it->error = st_kerr_from(rc);
-        }
-    } else {
-        it->error = ST_KERR_INVALID_REQUEST;
-    }
+    it->error = st_part_list_offset(p, it->in, &it->out_offset, &it->out_ts, &it->out_epoch);
 }
 
 typedef struct {
@@ -119,43 +91,30 @@ typedef struct {
     st_pitem_t *it;
 } st_delrec_wait_t;
 
-static void st_delete_records_durable(void *arg, int res)
+static void st_delete_records_durable(void *arg, int16_t error, const char *why)
 {
     st_delrec_wait_t *w = arg;
-    if (res)
-        w->it->error = st_kerr_from(res);
+    (void)why;
+    if (error)
+        w->it->error = error;
     st_pcall_release(w->s, w->it);
     free(w);
 }
 
-/* Moves the log start, and answers once the new start is durable: a crash after the answer
- * must not bring the deleted records back. */
+/* Moves the log start; the answer waits until the new start is durable (partition.h). */
 static void st_delete_records_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
-    int64_t off = it->in == -1 ? p->hw : it->in;
-    if (off < 0 || off > p->hw) {
-        it->error = ST_KERR_OFFSET_OUT_OF_RANGE;
+    st_delrec_wait_t *w = malloc(sizeof *w);
+    if (!w) {
+        it->error = ST_KERR_KAFKA_STORAGE_ERROR;
         return;
     }
-    int rc = st_log_set_start_offset(p->log, off);
-    it->out_offset = st_log_start_offset(p->log);
-    if (rc == 0) {
-        st_delrec_wait_t *w = malloc(sizeof *w);
-        if (!w) {
-            it->error = ST_KERR_KAFKA_STORAGE_ERROR;
-            return;
-        }
-        *w = (st_delrec_wait_t){s, it};
-        rc = st_log_wait_start_durable(p->log, st_delete_records_durable, w);
-        if (rc == 0) {
-            st_pcall_hold(it);
-            return;
-        }
+    *w = (st_delrec_wait_t){s, it};
+    if (st_part_delete_records(p, it->in, &it->error, &it->out_offset, st_delete_records_durable,
+                               w))
+        st_pcall_hold(it);
+    else
         free(w);
-        rc = rc == 1 ? 0 : rc;
-    }
-    if (rc)
-        it->error = st_kerr_from(rc);
 }
 
 typedef struct {
@@ -222,28 +181,8 @@ void st_kh_delete_records(st_kreq_t *r)
 static void st_ofle_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
     (void)s;
-    int32_t current = (int32_t)it->in2;
-    int32_t latest = st_log_latest_epoch(p->log) < 0 ? 0 : st_log_latest_epoch(p->log);
-    if (current >= 0 && current < latest) {
-        it->error = ST_KERR_FENCED_LEADER_EPOCH;
-        return;
-    }
-    if (current > latest) {
-        it->error = ST_KERR_UNKNOWN_LEADER_EPOCH;
-        return;
-    }
-    int32_t epoch;
-    int64_t end;
-    if (st_log_latest_epoch(p->log) < 0) {
-        /* Nothing appended yet: the only epoch is the current one, ending at the log end. */
-        epoch = (int32_t)it->in <= latest ? (int32_t)it->in : -1;
-        end = epoch >= 0 ? st_log_end_offset(p->log) : -1;
-    } else if (st_log_end_offset_for_epoch(p->log, (int32_t)it->in, &epoch, &end)) {
-        epoch = -1;
-        end = -1;
-    }
-    it->out_epoch = epoch;
-    it->out_offset = end;
+    it->error = st_part_end_for_epoch(p, (int32_t)it->in, (int32_t)it->in2, &it->out_epoch,
+                                      &it->out_offset);
 }
 
 typedef struct {

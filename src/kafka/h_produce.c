@@ -2,19 +2,14 @@
  * h_produce.c — Produce (key 0): append on the owner shards, answer once durable.
  *
  *   decode -> missing topics auto-created (if enabled) -> one xcall per owner shard:
- *   st_log_append for each of its partitions, then (acks != 0) wait until the append is as
- *   durable as the flush policy promises (strict: fdatasync'ed by group commit) -> back on
- *   the connection's shard, answer. acks=0 gets no answer at all, but the request is held
- *   until the appends are done, since the records live in its frame.
+ *   st_part_append for each of its partitions with the request's acks (partition.h: it
+ *   validates, assigns offsets, records the producers, waits as acks asks, moves the high
+ *   watermark) -> back on the connection's shard, answer. acks=0 gets no answer at all, but
+ *   the request is held until the appends are done, since the records live in its frame.
  *
- * Every append also moves the partition's high watermark once durable, waking fetches.
- *
- * A topic whose cleanup.policy holds "compact" takes only records with a key (compaction keeps
- * the newest record of each key; a keyless one has none to be kept by). The owner walks every
- * record of such a partition's batches, decompressing as needed, before the append; a keyless
- * record refuses the partition's whole append with INVALID_RECORD, and the answer lists the
+ * A compacted topic refuses keyless records (the partition checks); the answer lists the
  * keyless records of the first batch holding any in record_errors (KIP-467, v8+), each with
- * its index within that batch and Kafka's text. Other topics pay nothing for this.
+ * its index within that batch and Kafka's text.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -33,40 +28,23 @@
 
 typedef struct st_produce st_produce_t;
 
-/*
- * At most this many refused records are listed in a partition's record_errors (the total is in
- * its error_message). A compressed batch of tiny keyless records may hold millions; listing
- * each, with Kafka's ~100-byte text, would answer a small request with hundreds of megabytes.
- */
-#define ST_PROD_MAX_RECORD_ERRORS 10000
-
-/* The keyless records of a refused partition: found on the owner, answered by the connection's
- * shard, which frees this. */
-typedef struct {
-    int32_t total;      /* keyless records in the batch */
-    int32_t listed;     /* of them, in index[] */
-    char message[352];  /* each one's batch_index_error_message */
-    char summary[1536]; /* the partition's error_message */
-    int32_t index[];    /* ST_PROD_MAX_RECORD_ERRORS: indices within the batch */
-} st_prod_rejects_t;
-
 typedef struct {
     uint8_t topic_id[16];
     int32_t partition;
     int owner;
-    bool compact; /* the topic's cleanup.policy holds "compact": records need keys */
     uint8_t *records;
     int32_t len;
     int16_t error;
     const char *why;
-    st_prod_rejects_t *rejects; /* INVALID_RECORD for keyless records, else NULL */
+    st_part_rejects_t *rejects; /* INVALID_RECORD for keyless records, else NULL */
+    struct st_prod_call *call;  /* the owner's call, while its append waits */
     st_kp_produce_resp_partition_response_t *out;
 } st_prod_part_t;
 
-typedef struct {
+typedef struct st_prod_call {
     st_xcall_t x;
     st_produce_t *p;
-    int waiting; /* durability callbacks outstanding on the owner */
+    int waiting; /* appends of this owner not answered yet */
 } st_prod_call_t;
 
 struct st_produce {
@@ -79,263 +57,42 @@ struct st_produce {
     int pending;
 };
 
-typedef struct {
-    st_kshard_t *s;
-    st_prod_call_t *c; /* NULL: only moving the high watermark */
-    st_prod_part_t *pp;
-    st_part_t *part;
-} st_prod_wait_t;
-
-static void st_prod_durable(void *arg, int res)
+/* An append is as durable as acks asked (partition.h). */
+static void st_prod_durable(void *arg, int16_t error, const char *why)
 {
-    st_prod_wait_t *w = arg;
-    st_part_t *part = w->part;
-    part->pending_durable--;
-    if (res && w->pp) {
-        w->pp->error = st_kerr_from(res);
-        w->pp->why = st_strerror(res);
+    st_prod_part_t *pp = arg;
+    st_prod_call_t *c = pp->call;
+    if (error) {
+        pp->error = error;
+        pp->why = why;
     }
-    st_part_update_hw(w->s, part);
-    st_part_maybe_free(part);
-    st_prod_call_t *c = w->c;
-    st_kshard_t *s = w->s;
-    free(w);
-    if (c && --c->waiting == 0)
-        st_xcall_return(s, &c->x);
-}
-
-/* Idempotence: checks the producer ids and sequences of the batches about to be appended.
- * Returns ST_PSTATE_APPEND, ST_PSTATE_DUPLICATE (a retry of a batch already in the log: *dup
- * holds where it went), or a negative Kafka error code. Batches without a producer id pass. */
-static int st_prod_check_idempotence(st_part_t *part, const uint8_t *p, size_t n, st_pbatch_t *dup,
-                                     const char **why)
-{
-    int nbatches = 0, verdict = ST_PSTATE_APPEND;
-    int64_t pid = -1;
-    int16_t epoch = -1;
-    int32_t next_seq = 0;
-    while (n >= ST_BATCH_HEADER_SIZE) {
-        st_batch_hdr_t h;
-        if (st_batch_parse_hdr(p, n, &h) || st_batch_size(&h) > (int64_t)n)
-            return ST_PSTATE_APPEND; /* malformed: st_log_append refuses it with the reason */
-        if (h.attributes & ST_BATCH_ATTR_TRANSACTIONAL) {
-            *why = "transactions are not supported";
-            return -ST_KERR_INVALID_REQUEST;
-        }
-        int32_t last = st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
-        if (h.producer_id >= 0 && nbatches == 0) {
-            verdict = st_pstate_check(&part->pstate, h.producer_id, h.producer_epoch,
-                                      h.base_sequence, last, dup);
-            pid = h.producer_id;
-            epoch = h.producer_epoch;
-        } else if (h.producer_id >= 0 || pid >= 0) {
-            /* Later batches of one request continue the first one's sequence. */
-            if (h.producer_id != pid || h.producer_epoch != epoch || h.base_sequence != next_seq ||
-                verdict != ST_PSTATE_APPEND)
-                return -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER;
-        }
-        if (verdict < 0)
-            return verdict;
-        next_seq = st_pstate_seq_add(last, 1);
-        nbatches++;
-        p += st_batch_size(&h);
-        n -= (size_t)st_batch_size(&h);
-    }
-    return verdict;
-}
-
-/* Records the producer state of batches just appended at base_offset. */
-static void st_prod_record_idempotence(st_part_t *part, const uint8_t *p, size_t n,
-                                       int64_t base_offset)
-{
-    int64_t now = -1;
-    while (n >= ST_BATCH_HEADER_SIZE) {
-        st_batch_hdr_t h;
-        if (st_batch_parse_hdr(p, n, &h) || st_batch_size(&h) > (int64_t)n)
-            return;
-        if (h.producer_id >= 0) {
-            int32_t last = st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
-            if (now < 0)
-                now = st_wall_ms();
-            st_pstate_record(&part->pstate, h.producer_id, h.producer_epoch, h.base_sequence, last,
-                             base_offset, base_offset + h.last_offset_delta, now);
-        }
-        base_offset += (int64_t)h.last_offset_delta + 1;
-        p += st_batch_size(&h);
-        n -= (size_t)st_batch_size(&h);
-    }
-}
-
-typedef struct {
-    int32_t index; /* records walked in the current batch */
-    st_prod_rejects_t *rej;
-} st_prod_keys_t;
-
-static int st_prod_key_seen(void *arg, const st_batch_record_t *rec)
-{
-    st_prod_keys_t *k = arg;
-    int32_t i = k->index++;
-    if (rec->key_len >= 0)
-        return 0;
-    if (!k->rej) {
-        k->rej = calloc(1, sizeof *k->rej + ST_PROD_MAX_RECORD_ERRORS * sizeof k->rej->index[0]);
-        if (!k->rej)
-            return -ENOMEM;
-    }
-    if (k->rej->listed < ST_PROD_MAX_RECORD_ERRORS)
-        k->rej->index[k->rej->listed++] = i;
-    k->rej->total++;
-    return 0;
-}
-
-/* Whether every batch of the input passes the append's own checks. */
-static bool st_prod_batches_valid(const uint8_t *p, size_t n, int64_t max_bytes)
-{
-    while (n > 0) {
-        st_batch_hdr_t h;
-        if (st_batch_validate_client(p, n, max_bytes, &h, NULL))
-            return false;
-        p += st_batch_size(&h);
-        n -= (size_t)st_batch_size(&h);
-    }
-    return true;
-}
-
-/* Kafka's texts for the keyless records of a compacted topic (LogValidator), one per record and
- * the partition's summary of the first three. */
-static void st_prod_rejects_explain(st_prod_rejects_t *rej, const st_part_t *part)
-{
-    snprintf(rej->message, sizeof rej->message,
-             "Compacted topic cannot accept message without key in topic partition %s-%d.",
-             part->topic, part->index);
-    int k = snprintf(rej->summary, sizeof rej->summary,
-                     "One or more records have been rejected due to %d record errors in total, "
-                     "and only showing the first three errors at most: [",
-                     rej->total);
-    for (int i = 0; i < rej->listed && i < 3 && k >= 0 && (size_t)k < sizeof rej->summary; i++)
-        k += snprintf(rej->summary + k, sizeof rej->summary - (size_t)k,
-                      "%sRecordError(batchIndex=%d, message='%s')", i ? ", " : "", rej->index[i],
-                      rej->message);
-    if (k >= 0 && (size_t)k < sizeof rej->summary)
-        snprintf(rej->summary + k, sizeof rej->summary - (size_t)k, "]");
-}
-
-/*
- * Compacted topics: refuses the append if any record lacks a key. Walks the batches in order
- * and stops after the first that holds keyless records; its records' indices (counted within
- * it, as Kafka does) go to pp->rejects. Returns 0 to go on with the append, or a negative
- * Kafka error code. Input that the append refuses on its own (bad CRC, size, counts, codec...)
- * is left to it, so such a batch gets the error Kafka checks first whatever its keys.
- */
-static int st_prod_check_keys(st_part_t *part, st_prod_part_t *pp)
-{
-    const uint8_t *p = pp->records;
-    size_t n = (size_t)pp->len;
-    int64_t max_bytes = st_log_config(part->log)->max_message_bytes;
-    st_prod_keys_t k = {0, NULL};
-    while (n > 0 && !k.rej) {
-        st_batch_hdr_t h;
-        if (st_batch_check(p, n, &h))
-            return 0;
-        k.index = 0;
-        int rc = st_batch_walk(p, (size_t)st_batch_size(&h), ST_BATCH_INFLATE_FACTOR * max_bytes,
-                               st_prod_key_seen, &k);
-        if (rc) {
-            free(k.rej);
-            if (rc == -ENOMEM) {
-                pp->why = "out of memory";
-                return -ST_KERR_UNKNOWN_SERVER_ERROR;
-            }
-            return 0; /* records that do not walk do not validate either */
-        }
-        p += st_batch_size(&h);
-        n -= (size_t)st_batch_size(&h);
-    }
-    if (!k.rej)
-        return 0;
-    if (!st_prod_batches_valid(pp->records, (size_t)pp->len, max_bytes)) {
-        free(k.rej);
-        return 0;
-    }
-    st_prod_rejects_explain(k.rej, part);
-    ST_DEBUG("produce to %s-%d refused: %s", part->topic, part->index, k.rej->summary);
-    pp->rejects = k.rej;
-    return -ST_KERR_INVALID_RECORD;
+    if (--c->waiting == 0)
+        st_xcall_return(c->x.b->shards[c->x.target], &c->x);
 }
 
 static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t *pp, int16_t acks)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
-    if (!part || !part->log) { /* a partition without a log is offline */
-        pp->error = part ? ST_KERR_KAFKA_STORAGE_ERROR : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (!part) {
+        pp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         return;
     }
-    if (!pp->records || pp->len <= 0) {
-        pp->error = ST_KERR_INVALID_REQUEST;
-        pp->why = "no records";
-        return;
+    st_part_append_res_t res;
+    pp->call = c;
+    bool later = st_part_append(part, pp->records, pp->len > 0 ? (size_t)pp->len : 0,
+                                (st_acks_t)acks, &res, st_prod_durable, pp);
+    pp->error = res.error;
+    pp->why = res.why;
+    pp->rejects = res.rejects;
+    if (res.appended_bytes > 0)
+        st_kstats_appended(s, (uint64_t)res.appended_bytes);
+    if (!res.error) {
+        pp->out->base_offset = res.base_offset;
+        pp->out->log_append_time_ms = res.log_append_time;
+        pp->out->log_start_offset = res.log_start_offset;
     }
-    if (pp->compact) {
-        int err = st_prod_check_keys(part, pp);
-        if (err < 0) {
-            pp->error = (int16_t)-err;
-            return;
-        }
-    }
-    st_pbatch_t dup;
-    int verdict = st_prod_check_idempotence(part, pp->records, (size_t)pp->len, &dup, &pp->why);
-    if (verdict < 0) {
-        pp->error = (int16_t)-verdict;
-        return;
-    }
-    int64_t last_offset;
-    if (verdict == ST_PSTATE_DUPLICATE) {
-        /* A retry of a batch already written: answer where it went, write nothing. */
-        pp->out->base_offset = dup.first_offset;
-        pp->out->log_start_offset = st_log_start_offset(part->log);
-        last_offset = dup.last_offset;
-    } else {
-        st_log_append_info_t info;
-        st_batch_verdict_t v = {0};
-        int rc = st_log_append(part->log, pp->records, (size_t)pp->len, (int32_t)0, &info, &v);
-        if (rc) {
-            pp->error = st_kerr_from(rc);
-            if (rc == ST_E_TRUNCATED)
-                pp->error = ST_KERR_CORRUPT_MESSAGE;
-            if (rc == ST_E_TOO_LARGE && pp->len > st_log_config(part->log)->segment_bytes)
-                pp->error = ST_KERR_RECORD_LIST_TOO_LARGE;
-            pp->why = v.why ? v.why : st_strerror(rc);
-            ST_DEBUG("produce to %s-%d refused: %s", part->topic, part->index, pp->why);
-            return;
-        }
-        st_prod_record_idempotence(part, pp->records, (size_t)pp->len, info.base_offset);
-        part->records_in += (uint64_t)info.records;
-        part->bytes_in += (uint64_t)pp->len;
-        st_kstats_appended(s, (uint64_t)pp->len);
-        pp->out->base_offset = info.base_offset;
-        pp->out->log_append_time_ms = info.log_append_time;
-        pp->out->log_start_offset = info.log_start_offset;
-        last_offset = info.last_offset;
-    }
-    st_prod_wait_t *w = malloc(sizeof *w);
-    if (!w) {
-        pp->error = ST_KERR_UNKNOWN_SERVER_ERROR;
-        return;
-    }
-    *w = (st_prod_wait_t){s, acks != 0 ? c : NULL, acks != 0 ? pp : NULL, part};
-    int rc = st_log_wait_durable(part->log, last_offset + 1, st_prod_durable, w);
-    if (rc == 0) {
-        part->pending_durable++;
-        if (w->c)
-            c->waiting++;
-        return;
-    }
-    free(w);
-    if (rc < 0 && acks != 0) {
-        pp->error = st_kerr_from(rc);
-        pp->why = st_strerror(rc);
-    }
-    st_part_update_hw(s, part);
+    if (later)
+        c->waiting++;
 }
 
 static void st_prod_call_run(st_kshard_t *s, st_xcall_t *x)
@@ -353,7 +110,7 @@ static void st_prod_call_run(st_kshard_t *s, st_xcall_t *x)
 /* Copies the owner's list of refused records into the response (the request's arena). */
 static void st_prod_answer_rejects(st_kreq_t *r, st_prod_part_t *pp)
 {
-    st_prod_rejects_t *rej = pp->rejects;
+    st_part_rejects_t *rej = pp->rejects;
     st_kp_produce_resp_record_error_t *re =
         st_arena_alloc(&r->arena, (size_t)rej->listed * sizeof *re);
     char *message = st_arena_strndup(&r->arena, rej->message, strlen(rej->message));
@@ -410,19 +167,13 @@ static void st_prod_dispatch(st_kreq_t *r, void *arg)
 {
     st_produce_t *p = arg;
     const st_md_t *md = r->shard->md;
-    const st_tcfg_desc_t *policy = st_tcfg_find("cleanup.policy", 14);
     int k = 0;
     for (int t = 0; t < p->req.topic_data_count; t++) {
         st_kp_produce_req_topic_data_t *qt = &p->req.topic_data[t];
         const st_md_topic_t *mt = r->api_version >= 13 ? st_md_find_id(md, qt->topic_id.b)
                                                        : st_md_find(md, qt->name.ptr, qt->name.len);
-        char buf[64];
-        bool compact =
-            mt && strstr(st_tcfg_value(r->shard->b->cfg, mt, policy, buf, sizeof buf, NULL),
-                         "compact") != NULL;
         for (int i = 0; i < qt->partition_data_count; i++) {
             st_prod_part_t *pp = &p->parts[k++];
-            pp->compact = compact;
             pp->owner = st_kshard_owner(mt, pp->partition);
             if (mt)
                 memcpy(pp->topic_id, mt->id, 16);

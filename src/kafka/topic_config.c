@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,4 +171,38 @@ int64_t st_tcfg_int(const st_config_t *cfg, const st_md_topic_t *t, const char *
     if (d->type == ST_TCFG_BOOLEAN)
         return strcasecmp(v, "true") == 0;
     return strtoll(v, NULL, 10);
+}
+
+void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_config_t *out)
+{
+    st_log_config_default(out);
+    out->segment_bytes = st_tcfg_int(cfg, t, "segment.bytes");
+    out->segment_ms = st_tcfg_int(cfg, t, "segment.ms");
+    out->retention_ms = st_tcfg_int(cfg, t, "retention.ms");
+    out->retention_bytes = st_tcfg_int(cfg, t, "retention.bytes");
+    char pol[64];
+    const char *cp =
+        st_tcfg_value(cfg, t, st_tcfg_find("cleanup.policy", 14), pol, sizeof pol, NULL);
+    out->retention_deletes = strstr(cp, "delete") != NULL;
+    out->compact = strstr(cp, "compact") != NULL;
+    char rb[64];
+    const char *rv =
+        st_tcfg_value(cfg, t, st_tcfg_find("min.cleanable.dirty.ratio", 25), rb, sizeof rb, NULL);
+    double ratio = strtod(rv, NULL);
+    /* The topic config is checked as a number only; the log takes 0..1. */
+    out->min_cleanable_dirty_ratio = isnan(ratio) ? 0.5 : ratio < 0 ? 0 : ratio > 1 ? 1 : ratio;
+    out->min_compaction_lag_ms = st_tcfg_int(cfg, t, "min.compaction.lag.ms");
+    out->max_compaction_lag_ms = st_tcfg_int(cfg, t, "max.compaction.lag.ms");
+    out->delete_retention_ms = st_tcfg_int(cfg, t, "delete.retention.ms");
+    out->index_interval_bytes = (int32_t)st_tcfg_int(cfg, t, "index.interval.bytes");
+    out->max_message_bytes = (int32_t)st_tcfg_int(cfg, t, "max.message.bytes");
+    char buf[64];
+    const st_tcfg_desc_t *d = st_tcfg_find("message.timestamp.type", 22);
+    const char *ts = st_tcfg_value(cfg, t, d, buf, sizeof buf, NULL);
+    out->timestamp_type =
+        strcasecmp(ts, "LogAppendTime") == 0 ? ST_TS_LOG_APPEND_TIME : ST_TS_CREATE_TIME;
+    out->flush_policy =
+        st_tcfg_int(cfg, t, "write.caching") ? ST_FLUSH_WRITE_CACHING : ST_FLUSH_STRICT;
+    out->flush_messages = st_tcfg_int(cfg, t, "flush.messages");
+    out->flush_ms = st_tcfg_int(cfg, t, "flush.ms");
 }

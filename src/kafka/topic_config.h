@@ -14,6 +14,7 @@
 
 #include "cluster/config.h"
 #include "cluster/metadata.h"
+#include "storage/log.h"
 
 /* Kafka's DescribeConfigs config_type values. */
 enum {
@@ -48,5 +49,7 @@ const char *st_tcfg_value(const st_config_t *cfg, const st_md_topic_t *t, const 
                           char *buf, size_t n, bool *is_override);
 /* The effective integer value of an INT/LONG/BOOLEAN topic config by name. */
 int64_t st_tcfg_int(const st_config_t *cfg, const st_md_topic_t *t, const char *name);
+/* The log settings of a topic: broker defaults overlaid with the topic's overrides. */
+void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_config_t *out);
 
 #endif

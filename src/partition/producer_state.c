@@ -22,7 +22,7 @@
  * from least to most recently used and last_ms never decreases along it (so expiry stops at
  * the first entry still live); count <= max_producers when there is a cap.
  */
-#include "kafka/producer_state.h"
+#include "partition/producer_state.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -28,8 +28,8 @@
  *
  * Owned by the partition's shard; not thread-safe.
  */
-#ifndef ST_KAFKA_PRODUCER_STATE_H
-#define ST_KAFKA_PRODUCER_STATE_H
+#ifndef ST_PARTITION_PRODUCER_STATE_H
+#define ST_PARTITION_PRODUCER_STATE_H
 
 #include <stdbool.h>
 #include <stddef.h>

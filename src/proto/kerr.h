@@ -155,5 +155,7 @@ enum {
 
 /* Returns the protocol's name for a code ("UNKNOWN_TOPIC_OR_PARTITION"), or "UNKNOWN_CODE". */
 const char *st_kerr_name(int16_t code);
+/* The Kafka error for a Strata error (0, ST_E_*, -errno): what a client should act on. */
+int16_t st_kerr_from(int err);
 
 #endif

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
-#include "kafka/producer_state.h"
+#include "partition/producer_state.h"
 #include "proto/kerr.h"
 #include "storage/faultfs.h"
 

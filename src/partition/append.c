@@ -1,0 +1,310 @@
+/*
+ * append.c — the one way records enter a partition, and DeleteRecords.
+ *
+ *   st_part_append: compacted log? every record needs a key (refused: INVALID_RECORD with the
+ *   keyless records listed) -> idempotent producers: a duplicate is answered with where it
+ *   went, out-of-order or fenced is refused -> st_log_append (validates each batch, assigns
+ *   offsets and the leader epoch) -> the producers recorded -> wait until durable (group
+ *   commit) -> high watermark moves, waiting fetches wake -> done() when acks asked for it.
+ *
+ * Input the log refuses on its own (bad CRC, size, counts, codec) is left to it, so such a
+ * batch gets the error Kafka checks first whatever its keys or producer.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "partition/partition.h"
+#include "proto/kerr.h"
+
+/* Idempotence: checks the producer ids and sequences of the batches about to be appended.
+ * Returns ST_PSTATE_APPEND, ST_PSTATE_DUPLICATE (a retry of a batch already in the log: *dup
+ * holds where it went), or a negative Kafka error code. Batches without a producer id pass. */
+static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatch_t *dup,
+                           const char **why)
+{
+    int nbatches = 0, verdict = ST_PSTATE_APPEND;
+    int64_t pid = -1;
+    int16_t epoch = -1;
+    int32_t next_seq = 0;
+    while (n >= ST_BATCH_HEADER_SIZE) {
+        st_batch_hdr_t h;
+        if (st_batch_parse_hdr(p, n, &h) || st_batch_size(&h) > (int64_t)n)
+            return ST_PSTATE_APPEND; /* malformed: st_log_append refuses it with the reason */
+        if (h.attributes & ST_BATCH_ATTR_TRANSACTIONAL) {
+            *why = "transactions are not supported";
+            return -ST_KERR_INVALID_REQUEST;
+        }
+        int32_t last = st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
+        if (h.producer_id >= 0 && nbatches == 0) {
+            verdict = st_pstate_check(&part->pstate, h.producer_id, h.producer_epoch,
+                                      h.base_sequence, last, dup);
+            pid = h.producer_id;
+            epoch = h.producer_epoch;
+        } else if (h.producer_id >= 0 || pid >= 0) {
+            /* Later batches of one request continue the first one's sequence. */
+            if (h.producer_id != pid || h.producer_epoch != epoch || h.base_sequence != next_seq ||
+                verdict != ST_PSTATE_APPEND)
+                return -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER;
+        }
+        if (verdict < 0)
+            return verdict;
+        next_seq = st_pstate_seq_add(last, 1);
+        nbatches++;
+        p += st_batch_size(&h);
+        n -= (size_t)st_batch_size(&h);
+    }
+    return verdict;
+}
+
+/* Records the producer state of batches just appended at base_offset. */
+static void record_producers(st_part_t *part, const uint8_t *p, size_t n, int64_t base_offset)
+{
+    int64_t now = -1;
+    while (n >= ST_BATCH_HEADER_SIZE) {
+        st_batch_hdr_t h;
+        if (st_batch_parse_hdr(p, n, &h) || st_batch_size(&h) > (int64_t)n)
+            return;
+        if (h.producer_id >= 0) {
+            int32_t last = st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
+            if (now < 0)
+                now = st_wall_ms();
+            st_pstate_record(&part->pstate, h.producer_id, h.producer_epoch, h.base_sequence, last,
+                             base_offset, base_offset + h.last_offset_delta, now);
+        }
+        base_offset += (int64_t)h.last_offset_delta + 1;
+        p += st_batch_size(&h);
+        n -= (size_t)st_batch_size(&h);
+    }
+}
+
+typedef struct {
+    int32_t index; /* records walked in the current batch */
+    st_part_rejects_t *rej;
+} keys_t;
+
+static int key_seen(void *arg, const st_batch_record_t *rec)
+{
+    keys_t *k = arg;
+    int32_t i = k->index++;
+    if (rec->key_len >= 0)
+        return 0;
+    if (!k->rej) {
+        k->rej = calloc(1, sizeof *k->rej + ST_PART_MAX_RECORD_ERRORS * sizeof k->rej->index[0]);
+        if (!k->rej)
+            return -ENOMEM;
+    }
+    if (k->rej->listed < ST_PART_MAX_RECORD_ERRORS)
+        k->rej->index[k->rej->listed++] = i;
+    k->rej->total++;
+    return 0;
+}
+
+/* Whether every batch of the input passes the append's own checks. */
+static bool batches_valid(const uint8_t *p, size_t n, int64_t max_bytes)
+{
+    while (n > 0) {
+        st_batch_hdr_t h;
+        if (st_batch_validate_client(p, n, max_bytes, &h, NULL))
+            return false;
+        p += st_batch_size(&h);
+        n -= (size_t)st_batch_size(&h);
+    }
+    return true;
+}
+
+/* Kafka's texts for the keyless records of a compacted topic (LogValidator), one per record and
+ * the partition's summary of the first three. */
+static void explain_rejects(st_part_rejects_t *rej, const st_part_t *part)
+{
+    snprintf(rej->message, sizeof rej->message,
+             "Compacted topic cannot accept message without key in topic partition %s-%d.",
+             part->topic, part->index);
+    int k = snprintf(rej->summary, sizeof rej->summary,
+                     "One or more records have been rejected due to %d record errors in total, "
+                     "and only showing the first three errors at most: [",
+                     rej->total);
+    for (int i = 0; i < rej->listed && i < 3 && k >= 0 && (size_t)k < sizeof rej->summary; i++)
+        k += snprintf(rej->summary + k, sizeof rej->summary - (size_t)k,
+                      "%sRecordError(batchIndex=%d, message='%s')", i ? ", " : "", rej->index[i],
+                      rej->message);
+    if (k >= 0 && (size_t)k < sizeof rej->summary)
+        snprintf(rej->summary + k, sizeof rej->summary - (size_t)k, "]");
+}
+
+/*
+ * Compacted logs: refuses the append if any record lacks a key. Walks the batches in order
+ * and stops after the first that holds keyless records; its records' indices (counted within
+ * it, as Kafka does) go to res->rejects. Returns 0 to go on with the append, or a negative
+ * Kafka error code.
+ */
+static int check_keys(st_part_t *part, const uint8_t *records, size_t len,
+                      st_part_append_res_t *res)
+{
+    const uint8_t *p = records;
+    size_t n = len;
+    int64_t max_bytes = st_log_config(part->log)->max_message_bytes;
+    keys_t k = {0, NULL};
+    while (n > 0 && !k.rej) {
+        st_batch_hdr_t h;
+        if (st_batch_check(p, n, &h))
+            return 0;
+        k.index = 0;
+        int rc = st_batch_walk(p, (size_t)st_batch_size(&h), ST_BATCH_INFLATE_FACTOR * max_bytes,
+                               key_seen, &k);
+        if (rc) {
+            free(k.rej);
+            if (rc == -ENOMEM) {
+                res->why = "out of memory";
+                return -ST_KERR_UNKNOWN_SERVER_ERROR;
+            }
+            return 0; /* records that do not walk do not validate either */
+        }
+        p += st_batch_size(&h);
+        n -= (size_t)st_batch_size(&h);
+    }
+    if (!k.rej)
+        return 0;
+    if (!batches_valid(records, len, max_bytes)) {
+        free(k.rej);
+        return 0;
+    }
+    explain_rejects(k.rej, part);
+    ST_DEBUG("produce to %s-%d refused: %s", part->topic, part->index, k.rej->summary);
+    res->rejects = k.rej;
+    return -ST_KERR_INVALID_RECORD;
+}
+
+/* An append (or a DeleteRecords) waiting for its sync: holds the partition. */
+typedef struct {
+    st_part_t *part;
+    st_part_done_fn done; /* NULL: only the high watermark waits (acks=0) */
+    void *arg;
+} wait_t;
+
+static void on_durable(void *arg, int res)
+{
+    wait_t *w = arg;
+    st_part_t *part = w->part;
+    st_part_done_fn done = w->done;
+    void *done_arg = w->arg;
+    free(w);
+    part->pending_durable--;
+    st_part_update_hw(part);
+    st_part_maybe_free(part);
+    if (done)
+        done(done_arg, res ? st_kerr_from(res) : 0, res ? st_strerror(res) : NULL);
+}
+
+bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
+                    st_part_append_res_t *res, st_part_done_fn done, void *arg)
+{
+    *res = (st_part_append_res_t){0};
+    if (!p->log) { /* offline */
+        res->error = ST_KERR_KAFKA_STORAGE_ERROR;
+        return false;
+    }
+    if (!records || len == 0) {
+        res->error = ST_KERR_INVALID_REQUEST;
+        res->why = "no records";
+        return false;
+    }
+    if (st_log_config(p->log)->compact) {
+        int err = check_keys(p, records, len, res);
+        if (err < 0) {
+            res->error = (int16_t)-err;
+            return false;
+        }
+    }
+    st_pbatch_t dup;
+    int verdict = check_producers(p, records, len, &dup, &res->why);
+    if (verdict < 0) {
+        res->error = (int16_t)-verdict;
+        return false;
+    }
+    int64_t last_offset;
+    if (verdict == ST_PSTATE_DUPLICATE) {
+        /* A retry of a batch already written: answer where it went, write nothing. */
+        res->base_offset = dup.first_offset;
+        res->log_append_time = -1; /* as the response's default */
+        res->log_start_offset = st_log_start_offset(p->log);
+        last_offset = dup.last_offset;
+    } else {
+        st_log_append_info_t info;
+        st_batch_verdict_t v = {0};
+        int rc = st_log_append(p->log, records, len, (int32_t)0, &info, &v);
+        if (rc) {
+            res->error = st_kerr_from(rc);
+            if (rc == ST_E_TRUNCATED)
+                res->error = ST_KERR_CORRUPT_MESSAGE;
+            if (rc == ST_E_TOO_LARGE && (int64_t)len > st_log_config(p->log)->segment_bytes)
+                res->error = ST_KERR_RECORD_LIST_TOO_LARGE;
+            res->why = v.why ? v.why : st_strerror(rc);
+            ST_DEBUG("produce to %s-%d refused: %s", p->topic, p->index, res->why);
+            return false;
+        }
+        record_producers(p, records, len, info.base_offset);
+        p->records_in += (uint64_t)info.records;
+        p->bytes_in += (uint64_t)len;
+        res->appended_bytes = (int64_t)len;
+        res->base_offset = info.base_offset;
+        res->log_append_time = info.log_append_time;
+        res->log_start_offset = info.log_start_offset;
+        last_offset = info.last_offset;
+    }
+    /* The seam of acks: ST_ACKS_ALL waits for the in-sync set, which is this replica alone
+     * until replication; so it waits, like ST_ACKS_LEADER, for the flush policy's durability. */
+    bool answer = acks != ST_ACKS_NONE;
+    wait_t *w = malloc(sizeof *w);
+    if (!w) {
+        res->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        return false;
+    }
+    *w = (wait_t){p, answer ? done : NULL, arg};
+    int rc = st_log_wait_durable(p->log, last_offset + 1, on_durable, w);
+    if (rc == 0) {
+        p->pending_durable++;
+        return answer;
+    }
+    free(w);
+    if (rc < 0 && answer) {
+        res->error = st_kerr_from(rc);
+        res->why = st_strerror(rc);
+    }
+    st_part_update_hw(p);
+    return false;
+}
+
+bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_t *low_watermark,
+                            st_part_done_fn done, void *arg)
+{
+    *error = 0;
+    int64_t off = offset == -1 ? p->hw : offset;
+    if (off < 0 || off > p->hw) {
+        *error = ST_KERR_OFFSET_OUT_OF_RANGE;
+        return false;
+    }
+    int rc = st_log_set_start_offset(p->log, off);
+    *low_watermark = st_log_start_offset(p->log);
+    if (rc == 0) {
+        wait_t *w = malloc(sizeof *w);
+        if (!w) {
+            *error = ST_KERR_KAFKA_STORAGE_ERROR;
+            return false;
+        }
+        *w = (wait_t){p, done, arg};
+        rc = st_log_wait_start_durable(p->log, on_durable, w);
+        if (rc == 0) {
+            p->pending_durable++;
+            return true;
+        }
+        free(w);
+        rc = rc == 1 ? 0 : rc;
+    }
+    if (rc)
+        *error = st_kerr_from(rc);
+    return false;
+}

@@ -1,0 +1,386 @@
+/*
+ * partition.c — a shard's partition table: open (recovering the idempotent producers), close,
+ * delete, settings, the high watermark and the fetches waiting on it, housekeeping.
+ */
+#include "partition/partition.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+
+static size_t hash(const uint8_t id[16], int32_t index)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < 16; i++)
+        h = (h ^ id[i]) * 1099511628211ull;
+    h = (h ^ (uint32_t)index) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+void st_parts_init(st_parts_t *t, st_loop_t *loop, st_storage_env_t *env,
+                   const st_parts_config_t *cfg)
+{
+    t->nbuckets = 256;
+    t->buckets = calloc(t->nbuckets, sizeof *t->buckets);
+    t->count = 0;
+    t->loop = loop;
+    t->env = env;
+    t->cfg = *cfg;
+    st_parts_clean_init(t);
+}
+
+static void grow(st_parts_t *t)
+{
+    size_t n = t->nbuckets * 2;
+    st_part_t **b = calloc(n, sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
+            next = p->next;
+            size_t k = hash(p->topic_id, p->index) & (n - 1);
+            p->next = b[k];
+            b[k] = p;
+        }
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
+}
+
+st_part_t *st_parts_get(const st_parts_t *t, const uint8_t topic_id[16], int32_t index)
+{
+    if (!t->buckets)
+        return NULL; /* closed (shutdown) */
+    size_t k = hash(topic_id, index) & (t->nbuckets - 1);
+    for (st_part_t *p = t->buckets[k]; p; p = p->next)
+        if (p->index == index && memcmp(p->topic_id, topic_id, 16) == 0)
+            return p;
+    return NULL;
+}
+
+static void unlink_part(st_parts_t *t, st_part_t *p)
+{
+    size_t k = hash(p->topic_id, p->index) & (t->nbuckets - 1);
+    for (st_part_t **pp = &t->buckets[k]; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            t->count--;
+            return;
+        }
+}
+
+static void insert(st_parts_t *t, st_part_t *p)
+{
+    if (t->count >= t->nbuckets)
+        grow(t);
+    size_t k = hash(p->topic_id, p->index) & (t->nbuckets - 1);
+    p->next = t->buckets[k];
+    t->buckets[k] = p;
+    t->count++;
+}
+
+void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg)
+{
+    for (size_t i = 0; t->buckets && i < t->nbuckets; i++)
+        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
+            next = p->next;
+            fn(arg, p);
+        }
+}
+
+void st_parts_fini(st_parts_t *t)
+{
+    st_parts_clean_fini(t);
+    for (size_t i = 0; i < t->nbuckets; i++)
+        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
+            next = p->next;
+            /* Detach first: closing runs the last durability callbacks, which must see a
+             * partition without a log, not one half closed. */
+            st_log_t *log = p->log;
+            p->log = NULL;
+            p->dead = true;
+            p->pending_durable++;
+            int64_t end = log ? st_log_end_offset(log) : -1;
+            int rc = log ? st_log_close(log) : 0;
+            if (rc)
+                ST_ERROR("closing %s-%d: %s", p->topic, p->index, st_strerror(rc));
+            else if (log && (rc = st_pstate_save(&p->pstate, end, st_wall_ms())) < 0)
+                ST_WARN("%s-%d: cannot write the producer state snapshot: %s", p->topic, p->index,
+                        st_strerror(rc));
+            p->pending_durable--;
+            st_part_maybe_free(p);
+        }
+    free(t->buckets);
+    t->buckets = NULL;
+    t->count = 0;
+}
+
+/* Rebuilds the idempotent producers' state: the newest usable snapshot, then the headers of
+ * the batches after it (only headers are read: 61 bytes per batch); without a snapshot, every
+ * batch header in the log. A replayed producer's last use is its batch's maxTimestamp (never
+ * later than now), as Kafka does. */
+static int load_producers(st_part_t *p, int64_t *replayed)
+{
+    int64_t end = st_log_end_offset(p->log), start = st_log_start_offset(p->log), snap;
+    int64_t now = st_wall_ms();
+    /* Everything up to the end is durable once the log is open. */
+    int64_t off = st_pstate_load(&p->pstate, end, &snap) == 0 ? snap : start;
+    if (off < start)
+        off = start; /* retention took what followed the snapshot */
+    int64_t from = off;
+    *replayed = 0;
+    while (off < end) {
+        st_log_read_t rd;
+        int rc = st_log_read(p->log, off, 64 << 20, -1, &rd);
+        if (rc)
+            return rc;
+        for (int i = 0; i < rd.nranges && rc == 0; i++) {
+            const st_log_range_t *rg = &rd.ranges[i];
+            for (int64_t pos = rg->pos; pos + ST_BATCH_HEADER_SIZE <= rg->pos + rg->len;) {
+                uint8_t hdr[ST_BATCH_HEADER_SIZE];
+                st_batch_hdr_t h;
+                ssize_t n = st_file_pread(rg->file, hdr, sizeof hdr, pos);
+                if (n != (ssize_t)sizeof hdr || st_batch_parse_hdr(hdr, sizeof hdr, &h)) {
+                    rc = n < 0 ? (int)n : ST_E_CORRUPT;
+                    break;
+                }
+                (*replayed)++;
+                if (h.producer_id >= 0 && st_batch_last_offset(&h) >= from)
+                    st_pstate_record(&p->pstate, h.producer_id, h.producer_epoch, h.base_sequence,
+                                     st_pstate_seq_add(h.base_sequence, h.last_offset_delta),
+                                     h.base_offset, st_batch_last_offset(&h),
+                                     h.max_timestamp < now ? h.max_timestamp : now);
+                pos += st_batch_size(&h);
+            }
+        }
+        int64_t next = rd.next_offset;
+        st_log_read_release(&rd);
+        if (rc)
+            return rc;
+        if (next <= off)
+            break;
+        off = next;
+    }
+    return 0;
+}
+
+/* The log end moved down (a failed sync, a truncation): the producer state forgets the
+ * batches that went, before any producer waiting on them is answered. */
+static void on_cut(void *arg, int64_t new_end)
+{
+    st_part_t *p = arg;
+    st_pstate_truncate(&p->pstate, new_end);
+}
+
+/* A directory under the partition's name that belongs to another topic id (an older topic of
+ * the same name whose deletion a crash interrupted, or a copy from elsewhere) is never served:
+ * it is renamed aside as "-stray", kept for an operator, and the partition starts afresh. */
+static void refuse_foreign(st_parts_t *t, const char *topic, const uint8_t topic_id[16],
+                           int32_t index, const char *dir)
+{
+    uint8_t have[16];
+    if (st_storage_read_topic_id(t->env, dir, have) != 0 || memcmp(have, topic_id, 16) == 0)
+        return;
+    char aside[4200];
+    int rc = st_storage_set_aside(t->env, dir, "stray", aside, sizeof aside);
+    if (rc)
+        ST_ERROR("partition %s-%d: %s belongs to another topic id and cannot be moved aside: %s",
+                 topic, index, dir, st_strerror(rc));
+    else
+        ST_WARN("partition %s-%d: %s belonged to another topic id; kept as %s", topic, index, dir,
+                aside);
+}
+
+/* The high watermark the log allows now (the one place it is computed). */
+static int64_t hw_of(st_log_t *log)
+{
+    return st_log_config(log)->flush_policy == ST_FLUSH_STRICT ? st_log_durable_offset(log)
+                                                               : st_log_end_offset(log);
+}
+
+int st_parts_open(st_parts_t *t, const char *topic, const uint8_t topic_id[16], int32_t index,
+                  const st_log_config_t *lc, st_part_t **out)
+{
+    st_part_t *p = st_parts_get(t, topic_id, index);
+    if (p) {
+        *out = p;
+        return 0;
+    }
+    char dir[4096];
+    int rc = st_storage_partition_dir(dir, sizeof dir, t->cfg.log_dirs, topic, index);
+    if (rc)
+        return rc;
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->topic = strdup(topic);
+    memcpy(p->topic_id, topic_id, 16);
+    p->index = index;
+    p->parts = t;
+    if (!p->topic) {
+        free(p);
+        return -ENOMEM;
+    }
+    refuse_foreign(t, topic, topic_id, index, dir);
+    rc = st_log_open(t->env, dir, lc, &p->log);
+    if (rc) {
+        /* Offline: in the table without a log, so requests get KAFKA_STORAGE_ERROR and the
+         * other partitions are served. */
+        ST_ERROR("partition %s-%d is offline: cannot open %s: %s", topic, index, dir,
+                 st_strerror(rc));
+        p->log = NULL;
+        p->open_err = rc;
+        st_pstate_init(&p->pstate);
+        insert(t, p);
+        *out = p;
+        return rc;
+    }
+    st_pstate_init(&p->pstate);
+    st_pstate_set_limits(&p->pstate, (size_t)t->cfg.producer_ids_max,
+                         t->cfg.producer_id_expiration_ms);
+    if (st_pstate_attach(&p->pstate, &t->env->fs, dir))
+        ST_WARN("partition %s-%d: no producer state snapshots (out of memory)", topic, index);
+    st_log_set_cut_hook(p->log, on_cut, p);
+    int64_t replayed;
+    int64_t t0 = st_mono_ns();
+    rc = load_producers(p, &replayed);
+    if (rc)
+        ST_WARN("partition %s-%d: cannot rebuild producer state: %s", topic, index,
+                st_strerror(rc));
+    else
+        ST_DEBUG("partition %s-%d: %zu producer(s) from snapshot %" PRId64 " and %" PRId64
+                 " batch header(s) in %" PRId64 " us",
+                 topic, index, st_pstate_count(&p->pstate), p->pstate.snap_offset, replayed,
+                 (st_mono_ns() - t0) / 1000);
+    uint8_t have[16];
+    if (st_log_topic_id(p->log, have) != 0)
+        st_log_set_topic_id(p->log, topic_id);
+    p->hw = hw_of(p->log);
+    insert(t, p);
+    *out = p;
+    return 0;
+}
+
+static void tick_producers(st_part_t *p, int64_t now_ms)
+{
+    st_pstate_t *ps = &p->pstate;
+    st_pstate_expire(ps, now_ms);
+    if (ps->evicted != ps->evicted_logged && now_ms - ps->evicted_log_ms >= 10000) {
+        ST_WARN("%s-%d: %" PRIu64 " producer id(s) evicted (producer.ids.max.per.partition is "
+                "%zu; %" PRIu64 " since the partition opened)",
+                p->topic, p->index, ps->evicted - ps->evicted_logged, ps->max_producers,
+                ps->evicted);
+        ps->evicted_logged = ps->evicted;
+        ps->evicted_log_ms = now_ms;
+    }
+    st_pstate_maybe_save(ps, st_log_durable_offset(p->log), now_ms);
+}
+
+static void tick_one(void *arg, st_part_t *p)
+{
+    (void)arg;
+    if (!p->log)
+        return; /* offline */
+    int rc = st_log_tick(p->log);
+    if (rc < 0)
+        ST_WARN("housekeeping of %s-%d: %s", p->topic, p->index, st_strerror(rc));
+    st_part_update_hw(p);
+    tick_producers(p, st_wall_ms());
+}
+
+void st_parts_tick(st_parts_t *t)
+{
+    st_parts_each(t, tick_one, NULL);
+    st_parts_clean_tick(t);
+}
+
+/* Frees a partition unlinked from the table once no durability callback refers to it. */
+void st_part_maybe_free(st_part_t *p)
+{
+    if (p->dead && p->pending_durable == 0) {
+        st_pstate_fini(&p->pstate);
+        free(p->topic);
+        free(p);
+    }
+}
+
+/* Deletes the directory of a partition that never opened (crash-safe, as st_log_delete). */
+static int delete_offline(st_parts_t *t, st_part_t *p)
+{
+    char dir[4096], gone[4200];
+    int rc = st_storage_partition_dir(dir, sizeof dir, t->cfg.log_dirs, p->topic, p->index);
+    if (rc == 0 && (rc = st_storage_set_aside(t->env, dir, "delete", gone, sizeof gone)) == 0)
+        rc = st_storage_delete_dir(t->env, gone);
+    return rc == -ENOENT ? 0 : rc;
+}
+
+/* Tells every waiting shard once, and forgets them. */
+static void wake_waiters(st_part_t *p)
+{
+    st_parts_config_t *cfg = &p->parts->cfg;
+    for (int w = 0; w < 4; w++) {
+        uint64_t bits = p->waiters[w];
+        p->waiters[w] = 0;
+        while (bits) {
+            int b = __builtin_ctzll(bits);
+            bits &= bits - 1;
+            cfg->wake(cfg->wake_arg, w * 64 + b, p->topic_id, p->index);
+        }
+    }
+}
+
+void st_parts_delete(st_parts_t *t, st_part_t *p)
+{
+    unlink_part(t, p);
+    st_parts_clean_forget(t, p);
+    st_log_t *log = p->log;
+    p->log = NULL; /* see st_parts_fini */
+    p->dead = true;
+    p->pending_durable++;
+    int rc = log ? st_log_delete(log) : delete_offline(t, p);
+    if (rc)
+        ST_WARN("deleting %s-%d: %s", p->topic, p->index, st_strerror(rc));
+    p->pending_durable--;
+    /* Waiting fetches on other shards re-read and find the partition gone. */
+    wake_waiters(p);
+    st_part_maybe_free(p);
+}
+
+void st_part_reconfigure(st_part_t *p, const st_log_config_t *lc)
+{
+    if (!p->log)
+        return;
+    int rc = st_log_set_config(p->log, lc);
+    if (rc)
+        ST_WARN("reconfiguring %s-%d: %s", p->topic, p->index, st_strerror(rc));
+    st_part_update_hw(p);
+}
+
+/* Recomputes the high watermark; if it moved, wakes the shards waiting on it. */
+void st_part_update_hw(st_part_t *p)
+{
+    if (!p->log)
+        return;
+    int64_t hw = hw_of(p->log);
+    if (hw == p->hw)
+        return;
+    p->hw = hw;
+    wake_waiters(p);
+}
+
+void st_part_add_waiter(st_part_t *p, int waiter, int64_t seen_hw)
+{
+    if (p->hw != seen_hw) {
+        /* The high watermark moved since the fetch's read (new data, or a cut took some
+         * back), so the fetch re-reads now rather than wait. */
+        st_parts_config_t *cfg = &p->parts->cfg;
+        cfg->wake(cfg->wake_arg, waiter, p->topic_id, p->index);
+        return;
+    }
+    p->waiters[waiter / 64] |= 1ull << (waiter % 64);
+}

@@ -1,0 +1,250 @@
+/*
+ * partition.h — the partition: its log, its idempotent producers, its high watermark, the
+ * shards with fetches waiting on it, and its log cleaner turns. The only way to change one.
+ *
+ * A shard owns a table of partitions (st_parts_t), found by (topic id, partition index). Every
+ * change goes through a function here:
+ *
+ *   st_part_append   validate (compacted logs: every record has a key), check and record the
+ *                    idempotent producers, assign offsets (storage), then wait as the acks mode
+ *                    asks, move the high watermark and wake the waiting fetches, call back
+ *   st_part_delete_records   move the log start, answer once that is durable
+ *   st_parts_tick    storage housekeeping, the high watermark of time-based flushes, producer
+ *                    expiry and snapshots, and the cleaner's scheduling
+ *   st_parts_open / st_parts_delete / st_part_reconfigure   the table and the log's settings
+ *
+ * Reads (st_part_read, st_part_list_offset, st_part_end_for_epoch) see at most the high
+ * watermark, except the leader epoch cache, which answers for the whole log as Kafka does.
+ *
+ * The high watermark is what consumers may read: the durable offset under the strict flush
+ * policy (consumers never see what a crash could take back), the log end under write caching.
+ * It is computed in one place (partition.c) and moves only forward except when the log's end
+ * is cut back. When it moves, every shard with a waiting fetch on the partition is told once,
+ * through the wake callback the owner of the table gives (the partition knows nothing of
+ * fetches or of how shards talk).
+ *
+ * acks. ST_ACKS_NONE answers nothing and waits for nothing; ST_ACKS_LEADER waits until the
+ * append is as durable as the flush policy promises; ST_ACKS_ALL waits for the same today, since
+ * the in-sync set of a single broker is its own replica. Replication makes ST_ACKS_ALL wait for
+ * the in-sync set too, here and nowhere else.
+ *
+ * The log cleaner. A compacted partition (cleanup.policy holds "compact") is cleaned on its
+ * own shard, in slices (st_log_clean_step), never in one blocking call (cleaner.c):
+ *
+ *   tick (100 ms) --st_parts_tick: due partitions, dirtiest first, up to cleaner_threads at
+ *       once--> active --timer (1 ms)--> a turn: a few slices of ST_CLEAN_SLICE_BYTES for each
+ *       active partition, at most ST_CLEAN_TURN_NS of work, then back to the event loop -->
+ *       next turn while work remains; a partition whose step says "nothing to do" (or fails)
+ *       leaves the active set; with none left the timer stops.
+ *
+ * Reads are throttled to cleaner_io_max_bytes_per_second / shards (a token bucket; the timer
+ * waits out a deficit). Each clean's key map gets at most cleaner_dedupe_buffer_size / shards /
+ * cleaner_threads. Partitions that do not compact cost one flag test per tick.
+ *
+ * Dependencies: storage, proto (Kafka error codes, the vocabulary of answers), io (the
+ * cleaner's timer), base. Never kafka/ or broker/.
+ *
+ * Threads: everything on the owning shard's thread only.
+ */
+#ifndef ST_PARTITION_PARTITION_H
+#define ST_PARTITION_PARTITION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "io/loop.h"
+#include "partition/producer_state.h"
+#include "storage/env.h"
+#include "storage/log.h"
+
+typedef struct st_parts st_parts_t;
+
+/* How long an append waits before it is answered (the Produce request's acks). */
+typedef enum st_acks {
+    ST_ACKS_NONE = 0,   /* no answer: nothing waits */
+    ST_ACKS_LEADER = 1, /* durable here, per the flush policy */
+    ST_ACKS_ALL = -1,   /* durable on every in-sync replica (here alone, on one broker) */
+} st_acks_t;
+
+/* Tells shard `waiter` that partition (topic_id, index) moved or went away, so that its
+ * waiting fetches read again. Called on the owner shard. */
+typedef void (*st_parts_wake_fn)(void *arg, int waiter, const uint8_t topic_id[16], int32_t index);
+
+/* What a shard's table needs from the broker's settings (copied at st_parts_init). */
+typedef struct st_parts_config {
+    const char *log_dirs;                    /* the data directory (kept by the caller) */
+    int nshards;                             /* shards of the process (waiters, shares) */
+    int64_t producer_ids_max;                /* producer.ids.max.per.partition */
+    int64_t producer_id_expiration_ms;       /* producer.id.expiration.ms */
+    bool cleaner_enable;                     /* log.cleaner.enable */
+    int64_t cleaner_threads;                 /* log.cleaner.threads */
+    int64_t cleaner_io_max_bytes_per_second; /* INT64_MAX: unlimited */
+    int64_t cleaner_dedupe_buffer_size;      /* log.cleaner.dedupe.buffer.size */
+    st_parts_wake_fn wake;                   /* see above */
+    void *wake_arg;
+} st_parts_config_t;
+
+typedef struct st_part {
+    uint8_t topic_id[16];
+    int32_t index;
+    char *topic;
+    st_log_t *log;       /* NULL: offline (open_err) or deleted */
+    st_parts_t *parts;   /* the owning table */
+    int64_t hw;          /* high watermark */
+    uint64_t waiters[4]; /* bitmap of shards (up to 256) with fetches waiting */
+    int pending_durable; /* durability callbacks outstanding (they hold the partition) */
+    bool dead;           /* deleted: freed once pending_durable drops to 0 */
+    int open_err;        /* offline (log NULL): why its log could not be opened */
+    uint64_t records_in, bytes_in, records_out, bytes_out;
+    st_pstate_t pstate; /* idempotent producers (rebuilt from the log at open) */
+    /* log cleaner (compacted topics) */
+    bool cleaning;          /* in the shard's active set */
+    bool clean_full_map;    /* the last clean ran out of key map: the next gets the whole share */
+    size_t clean_map_bytes; /* key map of a clean that starts now */
+    int64_t clean_retry_ms; /* a clean failed: not again before this (monotonic ms) */
+    struct st_part *next;   /* hash chain */
+} st_part_t;
+
+#define ST_CLEAN_MAX_ACTIVE  64          /* log.cleaner.threads' upper bound */
+#define ST_CLEAN_SLICE_BYTES (256 << 10) /* input bytes of one st_log_clean_step */
+#define ST_CLEAN_TURN_NS     1000000     /* work of one turn before yielding to the loop */
+#define ST_CLEAN_RETRY_MS    15000       /* after a failed clean (Kafka's log.cleaner.backoff.ms) */
+
+/* The shard's log cleaner: the partitions being cleaned and the read throttle. */
+typedef struct st_parts_cleaner {
+    st_timer_t timer; /* armed while a clean has work left */
+    st_part_t *active[ST_CLEAN_MAX_ACTIVE];
+    int nactive;
+    double tokens;     /* bytes that may be read now (negative: a deficit to wait out) */
+    int64_t refill_ns; /* when tokens were last refilled */
+} st_parts_cleaner_t;
+
+struct st_parts {
+    st_part_t **buckets; /* NULL once closed */
+    size_t nbuckets;
+    size_t count;
+    st_loop_t *loop;
+    st_storage_env_t *env;
+    st_parts_config_t cfg;
+    st_parts_cleaner_t cleaner;
+};
+
+/* ---- the table ---- */
+
+void st_parts_init(st_parts_t *t, st_loop_t *loop, st_storage_env_t *env,
+                   const st_parts_config_t *cfg);
+/* Closes every log cleanly and writes the producer state snapshots (shutdown). */
+void st_parts_fini(st_parts_t *t);
+st_part_t *st_parts_get(const st_parts_t *t, const uint8_t topic_id[16], int32_t index);
+/* Opens (creating) the log of partition `index` of topic (name, id) with settings lc. When the
+ * log cannot be opened the partition is still added, offline (log NULL, open_err set), and the
+ * error returned. An open partition is returned as it is. */
+int st_parts_open(st_parts_t *t, const char *topic, const uint8_t topic_id[16], int32_t index,
+                  const st_log_config_t *lc, st_part_t **out);
+/* Deletes the partition's files and forgets it; its waiting fetches are woken. */
+void st_parts_delete(st_parts_t *t, st_part_t *p);
+/* Calls fn for every partition (fn may delete the one it is given). */
+void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg);
+/* The shard's housekeeping (every 100 ms): each log's tick (roll, retention, time-based
+ * flush), the high watermark that follows, idle producer ids expired and snapshots written;
+ * then the cleaner's scheduling: when fewer than cleaner_threads partitions are being cleaned,
+ * adds the dirtiest of those due (st_log_clean_due) and starts the turns. */
+void st_parts_tick(st_parts_t *t);
+
+/* ---- one partition ---- */
+
+/* Applies changed settings to an open log (the high watermark follows the flush policy). */
+void st_part_reconfigure(st_part_t *p, const st_log_config_t *lc);
+
+/* At most this many refused records are listed in st_part_rejects_t (the total is in its
+ * summary). A compressed batch of tiny keyless records may hold millions; listing each, with
+ * Kafka's ~100-byte text, would answer a small request with hundreds of megabytes. */
+#define ST_PART_MAX_RECORD_ERRORS 10000
+
+/* The keyless records refused by a compacted partition (KIP-467's record_errors): those of
+ * the first batch holding any, by index within that batch. Freed by whoever got it. */
+typedef struct st_part_rejects {
+    int32_t total;      /* keyless records in the batch */
+    int32_t listed;     /* of them, in index[] */
+    char message[352];  /* each one's batch_index_error_message */
+    char summary[1536]; /* the partition's error_message */
+    int32_t index[];    /* ST_PART_MAX_RECORD_ERRORS: indices within the batch */
+} st_part_rejects_t;
+
+/* What an append did (all of it known when st_part_append returns). */
+typedef struct st_part_append_res {
+    int16_t error;              /* Kafka error code; 0 */
+    const char *why;            /* static text for error_message, or NULL */
+    st_part_rejects_t *rejects; /* INVALID_RECORD for keyless records: the caller frees */
+    int64_t base_offset, log_append_time, log_start_offset;
+    int64_t appended_bytes; /* bytes written: 0 for a refusal or a producer's duplicate */
+} st_part_append_res_t;
+
+/* An append's (or DeleteRecords') completion: error is 0 or the Kafka error of its sync. */
+typedef void (*st_part_done_fn)(void *arg, int16_t error, const char *why);
+
+/*
+ * Appends the record batches records[0..len) (kept by the caller until this returns; their
+ * base offsets and leader epochs are written in place).
+ * Validates them (storage's batch checks; compacted logs refuse keyless records), answers a
+ * retried idempotent batch with where it went the first time, assigns offsets and records the
+ * producers. Fills *res. Then, unless res->error: returns true when done(arg, ...) will be
+ * called once the batches are as durable as `acks` asks (never for ST_ACKS_NONE), false when
+ * the answer is complete now. The high watermark moves and waiting fetches wake as the bytes
+ * become durable, whatever acks was.
+ */
+bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
+                    st_part_append_res_t *res, st_part_done_fn done, void *arg);
+
+/* DeleteRecords: moves the log start to `offset` (-1: the high watermark), which may not pass
+ * the high watermark. Sets *error and *low_watermark; returns true when done(arg, ...) will be
+ * called once the new start is durable (a crash after the answer must not bring the deleted
+ * records back), false when the answer is complete now. */
+bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_t *low_watermark,
+                            st_part_done_fn done, void *arg);
+
+/* ---- reads ---- */
+
+/* A Fetch read of one partition. */
+typedef struct st_part_read {
+    int64_t hw, log_start;
+    st_log_read_t read; /* read.bytes > 0: file ranges held until st_log_read_release */
+} st_part_read_t;
+
+/* Reads up to max_bytes from `offset`, never past the high watermark. Returns 0 (out->read
+ * holds bytes only when read.bytes > 0; otherwise nothing is held) or a Kafka error code
+ * (OFFSET_OUT_OF_RANGE outside log start..log end; out->hw and log_start are set once the
+ * partition is online). */
+int16_t st_part_read(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out);
+
+/* ListOffsets within what consumers may read: -1 latest (the high watermark), -2/-4/-5 the log
+ * start, -3 the record with the largest timestamp, t >= 0 the first record with timestamp >= t
+ * (offset -1 when there is none). Sets *offset, *timestamp (-1 unless a record was found by
+ * time) and *epoch; returns 0 or a Kafka error code. */
+int16_t st_part_list_offset(st_part_t *p, int64_t ts, int64_t *offset, int64_t *timestamp,
+                            int32_t *epoch);
+
+/* OffsetForLeaderEpoch from the leader epoch cache: the end offset of `epoch` (the largest
+ * epoch <= it, and where the next began). current_epoch >= 0 is checked against the latest
+ * (FENCED_LEADER_EPOCH below it, UNKNOWN_LEADER_EPOCH above). Returns 0 or a Kafka error. */
+int16_t st_part_end_for_epoch(st_part_t *p, int32_t epoch, int32_t current_epoch,
+                              int32_t *out_epoch, int64_t *end_offset);
+
+/* ---- fetch waiters ---- */
+
+/* Marks shard `waiter` as waiting for data past `seen_hw` (the high watermark its read saw); if
+ * the high watermark is already elsewhere, wakes that shard at once. */
+void st_part_add_waiter(st_part_t *p, int waiter, int64_t seen_hw);
+
+/* Recomputes the high watermark; if it moved, wakes the shards waiting on it. For appends
+ * that do not come through st_part_append (the group coordinator's, until it does). */
+void st_part_update_hw(st_part_t *p);
+
+/* Internal to the module (partition.c, append.c, read.c, cleaner.c). */
+void st_part_maybe_free(st_part_t *p);
+void st_parts_clean_init(st_parts_t *t);
+void st_parts_clean_fini(st_parts_t *t);
+void st_parts_clean_forget(st_parts_t *t, st_part_t *p);
+void st_parts_clean_tick(st_parts_t *t);
+
+#endif
