@@ -1,0 +1,311 @@
+/*
+ * coord_impl.h — the group coordinator's state, shared by the files of group/ that implement
+ * it. Internal: nothing outside group/ includes it. Same thread rules as coord.h: everything on
+ * the coordinator's shard.
+ *
+ *   coord.c      the coordinator's life cycle, the table of groups, DescribeGroups, ListGroups
+ *   rebalance.c  members and the state machine (diagram in coord.h): prepare, complete, remove
+ *   membership.c JoinGroup (dynamic and static members), SyncGroup, Heartbeat, LeaveGroup
+ *   offsets.c    a group's offsets: OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups, expiry
+ *   persist.c    writes to a __consumer_offsets partition, the records written, loading
+ *
+ * Memory: groups, members and offsets are heap objects owned by the coordinator. A group is
+ * freed only when no write referring to it is in flight (g->writes empty). Answers are built in
+ * the caller's arena, never pointing at coordinator memory, since they are encoded later on
+ * another shard.
+ *
+ * Strings: every protocol string kept here (group, member, instance and client ids, client
+ * hosts, protocol types and names, topics, committed metadata) is an st_gstr_t — bytes and a
+ * length, as on the wire and in __consumer_offsets — never a C string: a NUL inside one is
+ * data like any other byte, and survives a commit, a fetch, a clean of the log and a reload.
+ */
+#ifndef ST_GROUP_COORD_IMPL_H
+#define ST_GROUP_COORD_IMPL_H
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "group/coord.h"
+#include "group/records.h"
+
+enum { G_EMPTY, G_PREPARING, G_COMPLETING, G_STABLE, G_DEAD };
+typedef struct st_ggroup st_ggroup_t;
+typedef struct st_gwrite st_gwrite_t;
+
+/* A protocol string owned by the coordinator: heap bytes and their length (a NUL is kept
+ * after them, never relied on). ptr NULL is the null string; an empty one has a ptr. */
+typedef struct st_gstr {
+    char *ptr;
+    int32_t len;
+} st_gstr_t;
+
+#define ST_GSTR_NULL ((st_gstr_t){NULL, -1})
+/* printf arguments for "%.*s" of a non-null st_gstr_t (logs only; they stop at a NUL). */
+#define ST_GSTR_ARG(s) (int)(s).len, (s).ptr
+
+typedef struct st_gproto {
+    st_gstr_t name;
+    uint8_t *meta;
+    int32_t meta_len;
+} st_gproto_t;
+
+typedef struct st_gmember {
+    st_ggroup_t *g;
+    st_gstr_t member_id;
+    st_gstr_t instance_id; /* null: dynamic */
+    st_gstr_t client_id;
+    st_gstr_t client_host;
+    int32_t session_timeout, rebalance_timeout;
+    int nprotos;
+    st_gproto_t *protos;
+    uint8_t *assignment;
+    int32_t assignment_len;
+    st_timer_t session_timer;
+    /* a JoinGroup waiting for the generation to complete */
+    bool join_wait;
+    int16_t join_version;
+    st_arena_t *join_a;
+    st_kp_join_group_resp_t *join_resp;
+    st_gcoord_done_fn join_done;
+    void *join_arg;
+    /* a SyncGroup waiting for the leader's assignment */
+    bool sync_wait;
+    st_kp_sync_group_resp_t *sync_resp;
+    st_arena_t *sync_a;
+    st_gcoord_done_fn sync_done;
+    void *sync_arg;
+} st_gmember_t;
+
+typedef struct st_goff {
+    st_gstr_t topic;
+    int32_t partition;
+    int64_t offset;
+    int32_t leader_epoch;
+    st_gstr_t metadata;
+    int64_t commit_ts;
+    struct st_goff *next;
+} st_goff_t;
+
+typedef struct st_gpending {
+    st_gstr_t member_id;
+    int64_t deadline_ms; /* monotonic */
+} st_gpending_t;
+
+struct st_ggroup {
+    st_gcoord_t *c;
+    st_gstr_t id;
+    int32_t partition;
+    int state;
+    st_gstr_t protocol_type; /* null until a member joined (or loaded) */
+    st_gstr_t protocol;      /* null: none selected */
+    st_gstr_t leader;        /* null: no leader */
+    int32_t generation;
+    int64_t state_ts; /* wall clock of the last state change */
+    st_gmember_t **members;
+    int nmembers, cap;
+    st_gpending_t *pending; /* member ids handed out with MEMBER_ID_REQUIRED */
+    int npending;
+    st_timer_t join_timer;
+    bool initial_delay;           /* the join timer is the initial rebalance delay */
+    bool joined_during_delay;     /* a member joined while it ran */
+    int64_t initial_remaining_ms; /* rebalance timeout left after the delays so far */
+    st_goff_t **offs;             /* committed offsets: hash by (topic, partition) */
+    size_t noffs, nbuckets;
+    bool stored;         /* the group's latest metadata record in the log is a value */
+    st_gwrite_t *writes; /* in flight, referring to this group, in log order */
+    struct st_ggroup *next;
+};
+
+struct st_gcoord {
+    st_loop_t *loop;
+    st_gcoord_config_t cfg;
+    st_log_t **logs; /* by partition; NULL: not this shard's, or not loaded */
+    st_ggroup_t **buckets;
+    size_t nbuckets, ngroups;
+    bool closed;
+    st_timer_t expire_timer;
+};
+
+/* ---- writes to the partition log (persist.c) ---- */
+
+typedef void (*st_gwrite_fn)(st_gcoord_t *c, st_gwrite_t *w, int res);
+
+struct st_gwrite {
+    st_gcoord_t *c;
+    int32_t partition;
+    st_ggroup_t *g; /* in g->writes while in flight */
+    st_gwrite_t *gnext;
+    st_gwrite_fn cb; /* may be NULL */
+    int32_t generation;
+    st_goffsets_t *o;
+    int16_t *error;
+    st_gcoord_done_fn done;
+    void *done_arg;
+    int64_t ts;  /* commit: the commit timestamp written */
+    int nassign; /* sync: the leader's assignment */
+    st_gstr_t *assign_ids;
+    st_kbytes_t *assign;
+};
+
+/* ---- small helpers ---- */
+
+/* Replaces *s by a copy of v (null stays null). -ENOMEM leaves *s null. */
+static inline int gstr_set(st_gstr_t *s, st_kstr_t v)
+{
+    free(s->ptr);
+    *s = ST_GSTR_NULL;
+    if (v.len < 0)
+        return 0;
+    char *p = malloc((size_t)v.len + 1);
+    if (!p)
+        return -ENOMEM;
+    if (v.len > 0)
+        memcpy(p, v.ptr, (size_t)v.len);
+    p[v.len] = 0;
+    *s = (st_gstr_t){p, v.len};
+    return 0;
+}
+
+static inline void gstr_free(st_gstr_t *s)
+{
+    free(s->ptr);
+    *s = ST_GSTR_NULL;
+}
+
+/* A view of s (no copy). */
+static inline st_kstr_t as_kstr(st_gstr_t s)
+{
+    return s.ptr ? (st_kstr_t){s.ptr, s.len} : ST_KSTR_NULL;
+}
+
+/* Whether s holds exactly g's bytes (both null counts as equal). */
+static inline bool kstr_is(st_kstr_t s, st_gstr_t g)
+{
+    if (s.len < 0 || !g.ptr)
+        return s.len < 0 && !g.ptr;
+    return s.len == g.len && memcmp(s.ptr, g.ptr, (size_t)s.len) == 0;
+}
+
+static inline bool gstr_eq(st_gstr_t a, st_gstr_t b)
+{
+    return kstr_is(as_kstr(a), b);
+}
+
+/* A string for an answer, copied into the caller's arena (null stays null). */
+static inline st_kstr_t answer_kstr(st_arena_t *a, st_kstr_t s)
+{
+    if (s.len < 0)
+        return ST_KSTR_NULL;
+    char *p = st_arena_strndup(a, s.len ? s.ptr : "", (size_t)s.len);
+    return p ? (st_kstr_t){p, s.len} : ST_KSTR_EMPTY;
+}
+
+static inline st_kstr_t answer_str(st_arena_t *a, st_gstr_t s)
+{
+    return answer_kstr(a, as_kstr(s));
+}
+
+/* The same, an empty string for null. */
+static inline st_kstr_t answer_str0(st_arena_t *a, st_gstr_t s)
+{
+    return s.ptr ? answer_str(a, s) : ST_KSTR_EMPTY;
+}
+
+static inline st_kbytes_t answer_bytes(st_arena_t *a, const uint8_t *b, int32_t n)
+{
+    if (!b || n <= 0)
+        return (st_kbytes_t){(const uint8_t *)"", 0};
+    uint8_t *p = st_arena_alloc(a, (size_t)n);
+    if (!p)
+        return (st_kbytes_t){(const uint8_t *)"", 0};
+    memcpy(p, b, (size_t)n);
+    return (st_kbytes_t){p, n};
+}
+
+/* FNV-1a of n bytes at p, continuing from h (the hash of the tables of groups and offsets). */
+static inline uint64_t fnv1a(const void *p, size_t n, uint64_t h)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* ---- coord.c: the table of groups ---- */
+
+st_ggroup_t *st_group_find(const st_gcoord_t *c, st_kstr_t id);
+/* A new Empty group in the table; NULL when out of memory. */
+st_ggroup_t *st_group_create(st_gcoord_t *c, st_kstr_t id, int32_t partition);
+/* Unlinks and frees a group; nothing may refer to it (no write, no waiting request). */
+void st_group_free(st_gcoord_t *c, st_ggroup_t *g);
+/* Frees a member already taken out of its group's array (or never put in it). */
+void st_group_member_free(st_gcoord_t *c, st_gmember_t *m);
+
+/* ---- rebalance.c: members and the state machine ---- */
+
+/* A member of g from a JoinGroup (or a loaded record), appended to g->members. */
+st_gmember_t *st_group_member_new(st_ggroup_t *g, st_kstr_t id, const st_kp_join_group_req_t *req,
+                                  int16_t version, st_kstr_t client_id, st_kstr_t client_host);
+/* Restarts m's session timer (not once the coordinator is closed). */
+void st_group_member_touch(st_gcoord_t *c, st_gmember_t *m);
+st_gmember_t *st_group_member_find(const st_ggroup_t *g, st_kstr_t id);
+st_gmember_t *st_group_member_find_static(const st_ggroup_t *g, st_kstr_t instance);
+/* FENCED_INSTANCE_ID when instance names a static member whose id is not member_id. */
+bool st_group_fenced(const st_ggroup_t *g, st_kstr_t member_id, st_kstr_t instance);
+int st_group_member_set_protocols(st_gmember_t *m, const st_kp_join_group_req_t *req);
+bool st_group_member_has_protocol(const st_gmember_t *m, st_kstr_t name);
+/* The protocol every member supports that most members prefer (Kafka's selectProtocol);
+ * null when the members share none. */
+st_kstr_t st_group_select_protocol(const st_ggroup_t *g);
+void st_group_set_state(st_ggroup_t *g, int state);
+/* Answer m's waiting JoinGroup with error / its waiting SyncGroup with error (0: the
+ * assignment); nothing when none waits (invariant 4). */
+void st_group_answer_join(st_gmember_t *m, int16_t error);
+void st_group_answer_sync(st_gmember_t *m, int16_t error);
+/* Fills a JoinGroup answer with the current generation; the leader gets the members unless
+ * skip (a static leader's rejoin with v9+: members listed, but the assignment stays). */
+void st_group_fill_join(st_ggroup_t *g, st_gmember_t *m, int16_t version, st_arena_t *a,
+                        st_kp_join_group_resp_t *r, bool members, bool skip);
+/* Moves g to PreparingRebalance (Kafka's prepareRebalance). */
+void st_group_prepare_rebalance(st_gcoord_t *c, st_ggroup_t *g);
+/* Completes the join phase when every member has rejoined (or none is left). */
+void st_group_try_complete_join(st_gcoord_t *c, st_ggroup_t *g);
+/* Removes a member (leave, session timeout) and moves the group on (Kafka's
+ * removeMemberAndUpdateGroup). */
+void st_group_remove_member(st_gcoord_t *c, st_ggroup_t *g, st_gmember_t *m);
+/* g->join_timer's callback: the initial delay or the rebalance timeout ran out. */
+void st_group_join_timeout(st_timer_t *t);
+
+/* ---- offsets.c ---- */
+
+/* Sets (creates) g's offset of topic-partition; -ENOMEM leaves the old one. */
+int st_group_offset_set(st_ggroup_t *g, st_kstr_t topic, int32_t partition, int64_t offset,
+                        int32_t epoch, st_kstr_t metadata, int64_t ts);
+void st_group_offset_del(st_ggroup_t *g, st_kstr_t topic, int32_t partition);
+void st_group_offsets_clear(st_ggroup_t *g);
+/* c->expire_timer's callback: expires offsets and rearms. */
+void st_group_expire_tick(st_timer_t *t);
+
+/* ---- persist.c: records and writes ---- */
+
+st_gwrite_t *st_group_write_new(st_gcoord_t *c, int32_t partition, st_ggroup_t *g, st_gwrite_fn cb);
+void st_group_write_free(st_gwrite_t *w);
+/* Appends the batches of b to the partition's log; w->cb runs once they are durable (or the
+ * append failed), possibly before this returns. Takes w. */
+void st_group_write(st_gcoord_t *c, st_gbatch_t *b, st_gwrite_t *w);
+/* An offset record: the value of o, else of in (committed at ts), else a tombstone. */
+int st_group_add_offset_record(st_gbatch_t *b, st_kstr_t group, st_kstr_t topic, int32_t partition,
+                               const st_goff_t *o, int64_t ts, const st_goffset_t *in);
+/* A group metadata record: value, or a tombstone when value is NULL. */
+int st_group_add_group_record(st_gbatch_t *b, st_kstr_t group, const uint8_t *value,
+                              int32_t value_len);
+/* Adds g's metadata record as it is now, with `assign` (if given) in place of the members'
+ * assignments. */
+int st_group_add_group_value(st_gbatch_t *b, st_ggroup_t *g, int nassign, const st_gstr_t *ids,
+                             const st_kbytes_t *assign);
+/* Writes g's metadata as it is now (Empty after a generation with no member, a static
+ * member's new id). The answer does not wait for it. */
+void st_group_persist(st_gcoord_t *c, st_ggroup_t *g);
+
+#endif

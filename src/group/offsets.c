@@ -1,0 +1,492 @@
+/*
+ * offsets.c — a group's committed offsets and the removal of what is gone: the table of
+ * offsets, OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups, and the expiry of offsets
+ * (and of groups left with none) after offsets.retention.minutes. Every removal writes a
+ * tombstone for each key it removes (invariant 2 in coord.h).
+ */
+#include "group/coord_impl.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "proto/kerr.h"
+
+/* ---- offsets table of a group ---- */
+
+void st_group_offsets_clear(st_ggroup_t *g)
+{
+    for (size_t i = 0; i < g->nbuckets; i++)
+        for (st_goff_t *o = g->offs[i], *next; o; o = next) {
+            next = o->next;
+            gstr_free(&o->topic);
+            gstr_free(&o->metadata);
+            free(o);
+        }
+    memset(g->offs, 0, g->nbuckets * sizeof *g->offs);
+    g->noffs = 0;
+}
+
+static size_t offset_bucket(const st_ggroup_t *g, const char *topic, int32_t len, int32_t partition)
+{
+    uint64_t h = fnv1a(topic, (size_t)len, 1469598103934665603ull);
+    h = fnv1a(&partition, sizeof partition, h);
+    return (size_t)(h ^ (h >> 31)) & (g->nbuckets - 1);
+}
+
+static st_goff_t *offset_find(const st_ggroup_t *g, st_kstr_t topic, int32_t partition)
+{
+    if (topic.len < 0)
+        return NULL;
+    for (st_goff_t *o = g->offs[offset_bucket(g, topic.ptr, topic.len, partition)]; o; o = o->next)
+        if (o->partition == partition && kstr_is(topic, o->topic))
+            return o;
+    return NULL;
+}
+
+int st_group_offset_set(st_ggroup_t *g, st_kstr_t topic, int32_t partition, int64_t offset,
+                        int32_t epoch, st_kstr_t metadata, int64_t ts)
+{
+    st_goff_t *o = offset_find(g, topic, partition);
+    st_gstr_t md = ST_GSTR_NULL;
+    if (gstr_set(&md, metadata.len < 0 ? ST_KSTR_EMPTY : metadata))
+        return -ENOMEM;
+    if (!o) {
+        if (g->noffs >= g->nbuckets) {
+            size_t n = g->nbuckets * 2;
+            st_goff_t **b = calloc(n, sizeof *b);
+            if (b) {
+                size_t old = g->nbuckets;
+                st_goff_t **ob = g->offs;
+                g->offs = b;
+                g->nbuckets = n;
+                for (size_t i = 0; i < old; i++)
+                    for (st_goff_t *x = ob[i], *next; x; x = next) {
+                        next = x->next;
+                        size_t k = offset_bucket(g, x->topic.ptr, x->topic.len, x->partition);
+                        x->next = b[k];
+                        b[k] = x;
+                    }
+                free(ob);
+            }
+        }
+        o = calloc(1, sizeof *o);
+        if (!o || gstr_set(&o->topic, topic) || !o->topic.ptr) {
+            free(o);
+            gstr_free(&md);
+            return -ENOMEM;
+        }
+        o->metadata = ST_GSTR_NULL;
+        o->partition = partition;
+        size_t k = offset_bucket(g, o->topic.ptr, o->topic.len, partition);
+        o->next = g->offs[k];
+        g->offs[k] = o;
+        g->noffs++;
+    }
+    gstr_free(&o->metadata);
+    o->metadata = md;
+    o->offset = offset;
+    o->leader_epoch = epoch;
+    o->commit_ts = ts;
+    return 0;
+}
+
+void st_group_offset_del(st_ggroup_t *g, st_kstr_t topic, int32_t partition)
+{
+    if (topic.len < 0)
+        return;
+    size_t k = offset_bucket(g, topic.ptr, topic.len, partition);
+    for (st_goff_t **pp = &g->offs[k]; *pp; pp = &(*pp)->next) {
+        st_goff_t *o = *pp;
+        if (o->partition == partition && kstr_is(topic, o->topic)) {
+            *pp = o->next;
+            gstr_free(&o->topic);
+            gstr_free(&o->metadata);
+            free(o);
+            g->noffs--;
+            return;
+        }
+    }
+}
+
+/* ---- OffsetCommit, OffsetFetch, OffsetDelete ---- */
+
+static int16_t kerr_of_write(int res)
+{
+    if (res == ST_E_TOO_LARGE)
+        return ST_KERR_INVALID_COMMIT_OFFSET_SIZE;
+    return res ? ST_KERR_COORDINATOR_NOT_AVAILABLE : 0;
+}
+
+static void commit_written(st_gcoord_t *c, st_gwrite_t *w, int res)
+{
+    (void)c;
+    st_goffsets_t *o = w->o;
+    st_ggroup_t *g = w->g;
+    for (int i = 0; i < o->n; i++) {
+        st_goffset_t *p = &o->parts[i];
+        if (p->error)
+            continue;
+        if (res) {
+            p->error = kerr_of_write(res);
+            continue;
+        }
+        if (st_group_offset_set(g, p->topic, p->partition, p->offset, p->leader_epoch, p->metadata,
+                                w->ts))
+            p->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+    }
+    w->done(w->done_arg);
+}
+
+void st_gcoord_commit(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_gcoord_done_fn done,
+                      void *arg)
+{
+    int16_t err = 0;
+    st_ggroup_t *g = NULL;
+    if (c->closed || !st_gcoord_loaded(c, partition))
+        err = ST_KERR_NOT_COORDINATOR;
+    else if (o->group_id.len <= 0)
+        err = ST_KERR_INVALID_GROUP_ID;
+    else if (!(g = st_group_find(c, o->group_id))) {
+        if (o->generation < 0 && o->member_id.len <= 0) {
+            g = st_group_create(c, o->group_id, partition);
+            if (!g)
+                err = ST_KERR_UNKNOWN_SERVER_ERROR;
+        } else {
+            err = ST_KERR_ILLEGAL_GENERATION;
+        }
+    }
+    if (!err) {
+        st_gmember_t *m = st_group_member_find(g, o->member_id);
+        if (g->state == G_DEAD)
+            err = ST_KERR_COORDINATOR_NOT_AVAILABLE;
+        else if (o->generation < 0 && g->state == G_EMPTY)
+            err = 0;
+        else if (st_group_fenced(g, o->member_id, o->group_instance_id))
+            err = ST_KERR_FENCED_INSTANCE_ID;
+        else if (!m)
+            err = ST_KERR_UNKNOWN_MEMBER_ID;
+        else if (o->generation != g->generation)
+            err = ST_KERR_ILLEGAL_GENERATION;
+        else if (g->state == G_COMPLETING)
+            err = ST_KERR_REBALANCE_IN_PROGRESS;
+        else
+            st_group_member_touch(c, m);
+    }
+    if (err) {
+        for (int i = 0; i < o->n; i++)
+            if (!o->parts[i].error)
+                o->parts[i].error = err;
+        done(arg);
+        return;
+    }
+    int64_t now = st_wall_ms();
+    st_gwrite_t *w = st_group_write_new(c, partition, g, commit_written);
+    st_gbatch_t b;
+    st_gbatch_init(&b, now, c->cfg.max_batch_bytes);
+    int rc = w ? 0 : -ENOMEM;
+    for (int i = 0; i < o->n && !rc; i++) {
+        st_goffset_t *p = &o->parts[i];
+        if (p->error)
+            continue;
+        if (p->metadata.len > ST_GCOORD_MAX_METADATA) {
+            p->error = ST_KERR_OFFSET_METADATA_TOO_LARGE;
+            continue;
+        }
+        rc = st_group_add_offset_record(&b, o->group_id, p->topic, p->partition, NULL, now, p);
+    }
+    if (rc) {
+        if (w)
+            st_group_write_free(w);
+        st_gbatch_fini(&b);
+        for (int i = 0; i < o->n; i++)
+            if (!o->parts[i].error)
+                o->parts[i].error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        done(arg);
+        return;
+    }
+    w->o = o;
+    w->ts = now;
+    w->done = done;
+    w->done_arg = arg;
+    st_group_write(c, &b, w);
+    st_gbatch_fini(&b);
+}
+
+static int offset_cmp(const void *x, const void *y)
+{
+    const st_goffset_t *a = x, *b = y;
+    int n = a->topic.len < b->topic.len ? a->topic.len : b->topic.len;
+    int r = memcmp(a->topic.ptr, b->topic.ptr, (size_t)n);
+    if (r)
+        return r;
+    if (a->topic.len != b->topic.len)
+        return a->topic.len < b->topic.len ? -1 : 1;
+    return a->partition < b->partition ? -1 : a->partition > b->partition;
+}
+
+void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_arena_t *a)
+{
+    o->error = 0;
+    if (c->closed || !st_gcoord_loaded(c, partition)) {
+        o->error = ST_KERR_NOT_COORDINATOR;
+        return;
+    }
+    if (o->group_id.len <= 0 && !o->all) {
+        o->error = ST_KERR_INVALID_GROUP_ID;
+        return;
+    }
+    st_ggroup_t *g = st_group_find(c, o->group_id);
+    if (g && g->state == G_DEAD)
+        g = NULL;
+    if (o->all) {
+        o->n = 0;
+        o->parts = st_arena_zalloc(a, (g ? g->noffs : 0) * sizeof *o->parts + 1);
+        if (!o->parts || !g)
+            return;
+        for (size_t i = 0; i < g->nbuckets; i++)
+            for (st_goff_t *x = g->offs[i]; x; x = x->next) {
+                st_goffset_t *p = &o->parts[o->n++];
+                p->topic = answer_str(a, x->topic);
+                p->partition = x->partition;
+                p->offset = x->offset;
+                p->leader_epoch = x->leader_epoch;
+                p->metadata = answer_str0(a, x->metadata);
+                p->error = 0;
+            }
+        qsort(o->parts, (size_t)o->n, sizeof *o->parts, offset_cmp);
+        return;
+    }
+    for (int i = 0; i < o->n; i++) {
+        st_goffset_t *p = &o->parts[i];
+        st_goff_t *x = g ? offset_find(g, p->topic, p->partition) : NULL;
+        p->offset = x ? x->offset : -1;
+        p->leader_epoch = x ? x->leader_epoch : -1;
+        p->metadata = x ? answer_str0(a, x->metadata) : ST_KSTR_EMPTY;
+    }
+}
+
+/* Whether a live member's subscription (consumer protocol: version int16, topics
+ * [string]) names topic. */
+static bool subscribes(const st_ggroup_t *g, st_kstr_t topic)
+{
+    if (!st_kstr_eq(as_kstr(g->protocol_type), "consumer") || !g->protocol.ptr)
+        return false;
+    for (int i = 0; i < g->nmembers; i++) {
+        const st_gmember_t *m = g->members[i];
+        for (int k = 0; k < m->nprotos; k++) {
+            if (!gstr_eq(m->protos[k].name, g->protocol))
+                continue;
+            const uint8_t *p = m->protos[k].meta, *end = p + m->protos[k].meta_len;
+            if (end - p < 6)
+                continue;
+            p += 2;
+            int32_t n = (int32_t)st_be32(p);
+            p += 4;
+            for (int32_t t = 0; t < n && end - p >= 2; t++) {
+                int16_t l = (int16_t)st_be16(p);
+                p += 2;
+                if (l < 0 || end - p < l)
+                    break;
+                if (l == topic.len && memcmp(p, topic.ptr, (size_t)l) == 0)
+                    return true;
+                p += l;
+            }
+        }
+    }
+    return false;
+}
+
+static void offset_delete_written(st_gcoord_t *c, st_gwrite_t *w, int res)
+{
+    (void)c;
+    st_goffsets_t *o = w->o;
+    for (int i = 0; i < o->n; i++) {
+        st_goffset_t *p = &o->parts[i];
+        if (p->error)
+            continue;
+        if (res)
+            p->error = kerr_of_write(res);
+        else
+            st_group_offset_del(w->g, p->topic, p->partition);
+    }
+    w->done(w->done_arg);
+}
+
+void st_gcoord_offset_delete(st_gcoord_t *c, int32_t partition, st_goffsets_t *o,
+                             st_gcoord_done_fn done, void *arg)
+{
+    st_ggroup_t *g = NULL;
+    o->error = 0;
+    if (c->closed || !st_gcoord_loaded(c, partition))
+        o->error = ST_KERR_NOT_COORDINATOR;
+    else if (o->group_id.len <= 0)
+        o->error = ST_KERR_INVALID_GROUP_ID;
+    else if (!(g = st_group_find(c, o->group_id)) || g->state == G_DEAD)
+        o->error = ST_KERR_GROUP_ID_NOT_FOUND;
+    else if (g->state != G_EMPTY && !st_kstr_eq(as_kstr(g->protocol_type), "consumer"))
+        o->error = ST_KERR_NON_EMPTY_GROUP;
+    if (o->error) {
+        done(arg);
+        return;
+    }
+    st_gwrite_t *w = st_group_write_new(c, partition, g, offset_delete_written);
+    st_gbatch_t b;
+    st_gbatch_init(&b, st_wall_ms(), c->cfg.max_batch_bytes);
+    int rc = w ? 0 : -ENOMEM;
+    for (int i = 0; i < o->n && !rc; i++) {
+        st_goffset_t *p = &o->parts[i];
+        if (p->error)
+            continue;
+        if (g->state != G_EMPTY && subscribes(g, p->topic)) {
+            p->error = ST_KERR_GROUP_SUBSCRIBED_TO_TOPIC;
+            continue;
+        }
+        if (offset_find(g, p->topic, p->partition))
+            rc = st_group_add_offset_record(&b, o->group_id, p->topic, p->partition, NULL, 0, NULL);
+    }
+    if (rc) {
+        if (w)
+            st_group_write_free(w);
+        st_gbatch_fini(&b);
+        o->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        done(arg);
+        return;
+    }
+    w->o = o;
+    w->done = done;
+    w->done_arg = arg;
+    st_group_write(c, &b, w);
+    st_gbatch_fini(&b);
+}
+
+/* ---- DeleteGroups ---- */
+
+/* Tombstones for every key of g: its offsets, those of commits still being written (their
+ * records precede these in the log), and its metadata (invariant 2). */
+static int add_tombstones(st_gbatch_t *b, st_ggroup_t *g)
+{
+    int rc = 0;
+    for (size_t i = 0; i < g->nbuckets && !rc; i++)
+        for (st_goff_t *o = g->offs[i]; o && !rc; o = o->next)
+            rc = st_group_add_offset_record(b, as_kstr(g->id), as_kstr(o->topic), o->partition,
+                                            NULL, 0, NULL);
+    for (st_gwrite_t *w = g->writes; w && !rc; w = w->gnext)
+        for (int i = 0; w->cb == commit_written && i < w->o->n && !rc; i++)
+            if (!w->o->parts[i].error)
+                rc = st_group_add_offset_record(b, as_kstr(g->id), w->o->parts[i].topic,
+                                                w->o->parts[i].partition, NULL, 0, NULL);
+    if (!rc)
+        rc = st_group_add_group_record(b, as_kstr(g->id), NULL, 0);
+    return rc;
+}
+
+/* Once durable the group is freed (write_done), as soon as no other write refers to it. */
+static void delete_written(st_gcoord_t *c, st_gwrite_t *w, int res)
+{
+    (void)c;
+    if (res)
+        st_group_set_state(w->g, G_EMPTY);
+    *w->error = res ? ST_KERR_COORDINATOR_NOT_AVAILABLE : 0;
+    w->done(w->done_arg);
+}
+
+void st_gcoord_delete_group(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, int16_t *error,
+                            st_gcoord_done_fn done, void *arg)
+{
+    st_ggroup_t *g = NULL;
+    if (c->closed || !st_gcoord_loaded(c, partition))
+        *error = ST_KERR_NOT_COORDINATOR;
+    else if (group_id.len <= 0)
+        *error = ST_KERR_INVALID_GROUP_ID;
+    else if (!(g = st_group_find(c, group_id)) || g->state == G_DEAD)
+        *error = ST_KERR_GROUP_ID_NOT_FOUND;
+    else if (g->state != G_EMPTY)
+        *error = ST_KERR_NON_EMPTY_GROUP;
+    else
+        *error = 0;
+    if (*error) {
+        done(arg);
+        return;
+    }
+    st_gwrite_t *w = st_group_write_new(c, partition, g, delete_written);
+    st_gbatch_t b;
+    st_gbatch_init(&b, st_wall_ms(), c->cfg.max_batch_bytes);
+    if (!w || add_tombstones(&b, g)) {
+        if (w)
+            st_group_write_free(w);
+        st_gbatch_fini(&b);
+        *error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        done(arg);
+        return;
+    }
+    g->state = G_DEAD;
+    w->error = error;
+    w->done = done;
+    w->done_arg = arg;
+    st_group_write(c, &b, w);
+    st_gbatch_fini(&b);
+}
+
+/* ---- expiry ---- */
+
+/* Drops g's offsets past retention and, when none is left, g itself (Kafka's
+ * cleanupGroupMetadata), writing their tombstones. Memory changes at once (invariant 1). */
+static void expire_group(st_gcoord_t *c, st_ggroup_t *g, int64_t now)
+{
+    if (g->state != G_EMPTY || g->writes)
+        return;
+    st_gbatch_t b;
+    st_gbatch_init(&b, now, c->cfg.max_batch_bytes);
+    int rc = 0;
+    for (size_t i = 0; i < g->nbuckets && !rc; i++)
+        for (st_goff_t *o = g->offs[i], *next; o && !rc; o = next) {
+            next = o->next;
+            int64_t base = g->protocol_type.ptr ? g->state_ts : o->commit_ts;
+            if (now - base < c->cfg.offsets_retention_ms)
+                continue;
+            rc = st_group_add_offset_record(&b, as_kstr(g->id), as_kstr(o->topic), o->partition,
+                                            NULL, 0, NULL);
+            if (!rc)
+                st_group_offset_del(g, as_kstr(o->topic), o->partition);
+        }
+    bool gone = !rc && g->noffs == 0;
+    if (gone)
+        rc = st_group_add_group_record(&b, as_kstr(g->id), NULL, 0);
+    st_gwrite_t *w = rc || b.total == 0 ? NULL : st_group_write_new(c, g->partition, g, NULL);
+    if (!w) {
+        st_gbatch_fini(&b);
+        return;
+    }
+    if (gone)
+        g->state = G_DEAD;
+    ST_INFO("group %.*s: %d expired record(s) removed%s", ST_GSTR_ARG(g->id), b.total,
+            gone ? ", group gone" : "");
+    st_group_write(c, &b, w);
+    st_gbatch_fini(&b);
+}
+
+void st_gcoord_expire_now(st_gcoord_t *c)
+{
+    if (c->closed)
+        return;
+    int64_t now = st_wall_ms();
+    /* Collect first: a scan may free groups. */
+    size_t n = 0;
+    st_ggroup_t **all = malloc((c->ngroups + 1) * sizeof *all);
+    if (!all)
+        return;
+    for (size_t i = 0; i < c->nbuckets; i++)
+        for (st_ggroup_t *g = c->buckets[i]; g; g = g->next)
+            all[n++] = g;
+    for (size_t i = 0; i < n; i++)
+        expire_group(c, all[i], now);
+    free(all);
+}
+
+void st_group_expire_tick(st_timer_t *t)
+{
+    st_gcoord_t *c = t->data;
+    st_gcoord_expire_now(c);
+    if (!c->closed)
+        st_loop_timer_start(c->loop, &c->expire_timer, c->cfg.expire_check_ms);
+}
