@@ -4,6 +4,9 @@ TEST_BUILD ?= build-test
 FUZZ_TIME  ?= 300
 JOBS       ?= $(shell nproc)
 SMP        ?=
+# The CMake-generated makefiles run make recursively; without this every level prints
+# "Entering directory" lines.
+MAKEFLAGS  += --no-print-directory
 
 .PHONY: all deps release run test fuzz bench format clean
 
