@@ -505,6 +505,92 @@ class PowerLossTest(unittest.TestCase):
             CUTS, len(acked), time.monotonic() - t0))
 
 
+    def test_power_cuts_while_cleaning(self):
+        """A compacted topic cleaned continuously under a keyed acks=all load: after each cut
+        every key's latest acknowledged record is at its offset (older ones may have been
+        compacted away), and nothing appears that was not produced."""
+        if CACHING or NO_STOP:
+            self.skipTest("runs in the default mode only")
+        self.server.sets.update({"log.cleaner.min.cleanable.ratio": "0.01",
+                                 "log.cleaner.io.max.bytes.per.second": "20000000"})
+        t0 = time.monotonic()
+        deadline = t0 + TEST_BUDGET
+        self.server.start()
+        t = "pl-compact"
+        kc.create_topic(self.server.bootstrap, t, 2,
+                        config={"segment.bytes": "4096", "cleanup.policy": "compact"})
+        latest, seq, cleaned = {}, 0, 0   # latest: (partition, key) -> (offset, value)
+        acked = [0]
+        for r in range(3):
+            p = kc.producer(self.server.bootstrap, acks="all", linger_ms=1, retries=0,
+                            message_timeout_ms=5000, queue_buffering_max_messages=2000)
+
+            def cb(err, m):
+                if err is None:
+                    acked[0] += 1
+                    k = (m.partition(), m.key())
+                    if k not in latest or latest[k][0] < m.offset():
+                        latest[k] = (m.offset(), m.value())
+            t_end, killed = min(time.monotonic() + 4, deadline), False
+            while not killed:
+                try:
+                    p.produce(t, b"%s/%08d" % (t.encode(), seq), key=b"k%02d" % (seq % 40),
+                              partition=seq % 2, on_delivery=cb)
+                    seq += 1
+                except BufferError:
+                    p.poll(0.01)
+                p.poll(0)
+                if time.monotonic() > t_end:
+                    os.kill(self.server.proc.pid, signal.SIGSTOP)
+                    st = self.fs.cut(if_pending=".log")
+                    if st is not None:
+                        cleaned += self.server.stderr_text().count("cleaned below offset")
+                        self.server.kill9()
+                        killed = True
+                    elif time.monotonic() > t_end + 5:
+                        self.fail("dropfs never held unsynced segment bytes under load")
+                    else:
+                        os.kill(self.server.proc.pid, signal.SIGCONT)
+            p.purge()
+            p.flush(10)
+            self.fs.unmount()
+            self.fs.mount()
+            self.server.start()
+            # Read through a keyed marker per partition.
+            q = kc.producer(self.server.bootstrap, acks="all", retries=0, linger_ms=0,
+                            message_timeout_ms=10000)
+            ends = {}
+
+            def mcb(err, m):
+                self.assertIsNone(err, "marker not acknowledged after the restart")
+                ends[(t, m.partition())] = m.offset()
+            for part in range(2):
+                q.produce(t, b"marker-%d" % r, key=b"marker", partition=part, on_delivery=mcb)
+            self.assertEqual(q.flush(15), 0)
+            got = read_through(self.server.bootstrap, ends)
+            lost = []
+            for (part, key), (off, val) in latest.items():
+                if dict(got[(t, part)]).get(off) != val:
+                    lost.append((part, key, off))
+            bad = [v for recs in got.values() for _, v in recs
+                   if not (v.startswith(t.encode() + b"/") or v.startswith(b"marker-"))]
+            on_disk = sum(len(v) for v in got.values())
+            print("cleaning cut %d: %d keys' latest records, %d records on disk of %d acknowledged;"
+                  " dropfs dropped %d bytes of segment data, undid %d directory changes; %d"
+                  " latest records lost" % (r + 1, len(latest), on_disk, acked[0],
+                                            st["log_bytes"], st["last_undone_dirops"], len(lost)),
+                  flush=True)
+            self.assertEqual(st["undo_errors"], 0)
+            self.assertEqual(bad, [])
+            if lost:
+                self.fail("after cut %d: latest acknowledged records lost: %s\ndropfs undid:\n%s"
+                          % (r + 1, lost[:20], "\n".join(st["log"][:80])))
+        self.server.stop()
+        cleaned += self.server.stderr_text().count("cleaned below offset")
+        self.assertGreater(cleaned, 0, "the cleaner never finished a clean during the test")
+        print("3 cuts while cleaning (%d cleans finished), none of %d latest records lost; %.1fs"
+              % (cleaned, len(latest), time.monotonic() - t0))
+
 if __name__ == "__main__":
     why = skip_reason()
     if why:
