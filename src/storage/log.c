@@ -9,7 +9,8 @@
  * Invariants (st_log_check):
  *   1. segs[] is non-empty, sorted by base offset; only segs[nsegs-1] (the active segment)
  *      takes appends; segs[i].next_offset <= segs[i+1].base_offset.
- *   2. segs[0].base_offset <= log_start <= durable <= end == active.next_offset.
+ *   2. segs[0].base_offset <= log_start <= durable <= end == active.next_offset; a compacted
+ *      log may start below its first segment (the cleaner emptied the ones before it).
  *   3. A sync round is in flight <=> sync_pending > 0; it covers offsets below sync_target.
  *   4. Waiters are sorted by offset and all wait for offsets above `durable` (strict mode).
  *   5. Every offset below recovery_point is synced; strata.checkpoint on disk never says more
@@ -120,11 +121,9 @@ int st_log_replace_segments(st_log_t *log, int from, int to, st_segment_t *s)
         log->segs[from] = s;
     log->nsegs -= n - add;
     log->layout_gen++;
-    if (log->segs[0]->base_offset > log->log_start) {
-        /* The cleaner emptied the first segments: nothing is left below the next one. */
-        log->log_start = log->segs[0]->base_offset;
-        st_log_after_front_change(log);
-    }
+    /* The log start stays where it was even when the cleaner emptied the first segments
+     * (compaction never moves it, as in Kafka): reads from it find the next record, and a
+     * consumer positioned there gets no OFFSET_OUT_OF_RANGE. */
     return 0;
 }
 
@@ -249,6 +248,7 @@ int st_log_roll_to(st_log_t *log, int64_t base)
         st_segment_delete(s);
         return rc;
     }
+    bool replaced_only = a->size == 0 && log->nsegs == 1;
     if (a->size == 0) {
         /* An empty active segment is replaced, not kept behind the new one. */
         log->nsegs--;
@@ -259,8 +259,9 @@ int st_log_roll_to(st_log_t *log, int64_t base)
         st_segment_delete(s);
         return rc;
     }
-    if (log->segs[0]->base_offset > log->log_start) {
-        /* The only segment was empty and replaced: nothing exists below its successor. */
+    if (replaced_only && !log->cfg.compact && log->segs[0]->base_offset > log->log_start) {
+        /* The only segment was empty and replaced: nothing exists below its successor (a
+         * compacted log keeps its start wherever the segments begin: invariant 2). */
         log->log_start = log->segs[0]->base_offset;
         st_log_ckpt_write(log);
     }
@@ -920,7 +921,8 @@ bool st_log_check(const st_log_t *log)
     for (int i = 1; i < log->nsegs; i++)
         if (log->segs[i - 1]->next_offset > log->segs[i]->base_offset)
             return false;
-    if (!(log->segs[0]->base_offset <= log->log_start && log->log_start <= log->end))
+    if (!((log->segs[0]->base_offset <= log->log_start || log->cfg.compact) &&
+          log->log_start <= log->end))
         return false;
     if (log->durable > log->end || st_log_active(log)->next_offset != log->end)
         return false;

@@ -323,8 +323,8 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
     }
     log->end = st_log_active(log)->next_offset;
     log->log_start = ck.log_start_offset;
-    if (log->log_start < log->segs[0]->base_offset)
-        log->log_start = log->segs[0]->base_offset;
+    if (log->log_start < log->segs[0]->base_offset && !(cfg->compact && rp_known))
+        log->log_start = log->segs[0]->base_offset; /* compaction leaves the start (log.c) */
     if (log->log_start > log->end)
         log->log_start = log->end;
     /* The epoch cache follows the log: rebuilt from batch headers when its file is gone,

@@ -200,6 +200,9 @@ static void test_latest_per_key(void **state)
         assert_true(st.records_removed > 40);
         assert_true(st.bytes_written < st.bytes_read);
         assert_true(st_log_segment_count(log) < segs_before); /* grouped */
+        /* Compaction never moves the log start, even past emptied segments: a read from it
+         * finds the next record. */
+        assert_int_equal(st_log_start_offset(log), 0);
         seen_t s;
         read_log(log, &s);
         for (int k = 0; k < 10; k++) {
@@ -221,6 +224,7 @@ static void test_latest_per_key(void **state)
         seen_t s2;
         read_log(log, &s2);
         assert_memory_equal(s.offset, s2.offset, sizeof s.offset);
+        assert_int_equal(st_log_start_offset(log), 0);
         assert_false(st_log_clean_due(log));
         st_log_close(log);
         tenv_fini(&t);
@@ -432,13 +436,49 @@ static void test_async_group_syncs(void **state)
     }
 }
 
+/* Every closed record superseded by the active segment's: the cleaner empties every closed
+ * segment, and later rolls still leave the log start where it was. */
+static void test_start_stays_when_all_cleaned(void **state)
+{
+    (void)state;
+    tenv_t t;
+    tenv_init(&t, 96);
+    st_log_config_t c = ccfg(300);
+    st_log_t *log = NULL;
+    assert_int_equal(st_log_open(&t.env, DIR, &c, &log), 0);
+    int key[1] = {3};
+    for (int v = 0; v < 20; v++) {
+        int ver[1] = {v};
+        append_keyed(log, 1, key, ver, t.now, -1, -1);
+    }
+    clean_all(log, NULL);
+    for (int v = 20; v < 40; v++) {
+        int ver[1] = {v};
+        append_keyed(log, 1, key, ver, t.now, -1, -1); /* rolls again */
+        assert_int_equal(st_log_start_offset(log), 0);
+    }
+    clean_all(log, NULL);
+    assert_int_equal(st_log_start_offset(log), 0);
+    seen_t s;
+    read_log(log, &s);
+    assert_int_equal(s.ver[3], 39);
+    assert_int_equal(st_log_close(log), 0);
+    assert_int_equal(st_log_open(&t.env, DIR, &c, &log), 0);
+    assert_int_equal(st_log_start_offset(log), 0);
+    st_log_close(log);
+    tenv_fini(&t);
+}
+
 int main(void)
 {
     st_log_set_level(ST_LOG_ERROR + 1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_latest_per_key),    cmocka_unit_test(test_tombstones),
-        cmocka_unit_test(test_producer_batches),  cmocka_unit_test(test_crash_points),
+        cmocka_unit_test(test_latest_per_key),
+        cmocka_unit_test(test_tombstones),
+        cmocka_unit_test(test_producer_batches),
+        cmocka_unit_test(test_crash_points),
         cmocka_unit_test(test_async_group_syncs),
+        cmocka_unit_test(test_start_stays_when_all_cleaned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
