@@ -202,8 +202,8 @@ __attribute__((format(printf, 3, 4))) static void st_item_fail(st_ctl_item_t *it
 
 #define ST_CTL_FAILS 8
 
-typedef struct {
-    st_xcall_t x;
+typedef struct st_ctl_apply {
+    st_fanout_leg_t leg;
     st_md_t *md;
     st_ctl_op_t *op;
     /* partitions this shard could not open: reported back to the items (CreateTopics) */
@@ -239,9 +239,10 @@ static void st_sweep_one(void *arg, st_part_t *p)
         st_parts_delete(&w->s->parts, p);
 }
 
-static void st_ctl_apply_run(st_kshard_t *s, st_xcall_t *x)
+static void st_ctl_apply_run(st_fanout_leg_t *leg)
 {
-    st_ctl_apply_t *a = (st_ctl_apply_t *)x;
+    st_kshard_t *s = st_kshard_current();
+    st_ctl_apply_t *a = leg->data;
     st_md_t *old = s->md;
     s->md = st_md_ref(a->md);
     st_sweep_t w = {s, a->md};
@@ -273,13 +274,11 @@ static void st_ctl_apply_run(st_kshard_t *s, st_xcall_t *x)
         }
     }
     st_md_unref(old);
-    st_xcall_return(s, x);
 }
 
-static void st_ctl_apply_done(st_kshard_t *s, st_xcall_t *x)
+/* Reports the partitions shard a could not open to the op's items. */
+static void st_ctl_apply_report(st_ctl_op_t *op, st_ctl_apply_t *a)
 {
-    st_ctl_apply_t *a = (st_ctl_apply_t *)x;
-    st_ctl_op_t *op = a->op;
     /* A partition that could not be opened is offline: the topic exists, but the client is
      * told (KAFKA_STORAGE_ERROR) instead of a success it cannot use. */
     for (int f = 0; f < a->nfail; f++) {
@@ -295,9 +294,18 @@ static void st_ctl_apply_done(st_kshard_t *s, st_xcall_t *x)
         }
     }
     st_md_unref(a->md);
-    free(a);
-    if (--op->pending == 0)
-        st_xcall_return(s, &op->x);
+}
+
+/* On shard 0, once every shard applied the snapshot: the op goes back to its shard. */
+static void st_ctl_applied(void *arg)
+{
+    st_ctl_op_t *op = arg;
+    st_kshard_t *s = st_kshard_current();
+    for (int i = 0; i < s->b->nshards; i++)
+        st_ctl_apply_report(op, &op->applies[i]);
+    free(op->applies);
+    op->applies = NULL;
+    st_xcall_return(s, &op->x);
 }
 
 /* ---- the operations ---- */
@@ -553,14 +561,17 @@ static void st_ctl_run(st_kshard_t *s, st_xcall_t *x)
     }
     st_md_unref(b->ctl_md);
     b->ctl_md = md;
-    op->pending = b->nshards;
+    op->applies = calloc((size_t)b->nshards, sizeof *op->applies);
+    ST_ASSERT(op->applies != NULL);
+    st_fanout_begin(&op->fan, b->mesh, s->id, st_ctl_apply_run, st_ctl_applied, op);
     for (int i = 0; i < b->nshards; i++) {
-        st_ctl_apply_t *a = calloc(1, sizeof *a);
-        ST_ASSERT(a != NULL);
+        st_ctl_apply_t *a = &op->applies[i];
         a->md = st_md_ref(md);
         a->op = op;
-        st_xcall(s, i, &a->x, st_ctl_apply_run, st_ctl_apply_done);
+        a->leg.data = a;
+        st_fanout_send(&op->fan, &a->leg, i);
     }
+    st_fanout_end(&op->fan);
 }
 
 static void st_ctl_done(st_kshard_t *s, st_xcall_t *x)

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "cluster/metadata.h"
+#include "broker/fanout.h"
 #include "kafka/xcall.h"
 
 enum {
@@ -64,7 +65,8 @@ struct st_ctl_op {
     st_ctl_item_t *items;
     void (*cb)(st_kshard_t *s, st_ctl_op_t *op); /* on the submitting shard */
     void *arg;
-    int pending; /* controller: shards yet to apply */
+    st_fanout_t fan;              /* controller: the new snapshot to every shard */
+    struct st_ctl_apply *applies; /* one per shard, while they apply */
     st_md_t *next_md;
 };
 

@@ -2,8 +2,9 @@
  * h_fetch.c — Fetch (key 1): reads from partitions on any shard, long polling, zero-copy send.
  *
  * Life of a fetch (on the connection's shard, "origin"):
- *   decode -> resolve topics -> ROUND: one xcall per owner shard reads its partitions
- *   (st_log_read up to partition_max_bytes and the high watermark; file ranges, no copy)
+ *   decode -> resolve topics -> ROUND: one fan-out leg per owner shard (broker/fanout.h) reads
+ *   its partitions (st_part_read: up to partition_max_bytes and the high watermark; file
+ *   ranges, no copy)
  *   -> all back: enough bytes (>= min_bytes), an error, no wait, or the deadline passed?
  *        yes: trim to max_bytes (whole partitions; the first non-empty always kept), encode
  *             with records spliced in as file ranges, send; each read is released on its
@@ -22,6 +23,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "broker/fanout.h"
 #include "kafka/broker.h"
 #include "kafka/fetch_wait.h"
 #include "proto/kerr.h"
@@ -51,21 +53,14 @@ typedef struct {
     st_kp_fetch_resp_partition_t *out;
 } st_fetch_part_t;
 
-typedef struct {
-    st_xcall_t x;
-    st_fetch_t *f;
-    int round; /* the round this call was last sent in */
-} st_fetch_call_t;
-
 struct st_fetch {
     st_kreq_t *r;
     st_kp_fetch_req_t req;
     st_kp_fetch_resp_t resp;
     int nparts;
     st_fetch_part_t *parts;
-    st_fetch_call_t *calls; /* one per shard */
-    int pending;
-    int round;
+    st_fanout_t fan;       /* one per round */
+    st_fanout_leg_t *legs; /* one per shard */
     int64_t deadline_ns;
     bool final;
     bool waiting;
@@ -141,14 +136,14 @@ static void st_fetch_read_one(st_kshard_t *s, st_fetch_part_t *fp, int origin)
     fp->rel = rel;
 }
 
-static void st_fetch_call_run(st_kshard_t *s, st_xcall_t *x)
+/* On each owner shard: its partitions' reads. */
+static void st_fetch_run(st_fanout_leg_t *leg)
 {
-    st_fetch_call_t *c = (st_fetch_call_t *)x;
-    st_fetch_t *f = c->f;
+    st_kshard_t *s = st_kshard_current();
+    st_fetch_t *f = leg->data;
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].owner == s->id)
-            st_fetch_read_one(s, &f->parts[i], x->origin);
-    st_xcall_return(s, x);
+            st_fetch_read_one(s, &f->parts[i], f->r->shard->id);
 }
 
 typedef struct {
@@ -239,13 +234,10 @@ static void st_fetch_wait(st_fetch_t *f)
         st_loop_timer_start_ns(s->loop, &f->timer, f->deadline_ns - st_mono_ns());
 }
 
-static void st_fetch_call_done(st_kshard_t *s, st_xcall_t *x)
+/* Back on the connection's shard once every owner has read: answer, or wait. */
+static void st_fetch_gathered(void *arg)
 {
-    st_fetch_call_t *c = (st_fetch_call_t *)x;
-    st_fetch_t *f = c->f;
-    (void)s;
-    if (--f->pending > 0)
-        return;
+    st_fetch_t *f = arg;
     int64_t bytes = 0;
     bool error = false;
     for (int i = 0; i < f->nparts; i++) {
@@ -266,21 +258,14 @@ static void st_fetch_call_done(st_kshard_t *s, st_xcall_t *x)
 static void st_fetch_round(st_fetch_t *f)
 {
     st_kshard_t *s = f->r->shard;
-    f->round++;
-    f->pending = 1; /* held until every call is sent */
+    st_fanout_begin(&f->fan, s->b->mesh, s->id, st_fetch_run, st_fetch_gathered, f);
     for (int i = 0; i < f->nparts; i++) {
         st_fetch_part_t *fp = &f->parts[i];
         fp->error = fp->owner < 0 ? fp->error : 0;
         fp->rel = NULL;
-        if (fp->owner >= 0 && f->calls[fp->owner].round != f->round) {
-            f->calls[fp->owner].round = f->round;
-            f->pending++;
-            st_xcall(s, fp->owner, &f->calls[fp->owner].x, st_fetch_call_run, st_fetch_call_done);
-        }
+        st_fanout_owner(&f->fan, f->legs, fp->owner);
     }
-    /* Drop the hold: runs the completion at once when no shard was asked. */
-    st_fetch_call_t self = {.f = f};
-    st_fetch_call_done(s, &self.x);
+    st_fanout_end(&f->fan); /* answers at once when no shard was asked */
 }
 
 /* ---- the answer ---- */
@@ -346,7 +331,7 @@ static void st_fetch_respond(st_fetch_t *f)
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].rel && !f->parts[i].rel->spliced)
             st_rel_release(f->parts[i].rel, r->shard->id);
-    free(f->calls);
+    free(f->legs);
     st_kreq_finish(r, out, rc);
 }
 
@@ -412,20 +397,20 @@ void st_kh_fetch(st_kreq_t *r)
     st_kp_fetch_resp_init(&f->resp);
     st_timer_init(&f->timer, st_fetch_timeout, f);
     st_task_init(&f->rerun, st_fetch_rerun, f);
-    f->calls = calloc((size_t)r->shard->b->nshards, sizeof *f->calls);
-    if (!f->calls) {
+    f->legs = calloc((size_t)r->shard->b->nshards, sizeof *f->legs);
+    if (!f->legs) {
         st_kreq_fail(r, "out of memory");
         return;
     }
     for (int i = 0; i < r->shard->b->nshards; i++)
-        f->calls[i].f = f;
+        f->legs[i].data = f;
     int32_t max_wait = f->req.max_wait_ms < 0 ? 0 : f->req.max_wait_ms;
     f->deadline_ns = st_mono_ns() + (int64_t)max_wait * 1000000;
 
     if (f->req.session_id != 0 || f->req.session_epoch > 0) {
         f->resp.error_code = ST_KERR_FETCH_SESSION_ID_NOT_FOUND;
         r->error_code = f->resp.error_code;
-        free(f->calls);
+        free(f->legs);
         ST_KREQ_RESPOND(r, fetch, &f->resp);
         return;
     }
@@ -436,7 +421,7 @@ void st_kh_fetch(st_kreq_t *r)
     f->resp.responses =
         st_arena_zalloc(&r->arena, (size_t)f->req.topics_count * sizeof *f->resp.responses + 1);
     if (!f->parts || !f->resp.responses) {
-        free(f->calls);
+        free(f->legs);
         st_kreq_fail(r, "out of memory");
         return;
     }
@@ -455,7 +440,7 @@ void st_kh_fetch(st_kreq_t *r)
         rt->partitions =
             st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
         if (!rt->partitions) {
-            free(f->calls);
+            free(f->legs);
             st_kreq_fail(r, "out of memory");
             return;
         }

@@ -5,10 +5,10 @@
  *
  * A group's coordinator is the owner shard of its __consumer_offsets partition
  * (group/coord.h). A request is decoded on its connection's shard, the internal topic is
- * created if it does not exist yet, then each group's part goes to its coordinator with an
- * xcall (one per group; ListGroups: one per shard). The coordinator fills the answer, building
- * strings in the call's own arena (calls to several shards run at once, so they cannot share
- * the request's), and the answer is encoded back on the connection's shard.
+ * created if it does not exist yet, then each group's part goes to its coordinator with a
+ * fan-out leg (broker/fanout.h; one per group; ListGroups: one per shard). The coordinator fills
+ * the answer, building strings in the call's own arena (calls to several shards run at once, so
+ * they cannot share the request's), and the answer is encoded back on the connection's shard.
  *
  * The coordinator of a shard loads each __consumer_offsets partition it owns at start-up and,
  * for a partition created later, on first use.
@@ -23,6 +23,7 @@
 #include "base/assert.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "broker/fanout.h"
 #include "group/coord.h"
 #include "kafka/broker.h"
 #include "kafka/controller.h"
@@ -160,7 +161,7 @@ typedef struct st_gcall st_gcall_t;
 typedef void (*st_gcall_exec_fn)(st_kshard_t *s, st_gcall_t *g);
 
 struct st_gcall {
-    st_xcall_t x;
+    st_fanout_leg_t leg; /* to the coordinator's shard */
     st_gctx_t *ctx;
     st_arena_t arena; /* answer memory, written on the coordinator */
     int32_t partition;
@@ -171,7 +172,7 @@ struct st_gcall {
 
 struct st_gctx {
     st_kreq_t *r;
-    int pending;
+    st_fanout_t fan; /* one leg per call */
     st_gcall_t *calls;
     void (*finish)(st_gctx_t *ctx);
     void *data;
@@ -187,10 +188,16 @@ static void st_gcalls_free(st_gcall_t *g)
     }
 }
 
+/* Every call is sent: finish runs once each is answered. */
 static void st_gctx_release(st_gctx_t *ctx)
 {
-    if (--ctx->pending == 0)
-        ctx->finish(ctx);
+    st_fanout_end(&ctx->fan);
+}
+
+static void st_gctx_gathered(void *arg)
+{
+    st_gctx_t *ctx = arg;
+    ctx->finish(ctx);
 }
 
 /* Answers the request with resp, then frees the calls whose arenas the answer used. */
@@ -201,23 +208,18 @@ static void st_gctx_release(st_gctx_t *ctx)
         st_gcalls_free(calls_);                                                                    \
     } while (0)
 
-static void st_gcall_done(st_kshard_t *s, st_xcall_t *x)
-{
-    (void)s;
-    st_gcall_t *g = (st_gcall_t *)x;
-    st_gctx_release(g->ctx);
-}
-
 /* On the coordinator, from exec (now or later): the call is answered. */
 static void st_gcall_return(void *arg)
 {
     st_gcall_t *g = arg;
-    st_xcall_return(g->x.b->shards[g->x.target], &g->x);
+    st_fanout_release(&g->leg);
 }
 
-static void st_gcall_run(st_kshard_t *s, st_xcall_t *x)
+static void st_gcall_run(st_fanout_leg_t *leg)
 {
-    st_gcall_t *g = (st_gcall_t *)x;
+    st_kshard_t *s = st_kshard_current();
+    st_gcall_t *g = leg->data;
+    st_fanout_hold(leg); /* exec answers with st_gcall_return, now or later */
     st_kgroup_attach(s, g->partition);
     g->exec(s, g);
 }
@@ -228,7 +230,8 @@ static st_gctx_t *st_gctx_new(st_kreq_t *r, void (*finish)(st_gctx_t *), void *d
     if (!ctx)
         return NULL;
     ctx->r = r;
-    ctx->pending = 1;
+    st_fanout_begin(&ctx->fan, r->shard->b->mesh, r->shard->id, st_gcall_run, st_gctx_gathered,
+                    ctx);
     ctx->finish = finish;
     ctx->data = data;
     return ctx;
@@ -244,10 +247,10 @@ static void st_gcall_to(st_gctx_t *ctx, int shard, int32_t partition, st_gcall_e
     g->partition = partition;
     g->exec = exec;
     g->item = item;
+    g->leg.data = g;
     g->next = ctx->calls;
     ctx->calls = g;
-    ctx->pending++;
-    st_xcall(ctx->r->shard, shard, &g->x, st_gcall_run, st_gcall_done);
+    st_fanout_send(&ctx->fan, &g->leg, shard);
 }
 
 /* Sends item to the coordinator of group_id. Without the internal topic the call goes to this

@@ -14,21 +14,21 @@
 
 /* ---- ListOffsets ---- */
 
-static void st_list_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
+static void list_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
     (void)s;
-    it->error = st_part_list_offset(p, it->in, &it->out_offset, &it->out_ts, &it->out_epoch);
+    it->error = st_part_list_offset(p, it->value, &it->out_offset, &it->out_ts, &it->out_epoch);
 }
 
 typedef struct {
     st_kp_list_offsets_req_t req;
     st_kp_list_offsets_resp_t resp;
     st_pitem_t *items;
-} st_list_ctx_t;
+} list_ctx_t;
 
-static void st_list_done(st_kreq_t *r, void *arg)
+static void list_done(st_kreq_t *r, void *arg)
 {
-    st_list_ctx_t *c = arg;
+    list_ctx_t *c = arg;
     int k = 0;
     for (int t = 0; t < c->resp.topics_count; t++)
         for (int p = 0; p < c->resp.topics[t].partitions_count; p++) {
@@ -46,7 +46,7 @@ static void st_list_done(st_kreq_t *r, void *arg)
 
 void st_kh_list_offsets(st_kreq_t *r)
 {
-    st_list_ctx_t *c = st_arena_zalloc(&r->arena, sizeof *c);
+    list_ctx_t *c = st_arena_zalloc(&r->arena, sizeof *c);
     if (!c || st_kp_list_offsets_req_decode(&r->body, r->api_version, &c->req)) {
         st_kreq_fail(r, "malformed ListOffsets request");
         return;
@@ -78,10 +78,10 @@ void st_kh_list_offsets(st_kreq_t *r)
             st_pitem_t *it = &c->items[k++];
             rt->partitions[p].partition_index = qt->partitions[p].partition_index;
             st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index);
-            it->in = qt->partitions[p].timestamp;
+            it->value = qt->partitions[p].timestamp;
         }
     }
-    st_pcall(r, c->items, k, st_list_one, st_list_done, c);
+    st_pcall(r, c->items, k, list_one, list_done, c);
 }
 
 /* ---- DeleteRecords ---- */
@@ -89,11 +89,11 @@ void st_kh_list_offsets(st_kreq_t *r)
 typedef struct {
     st_kshard_t *s;
     st_pitem_t *it;
-} st_delrec_wait_t;
+} delrec_wait_t;
 
-static void st_delete_records_durable(void *arg, int16_t error, const char *why)
+static void delrec_durable(void *arg, int16_t error, const char *why)
 {
-    st_delrec_wait_t *w = arg;
+    delrec_wait_t *w = arg;
     (void)why;
     if (error)
         w->it->error = error;
@@ -102,16 +102,15 @@ static void st_delete_records_durable(void *arg, int16_t error, const char *why)
 }
 
 /* Moves the log start; the answer waits until the new start is durable (partition.h). */
-static void st_delete_records_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
+static void delrec_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
-    st_delrec_wait_t *w = malloc(sizeof *w);
+    delrec_wait_t *w = malloc(sizeof *w);
     if (!w) {
         it->error = ST_KERR_KAFKA_STORAGE_ERROR;
         return;
     }
-    *w = (st_delrec_wait_t){s, it};
-    if (st_part_delete_records(p, it->in, &it->error, &it->out_offset, st_delete_records_durable,
-                               w))
+    *w = (delrec_wait_t){s, it};
+    if (st_part_delete_records(p, it->value, &it->error, &it->out_offset, delrec_durable, w))
         st_pcall_hold(it);
     else
         free(w);
@@ -121,11 +120,11 @@ typedef struct {
     st_kp_delete_records_req_t req;
     st_kp_delete_records_resp_t resp;
     st_pitem_t *items;
-} st_delrec_ctx_t;
+} delrec_ctx_t;
 
-static void st_delete_records_done(st_kreq_t *r, void *arg)
+static void delrec_done(st_kreq_t *r, void *arg)
 {
-    st_delrec_ctx_t *c = arg;
+    delrec_ctx_t *c = arg;
     int k = 0;
     for (int t = 0; t < c->resp.topics_count; t++)
         for (int p = 0; p < c->resp.topics[t].partitions_count; p++) {
@@ -138,7 +137,7 @@ static void st_delete_records_done(st_kreq_t *r, void *arg)
 
 void st_kh_delete_records(st_kreq_t *r)
 {
-    st_delrec_ctx_t *c = st_arena_zalloc(&r->arena, sizeof *c);
+    delrec_ctx_t *c = st_arena_zalloc(&r->arena, sizeof *c);
     if (!c || st_kp_delete_records_req_decode(&r->body, r->api_version, &c->req)) {
         st_kreq_fail(r, "malformed DeleteRecords request");
         return;
@@ -170,30 +169,30 @@ void st_kh_delete_records(st_kreq_t *r)
             st_pitem_t *it = &c->items[k++];
             rt->partitions[p].partition_index = qt->partitions[p].partition_index;
             st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index);
-            it->in = qt->partitions[p].offset;
+            it->value = qt->partitions[p].offset;
         }
     }
-    st_pcall(r, c->items, k, st_delete_records_one, st_delete_records_done, c);
+    st_pcall(r, c->items, k, delrec_one, delrec_done, c);
 }
 
 /* ---- OffsetForLeaderEpoch ---- */
 
-static void st_ofle_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
+static void epoch_end_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
     (void)s;
-    it->error = st_part_end_for_epoch(p, (int32_t)it->in, (int32_t)it->in2, &it->out_epoch,
-                                      &it->out_offset);
+    it->error = st_part_end_for_epoch(p, (int32_t)it->value, (int32_t)it->current_epoch,
+                                      &it->out_epoch, &it->out_offset);
 }
 
 typedef struct {
     st_kp_offset_for_leader_epoch_req_t req;
     st_kp_offset_for_leader_epoch_resp_t resp;
     st_pitem_t *items;
-} st_ofle_ctx_t;
+} epoch_end_ctx_t;
 
-static void st_ofle_done(st_kreq_t *r, void *arg)
+static void epoch_end_done(st_kreq_t *r, void *arg)
 {
-    st_ofle_ctx_t *c = arg;
+    epoch_end_ctx_t *c = arg;
     int k = 0;
     for (int t = 0; t < c->resp.topics_count; t++)
         for (int p = 0; p < c->resp.topics[t].partitions_count; p++) {
@@ -208,7 +207,7 @@ static void st_ofle_done(st_kreq_t *r, void *arg)
 
 void st_kh_offset_for_leader_epoch(st_kreq_t *r)
 {
-    st_ofle_ctx_t *c = st_arena_zalloc(&r->arena, sizeof *c);
+    epoch_end_ctx_t *c = st_arena_zalloc(&r->arena, sizeof *c);
     if (!c || st_kp_offset_for_leader_epoch_req_decode(&r->body, r->api_version, &c->req)) {
         st_kreq_fail(r, "malformed OffsetForLeaderEpoch request");
         return;
@@ -240,9 +239,9 @@ void st_kh_offset_for_leader_epoch(st_kreq_t *r)
             st_pitem_t *it = &c->items[k++];
             rt->partitions[p].partition = qt->partitions[p].partition;
             st_pitem_resolve(r, it, qt->topic, qt->partitions[p].partition);
-            it->in = qt->partitions[p].leader_epoch;
-            it->in2 = qt->partitions[p].current_leader_epoch;
+            it->value = qt->partitions[p].leader_epoch;
+            it->current_epoch = qt->partitions[p].current_leader_epoch;
         }
     }
-    st_pcall(r, c->items, k, st_ofle_one, st_ofle_done, c);
+    st_pcall(r, c->items, k, epoch_end_one, epoch_end_done, c);
 }

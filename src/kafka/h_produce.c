@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "broker/fanout.h"
 #include "kafka/autocreate.h"
 #include "kafka/controller.h"
 #include "kafka/broker.h"
@@ -37,15 +38,9 @@ typedef struct {
     int16_t error;
     const char *why;
     st_part_rejects_t *rejects; /* INVALID_RECORD for keyless records, else NULL */
-    struct st_prod_call *call;  /* the owner's call, while its append waits */
+    st_fanout_leg_t *leg;       /* the owner's leg, while its append waits */
     st_kp_produce_resp_partition_response_t *out;
 } st_prod_part_t;
-
-typedef struct st_prod_call {
-    st_xcall_t x;
-    st_produce_t *p;
-    int waiting; /* appends of this owner not answered yet */
-} st_prod_call_t;
 
 struct st_produce {
     st_kreq_t *r;
@@ -53,24 +48,23 @@ struct st_produce {
     st_kp_produce_resp_t resp;
     int nparts;
     st_prod_part_t *parts;
-    st_prod_call_t *calls;
-    int pending;
+    st_fanout_t fan;
+    st_fanout_leg_t *legs; /* one per shard */
 };
 
 /* An append is as durable as acks asked (partition.h). */
 static void st_prod_durable(void *arg, int16_t error, const char *why)
 {
     st_prod_part_t *pp = arg;
-    st_prod_call_t *c = pp->call;
     if (error) {
         pp->error = error;
         pp->why = why;
     }
-    if (--c->waiting == 0)
-        st_xcall_return(c->x.b->shards[c->x.target], &c->x);
+    st_fanout_release(pp->leg);
 }
 
-static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t *pp, int16_t acks)
+static void st_prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, st_prod_part_t *pp,
+                               int16_t acks)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
     if (!part) {
@@ -78,7 +72,7 @@ static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t
         return;
     }
     st_part_append_res_t res;
-    pp->call = c;
+    pp->leg = leg;
     bool later = st_part_append(part, pp->records, pp->len > 0 ? (size_t)pp->len : 0,
                                 (st_acks_t)acks, &res, st_prod_durable, pp);
     pp->error = res.error;
@@ -92,19 +86,17 @@ static void st_prod_append_one(st_kshard_t *s, st_prod_call_t *c, st_prod_part_t
         pp->out->log_start_offset = res.log_start_offset;
     }
     if (later)
-        c->waiting++;
+        st_fanout_hold(leg);
 }
 
-static void st_prod_call_run(st_kshard_t *s, st_xcall_t *x)
+/* On each owner shard: its partitions' appends. */
+static void st_prod_run(st_fanout_leg_t *leg)
 {
-    st_prod_call_t *c = (st_prod_call_t *)x;
-    st_produce_t *p = c->p;
-    c->waiting = 1; /* held while appending */
+    st_kshard_t *s = st_kshard_current();
+    st_produce_t *p = leg->data;
     for (int i = 0; i < p->nparts; i++)
         if (p->parts[i].owner == s->id && !p->parts[i].error)
-            st_prod_append_one(s, c, &p->parts[i], p->req.acks);
-    if (--c->waiting == 0)
-        st_xcall_return(s, x);
+            st_prod_append_one(s, leg, &p->parts[i], p->req.acks);
 }
 
 /* Copies the owner's list of refused records into the response (the request's arena). */
@@ -129,10 +121,12 @@ static void st_prod_answer_rejects(st_kreq_t *r, st_prod_part_t *pp)
     free(rej);
 }
 
-static void st_prod_finish(st_produce_t *p)
+/* Back on the connection's shard once every owner answered. */
+static void st_prod_finish(void *arg)
 {
+    st_produce_t *p = arg;
     st_kreq_t *r = p->r;
-    free(p->calls);
+    free(p->legs);
     for (int i = 0; i < p->nparts; i++) {
         st_prod_part_t *pp = &p->parts[i];
         if (pp->rejects)
@@ -152,14 +146,6 @@ static void st_prod_finish(st_produce_t *p)
         return;
     }
     ST_KREQ_RESPOND(r, produce, &p->resp);
-}
-
-static void st_prod_call_done(st_kshard_t *s, st_xcall_t *x)
-{
-    st_prod_call_t *c = (st_prod_call_t *)x;
-    (void)s;
-    if (--c->p->pending == 0)
-        st_prod_finish(c->p);
 }
 
 /* Resolves topics against this shard's snapshot and sends each owner its partitions. */
@@ -193,22 +179,18 @@ static void st_prod_dispatch(st_kreq_t *r, void *arg)
         }
     }
     int nshards = r->shard->b->nshards;
-    p->calls = calloc((size_t)nshards, sizeof *p->calls);
-    if (!p->calls) {
+    p->legs = calloc((size_t)nshards, sizeof *p->legs);
+    if (!p->legs) {
         st_kreq_fail(r, "out of memory");
         return;
     }
-    p->pending = 1;
-    for (int i = 0; i < p->nparts; i++) {
-        st_prod_part_t *pp = &p->parts[i];
-        if (pp->error || pp->owner < 0 || p->calls[pp->owner].p)
-            continue;
-        p->calls[pp->owner].p = p;
-        p->pending++;
-        st_xcall(r->shard, pp->owner, &p->calls[pp->owner].x, st_prod_call_run, st_prod_call_done);
-    }
-    if (--p->pending == 0)
-        st_prod_finish(p);
+    for (int i = 0; i < nshards; i++)
+        p->legs[i].data = p;
+    st_fanout_begin(&p->fan, r->shard->b->mesh, r->shard->id, st_prod_run, st_prod_finish, p);
+    for (int i = 0; i < p->nparts; i++)
+        if (!p->parts[i].error)
+            st_fanout_owner(&p->fan, p->legs, p->parts[i].owner);
+    st_fanout_end(&p->fan);
 }
 
 void st_kh_produce(st_kreq_t *r)

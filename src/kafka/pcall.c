@@ -1,34 +1,27 @@
-/* pcall.c — per-partition steps on owner shards, gathered on the request's shard. */
+/* pcall.c — per-partition steps on owner shards, gathered on the request's shard (a fan-out). */
 #include "kafka/pcall.h"
 
 #include <stdlib.h>
 
+#include "broker/fanout.h"
 #include "proto/kerr.h"
 
-typedef struct st_pcall st_pcall_t;
-
-typedef struct {
-    st_xcall_t x;
-    st_pcall_t *pc;
-    int holds; /* fn calls still waiting (st_pcall_hold), plus one while running */
-} st_pcall_one_t;
-
-struct st_pcall {
+typedef struct st_pcall {
     st_kreq_t *r;
     st_pitem_t *items;
     int n;
     st_pitem_fn fn;
     st_pdone_fn done;
     void *ctx;
-    int pending;
-    st_pcall_one_t *calls;
-};
+    st_fanout_t fan;
+    st_fanout_leg_t *legs; /* one per shard */
+} st_pcall_t;
 
-static void st_pcall_run(st_kshard_t *s, st_xcall_t *x)
+/* On each owner shard: fn on each of its items. */
+static void st_pcall_run(st_fanout_leg_t *leg)
 {
-    st_pcall_one_t *one = (st_pcall_one_t *)x;
-    st_pcall_t *pc = one->pc;
-    one->holds = 1;
+    st_kshard_t *s = st_kshard_current();
+    st_pcall_t *pc = leg->data;
     for (int i = 0; i < pc->n; i++) {
         st_pitem_t *it = &pc->items[i];
         if (it->owner != s->id)
@@ -38,60 +31,45 @@ static void st_pcall_run(st_kshard_t *s, st_xcall_t *x)
             it->error = p ? ST_KERR_KAFKA_STORAGE_ERROR : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
             continue;
         }
-        it->call = one;
+        it->leg = leg;
         pc->fn(s, p, it);
     }
-    if (--one->holds == 0)
-        st_xcall_return(s, x);
 }
 
 void st_pcall_hold(st_pitem_t *it)
 {
-    ((st_pcall_one_t *)it->call)->holds++;
+    st_fanout_hold(it->leg);
 }
 
 void st_pcall_release(st_kshard_t *s, st_pitem_t *it)
 {
-    st_pcall_one_t *one = it->call;
-    if (--one->holds == 0)
-        st_xcall_return(s, &one->x);
-}
-
-static void st_pcall_finish(st_pcall_t *pc)
-{
-    free(pc->calls);
-    pc->done(pc->r, pc->ctx);
-}
-
-static void st_pcall_back(st_kshard_t *s, st_xcall_t *x)
-{
-    st_pcall_t *pc = ((st_pcall_one_t *)x)->pc;
     (void)s;
-    if (--pc->pending == 0)
-        st_pcall_finish(pc);
+    st_fanout_release(it->leg);
+}
+
+static void st_pcall_finish(void *arg)
+{
+    st_pcall_t *pc = arg;
+    free(pc->legs);
+    pc->done(pc->r, pc->ctx);
 }
 
 void st_pcall(st_kreq_t *r, st_pitem_t *items, int n, st_pitem_fn fn, st_pdone_fn done, void *ctx)
 {
     st_pcall_t *pc = st_arena_zalloc(&r->arena, sizeof *pc);
     int nshards = r->shard->b->nshards;
-    if (!pc || !(pc->calls = calloc((size_t)nshards, sizeof *pc->calls))) {
+    if (!pc || !(pc->legs = calloc((size_t)nshards, sizeof *pc->legs))) {
         st_kreq_fail(r, "out of memory");
         return;
     }
-    *pc = (st_pcall_t){r, items, n, fn, done, ctx, 1, pc->calls};
-    for (int i = 0; i < n; i++) {
-        int o = items[i].owner;
-        if (o < 0 || pc->calls[o].pc)
-            continue;
-        pc->calls[o].pc = pc;
-        pc->pending++;
-        st_xcall(r->shard, o, &pc->calls[o].x, st_pcall_run, st_pcall_back);
-    }
-    if (--pc->pending == 0)
-        st_pcall_finish(pc);
+    *pc = (st_pcall_t){r, items, n, fn, done, ctx, {0}, pc->legs};
+    for (int i = 0; i < nshards; i++)
+        pc->legs[i].data = pc;
+    st_fanout_begin(&pc->fan, r->shard->b->mesh, r->shard->id, st_pcall_run, st_pcall_finish, pc);
+    for (int i = 0; i < n; i++)
+        st_fanout_owner(&pc->fan, pc->legs, items[i].owner);
+    st_fanout_end(&pc->fan);
 }
-
 void st_pitem_resolve(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int32_t partition)
 {
     const st_md_topic_t *t = st_md_find(r->shard->md, topic.ptr, topic.len);

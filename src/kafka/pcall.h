@@ -2,15 +2,16 @@
  * pcall.h — run a short synchronous step on each partition's owner shard and gather.
  *
  * For the per-partition requests that need no waiting (ListOffsets, DeleteRecords,
- * OffsetForLeaderEpoch): items are grouped by owner, one xcall per owner runs `fn` on each of
- * its items (with the partition, or NULL if the shard does not have it), and `done` runs back
- * on the request's shard once every owner has answered (an fn may hold its owner's answer back
- * while it waits: st_pcall_hold). Items with owner < 0 are skipped
- * (the caller has already set their error).
+ * OffsetForLeaderEpoch): items are grouped by owner, one fan-out leg (broker/fanout.h) per owner
+ * runs `fn` on each of its items (with the partition, or NULL if the shard does not have it), and
+ * `done` runs back on the request's shard once every owner has answered (an fn may hold its owner's
+ * answer back while it waits: st_pcall_hold). Items with owner < 0 are skipped (the caller has
+ * already set their error).
  */
 #ifndef ST_KAFKA_PCALL_H
 #define ST_KAFKA_PCALL_H
 
+#include "broker/fanout.h"
 #include "kafka/broker.h"
 
 typedef struct st_pitem {
@@ -18,11 +19,12 @@ typedef struct st_pitem {
     int32_t partition;
     int owner;
     int16_t error;
-    int64_t in; /* request value (offset, timestamp, epoch) */
-    int64_t in2;
+    int64_t value;              /* the request's timestamp (ListOffsets), offset (DeleteRecords) or
+                                   leader epoch (OffsetForLeaderEpoch) */
+    int32_t current_epoch;      /* OffsetForLeaderEpoch's current_leader_epoch */
     int64_t out_offset, out_ts; /* results */
     int32_t out_epoch;
-    void *call; /* the owner's call (st_pcall_hold) */
+    st_fanout_leg_t *leg; /* the owner's leg (st_pcall_hold) */
 } st_pitem_t;
 
 typedef void (*st_pitem_fn)(st_kshard_t *s, st_part_t *p, st_pitem_t *it);
