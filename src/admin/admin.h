@@ -35,7 +35,7 @@
 #include <stddef.h>
 
 #include "admin/snap.h"
-#include "kafka/broker.h"
+#include "broker/shard.h"
 
 typedef struct st_admin st_admin_t;
 

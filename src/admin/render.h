@@ -21,7 +21,7 @@
 
 #include "admin/snap.h"
 #include "base/buf.h"
-#include "kafka/broker.h"
+#include "broker/stats.h"
 
 /* What the admin thread reads live for one shard (atomics, not snapshotted). */
 typedef struct st_admin_live {

@@ -10,7 +10,7 @@
 #ifndef ST_KAFKA_AUTOCREATE_H
 #define ST_KAFKA_AUTOCREATE_H
 
-#include "kafka/broker.h"
+#include "broker/request.h"
 
 typedef void (*st_autocreate_cb)(st_kreq_t *r, void *arg);
 

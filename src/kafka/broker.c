@@ -26,19 +26,15 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "broker/request.h"
 #include "kafka/controller.h"
+#include "kafka/group_life.h"
+#include "kafka/handlers.h"
 #include "kafka/fetch_wait.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 #include "proto/kreader.h"
 #include "storage/fs.h"
-
-static _Thread_local st_kshard_t *st_cur_shard;
-
-st_kshard_t *st_kshard_current(void)
-{
-    return st_cur_shard;
-}
 
 static pthread_mutex_t st_start_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t st_start_cv = PTHREAD_COND_INITIALIZER;
@@ -85,6 +81,9 @@ static int st_mkdirs(const char *path)
     return 0;
 }
 
+/* Reads <log.dirs>/meta.properties, or writes a new one (a new cluster id), through the
+ * broker's file-system table; on the main thread before the shards start, so its synchronous
+ * sync blocks no shard. */
 static int st_load_identity(st_broker_t *b, char *err, size_t errlen)
 {
     const st_config_t *c = b->cfg;
@@ -95,18 +94,27 @@ static int st_load_identity(st_broker_t *b, char *err, size_t errlen)
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/meta.properties", c->log_dirs);
-    FILE *f = fopen(path, "r");
-    if (f) {
-        char line[512];
+    uint8_t *data;
+    size_t len;
+    rc = st_fs_read_file(&b->fs, path, 64 << 10, &data, &len);
+    if (rc == 0) {
         int64_t node = -1;
-        while (fgets(line, sizeof line, f)) {
-            line[strcspn(line, "\r\n")] = 0;
-            if (strncmp(line, "cluster.id=", 11) == 0)
-                snprintf(b->cluster_id, sizeof b->cluster_id, "%.63s", line + 11);
-            else if (strncmp(line, "node.id=", 8) == 0)
-                node = strtoll(line + 8, NULL, 10);
+        for (char *line = (char *)data, *end = line + len; line < end;) {
+            char *nl = memchr(line, '\n', (size_t)(end - line));
+            size_t n = nl ? (size_t)(nl - line) : (size_t)(end - line);
+            if (n > 0 && line[n - 1] == '\r')
+                n--;
+            if (n >= 11 && strncmp(line, "cluster.id=", 11) == 0)
+                snprintf(b->cluster_id, sizeof b->cluster_id, "%.*s",
+                         (int)(n - 11 < 63 ? n - 11 : 63), line + 11);
+            else if (n >= 8 && strncmp(line, "node.id=", 8) == 0) {
+                char num[32];
+                snprintf(num, sizeof num, "%.*s", (int)(n - 8 < 31 ? n - 8 : 31), line + 8);
+                node = strtoll(num, NULL, 10);
+            }
+            line = nl ? nl + 1 : end;
         }
-        fclose(f);
+        free(data);
         if (!b->cluster_id[0]) {
             snprintf(err, errlen, "%s has no cluster.id", path);
             return ST_E_CONFIG;
@@ -118,19 +126,19 @@ static int st_load_identity(st_broker_t *b, char *err, size_t errlen)
         }
         return 0;
     }
-    st_new_cluster_id(b->cluster_id, 23);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-        return -errno;
+    if (rc != -ENOENT) {
+        snprintf(err, errlen, "cannot read %s: %s", path, st_strerror(rc));
+        return rc;
     }
-    fprintf(f, "#\n#Written by strata-server\nversion=1\ncluster.id=%s\nnode.id=%lld\n",
-            b->cluster_id, (long long)c->node_id);
-    if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -errno;
+    st_new_cluster_id(b->cluster_id, 23);
+    char text[256];
+    int n = snprintf(text, sizeof text,
+                     "#\n#Written by strata-server\nversion=1\ncluster.id=%s\nnode.id=%lld\n",
+                     b->cluster_id, (long long)c->node_id);
+    rc = st_fs_write_file_atomic(&b->fs, c->log_dirs, "meta.properties", text, (size_t)n);
+    if (rc) {
+        snprintf(err, errlen, "cannot write %s: %s", path, st_strerror(rc));
+        return rc;
     }
     ST_INFO("new cluster id %s", b->cluster_id);
     return 0;
@@ -168,6 +176,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
     if (!b)
         return -ENOMEM;
     b->cfg = cfg;
+    b->fs = st_fs_posix();
     b->nshards = nshards;
     b->fds_per_shard = st_fd_budget(nshards);
     atomic_init(&b->next_producer_id, st_wall_ms() << 20);
@@ -212,7 +221,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
         rc = -ENOMEM;
         goto fail;
     }
-    rc = st_ctl_load(b->ctl_md, cfg->log_dirs, nshards, err, errlen);
+    rc = st_ctl_load(&b->fs, b->ctl_md, cfg->log_dirs, nshards, err, errlen);
     if (rc)
         goto fail;
     st_broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
@@ -304,118 +313,15 @@ void st_broker_destroy(st_broker_t *b)
 
 /* ---- dispatch ---- */
 
-static void st_kreq_free(st_kreq_t *r)
-{
-    st_arena_fini(&r->arena);
-    free(r->frame);
-    free(r);
-}
-
-st_out_t *st_kreq_begin(st_kreq_t *r, st_kwriter_t *w)
-{
-    st_out_t *o = st_out_new();
-    if (!o)
-        return NULL;
-    st_kwriter_init(w, &o->mem);
-    st_buf_put_be32(&o->mem, 0); /* size, patched in st_kreq_finish */
-    st_kp_resp_header_t h = {.correlation_id = r->hdr.correlation_id};
-    st_kp_resp_header_encode(w, st_kp_resp_header_version(r->api_key, r->api_version), &h);
-    return o;
-}
-
-const int64_t st_kstats_bounds_ns[ST_KSTATS_BUCKETS] = {
-    50000,     100000,     250000,     500000,     1000000,     2500000,
-    5000000,   10000000,   25000000,   50000000,   100000000,   250000000,
-    500000000, 1000000000, 2500000000, 5000000000, 10000000000,
-};
-
-int st_kstats_bucket(int64_t ns)
-{
-    int i = 0;
-    while (i < ST_KSTATS_BUCKETS && ns > st_kstats_bounds_ns[i])
-        i++;
-    return i;
-}
-
-static void st_kreq_account(st_kreq_t *r)
-{
-    st_kshard_stats_t *s = &r->shard->stats;
-    int k = r->api_key >= 0 && r->api_key < 128 ? r->api_key : 127;
-    int64_t ns = st_mono_ns() - r->start_ns;
-    atomic_fetch_add_explicit(&s->requests[k], 1, memory_order_relaxed);
-    if (r->error_code) {
-        atomic_fetch_add_explicit(&s->request_errors[k], 1, memory_order_relaxed);
-        int code = r->error_code + 1;
-        if (k < ST_KSTATS_NAPIS && code >= 0 && code < ST_KSTATS_NCODES)
-            atomic_fetch_add_explicit(&s->request_error_codes[k][code], 1, memory_order_relaxed);
-    }
-    atomic_fetch_add_explicit(&s->request_ns[k], (uint64_t)ns, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->request_latency[k][st_kstats_bucket(ns)], 1,
-                              memory_order_relaxed);
-}
-
-void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc)
-{
-    st_kreq_account(r);
-    if (rc || !o || o->mem.oom) {
-        ST_ERROR("cannot encode response to api %d v%d: %s", r->api_key, r->api_version,
-                 st_strerror(rc ? rc : -ENOMEM));
-        st_out_free(o);
-        st_conn_respond(r->conn, r->seq, NULL);
-        st_conn_close(r->conn);
-        st_kreq_free(r);
-        return;
-    }
-    o->total = st_out_size(o);
-    st_put_be32(o->mem.data, (uint32_t)(o->total - 4));
-    st_conn_respond(r->conn, r->seq, o);
-    st_kreq_free(r);
-}
-
-void st_kreq_finish_silent(st_kreq_t *r)
-{
-    st_kreq_account(r);
-    st_conn_respond(r->conn, r->seq, NULL);
-    st_kreq_free(r);
-}
-
-void st_kreq_fail(st_kreq_t *r, const char *why)
-{
-    ST_WARN("closing connection from %s: %s (api %d v%d, client %.*s)", st_conn_peer(r->conn), why,
-            r->api_key, r->api_version, r->hdr.client_id.len > 0 ? r->hdr.client_id.len : 0,
-            r->hdr.client_id.len > 0 ? r->hdr.client_id.ptr : "");
-    r->error_code = -1;
-    st_kreq_account(r);
-    st_conn_respond(r->conn, r->seq, NULL);
-    st_conn_close(r->conn);
-    st_kreq_free(r);
-}
-
-const st_khandler_t *st_khandler_find(int16_t api_key)
-{
-    for (int i = 0; i < st_nkhandlers; i++)
-        if (st_khandlers[i].api_key == api_key)
-            return &st_khandlers[i];
-    return NULL;
-}
-
 static void st_kshard_on_frame(void *ctx, st_conn_t *c, uint64_t seq, uint8_t *frame, size_t len)
 {
     st_kshard_t *s = ctx;
-    st_kreq_t *r = calloc(1, sizeof *r);
+    st_kreq_t *r = st_kreq_new(s, c, seq, frame, len);
     if (!r) {
-        free(frame);
         st_conn_respond(c, seq, NULL);
         st_conn_close(c);
         return;
     }
-    r->shard = s;
-    r->conn = c;
-    r->seq = seq;
-    r->frame = frame;
-    r->frame_len = len;
-    r->start_ns = st_mono_ns();
-    st_arena_init(&r->arena, 8192);
     if (len < 8) {
         r->api_key = -1;
         st_kreq_fail(r, "request shorter than its header");
@@ -654,7 +560,7 @@ static void *st_kshard_main(void *arg)
     st_kshard_t *s = arg;
     st_broker_t *b = s->b;
     st_log_set_shard(s->id);
-    st_cur_shard = s;
+    st_kshard_set_current(s);
     st_pin(s->id);
     int rc = st_loop_create(&s->loop, 4096);
     if (rc) {
@@ -666,7 +572,7 @@ static void *st_kshard_main(void *arg)
         ST_INFO("event loops on %s", st_loop_backend(s->loop));
     st_mesh_attach(b->mesh, s->id, s->loop);
     st_loop_add_before_sleep(s->loop, st_kshard_before_sleep, s);
-    st_storage_env_init(&s->env, st_fs_posix(), b->fds_per_shard);
+    st_storage_env_init(&s->env, b->fs, b->fds_per_shard);
     s->env.sync_submit = st_sync_submit;
     s->env.sync_ctx = s;
     const st_config_t *cfg = b->cfg;

@@ -8,6 +8,13 @@
  *     "configs": {"retention.ms": "1000"}}]}
  * A partition's shard is taken modulo the current shard count at load, so a broker restarted
  * with another --smp still finds every partition.
+ *
+ * An op on shard 0: validate its items against a copy of the snapshot -> write the file
+ * (broker/afile.h: through the storage layer's st_fs_t, both syncs asynchronous, so the shard
+ * serves on meanwhile) -> the copy becomes the controller's -> fan out to every shard, which
+ * opens, reconfigures or deletes its partitions -> the op goes back to its shard. Ops are
+ * persisted one at a time, in the order they came (the next waits for the file, not for the
+ * shards), so each starts from the snapshot its predecessor wrote.
  */
 #include "kafka/controller.h"
 
@@ -24,10 +31,15 @@
 #include "base/assert.h"
 #include "base/err.h"
 #include "base/log.h"
-#include "kafka/broker.h"
+#include "broker/afile.h"
+#include "broker/request.h"
 #include "partition/partition.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
+#include "storage/fs.h"
+
+/* strata-metadata.json is read whole: no cluster of this design needs more. */
+#define ST_CTL_MAX_FILE (256 << 20)
 
 int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen)
 {
@@ -82,7 +94,8 @@ static int st_unhex(const char *s, uint8_t id[16])
     return 0;
 }
 
-static int st_ctl_save(const st_md_t *md, const char *log_dirs)
+/* The metadata as strata-metadata.json's text (malloc'd), or NULL. */
+static char *st_ctl_render(const st_md_t *md)
 {
     json_t *root = json_object(), *topics = json_array();
     json_object_set_new(root, "version", json_integer(md->version));
@@ -104,41 +117,28 @@ static int st_ctl_save(const st_md_t *md, const char *log_dirs)
         json_object_set_new(jt, "configs", cfg);
         json_array_append_new(topics, jt);
     }
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/strata-metadata.json", log_dirs);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     char *text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    if (!text)
-        return -ENOMEM;
-    int rc = 0;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    size_t n = strlen(text);
-    if (fd < 0 || write(fd, text, n) != (ssize_t)n || fdatasync(fd) != 0)
-        rc = errno ? -errno : -EIO;
-    if (fd >= 0)
-        close(fd);
-    free(text);
-    if (!rc && rename(tmp, path) != 0)
-        rc = -errno;
-    if (!rc) {
-        int dfd = open(log_dirs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
-    }
-    return rc;
+    return text;
 }
 
-int st_ctl_load(st_md_t *md, const char *log_dirs, int nshards, char *err, size_t errlen)
+int st_ctl_load(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshards, char *err,
+                size_t errlen)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/strata-metadata.json", log_dirs);
-    if (access(path, F_OK) != 0)
+    uint8_t *data;
+    size_t len;
+    int lrc = st_fs_read_file(fs, path, ST_CTL_MAX_FILE, &data, &len);
+    if (lrc == -ENOENT)
         return 0;
+    if (lrc < 0) {
+        snprintf(err, errlen, "cannot read %s: %s", path, st_strerror(lrc));
+        return lrc;
+    }
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root = json_loadb((const char *)data, len, 0, &je);
+    free(data);
     if (!root) {
         snprintf(err, errlen, "%s:%d: %s", path, je.line, je.text);
         return ST_E_CORRUPT;
@@ -521,34 +521,38 @@ static bool st_ctl_item(st_kshard_t *s, st_md_t *md, st_ctl_op_t *op, st_ctl_ite
     return false;
 }
 
-static void st_ctl_run(st_kshard_t *s, st_xcall_t *x)
+static void st_ctl_exec(st_kshard_t *s, st_ctl_op_t *op);
+
+/* The controller is free: the next queued op runs. */
+static void st_ctl_next(st_kshard_t *s)
 {
-    st_ctl_op_t *op = (st_ctl_op_t *)x;
     st_broker_t *b = s->b;
-    st_md_t *md = st_md_clone(b->ctl_md);
-    if (!md) {
-        for (int i = 0; i < op->n; i++)
-            st_item_fail(&op->items[i], ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
-        st_xcall_return(s, x);
-        return;
+    b->ctl_busy = false;
+    st_ctl_op_t *next = b->ctl_queue;
+    if (next) {
+        b->ctl_queue = next->queue_next;
+        if (!b->ctl_queue)
+            b->ctl_queue_tail = NULL;
+        st_ctl_exec(s, next);
     }
-    int32_t *load = calloc((size_t)b->nshards, sizeof *load);
-    for (int i = 0; i < md->ntopics; i++)
-        for (int32_t p = 0; p < md->topics[i]->npartitions; p++)
-            load[md->topics[i]->partitions[p].shard % b->nshards]++;
-    bool changed = false;
-    for (int i = 0; i < op->n; i++) {
-        /* Validate-only runs each item against a scratch copy so nothing sticks. */
-        if (st_ctl_item(s, md, op, &op->items[i], load))
-            changed = true;
-    }
-    free(load);
-    if (!changed || op->validate_only) {
-        st_md_unref(md);
-        st_xcall_return(s, x);
-        return;
-    }
-    int rc = st_ctl_save(md, b->cfg->log_dirs);
+}
+
+/* The op is answered (its items say how). */
+static void st_ctl_finish(st_kshard_t *s, st_ctl_op_t *op)
+{
+    st_xcall_return(s, &op->x);
+    st_ctl_next(s);
+}
+
+/* strata-metadata.json is durable (or not): on success the snapshot becomes the controller's
+ * and goes to every shard; the next op may run while they apply it. */
+static void st_ctl_saved(void *arg, int rc)
+{
+    st_ctl_op_t *op = arg;
+    st_kshard_t *s = st_kshard_current();
+    st_broker_t *b = s->b;
+    st_md_t *md = op->next_md;
+    op->next_md = NULL;
     if (rc) {
         ST_ERROR("cannot persist the cluster metadata: %s", st_strerror(rc));
         for (int i = 0; i < op->n; i++)
@@ -556,7 +560,7 @@ static void st_ctl_run(st_kshard_t *s, st_xcall_t *x)
                 st_item_fail(&op->items[i], ST_KERR_KAFKA_STORAGE_ERROR,
                              "cannot persist metadata: %s", st_strerror(rc));
         st_md_unref(md);
-        st_xcall_return(s, x);
+        st_ctl_finish(s, op);
         return;
     }
     st_md_unref(b->ctl_md);
@@ -572,6 +576,63 @@ static void st_ctl_run(st_kshard_t *s, st_xcall_t *x)
         st_fanout_send(&op->fan, &a->leg, i);
     }
     st_fanout_end(&op->fan);
+    st_ctl_next(s);
+}
+
+/* Validates and applies op's items to a copy of the controller's snapshot, then persists it
+ * without blocking the shard (broker/afile.h); one op at a time. */
+static void st_ctl_exec(st_kshard_t *s, st_ctl_op_t *op)
+{
+    st_broker_t *b = s->b;
+    b->ctl_busy = true;
+    st_md_t *md = st_md_clone(b->ctl_md);
+    if (!md) {
+        for (int i = 0; i < op->n; i++)
+            st_item_fail(&op->items[i], ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
+        st_ctl_finish(s, op);
+        return;
+    }
+    int32_t *load = calloc((size_t)b->nshards, sizeof *load);
+    for (int i = 0; i < md->ntopics; i++)
+        for (int32_t p = 0; p < md->topics[i]->npartitions; p++)
+            load[md->topics[i]->partitions[p].shard % b->nshards]++;
+    bool changed = false;
+    for (int i = 0; i < op->n; i++) {
+        /* Validate-only runs each item against a scratch copy so nothing sticks. */
+        if (st_ctl_item(s, md, op, &op->items[i], load))
+            changed = true;
+    }
+    free(load);
+    if (!changed || op->validate_only) {
+        st_md_unref(md);
+        st_ctl_finish(s, op);
+        return;
+    }
+    op->next_md = md;
+    char *text = st_ctl_render(md);
+    int rc = text ? st_afile_write(&s->env, b->cfg->log_dirs, "strata-metadata.json", text,
+                                   strlen(text), st_ctl_saved, op)
+                  : -ENOMEM;
+    free(text);
+    if (rc)
+        st_ctl_saved(op, rc);
+}
+
+/* On shard 0: ops run one at a time, in the order they came. */
+static void st_ctl_run(st_kshard_t *s, st_xcall_t *x)
+{
+    st_ctl_op_t *op = (st_ctl_op_t *)x;
+    st_broker_t *b = s->b;
+    if (!b->ctl_busy) {
+        st_ctl_exec(s, op);
+        return;
+    }
+    op->queue_next = NULL;
+    if (b->ctl_queue_tail)
+        b->ctl_queue_tail->queue_next = op;
+    else
+        b->ctl_queue = op;
+    b->ctl_queue_tail = op;
 }
 
 static void st_ctl_done(st_kshard_t *s, st_xcall_t *x)

@@ -20,8 +20,9 @@
 #include <stdint.h>
 
 #include "cluster/metadata.h"
+#include "storage/fs.h"
 #include "broker/fanout.h"
-#include "kafka/xcall.h"
+#include "broker/xcall.h"
 
 enum {
     ST_CTL_CREATE,            /* create topics */
@@ -67,14 +68,16 @@ struct st_ctl_op {
     void *arg;
     st_fanout_t fan;              /* controller: the new snapshot to every shard */
     struct st_ctl_apply *applies; /* one per shard, while they apply */
-    st_md_t *next_md;
+    st_md_t *next_md;             /* controller: the snapshot being persisted */
+    struct st_ctl_op *queue_next; /* controller: ops waiting for the one running */
 };
 
 /* Submits op (memory owned by the caller until cb runs). */
 void st_ctl_submit(st_kshard_t *s, st_ctl_op_t *op);
 
 /* Loads the persisted metadata into md (start-up, main thread). Missing file: nothing. */
-int st_ctl_load(st_md_t *md, const char *log_dirs, int nshards, char *err, size_t errlen);
+int st_ctl_load(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshards, char *err,
+                size_t errlen);
 /* Validates a topic name as Kafka does; 0 or ST_E_INVALID with a message. */
 int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen);
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kafka/broker.h"
+#include "kafka/handlers.h"
 #include "kafka/controller.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"

@@ -6,7 +6,7 @@
  * UNSUPPORTED_VERSION (35) and our range, in the v0 layout, so the client can retry with a
  * version both sides speak.
  */
-#include "kafka/broker.h"
+#include "kafka/handlers.h"
 #include "proto/kerr.h"
 
 void st_kh_api_versions(st_kreq_t *r)

@@ -24,7 +24,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "broker/fanout.h"
-#include "kafka/broker.h"
+#include "kafka/handlers.h"
 #include "kafka/fetch_wait.h"
 #include "proto/kerr.h"
 

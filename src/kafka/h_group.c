@@ -25,7 +25,8 @@
 #include "base/log.h"
 #include "broker/fanout.h"
 #include "group/coord.h"
-#include "kafka/broker.h"
+#include "kafka/group_life.h"
+#include "kafka/handlers.h"
 #include "kafka/controller.h"
 #include "proto/kerr.h"
 

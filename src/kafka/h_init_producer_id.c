@@ -9,7 +9,7 @@
  * transactional id is refused, so clients report it instead of hanging.
  */
 #include "base/clock.h"
-#include "kafka/broker.h"
+#include "kafka/handlers.h"
 #include "proto/kerr.h"
 
 void st_kh_init_producer_id(st_kreq_t *r)

@@ -7,7 +7,7 @@
  * does not exist is UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal name.
  */
 #include "kafka/autocreate.h"
-#include "kafka/broker.h"
+#include "kafka/handlers.h"
 #include "kafka/controller.h"
 #include "proto/kerr.h"
 

@@ -23,7 +23,7 @@
 #include "broker/fanout.h"
 #include "kafka/autocreate.h"
 #include "kafka/controller.h"
-#include "kafka/broker.h"
+#include "kafka/handlers.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 
@@ -79,7 +79,7 @@ static void st_prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, st_prod_par
     pp->why = res.why;
     pp->rejects = res.rejects;
     if (res.appended_bytes > 0)
-        st_kstats_appended(s, (uint64_t)res.appended_bytes);
+        st_kstats_appended(&s->stats, (uint64_t)res.appended_bytes);
     if (!res.error) {
         pp->out->base_offset = res.base_offset;
         pp->out->log_append_time_ms = res.log_append_time;

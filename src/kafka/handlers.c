@@ -3,7 +3,7 @@
  * accepts. A version range here must be implemented in full by its handler; the ranges are
  * the generated schema's (oldest version Kafka 4.x accepts to newest it defines).
  */
-#include "kafka/broker.h"
+#include "kafka/handlers.h"
 
 #define ST_H(NAME, fn)                                                                             \
     {                                                                                              \
@@ -39,3 +39,11 @@ const st_khandler_t st_khandlers[] = {
     ST_H(OFFSET_DELETE, st_kh_offset_delete),
 };
 const int st_nkhandlers = (int)(sizeof st_khandlers / sizeof st_khandlers[0]);
+
+const st_khandler_t *st_khandler_find(int16_t api_key)
+{
+    for (int i = 0; i < st_nkhandlers; i++)
+        if (st_khandlers[i].api_key == api_key)
+            return &st_khandlers[i];
+    return NULL;
+}

@@ -12,7 +12,7 @@
 #define ST_KAFKA_PCALL_H
 
 #include "broker/fanout.h"
-#include "kafka/broker.h"
+#include "broker/request.h"
 
 typedef struct st_pitem {
     uint8_t topic_id[16];

@@ -9,8 +9,8 @@
  *
  * Works for target == origin too (both steps run on later loop iterations).
  */
-#ifndef ST_KAFKA_XCALL_H
-#define ST_KAFKA_XCALL_H
+#ifndef ST_BROKER_XCALL_H
+#define ST_BROKER_XCALL_H
 
 #include "io/mesh.h"
 

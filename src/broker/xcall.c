@@ -1,7 +1,7 @@
 /* xcall.c — cross-shard call and return over the mesh. */
-#include "kafka/xcall.h"
+#include "broker/xcall.h"
 
-#include "kafka/broker.h"
+#include "broker/shard.h"
 
 static void st_xcall_on_target(st_msg_t *m)
 {

@@ -1,0 +1,93 @@
+/*
+ * shard.h — the shard runtime's state: one st_broker_t per process, one st_kshard_t per shard.
+ *
+ * st_broker_t holds what every shard reads (configuration, the cross-shard mesh, the listening
+ * sockets, the shutdown barriers). st_kshard_t holds what one shard owns: its loop, its
+ * connections, its partitions (partition/), its view of the metadata snapshot, its group
+ * coordinator, its counters. Starting and stopping the shards is kafka/broker.h's job, since it
+ * wires the handlers, the group coordinator and the controller in.
+ *
+ * Threads: a st_kshard_t's fields on that shard's thread only, except stats (read by the admin
+ * thread) and what st_broker_t marks atomic.
+ */
+#ifndef ST_BROKER_SHARD_H
+#define ST_BROKER_SHARD_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "broker/stats.h"
+#include "cluster/config.h"
+#include "cluster/metadata.h"
+#include "io/loop.h"
+#include "io/mesh.h"
+#include "net/conn.h"
+#include "partition/partition.h"
+#include "storage/env.h"
+#include "storage/fs.h"
+
+typedef struct st_broker st_broker_t;
+typedef struct st_kshard st_kshard_t;
+
+/* Called on every shard's thread once before it serves and then from its housekeeping tick
+ * (every 100 ms): the admin module publishes the shard's metrics snapshot from here. */
+typedef void (*st_kshard_hook_fn)(void *arg, st_kshard_t *s);
+
+struct st_kshard {
+    st_broker_t *b;
+    int id;
+    pthread_t thread;
+    st_loop_t *loop;
+    st_net_t *net;
+    st_md_t *md; /* this shard's current snapshot */
+    st_storage_env_t env;
+    st_parts_t parts;
+    int syncs_in_flight;
+    struct st_fetch *waits; /* fetches waiting for data, on this shard */
+    st_timer_t tick_timer;  /* storage housekeeping */
+    st_timer_t shutdown_timer;
+    struct st_gcoord *groups; /* the group coordinator of this shard (h_group.c) */
+    int shutdown_state;       /* 0 running, 1 draining, 2 closing logs, 3 done */
+    st_kshard_stats_t stats;
+};
+
+struct st_broker {
+    const st_config_t *cfg;
+    int nshards;
+    st_mesh_t *mesh;
+    st_kshard_t **shards;
+    int *listen_fds;
+    int listen_port;                  /* actual port (when configured as 0) */
+    int fds_per_shard;                /* descriptor cache of each shard's storage env */
+    _Atomic int64_t next_producer_id; /* InitProducerId (h_init_producer_id.c) */
+    char cluster_id[64];
+    st_fs_t fs;      /* the file-system table of the broker's files and every shard's storage */
+    st_md_t *ctl_md; /* the controller's authoritative snapshot (shard 0 only after start) */
+    /* the controller's ops, one persisted at a time (kafka/controller.c; shard 0 only) */
+    bool ctl_busy;
+    struct st_ctl_op *ctl_queue, *ctl_queue_tail;
+    _Atomic int stopping;
+    _Atomic int drained; /* shards with no connection left (shutdown barrier 1) */
+    _Atomic int closed;  /* shards whose logs are closed (shutdown barrier 2) */
+    _Atomic int started;
+    _Atomic int failed;
+    st_kshard_hook_fn tick_hook; /* set before st_broker_start, or NULL */
+    void *tick_hook_arg;
+};
+
+/* The shard of the calling thread (NULL off the shard threads). */
+st_kshard_t *st_kshard_current(void);
+/* On a shard's thread, once at its start. */
+void st_kshard_set_current(st_kshard_t *s);
+
+/* The shard owning a partition, or -1. */
+static inline int st_kshard_owner(const st_md_topic_t *t, int32_t partition)
+{
+    if (!t || partition < 0 || partition >= t->npartitions)
+        return -1;
+    return t->partitions[partition].shard;
+}
+
+#endif
