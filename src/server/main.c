@@ -110,13 +110,18 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
         return 1;
     }
     for (int i = 0; i < nsets; i++) {
-        char *eq = strchr(sets[i], '=');
+        /* The key is copied out: argv stays as given (ps, pgrep -f see the whole --set). */
+        const char *eq = strchr(sets[i], '=');
         if (!eq) {
             fprintf(stderr, "strata-server: bad --set '%s' (expected key=value)\n", sets[i]);
             return 2;
         }
-        *eq = 0;
-        if (st_config_set(cfgp, sets[i], eq + 1, err, sizeof err)) {
+        char *key = strndup(sets[i], (size_t)(eq - sets[i]));
+        if (!key)
+            snprintf(err, sizeof err, "out of memory");
+        int rc = key ? st_config_set(cfgp, key, eq + 1, err, sizeof err) : -ENOMEM;
+        free(key);
+        if (rc) {
             fprintf(stderr, "strata-server: %s\n", err);
             return 1;
         }
