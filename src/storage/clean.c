@@ -8,7 +8,8 @@
  *          --last group--> clean point = base of segment k; idle
  *
  *   d: the segment holding the clean point; k: the first segment that may not be cleaned (the
- *   active one, one younger than min.compaction.lag.ms, or the first the map had no room for).
+ *   active one, one holding offsets not yet durable, one younger than min.compaction.lag.ms, or
+ *   the first the map had no room for).
  *
  * Invariants:
  *   1. Only closed segments below k are read or replaced; they do not change while the job
@@ -175,6 +176,11 @@ static int cleanable_end(const st_log_t *log, int64_t now)
     int k = 0;
     while (k < log->nsegs - 1) {
         const st_segment_t *s = log->segs[k];
+        /* Only what is durable: a record a crash can still take back must not make the
+         * cleaner drop the older version that would then be the key's latest (Kafka stops at
+         * the high watermark for the same reason). */
+        if (s->next_offset > log->durable)
+            break;
         if (log->cfg.min_compaction_lag_ms > 0 && s->max_timestamp >= 0 &&
             now - s->max_timestamp < log->cfg.min_compaction_lag_ms)
             break;

@@ -469,6 +469,49 @@ static void test_start_stays_when_all_cleaned(void **state)
     tenv_fini(&t);
 }
 
+/* Records not yet durable never supersede durable ones: here newer versions sit in closed but
+ * unsynced segments (write caching) when the clean runs, then their sync fails and the log is
+ * cut back to its durable offset; the latest synced version must still be there (the cleaner
+ * stops at the durable offset, as Kafka's stops at the high watermark). */
+static void test_only_durable_records_supersede(void **state)
+{
+    (void)state;
+    tenv_t t;
+    tenv_init(&t, 97);
+    st_log_config_t c = ccfg(300);
+    c.flush_policy = ST_FLUSH_WRITE_CACHING;
+    st_log_t *log = NULL;
+    assert_int_equal(st_log_open(&t.env, DIR, &c, &log), 0);
+    int key[1] = {4};
+    for (int v = 0; v < 10; v++) {
+        int ver[1] = {v};
+        append_keyed(log, 1, key, ver, t.now, -1, -1);
+    }
+    assert_int_equal(st_log_flush(log), 0);
+    int64_t durable = st_log_durable_offset(log);
+    assert_int_equal(durable, 10);
+    for (int v = 10; v < 20; v++) {
+        int ver[1] = {v};
+        append_keyed(log, 1, key, ver, t.now, -1, -1); /* rolls: closed, unsynced segments */
+    }
+    assert_int_equal(st_log_durable_offset(log), 10);
+    clean_all(log, NULL);
+    /* The sync of the newer versions fails: the log is cut back to its durable offset. */
+    st_faultfs_fail(t.ff, ST_FAULT_FDATASYNC, EIO, 0, 1);
+    assert_int_equal(st_log_flush(log), 0);
+    assert_int_equal(st_log_end_offset(log), 10);
+    seen_t s;
+    read_log(log, &s);
+    assert_int_equal(s.count[4] > 0, 1);
+    assert_int_equal(s.ver[4], 9);
+    st_log_close(log);
+    assert_int_equal(st_log_open(&t.env, DIR, &c, &log), 0);
+    read_log(log, &s);
+    assert_int_equal(s.ver[4], 9);
+    st_log_close(log);
+    tenv_fini(&t);
+}
+
 int main(void)
 {
     st_log_set_level(ST_LOG_ERROR + 1);
@@ -479,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_crash_points),
         cmocka_unit_test(test_async_group_syncs),
         cmocka_unit_test(test_start_stays_when_all_cleaned),
+        cmocka_unit_test(test_only_durable_records_supersede),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
