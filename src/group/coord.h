@@ -67,9 +67,12 @@ typedef struct st_gcoord_config {
     int64_t expire_check_ms; /* how often expired offsets are looked for */
     int32_t num_partitions;  /* partitions of __consumer_offsets (upper bound of indexes) */
     size_t max_batch_bytes;  /* records per batch written, in bytes (about) */
-    /* Called after a write to a partition became durable (the Kafka layer moves the
-     * partition's high watermark). May be NULL. */
-    void (*on_durable)(void *ctx, int32_t partition);
+    /* Appends a batch the coordinator built (base offset written in place) to partition
+     * `partition` and calls done(arg, 0 or an error) once it is durable; returns 0, or an error
+     * (done not called). The Kafka layer passes the partition layer's append, which also moves
+     * the high watermark. NULL: the coordinator appends to the log it loaded (unit tests). */
+    int (*append)(void *ctx, int32_t partition, uint8_t *data, size_t len,
+                  void (*done)(void *arg, int res), void *arg);
     void *ctx;
 } st_gcoord_config_t;
 

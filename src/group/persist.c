@@ -47,8 +47,6 @@ static void write_durable(void *arg, int res)
     }
     if (res)
         ST_WARN("__consumer_offsets-%d: write failed: %s", w->partition, st_strerror(res));
-    if (!c->closed && c->cfg.on_durable)
-        c->cfg.on_durable(c->cfg.ctx, w->partition);
     write_done(c, w, res);
 }
 
@@ -64,6 +62,18 @@ void st_group_write(st_gcoord_t *c, st_gbatch_t *b, st_gwrite_t *w)
     }
     if (!rc && !log)
         rc = ST_E_CLOSED;
+    if (!rc && c->cfg.append) {
+        if (w->g) {
+            st_gwrite_t **pp = &w->g->writes;
+            while (*pp)
+                pp = &(*pp)->gnext;
+            *pp = w;
+        }
+        rc = c->cfg.append(c->cfg.ctx, w->partition, b->out.data, b->out.len, write_durable, w);
+        if (rc)
+            write_durable(w, rc);
+        return;
+    }
     st_log_append_info_t info;
     if (!rc) {
         st_batch_verdict_t v = {0};

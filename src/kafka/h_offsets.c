@@ -91,12 +91,11 @@ typedef struct {
     st_pitem_t *it;
 } delrec_wait_t;
 
-static void delrec_durable(void *arg, int16_t error, const char *why)
+static void delrec_durable(void *arg, int err)
 {
     delrec_wait_t *w = arg;
-    (void)why;
-    if (error)
-        w->it->error = error;
+    if (err)
+        w->it->error = st_kerr_from(err);
     st_pcall_release(w->s, w->it);
     free(w);
 }

@@ -53,12 +53,12 @@ struct st_produce {
 };
 
 /* An append is as durable as acks asked (partition.h). */
-static void st_prod_durable(void *arg, int16_t error, const char *why)
+static void st_prod_durable(void *arg, int err)
 {
     st_prod_part_t *pp = arg;
-    if (error) {
-        pp->error = error;
-        pp->why = why;
+    if (err) {
+        pp->error = st_kerr_from(err);
+        pp->why = st_strerror(err);
     }
     st_fanout_release(pp->leg);
 }

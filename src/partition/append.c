@@ -196,15 +196,28 @@ static void on_durable(void *arg, int res)
     st_part_update_hw(part);
     st_part_maybe_free(part);
     if (done)
-        done(done_arg, res ? st_kerr_from(res) : 0, res ? st_strerror(res) : NULL);
+        done(done_arg, res);
 }
+
+static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
+                   st_part_append_res_t *res, st_part_done_fn done, void *arg);
 
 bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
                     st_part_append_res_t *res, st_part_done_fn done, void *arg)
 {
+    bool later = append(p, records, len, acks, res, done, arg);
+    if (res->error && !res->err)
+        res->err = ST_E_INVALID;
+    return later;
+}
+
+static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
+                   st_part_append_res_t *res, st_part_done_fn done, void *arg)
+{
     *res = (st_part_append_res_t){0};
     if (!p->log) { /* offline */
         res->error = ST_KERR_KAFKA_STORAGE_ERROR;
+        res->err = ST_E_CLOSED;
         return false;
     }
     if (!records || len == 0) {
@@ -237,6 +250,7 @@ bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
         st_batch_verdict_t v = {0};
         int rc = st_log_append(p->log, records, len, (int32_t)0, &info, &v);
         if (rc) {
+            res->err = rc;
             res->error = st_kerr_from(rc);
             if (rc == ST_E_TRUNCATED)
                 res->error = ST_KERR_CORRUPT_MESSAGE;
@@ -261,6 +275,7 @@ bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
     wait_t *w = malloc(sizeof *w);
     if (!w) {
         res->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        res->err = -ENOMEM;
         return false;
     }
     *w = (wait_t){p, answer ? done : NULL, arg};
@@ -271,6 +286,7 @@ bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
     }
     free(w);
     if (rc < 0 && answer) {
+        res->err = rc;
         res->error = st_kerr_from(rc);
         res->why = st_strerror(rc);
     }

@@ -174,14 +174,17 @@ typedef struct st_part_rejects {
 /* What an append did (all of it known when st_part_append returns). */
 typedef struct st_part_append_res {
     int16_t error;              /* Kafka error code; 0 */
+    int err;                    /* the Strata error behind it (ST_E_INVALID for a refusal of
+                                   the partition's own: keys, producers; ST_E_CLOSED offline) */
     const char *why;            /* static text for error_message, or NULL */
     st_part_rejects_t *rejects; /* INVALID_RECORD for keyless records: the caller frees */
     int64_t base_offset, log_append_time, log_start_offset;
     int64_t appended_bytes; /* bytes written: 0 for a refusal or a producer's duplicate */
 } st_part_append_res_t;
 
-/* An append's (or DeleteRecords') completion: error is 0 or the Kafka error of its sync. */
-typedef void (*st_part_done_fn)(void *arg, int16_t error, const char *why);
+/* An append's (or DeleteRecords') completion: err is 0 or the Strata error of its sync
+ * (st_kerr_from gives the Kafka one). */
+typedef void (*st_part_done_fn)(void *arg, int err);
 
 /*
  * Appends the record batches records[0..len) (kept by the caller until this returns; their
@@ -236,11 +239,8 @@ int16_t st_part_end_for_epoch(st_part_t *p, int32_t epoch, int32_t current_epoch
  * the high watermark is already elsewhere, wakes that shard at once. */
 void st_part_add_waiter(st_part_t *p, int waiter, int64_t seen_hw);
 
-/* Recomputes the high watermark; if it moved, wakes the shards waiting on it. For appends
- * that do not come through st_part_append (the group coordinator's, until it does). */
-void st_part_update_hw(st_part_t *p);
-
 /* Internal to the module (partition.c, append.c, read.c, cleaner.c). */
+void st_part_update_hw(st_part_t *p);
 void st_part_maybe_free(st_part_t *p);
 void st_parts_clean_init(st_parts_t *t);
 void st_parts_clean_fini(st_parts_t *t);

@@ -1,0 +1,242 @@
+/*
+ * group_route.c — each shard's group coordinator through the shard's life (group_life.h), the
+ * internal topic, and the routing of the group APIs to their coordinators (group_route.h).
+ *
+ * A group's coordinator is the owner shard of its __consumer_offsets partition
+ * (group/coord.h). The coordinator of a shard loads each __consumer_offsets partition it owns
+ * at start-up and, for a partition created later, on first use.
+ *
+ * Threads: st_kgroup_start/drain/fini on each shard's own thread; the rest as group_route.h.
+ */
+#include "kafka/group_route.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/assert.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "group/coord.h"
+#include "kafka/controller.h"
+#include "kafka/group_life.h"
+#include "proto/kerr.h"
+
+const st_md_topic_t *st_kgroup_offsets_topic(const st_md_t *md)
+{
+    return st_md_find(md, ST_OFFSETS_TOPIC, (int32_t)strlen(ST_OFFSETS_TOPIC));
+}
+
+/* ---- each shard's coordinator ---- */
+
+/* st_gcoord_config_t.append: the coordinator's batches go through the partition layer like
+ * any produce with acks=all (the high watermark moves and fetches wake there). */
+static int append(void *ctx, int32_t partition, uint8_t *data, size_t len,
+                  void (*done)(void *arg, int res), void *arg)
+{
+    st_kshard_t *s = ctx;
+    const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
+    st_part_t *p = t ? st_parts_get(&s->parts, t->id, partition) : NULL;
+    if (!p || !p->log)
+        return ST_E_CLOSED;
+    st_part_append_res_t res;
+    if (st_part_append(p, data, len, ST_ACKS_ALL, &res, done, arg))
+        return 0;
+    if (res.error) {
+        free(res.rejects);
+        if (res.why)
+            ST_WARN("%s-%d: append refused: %s", ST_OFFSETS_TOPIC, partition, res.why);
+        return res.err;
+    }
+    done(arg, 0); /* durable already */
+    return 0;
+}
+
+/* Loads the partition into this shard's coordinator if the shard owns it and has not yet. */
+static void attach(st_kshard_t *s, int32_t partition)
+{
+    const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
+    if (!s->groups || !t || partition < 0 || partition >= t->npartitions ||
+        st_gcoord_loaded(s->groups, partition) || t->partitions[partition].shard != s->id)
+        return;
+    st_part_t *p = st_parts_get(&s->parts, t->id, partition);
+    if (!p || !p->log)
+        return;
+    int rc = st_gcoord_load(s->groups, partition, p->log);
+    if (rc)
+        ST_ERROR("cannot load %s-%d: %s", ST_OFFSETS_TOPIC, partition, st_strerror(rc));
+}
+
+int st_kgroup_start(st_kshard_t *s)
+{
+    const st_config_t *cfg = s->b->cfg;
+    const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
+    st_gcoord_config_t gc = {
+        .min_session_timeout_ms = cfg->group_min_session_timeout_ms,
+        .max_session_timeout_ms = cfg->group_max_session_timeout_ms,
+        .initial_rebalance_delay_ms = cfg->group_initial_rebalance_delay_ms,
+        .offsets_retention_ms = cfg->offsets_retention_minutes * 60000,
+        .expire_check_ms = 60000,
+        .num_partitions = t && t->npartitions > cfg->offsets_topic_num_partitions
+                              ? t->npartitions
+                              : (int32_t)cfg->offsets_topic_num_partitions,
+        .append = append,
+        .ctx = s,
+    };
+    int rc = st_gcoord_create(&s->groups, s->loop, &gc);
+    if (rc)
+        return rc;
+    for (int32_t p = 0; t && p < t->npartitions; p++)
+        attach(s, p);
+    return 0;
+}
+
+void st_kgroup_drain(st_kshard_t *s)
+{
+    if (s->groups)
+        st_gcoord_drain(s->groups);
+}
+
+void st_kgroup_fini(st_kshard_t *s)
+{
+    st_gcoord_destroy(s->groups);
+    s->groups = NULL;
+}
+
+/* ---- the internal topic ---- */
+
+typedef struct {
+    st_ctl_op_t op;
+    st_ctl_item_t item;
+    st_ctl_cfg_t cfg[3];
+    st_kreq_t *r;
+    st_kgroup_ready_fn cb;
+    void *arg;
+} offsets_create_t;
+
+static void offsets_created(st_kshard_t *s, st_ctl_op_t *op)
+{
+    offsets_create_t *c = (offsets_create_t *)op;
+    (void)s;
+    if (c->item.error && c->item.error != ST_KERR_TOPIC_ALREADY_EXISTS)
+        ST_WARN("cannot create %s: %s", ST_OFFSETS_TOPIC, c->item.message);
+    c->cb(c->r, c->arg);
+}
+
+/* Creates __consumer_offsets (compacted by the log cleaner, never deleted by time; segments
+ * of 100 MiB as Kafka's offsets.topic.segment.bytes) if this shard's snapshot does not have it
+ * yet, then calls cb. */
+void st_kgroup_ensure_topic(st_kreq_t *r, st_kgroup_ready_fn cb, void *arg)
+{
+    if (st_kgroup_offsets_topic(r->shard->md)) {
+        cb(r, arg);
+        return;
+    }
+    offsets_create_t *c = st_arena_zalloc(&r->arena, sizeof *c);
+    if (!c) {
+        cb(r, arg);
+        return;
+    }
+    c->r = r;
+    c->cb = cb;
+    c->arg = arg;
+    c->cfg[0] = (st_ctl_cfg_t){"cleanup.policy", "compact", ST_CTL_CFG_SET};
+    c->cfg[1] = (st_ctl_cfg_t){"retention.ms", "-1", ST_CTL_CFG_SET};
+    c->cfg[2] = (st_ctl_cfg_t){"segment.bytes", "104857600", ST_CTL_CFG_SET};
+    c->item.name = ST_OFFSETS_TOPIC;
+    c->item.count = (int32_t)r->shard->b->cfg->offsets_topic_num_partitions;
+    c->item.rf = -1;
+    c->item.assigned = -1;
+    c->item.internal = true;
+    c->item.ncfg = 3;
+    c->item.cfg = c->cfg;
+    c->op.kind = ST_CTL_CREATE;
+    c->op.n = 1;
+    c->op.items = &c->item;
+    c->op.cb = offsets_created;
+    st_ctl_submit(r->shard, &c->op);
+}
+
+/* ---- calls to coordinators ---- */
+
+void st_kgroup_calls_free(st_kgroup_call_t *g)
+{
+    while (g) {
+        st_kgroup_call_t *next = g->next;
+        st_arena_fini(&g->arena);
+        free(g);
+        g = next;
+    }
+}
+
+/* Every call is sent: finish runs once each is answered. */
+void st_kgroup_ctx_end(st_kgroup_ctx_t *ctx)
+{
+    st_fanout_end(&ctx->fan);
+}
+
+static void gctx_gathered(void *arg)
+{
+    st_kgroup_ctx_t *ctx = arg;
+    ctx->finish(ctx);
+}
+
+/* On the coordinator, from exec (now or later): the call is answered. */
+void st_kgroup_call_return(void *arg)
+{
+    st_kgroup_call_t *g = arg;
+    st_fanout_release(&g->leg);
+}
+
+static void gcall_run(st_fanout_leg_t *leg)
+{
+    st_kshard_t *s = st_kshard_current();
+    st_kgroup_call_t *g = leg->data;
+    st_fanout_hold(leg); /* exec answers with st_kgroup_call_return, now or later */
+    attach(s, g->partition);
+    g->exec(s, g);
+}
+
+st_kgroup_ctx_t *st_kgroup_ctx_new(st_kreq_t *r, void (*finish)(st_kgroup_ctx_t *), void *data)
+{
+    st_kgroup_ctx_t *ctx = st_arena_zalloc(&r->arena, sizeof *ctx);
+    if (!ctx)
+        return NULL;
+    ctx->r = r;
+    st_fanout_begin(&ctx->fan, r->shard->b->mesh, r->shard->id, gcall_run, gctx_gathered, ctx);
+    ctx->finish = finish;
+    ctx->data = data;
+    return ctx;
+}
+
+void st_kgroup_call_to(st_kgroup_ctx_t *ctx, int shard, int32_t partition, st_kgroup_exec_fn exec,
+                       void *item)
+{
+    st_kgroup_call_t *g = calloc(1, sizeof *g);
+    ST_ASSERT(g != NULL);
+    st_arena_init(&g->arena, 2048);
+    g->ctx = ctx;
+    g->partition = partition;
+    g->exec = exec;
+    g->item = item;
+    g->leg.data = g;
+    g->next = ctx->calls;
+    ctx->calls = g;
+    st_fanout_send(&ctx->fan, &g->leg, shard);
+}
+
+/* Sends item to the coordinator of group_id. Without the internal topic the call goes to this
+ * shard with partition -1, which every coordinator function answers NOT_COORDINATOR. */
+void st_kgroup_call_group(st_kgroup_ctx_t *ctx, st_kstr_t group_id, st_kgroup_exec_fn exec,
+                          void *item)
+{
+    const st_md_topic_t *t = st_kgroup_offsets_topic(ctx->r->shard->md);
+    int32_t p = t ? st_gcoord_partition_for(group_id, t->npartitions) : -1;
+    int owner = t ? st_kshard_owner(t, p) : -1;
+    if (owner < 0) {
+        owner = ctx->r->shard->id;
+        p = -1;
+    }
+    st_kgroup_call_to(ctx, owner, p, exec, item);
+}
