@@ -1,7 +1,7 @@
 /*
  * group_life.h — each shard's group coordinator (group/coord.h) through the shard's life:
  * created and loaded at shard start, after the partitions are open; drained when shutdown
- * begins; freed once the loop has stopped (h_group.c).
+ * begins; freed once the loop has stopped (group_route.c).
  *
  * Threads: each on the shard's own thread.
  */
