@@ -8,11 +8,11 @@ typedef struct {
     st_kreq_t *r;
     st_autocreate_cb cb;
     void *arg;
-} st_autocreate_t;
+} autocreate_t;
 
-static void st_autocreate_done(st_kshard_t *s, st_ctl_op_t *op)
+static void autocreate_done(st_kshard_t *s, st_ctl_op_t *op)
 {
-    st_autocreate_t *a = (st_autocreate_t *)op;
+    autocreate_t *a = (autocreate_t *)op;
     (void)s;
     a->cb(a->r, a->arg);
 }
@@ -20,7 +20,7 @@ static void st_autocreate_done(st_kshard_t *s, st_ctl_op_t *op)
 void st_autocreate(st_kreq_t *r, const st_kstr_t *names, int n, st_autocreate_cb cb, void *arg)
 {
     const st_md_t *md = r->shard->md;
-    st_autocreate_t *a = st_arena_zalloc(&r->arena, sizeof *a);
+    autocreate_t *a = st_arena_zalloc(&r->arena, sizeof *a);
     st_ctl_item_t *items = st_arena_zalloc(&r->arena, (size_t)n * sizeof *items + 1);
     if (!a || !items) {
         cb(r, arg);
@@ -56,6 +56,6 @@ void st_autocreate(st_kreq_t *r, const st_kstr_t *names, int n, st_autocreate_cb
     a->op.kind = ST_CTL_CREATE;
     a->op.n = k;
     a->op.items = items;
-    a->op.cb = st_autocreate_done;
+    a->op.cb = autocreate_done;
     st_ctl_submit(r->shard, &a->op);
 }

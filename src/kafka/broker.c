@@ -36,12 +36,12 @@
 #include "proto/kreader.h"
 #include "storage/fs.h"
 
-static pthread_mutex_t st_start_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t st_start_cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER;
 
 /* ---- cluster identity: <log.dirs>/meta.properties, as Kafka writes it ---- */
 
-static void st_new_cluster_id(char *out, size_t n)
+static void new_cluster_id(char *out, size_t n)
 {
     static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     uint8_t raw[16];
@@ -64,7 +64,7 @@ static void st_new_cluster_id(char *out, size_t n)
     out[k] = 0;
 }
 
-static int st_mkdirs(const char *path)
+static int mkdirs(const char *path)
 {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s", path);
@@ -84,10 +84,10 @@ static int st_mkdirs(const char *path)
 /* Reads <log.dirs>/meta.properties, or writes a new one (a new cluster id), through the
  * broker's file-system table; on the main thread before the shards start, so its synchronous
  * sync blocks no shard. */
-static int st_load_identity(st_broker_t *b, char *err, size_t errlen)
+static int load_identity(st_broker_t *b, char *err, size_t errlen)
 {
     const st_config_t *c = b->cfg;
-    int rc = st_mkdirs(c->log_dirs);
+    int rc = mkdirs(c->log_dirs);
     if (rc) {
         snprintf(err, errlen, "cannot create log.dirs %s: %s", c->log_dirs, strerror(-rc));
         return rc;
@@ -130,7 +130,7 @@ static int st_load_identity(st_broker_t *b, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read %s: %s", path, st_strerror(rc));
         return rc;
     }
-    st_new_cluster_id(b->cluster_id, 23);
+    new_cluster_id(b->cluster_id, 23);
     char text[256];
     int n = snprintf(text, sizeof text,
                      "#\n#Written by strata-server\nversion=1\ncluster.id=%s\nnode.id=%lld\n",
@@ -149,7 +149,7 @@ static int st_load_identity(st_broker_t *b, char *err, size_t errlen)
 /* Raises the soft descriptor limit to the hard one and shares what segment files may keep
  * open among the shards: half the limit, leaving the rest to sockets, the admin server and
  * files opened briefly. Closed segments reopen on demand, so any share works, only slower. */
-static int st_fd_budget(int nshards)
+static int fd_budget(int nshards)
 {
     struct rlimit rl;
     long limit = 1024;
@@ -167,7 +167,7 @@ static int st_fd_budget(int nshards)
     return per < 32 ? 32 : (int)per;
 }
 
-static void st_broker_sweep_data_dir(const st_md_t *md, const char *data_dir);
+static void broker_sweep_data_dir(const st_md_t *md, const char *data_dir);
 
 int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, char *err,
                      size_t errlen)
@@ -178,9 +178,9 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
     b->cfg = cfg;
     b->fs = st_fs_posix();
     b->nshards = nshards;
-    b->fds_per_shard = st_fd_budget(nshards);
+    b->fds_per_shard = fd_budget(nshards);
     atomic_init(&b->next_producer_id, st_wall_ms() << 20);
-    int rc = st_load_identity(b, err, errlen);
+    int rc = load_identity(b, err, errlen);
     if (rc)
         goto fail;
     /* A process killed a moment ago may still hold the port: io_uring tears a dead ring
@@ -224,7 +224,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
     rc = st_ctl_load(&b->fs, b->ctl_md, cfg->log_dirs, nshards, err, errlen);
     if (rc)
         goto fail;
-    st_broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
+    broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
     rc = st_mesh_create(&b->mesh, nshards, 4096);
     if (rc) {
         snprintf(err, errlen, "cannot create the shard mesh: %s", st_strerror(rc));
@@ -251,11 +251,11 @@ typedef struct {
     st_storage_env_t *env;
     const st_md_t *md;
     int stray;
-} st_sweep_ctx_t;
+} sweep_ctx_t;
 
-static int st_sweep_partition_dir(void *arg, const char *dir, const char *topic, int32_t partition)
+static int sweep_partition_dir(void *arg, const char *dir, const char *topic, int32_t partition)
 {
-    st_sweep_ctx_t *c = arg;
+    sweep_ctx_t *c = arg;
     const st_md_topic_t *t = st_md_find(c->md, topic, strlen(topic));
     if (t && partition < t->npartitions)
         return 0; /* its topic id is checked when it opens (st_parts_open) */
@@ -274,7 +274,7 @@ static int st_sweep_partition_dir(void *arg, const char *dir, const char *topic,
  * directories), and moves aside partition directories of topics the metadata does not have,
  * so that a topic created later under the same name never finds their records.
  */
-static void st_broker_sweep_data_dir(const st_md_t *md, const char *data_dir)
+static void broker_sweep_data_dir(const st_md_t *md, const char *data_dir)
 {
     st_storage_env_t env;
     st_storage_env_init(&env, st_fs_posix(), 16);
@@ -284,8 +284,8 @@ static void st_broker_sweep_data_dir(const st_md_t *md, const char *data_dir)
                 rc == 1 ? "y" : "ies");
     else if (rc < 0 && rc != -ENOENT)
         ST_WARN("cannot sweep %s: %s", data_dir, st_strerror(rc));
-    st_sweep_ctx_t c = {&env, md, 0};
-    st_storage_list_partitions(&env, data_dir, st_sweep_partition_dir, &c);
+    sweep_ctx_t c = {&env, md, 0};
+    st_storage_list_partitions(&env, data_dir, sweep_partition_dir, &c);
     st_storage_env_fini(&env);
 }
 
@@ -313,7 +313,7 @@ void st_broker_destroy(st_broker_t *b)
 
 /* ---- dispatch ---- */
 
-static void st_kshard_on_frame(void *ctx, st_conn_t *c, uint64_t seq, uint8_t *frame, size_t len)
+static void kshard_on_frame(void *ctx, st_conn_t *c, uint64_t seq, uint8_t *frame, size_t len)
 {
     st_kshard_t *s = ctx;
     st_kreq_t *r = st_kreq_new(s, c, seq, frame, len);
@@ -358,13 +358,13 @@ static void st_kshard_on_frame(void *ctx, st_conn_t *c, uint64_t seq, uint8_t *f
 
 /* ---- shard threads ---- */
 
-static void st_kshard_on_close(void *ctx, st_conn_t *c)
+static void kshard_on_close(void *ctx, st_conn_t *c)
 {
     (void)ctx;
     (void)c;
 }
 
-static void st_wake_all(st_broker_t *b)
+static void wake_all(st_broker_t *b)
 {
     for (int i = 0; i < b->nshards; i++)
         if (b->shards[i]->loop)
@@ -373,14 +373,14 @@ static void st_wake_all(st_broker_t *b)
 
 /* This shard has no connection left. Its partitions stay open until every shard is in the
  * same state: until then another shard's last requests may still reach them. */
-static void st_kshard_drained(void *arg)
+static void kshard_drained(void *arg)
 {
     st_kshard_t *s = arg;
     st_loop_timer_stop(s->loop, &s->shutdown_timer);
     st_loop_timer_stop(s->loop, &s->tick_timer);
     s->shutdown_state = 2;
     atomic_fetch_add_explicit(&s->b->drained, 1, memory_order_acq_rel);
-    st_wake_all(s->b);
+    wake_all(s->b);
 }
 
 /*
@@ -389,7 +389,7 @@ static void st_kshard_drained(void *arg)
  *   3 logs closed -- every shard closed and no sync in flight -->  run the messages still in
  *                    the rings (reads released, notifications), stop the loop          -> 4
  */
-static void st_kshard_shutdown_step(st_kshard_t *s)
+static void kshard_shutdown_step(st_kshard_t *s)
 {
     st_broker_t *b = s->b;
     if (s->shutdown_state == 2 &&
@@ -397,7 +397,7 @@ static void st_kshard_shutdown_step(st_kshard_t *s)
         st_parts_fini(&s->parts);
         s->shutdown_state = 3;
         atomic_fetch_add_explicit(&b->closed, 1, memory_order_acq_rel);
-        st_wake_all(b);
+        wake_all(b);
     }
     if (s->shutdown_state == 3 && s->syncs_in_flight == 0 &&
         atomic_load_explicit(&b->closed, memory_order_acquire) == b->nshards) {
@@ -407,7 +407,7 @@ static void st_kshard_shutdown_step(st_kshard_t *s)
     }
 }
 
-static void st_kshard_shutdown_timeout(st_timer_t *t)
+static void kshard_shutdown_timeout(st_timer_t *t)
 {
     st_kshard_t *s = t->data;
     ST_WARN("shutdown: %zu connection(s) still busy after %lld ms; closing them",
@@ -415,22 +415,22 @@ static void st_kshard_shutdown_timeout(st_timer_t *t)
     st_net_close_all(s->net);
 }
 
-static void st_kshard_before_sleep(void *arg)
+static void kshard_before_sleep(void *arg)
 {
     st_kshard_t *s = arg;
     if (s->shutdown_state >= 2) {
-        st_kshard_shutdown_step(s);
+        kshard_shutdown_step(s);
         return;
     }
     if (s->shutdown_state != 0 || !atomic_load_explicit(&s->b->stopping, memory_order_acquire))
         return;
     s->shutdown_state = 1;
     ST_DEBUG("shutting down: %zu connection(s) open", st_net_conn_count(s->net));
-    st_timer_init(&s->shutdown_timer, st_kshard_shutdown_timeout, s);
+    st_timer_init(&s->shutdown_timer, kshard_shutdown_timeout, s);
     st_loop_timer_start(s->loop, &s->shutdown_timer, s->b->cfg->shutdown_timeout_ms);
     st_fetch_cancel_all(s); /* long polls answer now with what they have */
     st_kgroup_drain(s);     /* waiting joins and syncs answer now */
-    st_net_shutdown(s->net, st_kshard_drained, s);
+    st_net_shutdown(s->net, kshard_drained, s);
 }
 
 typedef struct {
@@ -439,11 +439,11 @@ typedef struct {
     st_sync_done_fn done;
     void *arg;
     int64_t start_ns;
-} st_sync_op_t;
+} sync_op_t;
 
-static void st_sync_complete(st_io_t *io, int res)
+static void sync_complete(st_io_t *io, int res)
 {
-    st_sync_op_t *op = io->data;
+    sync_op_t *op = io->data;
     st_kshard_t *s = op->s;
     int64_t ns = st_mono_ns() - op->start_ns;
     atomic_fetch_add_explicit(&s->stats.fsyncs, 1, memory_order_relaxed);
@@ -458,13 +458,13 @@ static void st_sync_complete(st_io_t *io, int res)
 }
 
 /* The storage sync hook: an fdatasync through io_uring, never on the loop thread. */
-static int st_sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
+static int sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
 {
     st_kshard_t *s = ctx;
-    st_sync_op_t *op = malloc(sizeof *op);
+    sync_op_t *op = malloc(sizeof *op);
     if (!op)
         return -ENOMEM;
-    op->io.cb = st_sync_complete;
+    op->io.cb = sync_complete;
     op->io.data = op;
     op->s = s;
     op->done = done;
@@ -480,12 +480,12 @@ static int st_sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
 }
 
 /* The partitions' wake-up of waiting fetches (st_parts_config_t.wake). */
-static void st_wake_fetches(void *arg, int waiter, const uint8_t topic_id[16], int32_t index)
+static void wake_fetches(void *arg, int waiter, const uint8_t topic_id[16], int32_t index)
 {
     st_fetch_notify(arg, waiter, topic_id, index);
 }
 
-static void st_kshard_tick(st_timer_t *t)
+static void kshard_tick(st_timer_t *t)
 {
     st_kshard_t *s = t->data;
     st_parts_tick(&s->parts);
@@ -495,7 +495,7 @@ static void st_kshard_tick(st_timer_t *t)
 }
 
 /* Opens the partitions this shard owns (recovering them if needed). */
-static int st_kshard_open_partitions(st_kshard_t *s)
+static int kshard_open_partitions(st_kshard_t *s)
 {
     const st_md_t *md = s->md;
     int64_t t0 = st_mono_ms();
@@ -522,7 +522,7 @@ static int st_kshard_open_partitions(st_kshard_t *s)
     return 0;
 }
 
-static void st_pin(int shard)
+static void pin_thread(int shard)
 {
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
@@ -544,36 +544,36 @@ static void st_pin(int shard)
     }
 }
 
-static void st_start_signal(st_broker_t *b, bool ok)
+static void start_signal(st_broker_t *b, bool ok)
 {
-    pthread_mutex_lock(&st_start_mu);
+    pthread_mutex_lock(&start_mu);
     if (ok)
         atomic_fetch_add(&b->started, 1);
     else
         atomic_fetch_add(&b->failed, 1);
-    pthread_cond_broadcast(&st_start_cv);
-    pthread_mutex_unlock(&st_start_mu);
+    pthread_cond_broadcast(&start_cv);
+    pthread_mutex_unlock(&start_mu);
 }
 
-static void *st_kshard_main(void *arg)
+static void *kshard_main(void *arg)
 {
     st_kshard_t *s = arg;
     st_broker_t *b = s->b;
     st_log_set_shard(s->id);
     st_kshard_set_current(s);
-    st_pin(s->id);
+    pin_thread(s->id);
     int rc = st_loop_create(&s->loop, 4096);
     if (rc) {
         ST_ERROR("cannot create the event loop (io_uring): %s", st_strerror(rc));
-        st_start_signal(b, false);
+        start_signal(b, false);
         return NULL;
     }
     if (s->id == 0)
         ST_INFO("event loops on %s", st_loop_backend(s->loop));
     st_mesh_attach(b->mesh, s->id, s->loop);
-    st_loop_add_before_sleep(s->loop, st_kshard_before_sleep, s);
+    st_loop_add_before_sleep(s->loop, kshard_before_sleep, s);
     st_storage_env_init(&s->env, b->fs, b->fds_per_shard);
-    s->env.sync_submit = st_sync_submit;
+    s->env.sync_submit = sync_submit;
     s->env.sync_ctx = s;
     const st_config_t *cfg = b->cfg;
     st_parts_config_t pc = {
@@ -585,25 +585,25 @@ static void *st_kshard_main(void *arg)
         .cleaner_threads = cfg->log_cleaner_threads,
         .cleaner_io_max_bytes_per_second = cfg->log_cleaner_io_max_bytes_per_second,
         .cleaner_dedupe_buffer_size = cfg->log_cleaner_dedupe_buffer_size,
-        .wake = st_wake_fetches,
+        .wake = wake_fetches,
         .wake_arg = s,
     };
     st_parts_init(&s->parts, s->loop, &s->env, &pc);
-    rc = st_kshard_open_partitions(s);
+    rc = kshard_open_partitions(s);
     if (rc) {
         ST_ERROR("cannot open this shard's partitions: %s", st_strerror(rc));
-        st_start_signal(b, false);
+        start_signal(b, false);
         return NULL;
     }
     rc = st_kgroup_start(s);
     if (rc) {
         ST_ERROR("cannot start the group coordinator: %s", st_strerror(rc));
-        st_start_signal(b, false);
+        start_signal(b, false);
         return NULL;
     }
-    st_timer_init(&s->tick_timer, st_kshard_tick, s);
+    st_timer_init(&s->tick_timer, kshard_tick, s);
     st_loop_timer_start(s->loop, &s->tick_timer, 100);
-    st_net_handler_t h = {st_kshard_on_frame, st_kshard_on_close, s};
+    st_net_handler_t h = {kshard_on_frame, kshard_on_close, s};
     int64_t queued = b->cfg->queued_max_request_bytes; /* the shard's even share */
     st_net_limits_t lim = {
         (size_t)b->cfg->socket_request_max_bytes, (size_t)b->cfg->connection_max_inflight_bytes,
@@ -611,13 +611,13 @@ static void *st_kshard_main(void *arg)
     rc = st_net_create(&s->net, s->loop, b->listen_fds[s->id], &h, &lim);
     if (rc) {
         ST_ERROR("cannot start the listener: %s", st_strerror(rc));
-        st_start_signal(b, false);
+        start_signal(b, false);
         return NULL;
     }
     b->listen_fds[s->id] = -1; /* the net owns it now */
     if (b->tick_hook)
         b->tick_hook(b->tick_hook_arg, s);
-    st_start_signal(b, true);
+    start_signal(b, true);
     rc = st_loop_run(s->loop);
     if (rc)
         ST_ERROR("event loop failed: %s", st_strerror(rc));
@@ -635,14 +635,14 @@ static void *st_kshard_main(void *arg)
 int st_broker_start(st_broker_t *b)
 {
     for (int i = 0; i < b->nshards; i++) {
-        int rc = pthread_create(&b->shards[i]->thread, NULL, st_kshard_main, b->shards[i]);
+        int rc = pthread_create(&b->shards[i]->thread, NULL, kshard_main, b->shards[i]);
         if (rc)
             return -rc;
     }
-    pthread_mutex_lock(&st_start_mu);
+    pthread_mutex_lock(&start_mu);
     while (atomic_load(&b->started) + atomic_load(&b->failed) < b->nshards)
-        pthread_cond_wait(&st_start_cv, &st_start_mu);
-    pthread_mutex_unlock(&st_start_mu);
+        pthread_cond_wait(&start_cv, &start_mu);
+    pthread_mutex_unlock(&start_mu);
     return atomic_load(&b->failed) ? ST_E_CONFIG : 0;
 }
 

@@ -71,7 +71,7 @@ int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen)
 
 /* ---- persistence ---- */
 
-static void st_hex(const uint8_t id[16], char out[33])
+static void to_hex(const uint8_t id[16], char out[33])
 {
     static const char h[] = "0123456789abcdef";
     for (int i = 0; i < 16; i++) {
@@ -81,7 +81,7 @@ static void st_hex(const uint8_t id[16], char out[33])
     out[32] = 0;
 }
 
-static int st_unhex(const char *s, uint8_t id[16])
+static int unhex(const char *s, uint8_t id[16])
 {
     if (!s || strlen(s) != 32)
         return -1;
@@ -95,7 +95,7 @@ static int st_unhex(const char *s, uint8_t id[16])
 }
 
 /* The metadata as strata-metadata.json's text (malloc'd), or NULL. */
-static char *st_ctl_render(const st_md_t *md)
+static char *ctl_render(const st_md_t *md)
 {
     json_t *root = json_object(), *topics = json_array();
     json_object_set_new(root, "version", json_integer(md->version));
@@ -103,7 +103,7 @@ static char *st_ctl_render(const st_md_t *md)
     for (int i = 0; i < md->ntopics; i++) {
         const st_md_topic_t *t = md->topics[i];
         char hex[33];
-        st_hex(t->id, hex);
+        to_hex(t->id, hex);
         json_t *jt = json_object(), *parts = json_array(), *cfg = json_object();
         json_object_set_new(jt, "name", json_string(t->name));
         json_object_set_new(jt, "id", json_string(hex));
@@ -152,7 +152,7 @@ int st_ctl_load(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshard
         const char *name = json_string_value(json_object_get(jt, "name"));
         uint8_t id[16];
         json_t *parts = json_object_get(jt, "partitions");
-        if (!name || st_unhex(json_string_value(json_object_get(jt, "id")), id) ||
+        if (!name || unhex(json_string_value(json_object_get(jt, "id")), id) ||
             !json_is_array(parts)) {
             snprintf(err, errlen, "%s: topic %zu is malformed", path, i);
             rc = ST_E_CORRUPT;
@@ -213,9 +213,9 @@ typedef struct st_ctl_apply {
         int32_t partition;
         int err;
     } fail[ST_CTL_FAILS];
-} st_ctl_apply_t;
+} ctl_apply_t;
 
-static bool st_configs_equal(const st_md_topic_t *a, const st_md_topic_t *b)
+static bool configs_equal(const st_md_topic_t *a, const st_md_topic_t *b)
 {
     if (a->nconfigs != b->nconfigs)
         return false;
@@ -229,28 +229,28 @@ static bool st_configs_equal(const st_md_topic_t *a, const st_md_topic_t *b)
 typedef struct {
     st_kshard_t *s;
     const st_md_t *md;
-} st_sweep_t;
+} sweep_t;
 
-static void st_sweep_one(void *arg, st_part_t *p)
+static void sweep_one(void *arg, st_part_t *p)
 {
-    st_sweep_t *w = arg;
+    sweep_t *w = arg;
     const st_md_topic_t *t = st_md_find_id(w->md, p->topic_id);
     if (!t || p->index >= t->npartitions || t->partitions[p->index].shard != w->s->id)
         st_parts_delete(&w->s->parts, p);
 }
 
-static void st_ctl_apply_run(st_fanout_leg_t *leg)
+static void ctl_apply_run(st_fanout_leg_t *leg)
 {
     st_kshard_t *s = st_kshard_current();
-    st_ctl_apply_t *a = leg->data;
+    ctl_apply_t *a = leg->data;
     st_md_t *old = s->md;
     s->md = st_md_ref(a->md);
-    st_sweep_t w = {s, a->md};
-    st_parts_each(&s->parts, st_sweep_one, &w);
+    sweep_t w = {s, a->md};
+    st_parts_each(&s->parts, sweep_one, &w);
     for (int i = 0; i < a->md->ntopics; i++) {
         const st_md_topic_t *t = a->md->topics[i];
         const st_md_topic_t *ot = old ? st_md_find_id(old, t->id) : NULL;
-        bool reconf = ot && !st_configs_equal(ot, t);
+        bool reconf = ot && !configs_equal(ot, t);
         for (int32_t p = 0; p < t->npartitions; p++) {
             if (t->partitions[p].shard != s->id)
                 continue;
@@ -277,7 +277,7 @@ static void st_ctl_apply_run(st_fanout_leg_t *leg)
 }
 
 /* Reports the partitions shard a could not open to the op's items. */
-static void st_ctl_apply_report(st_ctl_op_t *op, st_ctl_apply_t *a)
+static void ctl_apply_report(st_ctl_op_t *op, ctl_apply_t *a)
 {
     /* A partition that could not be opened is offline: the topic exists, but the client is
      * told (KAFKA_STORAGE_ERROR) instead of a success it cannot use. */
@@ -297,12 +297,12 @@ static void st_ctl_apply_report(st_ctl_op_t *op, st_ctl_apply_t *a)
 }
 
 /* On shard 0, once every shard applied the snapshot: the op goes back to its shard. */
-static void st_ctl_applied(void *arg)
+static void ctl_applied(void *arg)
 {
     st_ctl_op_t *op = arg;
     st_kshard_t *s = st_kshard_current();
     for (int i = 0; i < s->b->nshards; i++)
-        st_ctl_apply_report(op, &op->applies[i]);
+        ctl_apply_report(op, &op->applies[i]);
     free(op->applies);
     op->applies = NULL;
     st_xcall_return(s, &op->x);
@@ -310,7 +310,7 @@ static void st_ctl_applied(void *arg)
 
 /* ---- the operations ---- */
 
-static int32_t st_least_loaded_shard(int nshards, int32_t *load)
+static int32_t least_loaded_shard(int nshards, int32_t *load)
 {
     int32_t best = 0;
     for (int i = 1; i < nshards; i++)
@@ -321,7 +321,7 @@ static int32_t st_least_loaded_shard(int nshards, int32_t *load)
 }
 
 /* Computes the new value of a list config for APPEND/SUBTRACT of `v` into out. */
-static void st_list_edit(const char *cur, const char *v, bool add, char *out, size_t n)
+static void list_edit(const char *cur, const char *v, bool add, char *out, size_t n)
 {
     out[0] = 0;
     bool present = false;
@@ -343,7 +343,7 @@ static void st_list_edit(const char *cur, const char *v, bool add, char *out, si
 }
 
 /* Validates every change first, then applies them all, so a refused item changes nothing. */
-static int st_apply_configs(st_md_topic_t *t, st_ctl_item_t *it)
+static int apply_configs(st_md_topic_t *t, st_ctl_item_t *it)
 {
     for (int c = 0; c < it->ncfg; c++) {
         st_ctl_cfg_t *cf = &it->cfg[c];
@@ -387,15 +387,15 @@ static int st_apply_configs(st_md_topic_t *t, st_ctl_item_t *it)
         } else {
             const char *cur = st_md_topic_config(t, cf->key);
             char out[256];
-            st_list_edit(cur ? cur : d->fixed_default, cf->value, cf->op == ST_CTL_CFG_APPEND, out,
-                         sizeof out);
+            list_edit(cur ? cur : d->fixed_default, cf->value, cf->op == ST_CTL_CFG_APPEND, out,
+                      sizeof out);
             st_md_topic_set_config(t, cf->key, out);
         }
     }
     return 0;
 }
 
-static bool st_ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_t *load)
+static bool ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_t *load)
 {
     const st_config_t *cfg = s->b->cfg;
     char msg[200];
@@ -443,12 +443,12 @@ static bool st_ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_
     }
     t->internal = it->internal;
     t->replication_factor = (int16_t)rf;
-    if (st_apply_configs(t, it)) {
+    if (apply_configs(t, it)) {
         st_md_topic_free(t);
         return false;
     }
     for (int32_t p = 0; p < n; p++) {
-        t->partitions[p].shard = st_least_loaded_shard(s->b->nshards, load);
+        t->partitions[p].shard = least_loaded_shard(s->b->nshards, load);
         t->partitions[p].leader = md->controller_id;
     }
     memcpy(it->id, id, 16);
@@ -456,7 +456,7 @@ static bool st_ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_
     return true;
 }
 
-static st_md_topic_t *st_ctl_find(st_md_t *md, st_ctl_item_t *it)
+static st_md_topic_t *ctl_find(st_md_t *md, st_ctl_item_t *it)
 {
     const st_md_topic_t *t =
         it->name ? st_md_find(md, it->name, (int32_t)strlen(it->name)) : st_md_find_id(md, it->id);
@@ -465,14 +465,13 @@ static st_md_topic_t *st_ctl_find(st_md_t *md, st_ctl_item_t *it)
     return (st_md_topic_t *)t;
 }
 
-static bool st_ctl_item(st_kshard_t *s, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *it,
-                        int32_t *load)
+static bool ctl_item(st_kshard_t *s, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *it, int32_t *load)
 {
     it->error = 0;
     it->message[0] = 0;
     if (op->kind == ST_CTL_CREATE)
-        return st_ctl_create(s, md, it, load);
-    st_md_topic_t *t = st_ctl_find(md, it);
+        return ctl_create(s, md, it, load);
+    st_md_topic_t *t = ctl_find(md, it);
     if (!t) {
         it->error = it->name ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION : ST_KERR_UNKNOWN_TOPIC_ID;
         snprintf(it->message, sizeof it->message, "This server does not host this topic.");
@@ -510,21 +509,21 @@ static bool st_ctl_item(st_kshard_t *s, st_md_t *md, st_ctl_op_t *op, st_ctl_ite
             if (st_md_topic_grow(t, it->count))
                 return false;
             for (int32_t p = old; p < it->count; p++) {
-                t->partitions[p].shard = st_least_loaded_shard(s->b->nshards, load);
+                t->partitions[p].shard = least_loaded_shard(s->b->nshards, load);
                 t->partitions[p].leader = md->controller_id;
             }
         }
         return true;
     case ST_CTL_ALTER_CONFIGS:
-        return st_apply_configs(t, it) == 0;
+        return apply_configs(t, it) == 0;
     }
     return false;
 }
 
-static void st_ctl_exec(st_kshard_t *s, st_ctl_op_t *op);
+static void ctl_exec(st_kshard_t *s, st_ctl_op_t *op);
 
 /* The controller is free: the next queued op runs. */
-static void st_ctl_next(st_kshard_t *s)
+static void ctl_next(st_kshard_t *s)
 {
     st_broker_t *b = s->b;
     b->ctl_busy = false;
@@ -533,20 +532,20 @@ static void st_ctl_next(st_kshard_t *s)
         b->ctl_queue = next->queue_next;
         if (!b->ctl_queue)
             b->ctl_queue_tail = NULL;
-        st_ctl_exec(s, next);
+        ctl_exec(s, next);
     }
 }
 
 /* The op is answered (its items say how). */
-static void st_ctl_finish(st_kshard_t *s, st_ctl_op_t *op)
+static void ctl_finish(st_kshard_t *s, st_ctl_op_t *op)
 {
     st_xcall_return(s, &op->x);
-    st_ctl_next(s);
+    ctl_next(s);
 }
 
 /* strata-metadata.json is durable (or not): on success the snapshot becomes the controller's
  * and goes to every shard; the next op may run while they apply it. */
-static void st_ctl_saved(void *arg, int rc)
+static void ctl_saved(void *arg, int rc)
 {
     st_ctl_op_t *op = arg;
     st_kshard_t *s = st_kshard_current();
@@ -560,28 +559,28 @@ static void st_ctl_saved(void *arg, int rc)
                 st_item_fail(&op->items[i], ST_KERR_KAFKA_STORAGE_ERROR,
                              "cannot persist metadata: %s", st_strerror(rc));
         st_md_unref(md);
-        st_ctl_finish(s, op);
+        ctl_finish(s, op);
         return;
     }
     st_md_unref(b->ctl_md);
     b->ctl_md = md;
     op->applies = calloc((size_t)b->nshards, sizeof *op->applies);
     ST_ASSERT(op->applies != NULL);
-    st_fanout_begin(&op->fan, b->mesh, s->id, st_ctl_apply_run, st_ctl_applied, op);
+    st_fanout_begin(&op->fan, b->mesh, s->id, ctl_apply_run, ctl_applied, op);
     for (int i = 0; i < b->nshards; i++) {
-        st_ctl_apply_t *a = &op->applies[i];
+        ctl_apply_t *a = &op->applies[i];
         a->md = st_md_ref(md);
         a->op = op;
         a->leg.data = a;
         st_fanout_send(&op->fan, &a->leg, i);
     }
     st_fanout_end(&op->fan);
-    st_ctl_next(s);
+    ctl_next(s);
 }
 
 /* Validates and applies op's items to a copy of the controller's snapshot, then persists it
  * without blocking the shard (broker/afile.h); one op at a time. */
-static void st_ctl_exec(st_kshard_t *s, st_ctl_op_t *op)
+static void ctl_exec(st_kshard_t *s, st_ctl_op_t *op)
 {
     st_broker_t *b = s->b;
     b->ctl_busy = true;
@@ -589,7 +588,7 @@ static void st_ctl_exec(st_kshard_t *s, st_ctl_op_t *op)
     if (!md) {
         for (int i = 0; i < op->n; i++)
             st_item_fail(&op->items[i], ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
-        st_ctl_finish(s, op);
+        ctl_finish(s, op);
         return;
     }
     int32_t *load = calloc((size_t)b->nshards, sizeof *load);
@@ -599,32 +598,32 @@ static void st_ctl_exec(st_kshard_t *s, st_ctl_op_t *op)
     bool changed = false;
     for (int i = 0; i < op->n; i++) {
         /* Validate-only runs each item against a scratch copy so nothing sticks. */
-        if (st_ctl_item(s, md, op, &op->items[i], load))
+        if (ctl_item(s, md, op, &op->items[i], load))
             changed = true;
     }
     free(load);
     if (!changed || op->validate_only) {
         st_md_unref(md);
-        st_ctl_finish(s, op);
+        ctl_finish(s, op);
         return;
     }
     op->next_md = md;
-    char *text = st_ctl_render(md);
+    char *text = ctl_render(md);
     int rc = text ? st_afile_write(&s->env, b->cfg->log_dirs, "strata-metadata.json", text,
-                                   strlen(text), st_ctl_saved, op)
+                                   strlen(text), ctl_saved, op)
                   : -ENOMEM;
     free(text);
     if (rc)
-        st_ctl_saved(op, rc);
+        ctl_saved(op, rc);
 }
 
 /* On shard 0: ops run one at a time, in the order they came. */
-static void st_ctl_run(st_kshard_t *s, st_xcall_t *x)
+static void ctl_run(st_kshard_t *s, st_xcall_t *x)
 {
     st_ctl_op_t *op = (st_ctl_op_t *)x;
     st_broker_t *b = s->b;
     if (!b->ctl_busy) {
-        st_ctl_exec(s, op);
+        ctl_exec(s, op);
         return;
     }
     op->queue_next = NULL;
@@ -635,7 +634,7 @@ static void st_ctl_run(st_kshard_t *s, st_xcall_t *x)
     b->ctl_queue_tail = op;
 }
 
-static void st_ctl_done(st_kshard_t *s, st_xcall_t *x)
+static void ctl_done(st_kshard_t *s, st_xcall_t *x)
 {
     st_ctl_op_t *op = (st_ctl_op_t *)x;
     op->cb(s, op);
@@ -643,5 +642,5 @@ static void st_ctl_done(st_kshard_t *s, st_xcall_t *x)
 
 void st_ctl_submit(st_kshard_t *s, st_ctl_op_t *op)
 {
-    st_xcall(s, 0, &op->x, st_ctl_run, st_ctl_done);
+    st_xcall(s, 0, &op->x, ctl_run, ctl_done);
 }

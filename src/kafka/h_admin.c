@@ -8,7 +8,7 @@
  *
  * The controller reads topic names, config names and values as C strings, while the protocol's
  * strings are length-delimited and may hold any byte: "abc\0def" read with strlen is "abc".
- * So every such string passes through st_cstr, and an entry holding a NUL byte is answered here
+ * So every such string passes through cstr, and an entry holding a NUL byte is answered here
  * with an error and never reaches the controller.
  */
 #include <stdio.h>
@@ -29,8 +29,8 @@
 #define ST_SRC_DEFAULT       5
 
 /* The answer for an entry refused before it reaches the controller. */
-static const char st_msg_nul_topic[] = "Topic name is illegal, it contains a NUL byte";
-static const char st_msg_nul_config[] = "Config name or value contains a NUL byte";
+static const char msg_nul_topic[] = "Topic name is illegal, it contains a NUL byte";
+static const char msg_nul_config[] = "Config name or value contains a NUL byte";
 
 typedef struct {
     st_ctl_op_t op;
@@ -38,13 +38,13 @@ typedef struct {
     void *resp;
     int nres;     /* entries in the answer */
     int *item_of; /* answer entry -> index in op.items, or -1 when answered by the handler */
-} st_admin_t;
+} admin_t;
 
 /* Copies s into the request's arena as a C string in *out (NULL for the null string). Returns
  * false, leaving *out NULL, when s holds a NUL byte: as a C string it would mean another,
  * shorter name. An allocation failure also gives NULL, which callers treat as the null
  * string. */
-static bool st_cstr(st_kreq_t *r, st_kstr_t s, const char **out)
+static bool cstr(st_kreq_t *r, st_kstr_t s, const char **out)
 {
     *out = NULL;
     if (s.len < 0)
@@ -57,19 +57,19 @@ static bool st_cstr(st_kreq_t *r, st_kstr_t s, const char **out)
 
 /* Converts one requested config change into cf (op is the caller's); false when its name or
  * value holds a NUL byte. */
-static bool st_cfg_from(st_kreq_t *r, st_ctl_cfg_t *cf, st_kstr_t name, st_kstr_t value)
+static bool cfg_from(st_kreq_t *r, st_ctl_cfg_t *cf, st_kstr_t name, st_kstr_t value)
 {
-    if (!st_cstr(r, name, &cf->key) || !st_cstr(r, value, &cf->value))
+    if (!cstr(r, name, &cf->key) || !cstr(r, value, &cf->value))
         return false;
     if (!cf->key)
         cf->key = "";
     return true;
 }
 
-/* An operation for an answer of n entries; items are taken with st_admin_take. */
-static st_admin_t *st_admin_new(st_kreq_t *r, int kind, int n)
+/* An operation for an answer of n entries; items are taken with admin_take. */
+static admin_t *admin_new(st_kreq_t *r, int kind, int n)
 {
-    st_admin_t *a = st_arena_zalloc(&r->arena, sizeof *a);
+    admin_t *a = st_arena_zalloc(&r->arena, sizeof *a);
     if (!a)
         return NULL;
     a->op.items = st_arena_zalloc(&r->arena, (size_t)n * sizeof *a->op.items + 1);
@@ -88,20 +88,20 @@ static st_admin_t *st_admin_new(st_kreq_t *r, int kind, int n)
 }
 
 /* The controller item for answer entry i. */
-static st_ctl_item_t *st_admin_take(st_admin_t *a, int i)
+static st_ctl_item_t *admin_take(admin_t *a, int i)
 {
     a->item_of[i] = a->op.n;
     return &a->op.items[a->op.n++];
 }
 
 /* The item answering entry i, or NULL when the handler answered it itself. */
-static st_ctl_item_t *st_admin_item(st_admin_t *a, int i)
+static st_ctl_item_t *admin_item(admin_t *a, int i)
 {
     return a->item_of[i] < 0 ? NULL : &a->op.items[a->item_of[i]];
 }
 
 /* Hands the operation to the controller, or answers at once when every entry was refused. */
-static void st_admin_submit(st_kreq_t *r, st_admin_t *a)
+static void admin_submit(st_kreq_t *r, admin_t *a)
 {
     if (a->op.n == 0)
         a->op.cb(r->shard, &a->op);
@@ -109,7 +109,7 @@ static void st_admin_submit(st_kreq_t *r, st_admin_t *a)
         st_ctl_submit(r->shard, &a->op);
 }
 
-static st_kstr_t st_item_msg(st_kreq_t *r, const st_ctl_item_t *it)
+static st_kstr_t item_msg(st_kreq_t *r, const st_ctl_item_t *it)
 {
     return it->error && it->message[0]
                ? st_kstr(st_arena_strndup(&r->arena, it->message, strlen(it->message)))
@@ -118,18 +118,18 @@ static st_kstr_t st_item_msg(st_kreq_t *r, const st_ctl_item_t *it)
 
 /* ---- CreateTopics ---- */
 
-static void st_create_topics_done(st_kshard_t *s, st_ctl_op_t *op)
+static void create_topics_done(st_kshard_t *s, st_ctl_op_t *op)
 {
-    st_admin_t *a = (st_admin_t *)op;
+    admin_t *a = (admin_t *)op;
     st_kreq_t *r = op->arg;
     st_kp_create_topics_resp_t *resp = a->resp;
     for (int i = 0; i < a->nres; i++) {
-        st_ctl_item_t *it = st_admin_item(a, i);
+        st_ctl_item_t *it = admin_item(a, i);
         st_kp_create_topics_resp_topic_t *o = &resp->topics[i];
         if (!it)
             continue;
         o->error_code = it->error;
-        o->error_message = st_item_msg(r, it);
+        o->error_message = item_msg(r, it);
         if (it->error) {
             r->error_code = it->error;
             o->configs_count = -1;
@@ -168,7 +168,7 @@ void st_kh_create_topics(st_kreq_t *r)
         st_kreq_fail(r, "malformed CreateTopics request");
         return;
     }
-    st_admin_t *a = st_admin_new(r, ST_CTL_CREATE, req->topics_count);
+    admin_t *a = admin_new(r, ST_CTL_CREATE, req->topics_count);
     resp->topics = st_arena_zalloc(&r->arena, (size_t)req->topics_count * sizeof *resp->topics + 1);
     if (!a || !resp->topics) {
         st_kreq_fail(r, "out of memory");
@@ -178,7 +178,7 @@ void st_kh_create_topics(st_kreq_t *r)
     a->req = req;
     a->resp = resp;
     a->op.validate_only = req->validate_only;
-    a->op.cb = st_create_topics_done;
+    a->op.cb = create_topics_done;
     int32_t self = (int32_t)r->shard->b->cfg->node_id;
     for (int i = 0; i < req->topics_count; i++) {
         st_kp_create_topics_req_topic_t *q = &req->topics[i];
@@ -190,18 +190,18 @@ void st_kh_create_topics(st_kreq_t *r)
         st_ctl_cfg_t *cfg = st_arena_zalloc(&r->arena, (size_t)ncfg * sizeof *cfg + 1);
         bool cfg_ok = true;
         for (int c = 0; cfg && c < ncfg; c++) {
-            cfg_ok = cfg_ok && st_cfg_from(r, &cfg[c], q->configs[c].name, q->configs[c].value);
+            cfg_ok = cfg_ok && cfg_from(r, &cfg[c], q->configs[c].name, q->configs[c].value);
             cfg[c].op = cfg[c].value ? ST_CTL_CFG_SET : ST_CTL_CFG_DELETE;
         }
-        bool name_ok = st_cstr(r, q->name, &name);
+        bool name_ok = cstr(r, q->name, &name);
         if (!name_ok || !cfg_ok) {
             o->error_code = !name_ok ? ST_KERR_INVALID_TOPIC_EXCEPTION : ST_KERR_INVALID_CONFIG;
-            o->error_message = st_kstr(!name_ok ? st_msg_nul_topic : st_msg_nul_config);
+            o->error_message = st_kstr(!name_ok ? msg_nul_topic : msg_nul_config);
             o->configs_count = -1;
             r->error_code = o->error_code;
             continue;
         }
-        st_ctl_item_t *it = st_admin_take(a, i);
+        st_ctl_item_t *it = admin_take(a, i);
         it->name = name ? name : "";
         it->count = q->num_partitions;
         it->rf = q->replication_factor;
@@ -219,24 +219,24 @@ void st_kh_create_topics(st_kreq_t *r)
         it->ncfg = ncfg;
         it->cfg = cfg;
     }
-    st_admin_submit(r, a);
+    admin_submit(r, a);
 }
 
 /* ---- DeleteTopics ---- */
 
-static void st_delete_topics_done(st_kshard_t *s, st_ctl_op_t *op)
+static void delete_topics_done(st_kshard_t *s, st_ctl_op_t *op)
 {
-    st_admin_t *a = (st_admin_t *)op;
+    admin_t *a = (admin_t *)op;
     st_kreq_t *r = op->arg;
     st_kp_delete_topics_resp_t *resp = a->resp;
     (void)s;
     for (int i = 0; i < a->nres; i++) {
-        st_ctl_item_t *it = st_admin_item(a, i);
+        st_ctl_item_t *it = admin_item(a, i);
         st_kp_delete_topics_resp_response_t *o = &resp->responses[i];
         if (!it)
             continue;
         o->error_code = it->error;
-        o->error_message = st_item_msg(r, it);
+        o->error_message = item_msg(r, it);
         memcpy(o->topic_id.b, it->id, 16);
         if (st_kstr_is_null(o->name) && it->out_name)
             o->name = st_kstr(st_arena_strndup(&r->arena, it->out_name, strlen(it->out_name)));
@@ -257,7 +257,7 @@ void st_kh_delete_topics(st_kreq_t *r)
     int n = r->api_version >= 6 ? req->topics_count : req->topic_names_count;
     if (n < 0)
         n = 0;
-    st_admin_t *a = st_admin_new(r, ST_CTL_DELETE, n);
+    admin_t *a = admin_new(r, ST_CTL_DELETE, n);
     resp->responses = st_arena_zalloc(&r->arena, (size_t)n * sizeof *resp->responses + 1);
     if (!a || !resp->responses) {
         st_kreq_fail(r, "out of memory");
@@ -265,13 +265,13 @@ void st_kh_delete_topics(st_kreq_t *r)
     }
     resp->responses_count = n;
     a->resp = resp;
-    a->op.cb = st_delete_topics_done;
+    a->op.cb = delete_topics_done;
     for (int i = 0; i < n; i++) {
         st_kp_delete_topics_resp_response_t *o = &resp->responses[i];
         st_kp_delete_topics_resp_response_init(o);
         o->name = r->api_version >= 6 ? req->topics[i].name : req->topic_names[i];
         const char *name;
-        if (!st_cstr(r, o->name, &name)) {
+        if (!cstr(r, o->name, &name)) {
             /* No topic has this name, and Kafka answers a name it does not know, legal or not,
              * with UNKNOWN_TOPIC_OR_PARTITION: so does the controller for "a b". */
             o->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -279,7 +279,7 @@ void st_kh_delete_topics(st_kreq_t *r)
             r->error_code = o->error_code;
             continue;
         }
-        st_ctl_item_t *it = st_admin_take(a, i);
+        st_ctl_item_t *it = admin_take(a, i);
         if (r->api_version >= 6) {
             it->name = name;
             memcpy(it->id, req->topics[i].topic_id.b, 16);
@@ -287,23 +287,23 @@ void st_kh_delete_topics(st_kreq_t *r)
             it->name = name ? name : "";
         }
     }
-    st_admin_submit(r, a);
+    admin_submit(r, a);
 }
 
 /* ---- CreatePartitions ---- */
 
-static void st_create_partitions_done(st_kshard_t *s, st_ctl_op_t *op)
+static void create_partitions_done(st_kshard_t *s, st_ctl_op_t *op)
 {
-    st_admin_t *a = (st_admin_t *)op;
+    admin_t *a = (admin_t *)op;
     st_kreq_t *r = op->arg;
     st_kp_create_partitions_resp_t *resp = a->resp;
     (void)s;
     for (int i = 0; i < a->nres; i++) {
-        st_ctl_item_t *it = st_admin_item(a, i);
+        st_ctl_item_t *it = admin_item(a, i);
         if (!it)
             continue;
         resp->results[i].error_code = it->error;
-        resp->results[i].error_message = st_item_msg(r, it);
+        resp->results[i].error_message = item_msg(r, it);
         if (it->error)
             r->error_code = it->error;
     }
@@ -318,7 +318,7 @@ void st_kh_create_partitions(st_kreq_t *r)
         st_kreq_fail(r, "malformed CreatePartitions request");
         return;
     }
-    st_admin_t *a = st_admin_new(r, ST_CTL_CREATE_PARTITIONS, req->topics_count);
+    admin_t *a = admin_new(r, ST_CTL_CREATE_PARTITIONS, req->topics_count);
     resp->results =
         st_arena_zalloc(&r->arena, (size_t)req->topics_count * sizeof *resp->results + 1);
     if (!a || !resp->results) {
@@ -328,13 +328,13 @@ void st_kh_create_partitions(st_kreq_t *r)
     resp->results_count = req->topics_count;
     a->resp = resp;
     a->op.validate_only = req->validate_only;
-    a->op.cb = st_create_partitions_done;
+    a->op.cb = create_partitions_done;
     int32_t self = (int32_t)r->shard->b->cfg->node_id;
     for (int i = 0; i < req->topics_count; i++) {
         st_kp_create_partitions_req_topic_t *q = &req->topics[i];
         resp->results[i].name = q->name;
         const char *name;
-        if (!st_cstr(r, q->name, &name)) {
+        if (!cstr(r, q->name, &name)) {
             /* As for DeleteTopics: Kafka answers an unknown name with UNKNOWN_TOPIC_OR_PARTITION.
              */
             resp->results[i].error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -342,19 +342,19 @@ void st_kh_create_partitions(st_kreq_t *r)
             r->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
             continue;
         }
-        st_ctl_item_t *it = st_admin_take(a, i);
+        st_ctl_item_t *it = admin_take(a, i);
         it->name = name ? name : "";
         it->count = q->count;
         for (int k = 0; k < q->assignments_count; k++)
             if (q->assignments[k].broker_ids_count != 1 || q->assignments[k].broker_ids[0] != self)
                 it->bad_assignment = true;
     }
-    st_admin_submit(r, a);
+    admin_submit(r, a);
 }
 
 /* ---- DescribeConfigs ---- */
 
-static bool st_key_wanted(const st_kp_describe_configs_req_resource_t *q, const char *name)
+static bool key_wanted(const st_kp_describe_configs_req_resource_t *q, const char *name)
 {
     if (q->configuration_keys_count < 0)
         return true;
@@ -364,16 +364,16 @@ static bool st_key_wanted(const st_kp_describe_configs_req_resource_t *q, const 
     return false;
 }
 
-static void st_describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *req,
-                              const st_kp_describe_configs_req_resource_t *q,
-                              st_kp_describe_configs_resp_result_t *o)
+static void describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *req,
+                           const st_kp_describe_configs_req_resource_t *q,
+                           st_kp_describe_configs_resp_result_t *o)
 {
     const st_config_t *cfg = r->shard->b->cfg;
     const char *name;
-    if (!st_cstr(r, q->resource_name, &name)) {
+    if (!cstr(r, q->resource_name, &name)) {
         /* Kafka validates the name (Topic.validate) before looking the topic up. */
         o->error_code = ST_KERR_INVALID_TOPIC_EXCEPTION;
-        o->error_message = st_kstr(st_msg_nul_topic);
+        o->error_message = st_kstr(msg_nul_topic);
         return;
     }
     const st_md_topic_t *t = st_md_find(r->shard->md, q->resource_name.ptr, q->resource_name.len);
@@ -388,7 +388,7 @@ static void st_describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *
     int n = 0;
     for (int c = 0; c < st_tcfg_count; c++) {
         const st_tcfg_desc_t *d = &st_tcfg_table[c];
-        if (!st_key_wanted(q, d->name))
+        if (!key_wanted(q, d->name))
             continue;
         char buf[64], dbuf[64];
         bool over;
@@ -416,8 +416,8 @@ static void st_describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *
     o->configs_count = n;
 }
 
-static void st_describe_broker(st_kreq_t *r, const st_kp_describe_configs_req_resource_t *q,
-                               st_kp_describe_configs_resp_result_t *o)
+static void describe_broker(st_kreq_t *r, const st_kp_describe_configs_req_resource_t *q,
+                            st_kp_describe_configs_resp_result_t *o)
 {
     const st_config_t *cfg = r->shard->b->cfg;
     char self[16];
@@ -435,7 +435,7 @@ static void st_describe_broker(st_kreq_t *r, const st_kp_describe_configs_req_re
     int n = 0;
     for (int c = 0; c < st_tcfg_count; c++) {
         const st_tcfg_desc_t *d = &st_tcfg_table[c];
-        if (!d->broker_key || !st_key_wanted(q, d->broker_key))
+        if (!d->broker_key || !key_wanted(q, d->broker_key))
             continue;
         char buf[64];
         const char *v = st_tcfg_default(cfg, d, buf, sizeof buf);
@@ -473,9 +473,9 @@ void st_kh_describe_configs(st_kreq_t *r)
         o->resource_type = q->resource_type;
         o->resource_name = q->resource_name;
         if (q->resource_type == ST_RES_TOPIC)
-            st_describe_topic(r, &req, q, o);
+            describe_topic(r, &req, q, o);
         else if (q->resource_type == ST_RES_BROKER)
-            st_describe_broker(r, q, o);
+            describe_broker(r, q, o);
         else {
             o->error_code = ST_KERR_INVALID_REQUEST;
             o->error_message = st_kstr("Unsupported resource type");
@@ -493,26 +493,26 @@ typedef struct {
     int8_t *types;
     st_kstr_t *names;
     int n;
-} st_alter_t;
+} alter_t;
 
-static void st_alter_collect(st_kreq_t *r, st_admin_t *a, st_alter_t *al)
+static void alter_collect(st_kreq_t *r, admin_t *a, alter_t *al)
 {
     for (int i = 0; i < al->n; i++) {
-        st_ctl_item_t *it = st_admin_item(a, i);
+        st_ctl_item_t *it = admin_item(a, i);
         if (it) {
             al->errors[i] = it->error;
-            al->messages[i] = st_item_msg(r, it);
+            al->messages[i] = item_msg(r, it);
         }
     }
 }
 
-static void st_alter_done(st_kshard_t *s, st_ctl_op_t *op)
+static void alter_done(st_kshard_t *s, st_ctl_op_t *op)
 {
-    st_admin_t *a = (st_admin_t *)op;
+    admin_t *a = (admin_t *)op;
     st_kreq_t *r = op->arg;
-    st_alter_t *al = a->req;
+    alter_t *al = a->req;
     (void)s;
-    st_alter_collect(r, a, al);
+    alter_collect(r, a, al);
     if (r->api_key == ST_KP_API_ALTER_CONFIGS) {
         st_kp_alter_configs_resp_t resp;
         st_kp_alter_configs_resp_init(&resp);
@@ -534,9 +534,9 @@ static void st_alter_done(st_kshard_t *s, st_ctl_op_t *op)
     }
 }
 
-static st_alter_t *st_alter_new(st_kreq_t *r, int n)
+static alter_t *alter_new(st_kreq_t *r, int n)
 {
-    st_alter_t *al = st_arena_zalloc(&r->arena, sizeof *al);
+    alter_t *al = st_arena_zalloc(&r->arena, sizeof *al);
     if (!al)
         return NULL;
     al->n = n;
@@ -551,8 +551,8 @@ static st_alter_t *st_alter_new(st_kreq_t *r, int n)
 
 /* Answers resource i directly, or returns a controller item for it with its name set (the
  * caller adds the configs, of which there are ncfg). */
-static st_ctl_item_t *st_alter_resource(st_kreq_t *r, st_admin_t *a, st_alter_t *al, int i,
-                                        int8_t type, st_kstr_t name, int ncfg)
+static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int i, int8_t type,
+                                     st_kstr_t name, int ncfg)
 {
     al->types[i] = type;
     al->names[i] = name;
@@ -565,13 +565,13 @@ static st_ctl_item_t *st_alter_resource(st_kreq_t *r, st_admin_t *a, st_alter_t 
                                       : "Unsupported resource type");
         return NULL;
     }
-    if (!st_cstr(r, name, &cname)) {
+    if (!cstr(r, name, &cname)) {
         /* Kafka validates the name (Topic.validate) before looking the topic up. */
         al->errors[i] = ST_KERR_INVALID_TOPIC_EXCEPTION;
-        al->messages[i] = st_kstr(st_msg_nul_topic);
+        al->messages[i] = st_kstr(msg_nul_topic);
         return NULL;
     }
-    st_ctl_item_t *it = st_admin_take(a, i);
+    st_ctl_item_t *it = admin_take(a, i);
     it->name = cname ? cname : "";
     it->ncfg = ncfg > 0 ? ncfg : 0;
     it->cfg = st_arena_zalloc(&r->arena, (size_t)it->ncfg * sizeof *it->cfg + 1);
@@ -580,14 +580,14 @@ static st_ctl_item_t *st_alter_resource(st_kreq_t *r, st_admin_t *a, st_alter_t 
 
 /* Refuses resource i, whose item was just taken, for a config name or value holding a NUL
  * byte: the item goes back unused, so the controller never sees the resource. */
-static void st_alter_refuse_config(st_admin_t *a, st_alter_t *al, int i)
+static void alter_refuse_config(admin_t *a, alter_t *al, int i)
 {
     st_ctl_item_t *it = &a->op.items[--a->op.n];
     memset(it, 0, sizeof *it);
     it->assigned = -1;
     a->item_of[i] = -1;
     al->errors[i] = ST_KERR_INVALID_CONFIG;
-    al->messages[i] = st_kstr(st_msg_nul_config);
+    al->messages[i] = st_kstr(msg_nul_config);
 }
 
 void st_kh_alter_configs(st_kreq_t *r)
@@ -597,31 +597,31 @@ void st_kh_alter_configs(st_kreq_t *r)
         st_kreq_fail(r, "malformed AlterConfigs request");
         return;
     }
-    st_alter_t *al = st_alter_new(r, req.resources_count);
-    st_admin_t *a = st_admin_new(r, ST_CTL_ALTER_CONFIGS, req.resources_count);
+    alter_t *al = alter_new(r, req.resources_count);
+    admin_t *a = admin_new(r, ST_CTL_ALTER_CONFIGS, req.resources_count);
     if (!al || !a) {
         st_kreq_fail(r, "out of memory");
         return;
     }
     a->req = al;
     a->op.validate_only = req.validate_only;
-    a->op.cb = st_alter_done;
+    a->op.cb = alter_done;
     for (int i = 0; i < req.resources_count; i++) {
         st_kp_alter_configs_req_resource_t *q = &req.resources[i];
         st_ctl_item_t *it =
-            st_alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count);
+            alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count);
         if (!it)
             continue;
         it->replace_configs = true;
         bool ok = true;
         for (int c = 0; it->cfg && c < it->ncfg; c++) {
-            ok = ok && st_cfg_from(r, &it->cfg[c], q->configs[c].name, q->configs[c].value);
+            ok = ok && cfg_from(r, &it->cfg[c], q->configs[c].name, q->configs[c].value);
             it->cfg[c].op = it->cfg[c].value ? ST_CTL_CFG_SET : ST_CTL_CFG_DELETE;
         }
         if (!ok)
-            st_alter_refuse_config(a, al, i);
+            alter_refuse_config(a, al, i);
     }
-    st_admin_submit(r, a);
+    admin_submit(r, a);
 }
 
 void st_kh_incremental_alter_configs(st_kreq_t *r)
@@ -631,32 +631,32 @@ void st_kh_incremental_alter_configs(st_kreq_t *r)
         st_kreq_fail(r, "malformed IncrementalAlterConfigs request");
         return;
     }
-    st_alter_t *al = st_alter_new(r, req.resources_count);
-    st_admin_t *a = st_admin_new(r, ST_CTL_ALTER_CONFIGS, req.resources_count);
+    alter_t *al = alter_new(r, req.resources_count);
+    admin_t *a = admin_new(r, ST_CTL_ALTER_CONFIGS, req.resources_count);
     if (!al || !a) {
         st_kreq_fail(r, "out of memory");
         return;
     }
     a->req = al;
     a->op.validate_only = req.validate_only;
-    a->op.cb = st_alter_done;
+    a->op.cb = alter_done;
     for (int i = 0; i < req.resources_count; i++) {
         st_kp_incremental_alter_configs_req_resource_t *q = &req.resources[i];
         st_ctl_item_t *it =
-            st_alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count);
+            alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count);
         if (!it)
             continue;
         bool ok = true;
         for (int c = 0; it->cfg && c < it->ncfg; c++) {
-            ok = ok && st_cfg_from(r, &it->cfg[c], q->configs[c].name, q->configs[c].value);
+            ok = ok && cfg_from(r, &it->cfg[c], q->configs[c].name, q->configs[c].value);
             it->cfg[c].op = q->configs[c].config_operation;
             if (it->cfg[c].op < 0 || it->cfg[c].op > 3)
                 it->cfg[c].op = -1;
         }
         if (!ok)
-            st_alter_refuse_config(a, al, i);
+            alter_refuse_config(a, al, i);
     }
-    st_admin_submit(r, a);
+    admin_submit(r, a);
 }
 
 /* ---- DescribeCluster ---- */

@@ -38,7 +38,7 @@ typedef struct st_fetch_rel {
     int origin;
     bool spliced; /* handed to a response (which releases it once sent) */
     st_log_read_t read;
-} st_fetch_rel_t;
+} fetch_rel_t;
 
 typedef struct {
     uint8_t topic_id[16];
@@ -49,16 +49,16 @@ typedef struct {
     /* results */
     int16_t error;
     int64_t hw, log_start;
-    st_fetch_rel_t *rel; /* non-NULL when the read returned bytes */
+    fetch_rel_t *rel; /* non-NULL when the read returned bytes */
     st_kp_fetch_resp_partition_t *out;
-} st_fetch_part_t;
+} fetch_part_t;
 
 struct st_fetch {
     st_kreq_t *r;
     st_kp_fetch_req_t req;
     st_kp_fetch_resp_t resp;
     int nparts;
-    st_fetch_part_t *parts;
+    fetch_part_t *parts;
     st_fanout_t fan;       /* one per round */
     st_fanout_leg_t *legs; /* one per shard */
     int64_t deadline_ns;
@@ -71,16 +71,16 @@ struct st_fetch {
 
 /* ---- reads and their release ---- */
 
-static void st_rel_on_owner(st_msg_t *m)
+static void rel_on_owner(st_msg_t *m)
 {
-    st_fetch_rel_t *rel = (st_fetch_rel_t *)m;
+    fetch_rel_t *rel = (fetch_rel_t *)m;
     st_log_read_release(&rel->read);
     free(rel);
 }
 
 /* Releases a read from any shard: directly on its owner, else by message. `from` is the
  * calling shard. */
-static void st_rel_release(st_fetch_rel_t *rel, int from)
+static void rel_release(fetch_rel_t *rel, int from)
 {
     if (!rel)
         return;
@@ -89,34 +89,34 @@ static void st_rel_release(st_fetch_rel_t *rel, int from)
         free(rel);
         return;
     }
-    st_mesh_send(rel->b->mesh, from, rel->owner, &rel->msg, st_rel_on_owner);
+    st_mesh_send(rel->b->mesh, from, rel->owner, &rel->msg, rel_on_owner);
 }
 
 /* st_out_t release hook: runs on the origin shard when the bytes are sent or dropped. */
-static void st_rel_out_release(void *ref)
+static void rel_out_release(void *ref)
 {
-    st_fetch_rel_t *rel = ref;
-    st_rel_release(rel, rel->origin);
+    fetch_rel_t *rel = ref;
+    rel_release(rel, rel->origin);
 }
 
-static void st_fetch_release_all(st_fetch_t *f)
+static void fetch_release_all(st_fetch_t *f)
 {
     for (int i = 0; i < f->nparts; i++) {
-        st_rel_release(f->parts[i].rel, f->r->shard->id);
+        rel_release(f->parts[i].rel, f->r->shard->id);
         f->parts[i].rel = NULL;
     }
 }
 
 /* ---- per-owner step ---- */
 
-static void st_fetch_read_one(st_kshard_t *s, st_fetch_part_t *fp, int origin)
+static void fetch_read_one(st_kshard_t *s, fetch_part_t *fp, int origin)
 {
     st_part_t *p = st_parts_get(&s->parts, fp->topic_id, fp->partition);
     if (!p) {
         fp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         return;
     }
-    st_fetch_rel_t *rel = calloc(1, sizeof *rel);
+    fetch_rel_t *rel = calloc(1, sizeof *rel);
     if (!rel) {
         fp->error = ST_KERR_UNKNOWN_SERVER_ERROR;
         return;
@@ -137,13 +137,13 @@ static void st_fetch_read_one(st_kshard_t *s, st_fetch_part_t *fp, int origin)
 }
 
 /* On each owner shard: its partitions' reads. */
-static void st_fetch_run(st_fanout_leg_t *leg)
+static void fetch_run(st_fanout_leg_t *leg)
 {
     st_kshard_t *s = st_kshard_current();
     st_fetch_t *f = leg->data;
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].owner == s->id)
-            st_fetch_read_one(s, &f->parts[i], f->r->shard->id);
+            fetch_read_one(s, &f->parts[i], f->r->shard->id);
 }
 
 typedef struct {
@@ -153,11 +153,11 @@ typedef struct {
     uint8_t topic_id[16];
     int32_t partition;
     int64_t hw; /* the high watermark the fetch's last read saw */
-} st_fetch_reg_t;
+} fetch_reg_t;
 
-static void st_fetch_reg_on_owner(st_msg_t *m)
+static void fetch_reg_on_owner(st_msg_t *m)
 {
-    st_fetch_reg_t *g = (st_fetch_reg_t *)m;
+    fetch_reg_t *g = (fetch_reg_t *)m;
     st_kshard_t *s = st_kshard_current();
     st_part_t *p = st_parts_get(&s->parts, g->topic_id, g->partition);
     if (p && p->log)
@@ -169,10 +169,10 @@ static void st_fetch_reg_on_owner(st_msg_t *m)
 
 /* ---- rounds ---- */
 
-static void st_fetch_round(st_fetch_t *f);
-static void st_fetch_respond(st_fetch_t *f);
+static void fetch_round(st_fetch_t *f);
+static void fetch_respond(st_fetch_t *f);
 
-static void st_fetch_unlink(st_fetch_t *f)
+static void fetch_unlink(st_fetch_t *f)
 {
     if (!f->waiting)
         return;
@@ -187,31 +187,31 @@ static void st_fetch_unlink(st_fetch_t *f)
     f->waiting = false;
 }
 
-static void st_fetch_timeout(st_timer_t *t)
+static void fetch_timeout(st_timer_t *t)
 {
     st_fetch_t *f = t->data;
     f->final = true;
     if (!f->waiting)
         return; /* a round is running or queued; it sees `final` */
-    st_fetch_unlink(f);
-    st_fetch_round(f);
+    fetch_unlink(f);
+    fetch_round(f);
 }
 
-static void st_fetch_rerun(st_task_t *t)
+static void fetch_rerun(st_task_t *t)
 {
     st_fetch_t *f = t->data;
-    st_fetch_round(f);
+    fetch_round(f);
 }
 
-static void st_fetch_wait(st_fetch_t *f)
+static void fetch_wait(st_fetch_t *f)
 {
     st_kshard_t *s = f->r->shard;
-    st_fetch_release_all(f);
+    fetch_release_all(f);
     for (int i = 0; i < f->nparts; i++) {
-        st_fetch_part_t *fp = &f->parts[i];
+        fetch_part_t *fp = &f->parts[i];
         if (fp->owner < 0)
             continue;
-        st_fetch_reg_t *g = calloc(1, sizeof *g);
+        fetch_reg_t *g = calloc(1, sizeof *g);
         if (!g)
             continue;
         g->b = s->b;
@@ -222,7 +222,7 @@ static void st_fetch_wait(st_fetch_t *f)
          * (The fetch offset would be wrong whenever some data is there already: the owner
          * would see data past it and wake the fetch at once, round after round.) */
         g->hw = fp->hw;
-        st_mesh_send(s->b->mesh, s->id, fp->owner, &g->msg, st_fetch_reg_on_owner);
+        st_mesh_send(s->b->mesh, s->id, fp->owner, &g->msg, fetch_reg_on_owner);
     }
     f->waiting = true;
     f->prev = NULL;
@@ -235,7 +235,7 @@ static void st_fetch_wait(st_fetch_t *f)
 }
 
 /* Back on the connection's shard once every owner has read: answer, or wait. */
-static void st_fetch_gathered(void *arg)
+static void fetch_gathered(void *arg)
 {
     st_fetch_t *f = arg;
     int64_t bytes = 0;
@@ -249,18 +249,18 @@ static void st_fetch_gathered(void *arg)
     bool stopping = atomic_load_explicit(&f->r->shard->b->stopping, memory_order_relaxed);
     if (f->final || error || stopping || bytes >= f->req.min_bytes || f->req.max_wait_ms <= 0 ||
         st_mono_ns() >= f->deadline_ns) {
-        st_fetch_respond(f);
+        fetch_respond(f);
         return;
     }
-    st_fetch_wait(f);
+    fetch_wait(f);
 }
 
-static void st_fetch_round(st_fetch_t *f)
+static void fetch_round(st_fetch_t *f)
 {
     st_kshard_t *s = f->r->shard;
-    st_fanout_begin(&f->fan, s->b->mesh, s->id, st_fetch_run, st_fetch_gathered, f);
+    st_fanout_begin(&f->fan, s->b->mesh, s->id, fetch_run, fetch_gathered, f);
     for (int i = 0; i < f->nparts; i++) {
-        st_fetch_part_t *fp = &f->parts[i];
+        fetch_part_t *fp = &f->parts[i];
         fp->error = fp->owner < 0 ? fp->error : 0;
         fp->rel = NULL;
         st_fanout_owner(&f->fan, f->legs, fp->owner);
@@ -270,16 +270,16 @@ static void st_fetch_round(st_fetch_t *f)
 
 /* ---- the answer ---- */
 
-static int st_fetch_put_ext(st_kwriter_t *w, void *ext, int32_t len)
+static int fetch_put_ext(st_kwriter_t *w, void *ext, int32_t len)
 {
     st_out_t *o = w->ctx;
-    st_fetch_rel_t *rel = ext;
+    fetch_rel_t *rel = ext;
     (void)len;
     for (int i = 0; i < rel->read.nranges; i++) {
         const st_log_range_t *rg = &rel->read.ranges[i];
         bool last = i == rel->read.nranges - 1;
         int rc = st_out_add_file(o, st_file_fd(rg->file), rg->pos, rg->len,
-                                 last ? st_rel_out_release : NULL, last ? rel : NULL);
+                                 last ? rel_out_release : NULL, last ? rel : NULL);
         if (rc)
             return rc;
     }
@@ -287,10 +287,10 @@ static int st_fetch_put_ext(st_kwriter_t *w, void *ext, int32_t len)
     return 0;
 }
 
-static void st_fetch_respond(st_fetch_t *f)
+static void fetch_respond(st_fetch_t *f)
 {
     st_kreq_t *r = f->r;
-    st_fetch_unlink(f);
+    fetch_unlink(f);
     st_loop_timer_stop(r->shard->loop, &f->timer);
     int64_t budget = f->req.max_bytes > 0 ? f->req.max_bytes : INT32_MAX;
     if (budget > r->shard->b->cfg->fetch_max_bytes)
@@ -298,7 +298,7 @@ static void st_fetch_respond(st_fetch_t *f)
     int64_t used = 0;
     bool any = false;
     for (int i = 0; i < f->nparts; i++) {
-        st_fetch_part_t *fp = &f->parts[i];
+        fetch_part_t *fp = &f->parts[i];
         st_kp_fetch_resp_partition_t *o = fp->out;
         o->error_code = fp->error;
         o->high_watermark = fp->error ? -1 : fp->hw;
@@ -310,7 +310,7 @@ static void st_fetch_respond(st_fetch_t *f)
             continue;
         int64_t n = fp->rel->read.bytes;
         if (any && used + n > budget) {
-            st_rel_release(fp->rel, r->shard->id);
+            rel_release(fp->rel, r->shard->id);
             fp->rel = NULL;
             continue;
         }
@@ -322,7 +322,7 @@ static void st_fetch_respond(st_fetch_t *f)
     st_out_t *out = st_kreq_begin(r, &w);
     int rc = -ENOMEM;
     if (out) {
-        w.put_ext = st_fetch_put_ext;
+        w.put_ext = fetch_put_ext;
         w.ctx = out;
         rc = st_kp_fetch_resp_encode(&w, r->api_version, &f->resp);
     }
@@ -330,7 +330,7 @@ static void st_fetch_respond(st_fetch_t *f)
      * failed before reaching it) is released here. */
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].rel && !f->parts[i].rel->spliced)
-            st_rel_release(f->parts[i].rel, r->shard->id);
+            rel_release(f->parts[i].rel, r->shard->id);
     free(f->legs);
     st_kreq_finish(r, out, rc);
 }
@@ -339,10 +339,10 @@ void st_fetch_cancel_all(st_kshard_t *s)
 {
     while (s->waits) {
         st_fetch_t *f = s->waits;
-        st_fetch_unlink(f);
+        fetch_unlink(f);
         st_loop_timer_stop(s->loop, &f->timer);
         f->final = true;
-        st_fetch_respond(f);
+        fetch_respond(f);
     }
 }
 
@@ -353,18 +353,18 @@ typedef struct {
     st_broker_t *b;
     uint8_t topic_id[16];
     int32_t partition;
-} st_fetch_note_t;
+} fetch_note_t;
 
-static void st_fetch_note_on_waiter(st_msg_t *m)
+static void fetch_note_on_waiter(st_msg_t *m)
 {
-    st_fetch_note_t *n = (st_fetch_note_t *)m;
+    fetch_note_t *n = (fetch_note_t *)m;
     st_kshard_t *s = st_kshard_current();
     for (st_fetch_t *f = s->waits, *next; f; f = next) {
         next = f->next;
         for (int i = 0; i < f->nparts; i++) {
-            st_fetch_part_t *fp = &f->parts[i];
+            fetch_part_t *fp = &f->parts[i];
             if (fp->partition == n->partition && memcmp(fp->topic_id, n->topic_id, 16) == 0) {
-                st_fetch_unlink(f);
+                fetch_unlink(f);
                 st_loop_defer(s->loop, &f->rerun);
                 break;
             }
@@ -375,13 +375,13 @@ static void st_fetch_note_on_waiter(st_msg_t *m)
 
 void st_fetch_notify(st_kshard_t *owner, int waiter, const uint8_t topic_id[16], int32_t index)
 {
-    st_fetch_note_t *n = calloc(1, sizeof *n);
+    fetch_note_t *n = calloc(1, sizeof *n);
     if (!n)
         return;
     n->b = owner->b;
     memcpy(n->topic_id, topic_id, 16);
     n->partition = index;
-    st_mesh_send(owner->b->mesh, owner->id, waiter, &n->msg, st_fetch_note_on_waiter);
+    st_mesh_send(owner->b->mesh, owner->id, waiter, &n->msg, fetch_note_on_waiter);
 }
 
 /* ---- the handler ---- */
@@ -395,8 +395,8 @@ void st_kh_fetch(st_kreq_t *r)
     }
     f->r = r;
     st_kp_fetch_resp_init(&f->resp);
-    st_timer_init(&f->timer, st_fetch_timeout, f);
-    st_task_init(&f->rerun, st_fetch_rerun, f);
+    st_timer_init(&f->timer, fetch_timeout, f);
+    st_task_init(&f->rerun, fetch_rerun, f);
     f->legs = calloc((size_t)r->shard->b->nshards, sizeof *f->legs);
     if (!f->legs) {
         st_kreq_fail(r, "out of memory");
@@ -446,7 +446,7 @@ void st_kh_fetch(st_kreq_t *r)
         }
         for (int p = 0; p < qt->partitions_count; p++) {
             st_kp_fetch_req_partition_t *qp = &qt->partitions[p];
-            st_fetch_part_t *fp = &f->parts[k++];
+            fetch_part_t *fp = &f->parts[k++];
             st_kp_fetch_resp_partition_init(&rt->partitions[p]);
             rt->partitions[p].partition_index = qp->partition;
             fp->out = &rt->partitions[p];
@@ -462,5 +462,5 @@ void st_kh_fetch(st_kreq_t *r)
         }
     }
     f->nparts = k;
-    st_fetch_round(f);
+    fetch_round(f);
 }

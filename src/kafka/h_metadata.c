@@ -11,7 +11,7 @@
 #include "kafka/controller.h"
 #include "proto/kerr.h"
 
-static int st_fill_topic(st_kreq_t *r, const st_md_topic_t *t, st_kp_metadata_resp_topic_t *out)
+static int fill_topic(st_kreq_t *r, const st_md_topic_t *t, st_kp_metadata_resp_topic_t *out)
 {
     out->error_code = 0;
     out->name = st_kstr(t->name);
@@ -39,7 +39,7 @@ static int st_fill_topic(st_kreq_t *r, const st_md_topic_t *t, st_kp_metadata_re
     return 0;
 }
 
-static void st_metadata_answer(st_kreq_t *r, void *arg)
+static void metadata_answer(st_kreq_t *r, void *arg)
 {
     st_kp_metadata_req_t req = *(st_kp_metadata_req_t *)arg;
     const st_md_t *md = r->shard->md;
@@ -86,7 +86,7 @@ static void st_metadata_answer(st_kreq_t *r, void *arg)
                 continue;
             }
         }
-        if (st_fill_topic(r, t, out))
+        if (fill_topic(r, t, out))
             goto oom;
         k++;
     }
@@ -107,7 +107,7 @@ void st_kh_metadata(st_kreq_t *r)
     bool autocreate = r->shard->b->cfg->auto_create_topics_enable &&
                       (r->api_version < 4 || req->allow_auto_topic_creation);
     if (!autocreate || req->topics_count <= 0) {
-        st_metadata_answer(r, req);
+        metadata_answer(r, req);
         return;
     }
     st_kstr_t *names = st_arena_zalloc(&r->arena, (size_t)req->topics_count * sizeof *names);
@@ -117,5 +117,5 @@ void st_kh_metadata(st_kreq_t *r)
     }
     for (int i = 0; i < req->topics_count; i++)
         names[i] = req->topics[i].name;
-    st_autocreate(r, names, req->topics_count, st_metadata_answer, req);
+    st_autocreate(r, names, req->topics_count, metadata_answer, req);
 }

@@ -40,22 +40,22 @@ typedef struct {
     st_part_rejects_t *rejects; /* INVALID_RECORD for keyless records, else NULL */
     st_fanout_leg_t *leg;       /* the owner's leg, while its append waits */
     st_kp_produce_resp_partition_response_t *out;
-} st_prod_part_t;
+} prod_part_t;
 
 struct st_produce {
     st_kreq_t *r;
     st_kp_produce_req_t req;
     st_kp_produce_resp_t resp;
     int nparts;
-    st_prod_part_t *parts;
+    prod_part_t *parts;
     st_fanout_t fan;
     st_fanout_leg_t *legs; /* one per shard */
 };
 
 /* An append is as durable as acks asked (partition.h). */
-static void st_prod_durable(void *arg, int err)
+static void prod_durable(void *arg, int err)
 {
-    st_prod_part_t *pp = arg;
+    prod_part_t *pp = arg;
     if (err) {
         pp->error = st_kerr_from(err);
         pp->why = st_strerror(err);
@@ -63,8 +63,7 @@ static void st_prod_durable(void *arg, int err)
     st_fanout_release(pp->leg);
 }
 
-static void st_prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, st_prod_part_t *pp,
-                               int16_t acks)
+static void prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, prod_part_t *pp, int16_t acks)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
     if (!part) {
@@ -74,7 +73,7 @@ static void st_prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, st_prod_par
     st_part_append_res_t res;
     pp->leg = leg;
     bool later = st_part_append(part, pp->records, pp->len > 0 ? (size_t)pp->len : 0,
-                                (st_acks_t)acks, &res, st_prod_durable, pp);
+                                (st_acks_t)acks, &res, prod_durable, pp);
     pp->error = res.error;
     pp->why = res.why;
     pp->rejects = res.rejects;
@@ -90,17 +89,17 @@ static void st_prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, st_prod_par
 }
 
 /* On each owner shard: its partitions' appends. */
-static void st_prod_run(st_fanout_leg_t *leg)
+static void prod_run(st_fanout_leg_t *leg)
 {
     st_kshard_t *s = st_kshard_current();
     st_produce_t *p = leg->data;
     for (int i = 0; i < p->nparts; i++)
         if (p->parts[i].owner == s->id && !p->parts[i].error)
-            st_prod_append_one(s, leg, &p->parts[i], p->req.acks);
+            prod_append_one(s, leg, &p->parts[i], p->req.acks);
 }
 
 /* Copies the owner's list of refused records into the response (the request's arena). */
-static void st_prod_answer_rejects(st_kreq_t *r, st_prod_part_t *pp)
+static void prod_answer_rejects(st_kreq_t *r, prod_part_t *pp)
 {
     st_part_rejects_t *rej = pp->rejects;
     st_kp_produce_resp_record_error_t *re =
@@ -122,15 +121,15 @@ static void st_prod_answer_rejects(st_kreq_t *r, st_prod_part_t *pp)
 }
 
 /* Back on the connection's shard once every owner answered. */
-static void st_prod_finish(void *arg)
+static void prod_finish(void *arg)
 {
     st_produce_t *p = arg;
     st_kreq_t *r = p->r;
     free(p->legs);
     for (int i = 0; i < p->nparts; i++) {
-        st_prod_part_t *pp = &p->parts[i];
+        prod_part_t *pp = &p->parts[i];
         if (pp->rejects)
-            st_prod_answer_rejects(r, pp);
+            prod_answer_rejects(r, pp);
         pp->out->error_code = pp->error;
         if (pp->error) {
             pp->out->base_offset = -1;
@@ -149,7 +148,7 @@ static void st_prod_finish(void *arg)
 }
 
 /* Resolves topics against this shard's snapshot and sends each owner its partitions. */
-static void st_prod_dispatch(st_kreq_t *r, void *arg)
+static void prod_dispatch(st_kreq_t *r, void *arg)
 {
     st_produce_t *p = arg;
     const st_md_t *md = r->shard->md;
@@ -159,7 +158,7 @@ static void st_prod_dispatch(st_kreq_t *r, void *arg)
         const st_md_topic_t *mt = r->api_version >= 13 ? st_md_find_id(md, qt->topic_id.b)
                                                        : st_md_find(md, qt->name.ptr, qt->name.len);
         for (int i = 0; i < qt->partition_data_count; i++) {
-            st_prod_part_t *pp = &p->parts[k++];
+            prod_part_t *pp = &p->parts[k++];
             pp->owner = st_kshard_owner(mt, pp->partition);
             if (mt)
                 memcpy(pp->topic_id, mt->id, 16);
@@ -186,7 +185,7 @@ static void st_prod_dispatch(st_kreq_t *r, void *arg)
     }
     for (int i = 0; i < nshards; i++)
         p->legs[i].data = p;
-    st_fanout_begin(&p->fan, r->shard->b->mesh, r->shard->id, st_prod_run, st_prod_finish, p);
+    st_fanout_begin(&p->fan, r->shard->b->mesh, r->shard->id, prod_run, prod_finish, p);
     for (int i = 0; i < p->nparts; i++)
         if (!p->parts[i].error)
             st_fanout_owner(&p->fan, p->legs, p->parts[i].owner);
@@ -231,7 +230,7 @@ void st_kh_produce(st_kreq_t *r)
         }
         for (int i = 0; i < qt->partition_data_count; i++) {
             st_kp_produce_req_partition_data_t *qp = &qt->partition_data[i];
-            st_prod_part_t *pp = &p->parts[k++];
+            prod_part_t *pp = &p->parts[k++];
             st_kp_produce_resp_partition_response_init(&rt->partition_responses[i]);
             rt->partition_responses[i].index = qp->index;
             pp->out = &rt->partition_responses[i];
@@ -246,7 +245,7 @@ void st_kh_produce(st_kreq_t *r)
     }
     p->nparts = k;
     if (r->api_version < 13 && r->shard->b->cfg->auto_create_topics_enable)
-        st_autocreate(r, names, p->req.topic_data_count, st_prod_dispatch, p);
+        st_autocreate(r, names, p->req.topic_data_count, prod_dispatch, p);
     else
-        st_prod_dispatch(r, p);
+        prod_dispatch(r, p);
 }

@@ -15,13 +15,13 @@ typedef struct st_pcall {
     void *ctx;
     st_fanout_t fan;
     st_fanout_leg_t *legs; /* one per shard */
-} st_pcall_t;
+} pcall_t;
 
 /* On each owner shard: fn on each of its items. */
-static void st_pcall_run(st_fanout_leg_t *leg)
+static void pcall_run(st_fanout_leg_t *leg)
 {
     st_kshard_t *s = st_kshard_current();
-    st_pcall_t *pc = leg->data;
+    pcall_t *pc = leg->data;
     for (int i = 0; i < pc->n; i++) {
         st_pitem_t *it = &pc->items[i];
         if (it->owner != s->id)
@@ -47,25 +47,25 @@ void st_pcall_release(st_kshard_t *s, st_pitem_t *it)
     st_fanout_release(it->leg);
 }
 
-static void st_pcall_finish(void *arg)
+static void pcall_finish(void *arg)
 {
-    st_pcall_t *pc = arg;
+    pcall_t *pc = arg;
     free(pc->legs);
     pc->done(pc->r, pc->ctx);
 }
 
 void st_pcall(st_kreq_t *r, st_pitem_t *items, int n, st_pitem_fn fn, st_pdone_fn done, void *ctx)
 {
-    st_pcall_t *pc = st_arena_zalloc(&r->arena, sizeof *pc);
+    pcall_t *pc = st_arena_zalloc(&r->arena, sizeof *pc);
     int nshards = r->shard->b->nshards;
     if (!pc || !(pc->legs = calloc((size_t)nshards, sizeof *pc->legs))) {
         st_kreq_fail(r, "out of memory");
         return;
     }
-    *pc = (st_pcall_t){r, items, n, fn, done, ctx, {0}, pc->legs};
+    *pc = (pcall_t){r, items, n, fn, done, ctx, {0}, pc->legs};
     for (int i = 0; i < nshards; i++)
         pc->legs[i].data = pc;
-    st_fanout_begin(&pc->fan, r->shard->b->mesh, r->shard->id, st_pcall_run, st_pcall_finish, pc);
+    st_fanout_begin(&pc->fan, r->shard->b->mesh, r->shard->id, pcall_run, pcall_finish, pc);
     for (int i = 0; i < n; i++)
         st_fanout_owner(&pc->fan, pc->legs, items[i].owner);
     st_fanout_end(&pc->fan);

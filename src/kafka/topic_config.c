@@ -67,7 +67,7 @@ const st_tcfg_desc_t *st_tcfg_find(const char *name, size_t len)
     return NULL;
 }
 
-static bool st_in_choices(const char *choices, const char *v)
+static bool in_choices(const char *choices, const char *v)
 {
     size_t n = strlen(v);
     for (const char *p = choices; *p;) {
@@ -127,7 +127,7 @@ int st_tcfg_validate(const st_tcfg_desc_t *d, const char *v, char *err, size_t e
         return 0;
     }
     default:
-        if (d->choices && !st_in_choices(d->choices, v)) {
+        if (d->choices && !in_choices(d->choices, v)) {
             snprintf(err, errlen,
                      "Invalid value %s for configuration %s: String must be one of: %s", v, d->name,
                      d->choices);
