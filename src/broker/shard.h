@@ -4,8 +4,7 @@
  * st_broker_t holds what every shard reads (configuration, the cross-shard mesh, the listening
  * sockets, the shutdown barriers). st_kshard_t holds what one shard owns: its loop, its
  * connections, its partitions (partition/), its view of the metadata snapshot, its group
- * coordinator, its counters. Starting and stopping the shards is kafka/broker.h's job, since it
- * wires the handlers, the group coordinator and the controller in.
+ * coordinator, its counters. Starting and stopping the shards is runtime.h's.
  *
  * Threads: a st_kshard_t's fields on that shard's thread only, except stats (read by the admin
  * thread) and what st_broker_t marks atomic.
@@ -73,7 +72,8 @@ struct st_broker {
     _Atomic int closed;  /* shards whose logs are closed (shutdown barrier 2) */
     _Atomic int started;
     _Atomic int failed;
-    st_kshard_hook_fn tick_hook; /* set before st_broker_start, or NULL */
+    const struct st_broker_hooks *hooks; /* the protocol layer's (runtime.h) */
+    st_kshard_hook_fn tick_hook;         /* set before st_broker_start, or NULL */
     void *tick_hook_arg;
 };
 

@@ -15,7 +15,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "cluster/config.h"
-#include "kafka/broker.h"
+#include "broker/runtime.h"
+#include "kafka/serve.h"
 
 static void usage(FILE *f)
 {
@@ -145,7 +146,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
     signal(SIGPIPE, SIG_IGN);
 
     st_broker_t *b;
-    int rc = st_broker_create(&b, cfgp, smp, err, sizeof err);
+    int rc = st_broker_create(&b, cfgp, smp, &st_kafka_hooks, err, sizeof err);
     if (rc) {
         fprintf(stderr, "strata-server: %s\n", err);
         return 1;

@@ -1,5 +1,9 @@
 /*
- * broker.c — broker start-up and shutdown, shard threads, and request dispatch.
+ * runtime.c — the shard runtime: start-up (identity, metadata, listeners, shard threads),
+ * each shard's loop, frames turned into requests for the protocol layer's dispatch, the
+ * housekeeping tick, the asynchronous sync hook storage uses, and shutdown. What is Kafka's
+ * (handlers, group coordinators, fetch waits, topic configs, the metadata file) comes in
+ * through st_broker_hooks_t.
  *
  * Shutdown (SIGTERM/SIGINT):
  *   main: st_broker_stop() sets `stopping` and wakes every loop
@@ -8,7 +12,7 @@
  *   shutdown.timeout.ms that closes whatever is left -> when no connection remains, the loop
  *   stops and the thread exits -> main joins every shard and exits 0.
  */
-#include "kafka/broker.h"
+#include "broker/runtime.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,13 +31,6 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "broker/request.h"
-#include "kafka/controller.h"
-#include "kafka/group_life.h"
-#include "kafka/handlers.h"
-#include "kafka/fetch_wait.h"
-#include "kafka/topic_config.h"
-#include "proto/kerr.h"
-#include "proto/kreader.h"
 #include "storage/fs.h"
 
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -169,13 +166,14 @@ static int fd_budget(int nshards)
 
 static void broker_sweep_data_dir(const st_md_t *md, const char *data_dir);
 
-int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, char *err,
-                     size_t errlen)
+int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
+                     const st_broker_hooks_t *hooks, char *err, size_t errlen)
 {
     st_broker_t *b = calloc(1, sizeof *b);
     if (!b)
         return -ENOMEM;
     b->cfg = cfg;
+    b->hooks = hooks;
     b->fs = st_fs_posix();
     b->nshards = nshards;
     b->fds_per_shard = fd_budget(nshards);
@@ -221,7 +219,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards, cha
         rc = -ENOMEM;
         goto fail;
     }
-    rc = st_ctl_load(&b->fs, b->ctl_md, cfg->log_dirs, nshards, err, errlen);
+    rc = b->hooks->load_metadata(&b->fs, b->ctl_md, cfg->log_dirs, nshards, err, errlen);
     if (rc)
         goto fail;
     broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
@@ -330,30 +328,7 @@ static void kshard_on_frame(void *ctx, st_conn_t *c, uint64_t seq, uint8_t *fram
     r->api_key = (int16_t)st_be16(frame);
     r->api_version = (int16_t)st_be16(frame + 2);
     r->hdr.correlation_id = (int32_t)st_be32(frame + 4);
-    const st_khandler_t *h = st_khandler_find(r->api_key);
-    if (!h) {
-        st_kreq_fail(r, "unsupported api key");
-        return;
-    }
-    bool supported = r->api_version >= h->min_version && r->api_version <= h->max_version;
-    if (!supported && r->api_key != ST_KP_API_API_VERSIONS) {
-        st_kreq_fail(r, "unsupported api version");
-        return;
-    }
-    /* An ApiVersions request of a version we do not know is answered in the v0 layout (the
-     * client cannot know our header format yet), so it may not even parse: skip the rest. */
-    if (supported) {
-        int hv = st_kp_req_header_version(r->api_key, r->api_version);
-        st_kreader_init(&r->body, frame, len, &r->arena);
-        int rc = st_kp_req_header_decode(&r->body, hv, &r->hdr);
-        if (rc) {
-            st_kreq_fail(r, "malformed request header");
-            return;
-        }
-    } else {
-        st_kreader_init(&r->body, frame + len, 0, &r->arena);
-    }
-    h->fn(r);
+    s->b->hooks->dispatch(r);
 }
 
 /* ---- shard threads ---- */
@@ -428,8 +403,7 @@ static void kshard_before_sleep(void *arg)
     ST_DEBUG("shutting down: %zu connection(s) open", st_net_conn_count(s->net));
     st_timer_init(&s->shutdown_timer, kshard_shutdown_timeout, s);
     st_loop_timer_start(s->loop, &s->shutdown_timer, s->b->cfg->shutdown_timeout_ms);
-    st_fetch_cancel_all(s); /* long polls answer now with what they have */
-    st_kgroup_drain(s);     /* waiting joins and syncs answer now */
+    s->b->hooks->shard_drain(s); /* waiting requests (long polls, joins) answer now */
     st_net_shutdown(s->net, kshard_drained, s);
 }
 
@@ -482,7 +456,8 @@ static int sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
 /* The partitions' wake-up of waiting fetches (st_parts_config_t.wake). */
 static void wake_fetches(void *arg, int waiter, const uint8_t topic_id[16], int32_t index)
 {
-    st_fetch_notify(arg, waiter, topic_id, index);
+    st_kshard_t *s = arg;
+    s->b->hooks->wake_fetches(s, waiter, topic_id, index);
 }
 
 static void kshard_tick(st_timer_t *t)
@@ -507,7 +482,7 @@ static int kshard_open_partitions(st_kshard_t *s)
                 continue;
             st_part_t *part;
             st_log_config_t lc;
-            st_topic_log_config(s->b->cfg, t, &lc);
+            s->b->hooks->topic_log_config(s->b->cfg, t, &lc);
             if (st_parts_open(&s->parts, t->name, t->id, p, &lc, &part) != 0)
                 offline++;
             n++;
@@ -595,9 +570,9 @@ static void *kshard_main(void *arg)
         start_signal(b, false);
         return NULL;
     }
-    rc = st_kgroup_start(s);
+    rc = b->hooks->shard_start(s);
     if (rc) {
-        ST_ERROR("cannot start the group coordinator: %s", st_strerror(rc));
+        ST_ERROR("cannot start the shard's services (group coordinator): %s", st_strerror(rc));
         start_signal(b, false);
         return NULL;
     }
@@ -625,7 +600,7 @@ static void *kshard_main(void *arg)
     s->net = NULL;
     if (s->parts.buckets)
         st_parts_fini(&s->parts);
-    st_kgroup_fini(s);
+    b->hooks->shard_fini(s);
     st_storage_env_fini(&s->env);
     /* The loop itself is destroyed once every shard thread has ended (st_broker_destroy):
      * another shard may still wake it during the last steps of a shutdown. */

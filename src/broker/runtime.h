@@ -1,0 +1,62 @@
+/*
+ * runtime.h — starting and stopping the shard runtime: identity, listeners, shard threads.
+ *
+ * The runtime's state is shard.h; a request's life request.h. The runtime knows no protocol:
+ * the layer above (kafka/serve.h) hands it st_broker_hooks_t, through which each frame is
+ * dispatched, each shard's services start and stop, waiting fetches are woken and a topic's
+ * log settings are read.
+ *
+ * A shard's life: open its partitions (partition/) -> hooks->shard_start -> serve frames
+ * (hooks->dispatch), tick every 100 ms (st_parts_tick, the admin hook) -> on stop: stop
+ * accepting, hooks->shard_drain, let connections finish, close the logs, stop the loop ->
+ * hooks->shard_fini.
+ *
+ * Threads: st_broker_* on the main thread (st_broker_stop from any thread); the hooks on the
+ * threads named beside them.
+ */
+#ifndef ST_BROKER_RUNTIME_H
+#define ST_BROKER_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "broker/request.h"
+#include "broker/shard.h"
+#include "cluster/config.h"
+#include "cluster/metadata.h"
+#include "storage/fs.h"
+#include "storage/log.h"
+
+typedef struct st_broker_hooks {
+    /* Main thread, in st_broker_create: loads the persisted metadata into md. */
+    int (*load_metadata)(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshards,
+                         char *err, size_t errlen);
+    /* A request whose api_key, api_version and correlation id are read (the frame holds at
+     * least 8 bytes): decode its header and run its handler, or st_kreq_fail it. */
+    void (*dispatch)(st_kreq_t *r);
+    /* Any thread: the log settings of topic t. */
+    void (*topic_log_config)(const st_config_t *cfg, const st_md_topic_t *t, st_log_config_t *out);
+    /* On the shard, after its partitions are open: its services (group coordinator). */
+    int (*shard_start)(st_kshard_t *s);
+    /* On the shard, when shutdown begins: waiting requests answer now. */
+    void (*shard_drain)(st_kshard_t *s);
+    /* On the shard, once its loop has stopped. */
+    void (*shard_fini)(st_kshard_t *s);
+    /* On the owner shard: tells shard `waiter` that a partition it waits on moved. */
+    void (*wake_fetches)(st_kshard_t *owner, int waiter, const uint8_t topic_id[16], int32_t index);
+} st_broker_hooks_t;
+
+/* Creates the broker: reads or creates meta.properties under log.dirs (cluster id), loads the
+ * metadata, binds one listening socket per shard. hooks must outlive the broker. Returns 0, or
+ * an error with one line in err. */
+int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
+                     const st_broker_hooks_t *hooks, char *err, size_t errlen);
+/* Starts the shard threads and waits until every shard serves (or one failed). */
+int st_broker_start(st_broker_t *b);
+/* Any thread (signal handling): asks every shard to shut down cleanly. */
+void st_broker_stop(st_broker_t *b);
+/* Waits for the shard threads to exit. */
+void st_broker_join(st_broker_t *b);
+void st_broker_destroy(st_broker_t *b);
+
+#endif
