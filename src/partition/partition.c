@@ -84,15 +84,6 @@ static void insert(st_parts_t *t, st_part_t *p)
     t->count++;
 }
 
-void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg)
-{
-    for (size_t i = 0; t->buckets && i < t->nbuckets; i++)
-        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
-            next = p->next;
-            fn(arg, p);
-        }
-}
-
 void st_parts_fini(st_parts_t *t)
 {
     st_parts_clean_fini(t);

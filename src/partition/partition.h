@@ -143,8 +143,16 @@ int st_parts_open(st_parts_t *t, const char *topic, const uint8_t topic_id[16], 
                   const st_log_config_t *lc, st_part_t **out);
 /* Deletes the partition's files and forgets it; its waiting fetches are woken. */
 void st_parts_delete(st_parts_t *t, st_part_t *p);
-/* Calls fn for every partition (fn may delete the one it is given). */
-void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg);
+/* Calls fn for every partition (fn may delete the one it is given). Inline, so that the
+ * module's files (cleaner.c) walk the table without calling back into partition.c. */
+static inline void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg)
+{
+    for (size_t i = 0; t->buckets && i < t->nbuckets; i++)
+        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
+            next = p->next;
+            fn(arg, p);
+        }
+}
 /* The shard's housekeeping (every 100 ms): each log's tick (roll, retention, time-based
  * flush), the high watermark that follows, idle producer ids expired and snapshots written;
  * then the cleaner's scheduling: when fewer than cleaner_threads partitions are being cleaned,
