@@ -392,18 +392,9 @@ static void next_group(st_log_t *log, clean_job_t *j)
     j->pos = 0;
 }
 
-typedef struct group_sync {
-    clean_job_t *j;
-    st_file_t *f;
-} group_sync_t;
-
 static void group_synced(void *arg, int res)
 {
-    group_sync_t *g = arg;
-    clean_job_t *j = g->j;
-    st_file_unpin(g->f);
-    st_file_unref(g->f);
-    free(g);
+    clean_job_t *j = arg;
     if (res < 0 && j->sync_err == 0)
         j->sync_err = res;
     if (--j->syncs == 0 && j->dead)
@@ -413,25 +404,10 @@ static void group_synced(void *arg, int res)
 /* Issues an asynchronous sync of f through the host; its error lands in j->sync_err. */
 static void sync_one(st_log_t *log, clean_job_t *j, st_file_t *f)
 {
-    int fd = st_file_pin(f);
-    group_sync_t *g = fd >= 0 ? malloc(sizeof *g) : NULL;
-    if (!g) {
-        if (fd >= 0)
-            st_file_unpin(f);
-        if (j->sync_err == 0)
-            j->sync_err = fd < 0 ? fd : -ENOMEM;
-        return;
-    }
-    g->j = j;
-    g->f = f;
-    st_file_ref(f);
-    j->syncs++; /* before: done() may run inside sync_submit */
-    int rc = log->env->sync_submit(log->env->sync_ctx, fd, group_synced, g);
+    j->syncs++; /* before: done() may run inside the submit */
+    int rc = st_storage_sync_file(log->env, f, group_synced, j);
     if (rc < 0) {
         j->syncs--;
-        st_file_unpin(f);
-        st_file_unref(f);
-        free(g);
         if (j->sync_err == 0)
             j->sync_err = rc;
     }

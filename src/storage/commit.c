@@ -27,11 +27,6 @@
 #include "base/log.h"
 #include "storage/log_impl.h"
 
-typedef struct sync_req {
-    st_log_t *log;
-    st_file_t *file;
-} sync_req_t;
-
 /* Calls, in order, the waiters whose offsets are now durable (res 0), or all waiters above
  * `limit` with res. Waiters are unlinked before any callback runs, so callbacks may call in. */
 void st_log_fire_waiters(st_log_t *log, int64_t durable, int64_t limit, int res)
@@ -144,11 +139,7 @@ static void round_put(st_log_t *log)
 
 static void sync_done(void *arg, int res)
 {
-    sync_req_t *r = arg;
-    st_log_t *log = r->log;
-    st_file_unpin(r->file);
-    st_file_unref(r->file);
-    free(r);
+    st_log_t *log = arg;
     if (res < 0 && log->sync_err == 0)
         log->sync_err = res;
     round_put(log);
@@ -170,31 +161,15 @@ static bool transient(int err)
  */
 static int sync_file(st_log_t *log, st_file_t *f)
 {
-    int fd = st_file_pin(f);
-    if (fd < 0) {
-        if (transient(fd))
-            return fd;
-        if (log->sync_err == 0)
-            log->sync_err = fd;
+    log->sync_pending++; /* before: done() may run inside the submit */
+    int rc = st_storage_sync_file(log->env, f, sync_done, log);
+    if (rc == 0)
         return 0;
-    }
-    sync_req_t *r = malloc(sizeof *r);
-    if (!r) {
-        st_file_unpin(f);
-        return -ENOMEM;
-    }
-    r->log = log;
-    r->file = f;
-    st_file_ref(f);
-    log->sync_pending++; /* before: done() may run inside sync_submit */
-    int rc = log->env->sync_submit(log->env->sync_ctx, fd, sync_done, r);
-    if (rc < 0) {
-        log->sync_pending--;
-        st_file_unpin(f);
-        st_file_unref(f);
-        free(r);
+    log->sync_pending--;
+    if (transient(rc))
         return rc;
-    }
+    if (log->sync_err == 0)
+        log->sync_err = rc;
     return 0;
 }
 

@@ -1,12 +1,53 @@
 /* env.c — the default storage environment: real clock, inline syncs, descriptor cache. */
 #include "storage/env.h"
 
+#include <errno.h>
+#include <stdlib.h>
+
 #include "base/clock.h"
 
 static int64_t env_wall_ms(void *ctx)
 {
     (void)ctx;
     return st_wall_ms();
+}
+
+typedef struct file_sync {
+    st_file_t *f;
+    st_sync_done_fn done;
+    void *arg;
+} file_sync_t;
+
+static void file_synced(void *arg, int res)
+{
+    file_sync_t *s = arg;
+    st_sync_done_fn done = s->done;
+    void *done_arg = s->arg;
+    st_file_unpin(s->f);
+    st_file_unref(s->f);
+    free(s);
+    done(done_arg, res);
+}
+
+int st_storage_sync_file(st_storage_env_t *env, st_file_t *f, st_sync_done_fn done, void *arg)
+{
+    int fd = st_file_pin(f);
+    if (fd < 0)
+        return fd;
+    file_sync_t *s = malloc(sizeof *s);
+    if (!s) {
+        st_file_unpin(f);
+        return -ENOMEM;
+    }
+    *s = (file_sync_t){f, done, arg};
+    st_file_ref(f);
+    int rc = env->sync_submit(env->sync_ctx, fd, file_synced, s);
+    if (rc < 0) {
+        st_file_unpin(f);
+        st_file_unref(f);
+        free(s);
+    }
+    return rc;
 }
 
 int st_storage_sync_inline(void *ctx, int fd, st_sync_done_fn done, void *arg)

@@ -42,6 +42,14 @@ void st_storage_env_init(st_storage_env_t *env, st_fs_t fs, int max_open_files);
 /* Every log of this env must be closed first. */
 void st_storage_env_fini(st_storage_env_t *env);
 
+/*
+ * Syncs one file through env->sync_submit, holding it (a reference and an open descriptor)
+ * until done(arg, res) has run. Returns 0, or < 0 when nothing was submitted (the file could
+ * not be opened, no memory, or the hook refused): done is then never called. done may run
+ * before this returns (the inline hook).
+ */
+int st_storage_sync_file(st_storage_env_t *env, st_file_t *f, st_sync_done_fn done, void *arg);
+
 /* The default sync hook: fdatasync through env->fs, then done inline. ctx is the env. */
 int st_storage_sync_inline(void *ctx, int fd, st_sync_done_fn done, void *arg);
 
