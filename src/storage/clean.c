@@ -133,6 +133,8 @@ struct st_clean_job {
     int g_from, g_to;  /* BUILD: the group being rewritten */
     st_segment_t *out; /* its ".cleaned" segment */
     st_buf_t in, filtered;
+    st_segment_reader_t reader; /* over reader_seg: headers come from its read-ahead window */
+    st_segment_t *reader_seg;
     int64_t bytes_read, bytes_written, records_removed;
     int syncs;    /* PHASE_SYNC: syncs of the group's files still in flight */
     int sync_err; /* the first of their errors */
@@ -189,13 +191,11 @@ static int cleanable_end(const st_log_t *log, int64_t now)
     return k;
 }
 
-/* Index of the segment holding offset (or the first after it). */
+/* Index of the segment holding offset (the first one for an offset below it). */
 static int segment_of(const st_log_t *log, int64_t offset)
 {
-    int i = 0;
-    while (i + 1 < log->nsegs && log->segs[i + 1]->base_offset <= offset)
-        i++;
-    return i;
+    int i = st_log_seg_for(log, offset);
+    return i < 0 ? 0 : i;
 }
 
 static void measure(const st_log_t *log, int64_t now, int *d, int *k, int64_t *dirty,
@@ -271,12 +271,11 @@ static int start(st_log_t *log, const st_log_clean_opts_t *o)
 /* Reads the whole batch at pos of s into j->in; its header into h. */
 static int read_batch(clean_job_t *j, st_segment_t *s, int64_t pos, st_batch_hdr_t *h)
 {
-    st_segment_reader_t *r = malloc(sizeof *r);
-    if (!r)
-        return -ENOMEM;
-    st_segment_reader_init(r, s);
-    int rc = st_segment_read_hdr(r, pos, h);
-    free(r);
+    if (j->reader_seg != s) {
+        st_segment_reader_init(&j->reader, s);
+        j->reader_seg = s;
+    }
+    int rc = st_segment_read_hdr(&j->reader, pos, h);
     if (rc < 0)
         return rc;
     size_t n = (size_t)st_batch_size(h);
@@ -297,17 +296,12 @@ static int64_t max_out(const st_log_t *log)
            (log->cfg.max_message_bytes > 0 ? log->cfg.max_message_bytes : 1048588);
 }
 
-typedef struct map_walk {
-    clean_job_t *j;
-    int64_t base;
-} map_walk_t;
-
 static int map_record(void *arg, const st_batch_record_t *r)
 {
-    map_walk_t *w = arg;
+    clean_job_t *j = arg;
     if (r->key_len < 0)
         return 0;
-    return map_put(&w->j->map, r->key, r->key_len, r->offset);
+    return map_put(&j->map, r->key, r->key_len, r->offset);
 }
 
 /* MAP slice: every record of the dirty segments into the map. */
@@ -327,8 +321,7 @@ static int64_t map_step(st_log_t *log, int64_t budget)
         if (rc < 0)
             return rc;
         if (!(h.attributes & ST_BATCH_ATTR_CONTROL)) {
-            map_walk_t w = {j, h.base_offset};
-            rc = st_batch_walk(j->in.data, j->in.len, max_out(log), map_record, &w);
+            rc = st_batch_walk(j->in.data, j->in.len, max_out(log), map_record, j);
             if (rc == -ENOSPC) {
                 /* No room for this segment's keys: clean up to it (Kafka does the same). */
                 if (j->seg == segment_of(log, j->prev_clean)) {
@@ -460,6 +453,7 @@ static int swap(st_log_t *log, clean_job_t *j)
     }
     st_log_sync_dir(log);
     j->out = NULL;
+    j->reader_seg = NULL; /* the segments it read are freed: an address may come back */
     rc = st_log_replace_segments(log, j->g_from, j->g_to, empty ? NULL : out);
     if (rc < 0)
         return rc;
