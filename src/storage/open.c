@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -508,8 +509,9 @@ int st_log_delete(st_log_t *log)
 int st_storage_set_aside(st_storage_env_t *env, const char *dir, const char *suffix, char *out,
                          size_t n)
 {
-    static uint64_t seq;
-    uint64_t tag = ((uint64_t)(env->now_ms ? env->now_ms(env->now_ctx) : 0) << 16) ^ ++seq;
+    static _Atomic uint64_t seq; /* shards set directories aside concurrently */
+    uint64_t tag = ((uint64_t)(env->now_ms ? env->now_ms(env->now_ctx) : 0) << 16) ^
+                   (atomic_fetch_add(&seq, 1) + 1);
     int r = snprintf(out, n, "%s.%016" PRIx64 "-%s", dir, tag, suffix);
     if (r < 0 || (size_t)r >= n)
         return -ENAMETOOLONG;
