@@ -67,6 +67,21 @@ st_ggroup_t *st_group_find(const st_gcoord_t *c, st_kstr_t id)
     return NULL;
 }
 
+int16_t st_group_lookup(const st_gcoord_t *c, int32_t partition, st_kstr_t id, int16_t missing,
+                        st_ggroup_t **g)
+{
+    *g = NULL;
+    if (c->closed || !st_gcoord_loaded(c, partition))
+        return ST_KERR_NOT_COORDINATOR;
+    if (id.len <= 0)
+        return ST_KERR_INVALID_GROUP_ID;
+    st_ggroup_t *found = st_group_find(c, id);
+    if (!found || found->state == G_DEAD)
+        return missing;
+    *g = found;
+    return 0;
+}
+
 st_ggroup_t *st_group_create(st_gcoord_t *c, st_kstr_t id, int32_t partition)
 {
     if (c->ngroups >= c->nbuckets) {

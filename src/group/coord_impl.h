@@ -235,6 +235,11 @@ static inline uint64_t fnv1a(const void *p, size_t n, uint64_t h)
 /* ---- coord.c: the table of groups ---- */
 
 st_ggroup_t *st_group_find(const st_gcoord_t *c, st_kstr_t id);
+/* The live group a request names on one of c's loaded partitions: 0 and *g, else *g NULL and
+ * NOT_COORDINATOR, INVALID_GROUP_ID (an empty or null id) or `missing` (no such group, or a
+ * dead one) — the checks every request about an existing group starts with. */
+int16_t st_group_lookup(const st_gcoord_t *c, int32_t partition, st_kstr_t id, int16_t missing,
+                        st_ggroup_t **g);
 /* A new Empty group in the table; NULL when out of memory. */
 st_ggroup_t *st_group_create(st_gcoord_t *c, st_kstr_t id, int32_t partition);
 /* Unlinks and frees a group; nothing may refer to it (no write, no waiting request). */

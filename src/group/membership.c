@@ -354,34 +354,42 @@ static void sync_written(st_gcoord_t *c, st_gwrite_t *w, int res)
         st_group_answer_sync(g->members[i], 0);
 }
 
+/* The member a SyncGroup or Heartbeat names, in a live group: 0, *g and *m, else the error
+ * (st_group_lookup's, FENCED_INSTANCE_ID, UNKNOWN_MEMBER_ID). */
+static int16_t member_lookup(st_gcoord_t *c, int32_t partition, st_kstr_t group_id,
+                             st_kstr_t member_id, st_kstr_t instance, st_ggroup_t **g,
+                             st_gmember_t **m)
+{
+    *m = NULL;
+    int16_t err = st_group_lookup(c, partition, group_id, ST_KERR_UNKNOWN_MEMBER_ID, g);
+    if (err)
+        return err;
+    if (st_group_fenced(*g, member_id, instance))
+        return ST_KERR_FENCED_INSTANCE_ID;
+    *m = st_group_member_find(*g, member_id);
+    return *m ? 0 : ST_KERR_UNKNOWN_MEMBER_ID;
+}
+
 void st_gcoord_sync(st_gcoord_t *c, int32_t partition, const st_kp_sync_group_req_t *req,
                     int16_t version, st_arena_t *a, st_kp_sync_group_resp_t *resp,
                     st_gcoord_done_fn done, void *arg)
 {
     resp->assignment = (st_kbytes_t){(const uint8_t *)"", 0};
-    int16_t err = 0;
-    st_ggroup_t *g = NULL;
-    st_gmember_t *m = NULL;
-    if (c->closed || !st_gcoord_loaded(c, partition))
-        err = ST_KERR_NOT_COORDINATOR;
-    else if (req->group_id.len <= 0)
-        err = ST_KERR_INVALID_GROUP_ID;
-    else if (!(g = st_group_find(c, req->group_id)) || g->state == G_DEAD)
-        err = ST_KERR_UNKNOWN_MEMBER_ID;
-    else if (st_group_fenced(g, req->member_id, req->group_instance_id))
-        err = ST_KERR_FENCED_INSTANCE_ID;
-    else if (!(m = st_group_member_find(g, req->member_id)))
-        err = ST_KERR_UNKNOWN_MEMBER_ID;
-    else if (req->generation_id != g->generation)
+    st_ggroup_t *g;
+    st_gmember_t *m;
+    int16_t err =
+        member_lookup(c, partition, req->group_id, req->member_id, req->group_instance_id, &g, &m);
+    if (!err && req->generation_id != g->generation)
         err = ST_KERR_ILLEGAL_GENERATION;
-    else if (version >= 5 && ((req->protocol_type.len >= 0 && g->protocol_type.ptr &&
-                               !kstr_is(req->protocol_type, g->protocol_type)) ||
-                              (req->protocol_name.len >= 0 && g->protocol.ptr &&
-                               !kstr_is(req->protocol_name, g->protocol))))
+    else if (!err && version >= 5 &&
+             ((req->protocol_type.len >= 0 && g->protocol_type.ptr &&
+               !kstr_is(req->protocol_type, g->protocol_type)) ||
+              (req->protocol_name.len >= 0 && g->protocol.ptr &&
+               !kstr_is(req->protocol_name, g->protocol))))
         err = ST_KERR_INCONSISTENT_GROUP_PROTOCOL;
-    else if (g->state == G_EMPTY)
+    else if (!err && g->state == G_EMPTY)
         err = ST_KERR_UNKNOWN_MEMBER_ID;
-    else if (g->state == G_PREPARING)
+    else if (!err && g->state == G_PREPARING)
         err = ST_KERR_REBALANCE_IN_PROGRESS;
     if (err) {
         resp->error_code = err;
@@ -447,22 +455,15 @@ void st_gcoord_sync(st_gcoord_t *c, int32_t partition, const st_kp_sync_group_re
 void st_gcoord_heartbeat(st_gcoord_t *c, int32_t partition, const st_kp_heartbeat_req_t *req,
                          st_kp_heartbeat_resp_t *resp)
 {
-    st_ggroup_t *g = NULL;
-    st_gmember_t *m = NULL;
-    int16_t err = 0;
-    if (c->closed || !st_gcoord_loaded(c, partition))
-        err = ST_KERR_NOT_COORDINATOR;
-    else if (req->group_id.len <= 0)
-        err = ST_KERR_INVALID_GROUP_ID;
-    else if (!(g = st_group_find(c, req->group_id)) || g->state == G_DEAD)
+    st_ggroup_t *g;
+    st_gmember_t *m;
+    int16_t err =
+        member_lookup(c, partition, req->group_id, req->member_id, req->group_instance_id, &g, &m);
+    if (!err && g->state == G_EMPTY)
         err = ST_KERR_UNKNOWN_MEMBER_ID;
-    else if (st_group_fenced(g, req->member_id, req->group_instance_id))
-        err = ST_KERR_FENCED_INSTANCE_ID;
-    else if (!(m = st_group_member_find(g, req->member_id)) || g->state == G_EMPTY)
-        err = ST_KERR_UNKNOWN_MEMBER_ID;
-    else if (req->generation_id != g->generation)
+    else if (!err && req->generation_id != g->generation)
         err = ST_KERR_ILLEGAL_GENERATION;
-    else {
+    else if (!err) {
         st_group_member_touch(c, m);
         if (g->state == G_PREPARING)
             err = ST_KERR_REBALANCE_IN_PROGRESS;
@@ -492,14 +493,8 @@ static int16_t leave_one(st_gcoord_t *c, st_ggroup_t *g, st_kstr_t member_id, st
 void st_gcoord_leave(st_gcoord_t *c, int32_t partition, const st_kp_leave_group_req_t *req,
                      int16_t version, st_arena_t *a, st_kp_leave_group_resp_t *resp)
 {
-    st_ggroup_t *g = NULL;
-    int16_t err = 0;
-    if (c->closed || !st_gcoord_loaded(c, partition))
-        err = ST_KERR_NOT_COORDINATOR;
-    else if (req->group_id.len <= 0)
-        err = ST_KERR_INVALID_GROUP_ID;
-    else if (!(g = st_group_find(c, req->group_id)) || g->state == G_DEAD)
-        err = ST_KERR_UNKNOWN_MEMBER_ID;
+    st_ggroup_t *g;
+    int16_t err = st_group_lookup(c, partition, req->group_id, ST_KERR_UNKNOWN_MEMBER_ID, &g);
     if (version < 3) {
         resp->error_code = err ? err : leave_one(c, g, req->member_id, ST_KSTR_NULL);
         return;

@@ -315,15 +315,9 @@ static void offset_delete_written(st_gcoord_t *c, st_gwrite_t *w, int res)
 void st_gcoord_offset_delete(st_gcoord_t *c, int32_t partition, st_goffsets_t *o,
                              st_gcoord_done_fn done, void *arg)
 {
-    st_ggroup_t *g = NULL;
-    o->error = 0;
-    if (c->closed || !st_gcoord_loaded(c, partition))
-        o->error = ST_KERR_NOT_COORDINATOR;
-    else if (o->group_id.len <= 0)
-        o->error = ST_KERR_INVALID_GROUP_ID;
-    else if (!(g = st_group_find(c, o->group_id)) || g->state == G_DEAD)
-        o->error = ST_KERR_GROUP_ID_NOT_FOUND;
-    else if (g->state != G_EMPTY && !st_kstr_eq(as_kstr(g->protocol_type), "consumer"))
+    st_ggroup_t *g;
+    o->error = st_group_lookup(c, partition, o->group_id, ST_KERR_GROUP_ID_NOT_FOUND, &g);
+    if (!o->error && g->state != G_EMPTY && !st_kstr_eq(as_kstr(g->protocol_type), "consumer"))
         o->error = ST_KERR_NON_EMPTY_GROUP;
     if (o->error) {
         done(arg);
@@ -393,17 +387,10 @@ static void delete_written(st_gcoord_t *c, st_gwrite_t *w, int res)
 void st_gcoord_delete_group(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, int16_t *error,
                             st_gcoord_done_fn done, void *arg)
 {
-    st_ggroup_t *g = NULL;
-    if (c->closed || !st_gcoord_loaded(c, partition))
-        *error = ST_KERR_NOT_COORDINATOR;
-    else if (group_id.len <= 0)
-        *error = ST_KERR_INVALID_GROUP_ID;
-    else if (!(g = st_group_find(c, group_id)) || g->state == G_DEAD)
-        *error = ST_KERR_GROUP_ID_NOT_FOUND;
-    else if (g->state != G_EMPTY)
+    st_ggroup_t *g;
+    *error = st_group_lookup(c, partition, group_id, ST_KERR_GROUP_ID_NOT_FOUND, &g);
+    if (!*error && g->state != G_EMPTY)
         *error = ST_KERR_NON_EMPTY_GROUP;
-    else
-        *error = 0;
     if (*error) {
         done(arg);
         return;
