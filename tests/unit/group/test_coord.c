@@ -290,16 +290,17 @@ static bool bytes_eq(st_kbytes_t b, const char *s)
     return b.len == (int32_t)strlen(s) && memcmp(b.ptr, s, (size_t)b.len) == 0;
 }
 
-static int16_t commit1(fx_t *f, const char *group, const char *member, int32_t gen,
-                       const char *topic, int32_t part, int64_t offset, const char *metadata)
+/* Commits one offset and waits for the answer; returns the partition's error. */
+static int16_t commit_one(fx_t *f, st_kstr_t group, st_kstr_t member, int32_t gen, st_kstr_t topic,
+                          int32_t part, int64_t offset, int32_t epoch, st_kstr_t metadata)
 {
-    st_goffset_t p = {.topic = st_kstr(topic),
+    st_goffset_t p = {.topic = topic,
                       .partition = part,
                       .offset = offset,
-                      .leader_epoch = 3,
-                      .metadata = st_kstr(metadata)};
-    st_goffsets_t o = {.group_id = st_kstr(group),
-                       .member_id = st_kstr(member ? member : ""),
+                      .leader_epoch = epoch,
+                      .metadata = metadata};
+    st_goffsets_t o = {.group_id = group,
+                       .member_id = member,
                        .group_instance_id = ST_KSTR_NULL,
                        .generation = gen,
                        .n = 1,
@@ -310,6 +311,13 @@ static int16_t commit1(fx_t *f, const char *group, const char *member, int32_t g
         run_until(f, &done, 5000);
     assert_int_equal(done, 1);
     return p.error;
+}
+
+static int16_t commit1(fx_t *f, const char *group, const char *member, int32_t gen,
+                       const char *topic, int32_t part, int64_t offset, const char *metadata)
+{
+    return commit_one(f, st_kstr(group), st_kstr(member ? member : ""), gen, st_kstr(topic), part,
+                      offset, 3, st_kstr(metadata));
 }
 
 static int64_t fetch1(fx_t *f, const char *group, const char *topic, int32_t part, char *md,
@@ -1104,20 +1112,7 @@ static bool kstr_is(st_kstr_t s, const char *want, size_t n)
 static int16_t commitk(fx_t *f, st_kstr_t group, st_kstr_t topic, int64_t offset,
                        st_kstr_t metadata)
 {
-    st_goffset_t p = {
-        .topic = topic, .partition = 0, .offset = offset, .leader_epoch = 1, .metadata = metadata};
-    st_goffsets_t o = {.group_id = group,
-                       .member_id = ST_KSTR_EMPTY,
-                       .group_instance_id = ST_KSTR_NULL,
-                       .generation = -1,
-                       .n = 1,
-                       .parts = &p};
-    int done = 0;
-    st_gcoord_commit(f->c, 0, &o, on_done, &done);
-    if (!done)
-        run_until(f, &done, 5000);
-    assert_int_equal(done, 1);
-    return p.error;
+    return commit_one(f, group, ST_KSTR_EMPTY, -1, topic, 0, offset, 1, metadata);
 }
 
 static int64_t fetchk(fx_t *f, st_kstr_t group, st_kstr_t topic, st_kstr_t *metadata)
