@@ -116,17 +116,16 @@ static void fetch_read_one(st_kshard_t *s, fetch_part_t *fp, int origin)
         fp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         return;
     }
-    fetch_rel_t *rel = calloc(1, sizeof *rel);
-    if (!rel) {
-        fp->error = ST_KERR_UNKNOWN_SERVER_ERROR;
-        return;
-    }
     st_part_read_t rd = {.hw = fp->hw, .log_start = fp->log_start};
     fp->error = st_part_read(p, fp->fetch_offset, fp->max_bytes, &rd);
     fp->hw = rd.hw;
     fp->log_start = rd.log_start;
-    if (fp->error || rd.read.bytes == 0) {
-        free(rel);
+    if (fp->error || rd.read.bytes == 0)
+        return;
+    fetch_rel_t *rel = calloc(1, sizeof *rel); /* only for a read that holds bytes */
+    if (!rel) {
+        st_log_read_release(&rd.read);
+        fp->error = ST_KERR_UNKNOWN_SERVER_ERROR;
         return;
     }
     rel->read = rd.read;
