@@ -1,4 +1,4 @@
-/* http.c — a minimal HTTP/1.0 GET for the admin API (see http.h). */
+/* http.c — resolving host:port, and a minimal HTTP/1.0 GET for the admin API (see http.h). */
 #include "cli/http.h"
 
 #include <errno.h>
@@ -37,21 +37,34 @@ static int wait_fd(int fd, short events, int64_t deadline)
     }
 }
 
-static int dial(const char *hostport, int64_t deadline, char *err, size_t errlen)
+int st_cli_resolve(const char *addr, bool passive, struct addrinfo **out)
 {
     char host[256];
-    const char *colon = strrchr(hostport, ':');
-    if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof host || !colon[1]) {
-        snprintf(err, errlen, "'%s' is not host:port", hostport);
-        return -EINVAL;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon[1] == '\0')
+        return EAI_NONAME;
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= sizeof(host))
+        return EAI_NONAME;
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    char *h = host;
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        h = host + 1;
     }
-    memcpy(host, hostport, (size_t)(colon - hostport));
-    host[colon - hostport] = 0;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
-    int rc = getaddrinfo(host, colon + 1, &hints, &ai);
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
+    return getaddrinfo(*h ? h : NULL, colon + 1, &hints, out);
+}
+
+static int dial(const char *hostport, int64_t deadline, char *err, size_t errlen)
+{
+    struct addrinfo *ai;
+    int rc = st_cli_resolve(hostport, false, &ai);
     if (rc) {
-        snprintf(err, errlen, "cannot resolve %s: %s", host, gai_strerror(rc));
-        return -EHOSTUNREACH;
+        snprintf(err, errlen, "cannot resolve %s (want HOST:PORT): %s", hostport, gai_strerror(rc));
+        return rc == EAI_NONAME ? -EINVAL : -EHOSTUNREACH;
     }
     int fd = -1;
     rc = -ECONNREFUSED;

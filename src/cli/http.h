@@ -7,14 +7,24 @@
 #ifndef ST_CLI_HTTP_H
 #define ST_CLI_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+struct addrinfo;
+
 /*
- * GETs path from hostport ("host:port") within timeout_ms (connect, send and receive). On
- * success returns 0 with the body (NUL-terminated, malloc'ed; caller frees) in *body and its
- * length in *len; a status other than 200 is -EPROTO. Otherwise a negative errno, with one
- * line saying why in err.
+ * Resolves "host:port" for a TCP socket (host may be a name, an address, [v6], or empty: the
+ * wildcard when passive, else loopback). Returns 0 with *out (freeaddrinfo it), or a
+ * getaddrinfo EAI_* code (EAI_NONAME when addr is not host:port).
+ */
+int st_cli_resolve(const char *addr, bool passive, struct addrinfo **out);
+
+/*
+ * GETs path from hostport ("host:port", as st_cli_resolve takes) within timeout_ms (connect, send
+ * and receive). On success returns 0 with the body (NUL-terminated, malloc'ed; caller frees) in
+ * *body and its length in *len; a status other than 200 is -EPROTO. Otherwise a negative errno,
+ * with one line saying why in err.
  */
 int st_cli_http_get(const char *hostport, const char *path, int64_t timeout_ms, char **body,
                     size_t *len, char *err, size_t errlen);

@@ -40,6 +40,7 @@
 #include "base/err.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/http.h"
 #include "proto/kafka_gen.h"
 #include "proto/kerr.h"
 #include "proto/kheader.h"
@@ -82,28 +83,6 @@ static int64_t mono_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Resolves "host:port" (host may be empty or [v6]); returns 0 or -1 with err set. */
-static int resolve(const char *addr, bool passive, struct addrinfo **out)
-{
-    char host[256];
-    const char *colon = strrchr(addr, ':');
-    if (!colon || colon[1] == '\0')
-        return -1;
-    size_t hl = (size_t)(colon - addr);
-    if (hl >= sizeof(host))
-        return -1;
-    memcpy(host, addr, hl);
-    host[hl] = '\0';
-    char *h = host;
-    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-        host[hl - 1] = '\0';
-        h = host + 1;
-    }
-    struct addrinfo hints = {
-        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = passive ? AI_PASSIVE : 0};
-    return getaddrinfo(*h ? h : NULL, colon + 1, &hints, out) ? -1 : 0;
 }
 
 static const char *api_name(int16_t key)
@@ -386,9 +365,9 @@ int st_cli_proxy(int argc, char **argv)
     if (!upstream_s)
         return st_cli_usage_error(usage, "--upstream HOST:PORT is required");
     struct addrinfo *la, *ua;
-    if (resolve(listen_s, true, &la) < 0)
+    if (st_cli_resolve(listen_s, true, &la))
         return st_cli_usage_error(usage, "cannot resolve --listen '%s' (want HOST:PORT)", listen_s);
-    if (resolve(upstream_s, false, &ua) < 0) {
+    if (st_cli_resolve(upstream_s, false, &ua)) {
         freeaddrinfo(la);
         return st_cli_usage_error(usage, "cannot resolve --upstream '%s' (want HOST:PORT)",
                                   upstream_s);
