@@ -78,12 +78,13 @@ static int verdict(st_batch_verdict_t *v, int err, const char *why)
  * whichever the source.
  */
 typedef struct rrd {
-    const uint8_t *p;     /* next byte */
-    const uint8_t *end;   /* end of the bytes at hand */
-    const uint8_t *start; /* where the bytes at hand begin */
-    int64_t base;         /* stream position of start */
-    st_codec_reader_t *z; /* more bytes come from here; NULL once it ended, or never had any */
-    uint8_t *win;         /* the window z fills; NULL when the bytes are all at hand */
+    const uint8_t *p;      /* next byte */
+    const uint8_t *end;    /* end of the bytes at hand */
+    const uint8_t *start;  /* where the bytes at hand begin */
+    int64_t base;          /* stream position of start */
+    st_codec_reader_t *z;  /* more bytes come from here; NULL once it ended, or never had any */
+    st_codec_reader_t *zr; /* the reader rrd_open_stream made, for rrd_close; else NULL */
+    uint8_t *win;          /* the window z fills; NULL when the bytes are all at hand */
     size_t win_cap;
     int err; /* z's error, sticky */
 } rrd_t;
@@ -101,6 +102,33 @@ static void rrd_init_flat(rrd_t *r, const uint8_t *p, const uint8_t *end)
     memset(r, 0, sizeof *r);
     r->p = r->start = p;
     r->end = end;
+}
+
+/*
+ * Sets r to read the records decompressed from the n bytes at in (codec 1..4), through a
+ * window, producing at most max_out bytes. Returns 0 or -ENOMEM; rrd_close undoes it.
+ */
+static int rrd_open_stream(rrd_t *r, int codec, const uint8_t *in, size_t n, int64_t max_out)
+{
+    rrd_init_flat(r, NULL, NULL);
+    int rc = st_codec_reader_create(codec, in, n, max_out, &r->z);
+    if (rc < 0)
+        return rc;
+    r->win = malloc(RRD_WINDOW);
+    if (!r->win) {
+        st_codec_reader_destroy(r->z);
+        r->z = NULL;
+        return -ENOMEM;
+    }
+    r->win_cap = RRD_WINDOW;
+    r->zr = r->z;
+    return 0;
+}
+
+static void rrd_close(rrd_t *r)
+{
+    free(r->win);
+    st_codec_reader_destroy(r->zr);
 }
 
 static int64_t rrd_pos(const rrd_t *r)
@@ -340,22 +368,12 @@ static int walk_compressed(const uint8_t *p, const st_batch_hdr_t *h, int64_t ma
                           ? INT64_MAX
                           : max_bytes * ST_BATCH_INFLATE_FACTOR;
     rrd_t r;
-    rrd_init_flat(&r, NULL, NULL);
-    st_codec_reader_t *z;
-    int rc = st_codec_reader_create(st_batch_compression(h), p + ST_BATCH_HEADER_SIZE,
-                                    (size_t)(st_batch_size(h) - ST_BATCH_HEADER_SIZE), max_out, &z);
+    int rc = rrd_open_stream(&r, st_batch_compression(h), p + ST_BATCH_HEADER_SIZE,
+                             (size_t)(st_batch_size(h) - ST_BATCH_HEADER_SIZE), max_out);
     if (rc < 0)
         return verdict(v, rc, "out of memory");
-    r.win = malloc(RRD_WINDOW);
-    if (!r.win) {
-        st_codec_reader_destroy(z);
-        return verdict(v, -ENOMEM, "out of memory");
-    }
-    r.win_cap = RRD_WINDOW;
-    r.z = z;
     rc = walk_records(h, &r, v);
-    free(r.win);
-    st_codec_reader_destroy(z);
+    rrd_close(&r);
     return rc;
 }
 
@@ -476,20 +494,10 @@ static int walk(const uint8_t *batch, size_t size, int64_t max_out, walk_fn fn, 
     const uint8_t *recs = batch + ST_BATCH_HEADER_SIZE, *end = batch + st_batch_size(h);
     rrd_t r;
     rrd_init_flat(&r, recs, end);
-    st_codec_reader_t *z = NULL;
     int rc;
-    if (codec != ST_CODEC_NONE && (recs != end || h->records_count != 0)) {
-        if ((rc = st_codec_reader_create(codec, recs, (size_t)(end - recs), max_out, &z)) < 0)
-            return rc;
-        rrd_init_flat(&r, NULL, NULL);
-        r.win = malloc(RRD_WINDOW);
-        if (!r.win) {
-            st_codec_reader_destroy(z);
-            return -ENOMEM;
-        }
-        r.win_cap = RRD_WINDOW;
-        r.z = z;
-    }
+    if (codec != ST_CODEC_NONE && (recs != end || h->records_count != 0) &&
+        (rc = rrd_open_stream(&r, codec, recs, (size_t)(end - recs), max_out)) < 0)
+        return rc;
     st_batch_record_t rec;
     int64_t ts_delta;
     int32_t off_delta, prev = -1, i = 0;
@@ -509,10 +517,7 @@ static int walk(const uint8_t *batch, size_t size, int64_t max_out, walk_fn fn, 
     }
     if (rc == 0 && i != h->records_count)
         rc = ST_E_CORRUPT;
-    if (z) {
-        free(r.win);
-        st_codec_reader_destroy(z);
-    }
+    rrd_close(&r);
     return rc;
 }
 
