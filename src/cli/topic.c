@@ -343,9 +343,9 @@ int st_cli_topic_describe(int argc, char **argv)
         else
             printf(" %12" PRId64 " %12" PRId64 " %12" PRId64, lo, hi, hi - lo);
         if (compact) {
-            int k = pp->id >= 0 && pp->id < t->partition_cnt ? pp->id : 0;
-            if (ratio && !isnan(ratio[k]))
-                printf("  %9.2f", ratio[k]);
+            bool known = ratio && pp->id >= 0 && pp->id < t->partition_cnt;
+            if (known && !isnan(ratio[pp->id]))
+                printf("  %9.2f", ratio[pp->id]);
             else
                 printf("  %9s", "?");
         }
