@@ -93,6 +93,10 @@ class FetchWaitTest(ServerTestCase):
 
                 th = threading.Thread(target=wait)
                 th.start()
+                # The fetch must be parked (3 records are below min_bytes) before data comes,
+                # or it would be answered by its first read and the wake-up go untested.
+                th.join(0.5)
+                self.assertTrue(th.is_alive(), "fetch answered below min_bytes")
                 # 3 records of ~70 bytes are there; 60 more of ~70 pass min_bytes=3000.
                 for _ in range(3):
                     self.produce(prod, topic, p, 20)
