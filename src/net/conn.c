@@ -784,11 +784,6 @@ size_t st_net_conn_count(const st_net_t *n)
     return n->nconns;
 }
 
-size_t st_net_queued_bytes(const st_net_t *n)
-{
-    return n->queued;
-}
-
 const st_net_stats_t *st_net_stats(const st_net_t *n)
 {
     return &n->stats;

@@ -74,8 +74,6 @@ void st_net_close_all(st_net_t *n);
 /* Frees the listener; every connection must already be gone. */
 void st_net_destroy(st_net_t *n);
 size_t st_net_conn_count(const st_net_t *n);
-/* Bytes of large frames held now (received or being received, not yet answered). */
-size_t st_net_queued_bytes(const st_net_t *n);
 const st_net_stats_t *st_net_stats(const st_net_t *n);
 
 /* Answers request `seq`; out may be NULL for a request that gets no response (acks=0). */
