@@ -6,8 +6,6 @@
  *   -1 latest: the high watermark      -2 earliest, -4 earliest local, -5: the log start
  *   -3 max timestamp: that record      t >= 0: first record with timestamp >= t, else -1
  */
-#include <stdlib.h>
-
 #include "base/err.h"
 #include "kafka/pcall.h"
 #include "proto/kerr.h"
@@ -86,33 +84,21 @@ void st_kh_list_offsets(st_kreq_t *r)
 
 /* ---- DeleteRecords ---- */
 
-typedef struct {
-    st_kshard_t *s;
-    st_pitem_t *it;
-} delrec_wait_t;
-
+/* The new log start is durable (or not): the item's owner answers. */
 static void delrec_durable(void *arg, int err)
 {
-    delrec_wait_t *w = arg;
+    st_pitem_t *it = arg;
     if (err)
-        w->it->error = st_kerr_from(err);
-    st_pcall_release(w->s, w->it);
-    free(w);
+        it->error = st_kerr_from(err);
+    st_pcall_release(it);
 }
 
 /* Moves the log start; the answer waits until the new start is durable (partition.h). */
 static void delrec_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
-    delrec_wait_t *w = malloc(sizeof *w);
-    if (!w) {
-        it->error = ST_KERR_KAFKA_STORAGE_ERROR;
-        return;
-    }
-    *w = (delrec_wait_t){s, it};
-    if (st_part_delete_records(p, it->value, &it->error, &it->out_offset, delrec_durable, w))
+    (void)s;
+    if (st_part_delete_records(p, it->value, &it->error, &it->out_offset, delrec_durable, it))
         st_pcall_hold(it);
-    else
-        free(w);
 }
 
 typedef struct {

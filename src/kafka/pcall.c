@@ -41,9 +41,8 @@ void st_pcall_hold(st_pitem_t *it)
     st_fanout_hold(it->leg);
 }
 
-void st_pcall_release(st_kshard_t *s, st_pitem_t *it)
+void st_pcall_release(st_pitem_t *it)
 {
-    (void)s;
     st_fanout_release(it->leg);
 }
 

@@ -32,10 +32,10 @@ typedef void (*st_pdone_fn)(st_kreq_t *r, void *ctx);
 
 void st_pcall(st_kreq_t *r, st_pitem_t *items, int n, st_pitem_fn fn, st_pdone_fn done, void *ctx);
 /* For an fn that must wait before its item is answered (DeleteRecords waits until the new log
- * start is durable): holds back the owner's answer until st_pcall_release(s, it), on the
+ * start is durable): holds back the owner's answer until st_pcall_release(it), on the
  * owner shard. Call from inside fn only. */
 void st_pcall_hold(st_pitem_t *it);
-void st_pcall_release(st_kshard_t *s, st_pitem_t *it);
+void st_pcall_release(st_pitem_t *it);
 /* Fills it->topic_id/owner/error for a topic looked up by name in the request's snapshot. */
 void st_pitem_resolve(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int32_t partition);
 
