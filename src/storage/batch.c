@@ -7,6 +7,7 @@
 #include "storage/batch.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +85,7 @@ typedef struct rrd {
     int64_t base;          /* stream position of start */
     st_codec_reader_t *z;  /* more bytes come from here; NULL once it ended, or never had any */
     st_codec_reader_t *zr; /* the reader rrd_open_stream made, for rrd_close; else NULL */
+    int codec;             /* zr's */
     uint8_t *win;          /* the window z fills; NULL when the bytes are all at hand */
     size_t win_cap;
     int err; /* z's error, sticky */
@@ -105,30 +107,96 @@ static void rrd_init_flat(rrd_t *r, const uint8_t *p, const uint8_t *end)
 }
 
 /*
+ * Each thread keeps, between batches, one reader per codec and one window: creating a codec's
+ * context costs more than decompressing a small batch (a zstd context is some 100 KiB to set
+ * up; an LZ4 frame of 4 MiB blocks wants a 4 MiB buffer). A reader holding more than
+ * RRD_KEEP_MAX bytes (a zstd frame's large window, a large snappy block) is not kept, nor is a
+ * window st_batch_walk grew. Freed when the thread exits.
+ */
+#define RRD_KEEP_MAX (4 << 20)
+
+typedef struct rrd_cache {
+    st_codec_reader_t *z[ST_CODEC_ZSTD + 1]; /* by codec; NULL when none is kept */
+    uint8_t *win;                            /* RRD_WINDOW bytes, or NULL */
+} rrd_cache_t;
+
+static pthread_key_t rrd_cache_key;
+static pthread_once_t rrd_cache_once = PTHREAD_ONCE_INIT;
+static bool rrd_cache_ok;
+
+static void rrd_cache_free(void *arg)
+{
+    rrd_cache_t *c = arg;
+    for (int i = 0; i <= ST_CODEC_ZSTD; i++)
+        st_codec_reader_destroy(c->z[i]);
+    free(c->win);
+    free(c);
+}
+
+static void rrd_cache_init(void)
+{
+    rrd_cache_ok = pthread_key_create(&rrd_cache_key, rrd_cache_free) == 0;
+}
+
+/* This thread's cache, or NULL when there is none (and none can be made). */
+static rrd_cache_t *rrd_cache(void)
+{
+    pthread_once(&rrd_cache_once, rrd_cache_init);
+    if (!rrd_cache_ok)
+        return NULL;
+    rrd_cache_t *c = pthread_getspecific(rrd_cache_key);
+    if (!c && (c = calloc(1, sizeof *c)) != NULL && pthread_setspecific(rrd_cache_key, c) != 0) {
+        free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+/*
  * Sets r to read the records decompressed from the n bytes at in (codec 1..4), through a
  * window, producing at most max_out bytes. Returns 0 or -ENOMEM; rrd_close undoes it.
  */
 static int rrd_open_stream(rrd_t *r, int codec, const uint8_t *in, size_t n, int64_t max_out)
 {
     rrd_init_flat(r, NULL, NULL);
-    int rc = st_codec_reader_create(codec, in, n, max_out, &r->z);
+    rrd_cache_t *c = rrd_cache();
+    if (c && c->z[codec]) {
+        r->z = c->z[codec];
+        c->z[codec] = NULL;
+        if (st_codec_reader_reset(r->z, in, n, max_out) < 0) {
+            st_codec_reader_destroy(r->z);
+            r->z = NULL;
+        }
+    }
+    int rc = r->z ? 0 : st_codec_reader_create(codec, in, n, max_out, &r->z);
     if (rc < 0)
         return rc;
-    r->win = malloc(RRD_WINDOW);
-    if (!r->win) {
+    if (c && c->win) {
+        r->win = c->win;
+        c->win = NULL;
+    } else if (!(r->win = malloc(RRD_WINDOW))) {
         st_codec_reader_destroy(r->z);
         r->z = NULL;
         return -ENOMEM;
     }
     r->win_cap = RRD_WINDOW;
     r->zr = r->z;
+    r->codec = codec;
     return 0;
 }
 
+/* Ends what rrd_open_stream began, keeping its reader and window for the thread's next. */
 static void rrd_close(rrd_t *r)
 {
-    free(r->win);
-    st_codec_reader_destroy(r->zr);
+    rrd_cache_t *c = r->zr ? rrd_cache() : NULL;
+    if (c && !c->z[r->codec] && st_codec_reader_memory(r->zr) <= RRD_KEEP_MAX)
+        c->z[r->codec] = r->zr;
+    else
+        st_codec_reader_destroy(r->zr);
+    if (c && !c->win && r->win_cap == RRD_WINDOW)
+        c->win = r->win;
+    else
+        free(r->win);
 }
 
 static int64_t rrd_pos(const rrd_t *r)

@@ -41,7 +41,10 @@
  * st_batch_check and the walks accept such batches; st_batch_validate_client does not.
  *
  * Functions here read and write caller memory; validating, walking or filtering a compressed
- * batch also allocates, a bounded amount (codec.h), freed before it returns. Any thread.
+ * batch also allocates, a bounded amount (codec.h). Each thread keeps one decompression reader
+ * per codec and one 64 KiB window from one batch to the next (a reader only while it holds at
+ * most 4 MiB), freed when the thread exits; the rest is freed before the call returns. Any
+ * thread.
  */
 #ifndef ST_STORAGE_BATCH_H
 #define ST_STORAGE_BATCH_H

@@ -71,6 +71,22 @@ static size_t in_left(const st_codec_reader_t *r)
     return (size_t)(r->in_end - r->in);
 }
 
+/* Points r, its codec's state fresh, at the n bytes at in. */
+static void reader_start(st_codec_reader_t *r, const uint8_t *in, size_t n, int64_t max_out)
+{
+    r->in = in;
+    r->in_end = in + n;
+    r->max_out = max_out < 0 ? 0 : max_out;
+    r->produced = 0;
+    r->err = 0;
+    r->done = false;
+    r->xerial = st_codec_framing(r->codec, in, n) == ST_CODEC_FRAMING_XERIAL;
+    if (r->xerial)
+        r->in += XERIAL_HEADER_LEN;
+    r->blk_len = r->blk_pos = 0;
+    r->raw_taken = false;
+}
+
 int st_codec_reader_create(int codec, const uint8_t *in, size_t n, int64_t max_out,
                            st_codec_reader_t **out)
 {
@@ -81,9 +97,6 @@ int st_codec_reader_create(int codec, const uint8_t *in, size_t n, int64_t max_o
     if (!r)
         return -ENOMEM;
     r->codec = codec;
-    r->in = in;
-    r->in_end = in + n;
-    r->max_out = max_out < 0 ? 0 : max_out;
     switch (codec) {
     case ST_CODEC_GZIP:
         /* 16 + window bits: a gzip wrapper only (not zlib's, not raw deflate). */
@@ -92,10 +105,6 @@ int st_codec_reader_create(int codec, const uint8_t *in, size_t n, int64_t max_o
         r->gz_ready = true;
         break;
     case ST_CODEC_SNAPPY:
-        if (st_codec_framing(codec, in, n) == ST_CODEC_FRAMING_XERIAL) {
-            r->xerial = true;
-            r->in += XERIAL_HEADER_LEN;
-        }
         break;
     case ST_CODEC_LZ4:
         if (LZ4F_isError(LZ4F_createDecompressionContext(&r->u.lz4, LZ4F_VERSION)))
@@ -110,11 +119,40 @@ int st_codec_reader_create(int codec, const uint8_t *in, size_t n, int64_t max_o
             goto nomem;
         break;
     }
+    reader_start(r, in, n, max_out);
     *out = r;
     return 0;
 nomem:
     st_codec_reader_destroy(r);
     return -ENOMEM;
+}
+
+int st_codec_reader_reset(st_codec_reader_t *r, const uint8_t *in, size_t n, int64_t max_out)
+{
+    switch (r->codec) {
+    case ST_CODEC_GZIP:
+        if (inflateReset(&r->u.gz) != Z_OK)
+            return ST_E_INVALID;
+        break;
+    case ST_CODEC_LZ4:
+        LZ4F_resetDecompressionContext(r->u.lz4);
+        break;
+    case ST_CODEC_ZSTD:
+        /* The session only: the window limit set at creation stays. */
+        if (ZSTD_isError(ZSTD_DCtx_reset(r->u.zstd, ZSTD_reset_session_only)))
+            return ST_E_INVALID;
+        break;
+    }
+    reader_start(r, in, n, max_out);
+    return 0;
+}
+
+size_t st_codec_reader_memory(const st_codec_reader_t *r)
+{
+    size_t n = sizeof *r + r->blk_cap;
+    if (r->codec == ST_CODEC_ZSTD)
+        n += ZSTD_sizeof_DStream(r->u.zstd);
+    return n;
 }
 
 void st_codec_reader_destroy(st_codec_reader_t *r)

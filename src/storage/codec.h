@@ -79,6 +79,20 @@ int st_codec_read(st_codec_reader_t *r, uint8_t *buf, size_t cap);
 /* Total bytes st_codec_read has produced so far. */
 int64_t st_codec_produced(const st_codec_reader_t *r);
 
+/*
+ * Points r at the n bytes at in as st_codec_reader_create would a new reader of its codec
+ * (error, output count and stream state start afresh), keeping the memory r holds, so that a
+ * caller decompressing many batches pays for a codec's context once. Returns 0, or
+ * ST_E_INVALID when the library refuses the reset (r must then be destroyed).
+ */
+int st_codec_reader_reset(st_codec_reader_t *r, const uint8_t *in, size_t n, int64_t max_out);
+
+/*
+ * Bytes r holds now, as far as the libraries tell (zlib's state is fixed, liblz4 does not say:
+ * at most one block, 4 MiB, beyond its context), for a caller deciding whether to keep it.
+ */
+size_t st_codec_reader_memory(const st_codec_reader_t *r);
+
 void st_codec_reader_destroy(st_codec_reader_t *r);
 
 /* How a codec's stream is framed, where it has more than one framing (snappy). */

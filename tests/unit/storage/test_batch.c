@@ -371,6 +371,63 @@ static void test_codec_reader_bounds_work(void **state)
     free(zeros);
 }
 
+/* Reads r to its end or an error into out; returns the last st_codec_read result. */
+static int read_all(st_codec_reader_t *r, st_buf_t *out)
+{
+    int n;
+    while ((n = st_codec_read(r, st_buf_extend(out, 1000), 1000)) > 0)
+        out->len -= 1000 - (size_t)n;
+    out->len -= 1000;
+    return n;
+}
+
+static void test_codec_reader_reset(void **state)
+{
+    (void)state;
+    /* A reader reset after an error, or after a complete stream, reads the next stream as a
+     * new reader would: the error, the output count and the limit start afresh. */
+    for (int var = 0; var < TC_COUNT; var++) {
+        st_buf_t raw, z, out;
+        st_buf_init(&raw);
+        st_buf_init(&z);
+        st_buf_init(&out);
+        records_of(&raw, 200, 40);
+        compress_as(var, raw.data, raw.len, &z);
+        st_codec_reader_t *r;
+        assert_int_equal(st_codec_reader_create(tc_codec[var], z.data, z.len / 2, 1 << 20, &r), 0);
+        if (read_all(r, &out) != ST_E_CORRUPT)
+            fail_msg("%s: a cut stream read to its end", tc_name[var]);
+        for (int round = 0; round < 2; round++) {
+            st_buf_clear(&out);
+            assert_int_equal(st_codec_reader_reset(r, z.data, z.len, (int64_t)raw.len), 0);
+            assert_int_equal(st_codec_produced(r), 0);
+            if (read_all(r, &out) != 0 || out.len != raw.len ||
+                memcmp(out.data, raw.data, raw.len) != 0)
+                fail_msg("%s round %d: %zu bytes back of %zu", tc_name[var], round, out.len,
+                         raw.len);
+            assert_int_equal(st_codec_produced(r), (int64_t)raw.len);
+        }
+        st_buf_clear(&out);
+        assert_int_equal(st_codec_reader_reset(r, z.data, z.len, (int64_t)raw.len - 1), 0);
+        assert_int_equal(read_all(r, &out), ST_E_TOO_LARGE);
+        assert_true(st_codec_reader_memory(r) >= sizeof(void *));
+        st_codec_reader_destroy(r);
+        /* Validation keeps each thread's readers between batches: a refused batch of a codec
+         * leaves nothing behind for the next batch of that codec. */
+        st_buf_t b;
+        st_buf_init(&b);
+        tc_wrap(&b, tc_codec[var], z.data, z.len / 2, 200);
+        expect(&b, MAXB, ST_E_CORRUPT, NULL, tc_name[var]);
+        st_buf_clear(&b);
+        tc_wrap(&b, tc_codec[var], z.data, z.len, 200);
+        expect(&b, MAXB, 0, NULL, tc_name[var]);
+        st_buf_fini(&b);
+        st_buf_fini(&raw);
+        st_buf_fini(&z);
+        st_buf_fini(&out);
+    }
+}
+
 static void test_uncompressed_absurd_count_refused_early(void **state)
 {
     (void)state;
@@ -1160,6 +1217,7 @@ int main(void)
         cmocka_unit_test(test_compressed_counts_checked),
         cmocka_unit_test(test_decompression_bomb_refused),
         cmocka_unit_test(test_codec_reader_bounds_work),
+        cmocka_unit_test(test_codec_reader_reset),
         cmocka_unit_test(test_uncompressed_absurd_count_refused_early),
         cmocka_unit_test(test_log_append_time_rewrites_crc),
         cmocka_unit_test(test_walk_every_codec),
