@@ -214,6 +214,20 @@ static int open_parent(const char *path, const char **name)
     return fd < 0 ? -errno : fd;
 }
 
+/* Opens the directory name in dir for reading: 0 and *d, or a negative errno. */
+static int open_dir(int dir, const char *name, DIR **d)
+{
+    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    *d = fdopendir(fd);
+    if (!*d) {
+        close(fd);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 /* Removes name in dir and, for a directory, everything under it. */
 static int rm_rf(int dir, const char *name)
 {
@@ -222,14 +236,10 @@ static int rm_rf(int dir, const char *name)
         return -errno;
     if (!S_ISDIR(st.st_mode))
         return unlinkat(dir, name, 0) < 0 ? -errno : 0;
-    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -ENOMEM;
-    }
+    DIR *d;
+    int rc = open_dir(dir, name, &d);
+    if (rc < 0)
+        return rc;
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
@@ -891,15 +901,10 @@ static int dfs_mkdir(const char *path, mode_t mode)
 /* 0 if the directory name in dir is empty, -ENOTEMPTY if not, or another error. */
 static int dir_empty(int dir, const char *name)
 {
-    int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -ENOMEM;
-    }
-    int rc = 0;
+    DIR *d;
+    int rc = open_dir(dir, name, &d);
+    if (rc < 0)
+        return rc;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL)
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
@@ -1013,14 +1018,10 @@ static int dfs_opendir(const char *path, struct fuse_file_info *fi)
         return -EIO;
     if (hidden(path))
         return -ENOENT;
-    int fd = openat(g.root, rel(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -ENOMEM;
-    }
+    DIR *d;
+    int rc = open_dir(g.root, rel(path), &d);
+    if (rc < 0)
+        return rc;
     fi->fh = (uint64_t)(uintptr_t)d;
     g.open_files++;
     return 0;
