@@ -38,9 +38,9 @@ static int append(void *ctx, int32_t partition, uint8_t *data, size_t len,
     st_kshard_t *s = ctx;
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
     st_part_t *p = t ? st_parts_get(&s->parts, t->id, partition) : NULL;
-    if (!p || !p->log)
+    if (!p)
         return ST_E_CLOSED;
-    st_part_append_res_t res;
+    st_part_append_res_t res; /* an offline partition: ST_E_CLOSED from st_part_append */
     if (st_part_append(p, data, len, ST_ACKS_ALL, &res, done, arg))
         return 0;
     if (res.error) {
