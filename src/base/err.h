@@ -28,7 +28,8 @@
     X(ST_E_AGAIN, "try again")                                                                     \
     X(ST_E_FULL, "queue full")                                                                     \
     X(ST_E_OUT_OF_RANGE, "offset out of range")                                                    \
-    X(ST_E_TIMEOUT, "timed out")
+    X(ST_E_TIMEOUT, "timed out")                                                                   \
+    X(ST_E_NO_KEY, "record without a key in a compacted log")
 
 enum {
     ST_E__FIRST = ST_ERR_BASE,

@@ -103,19 +103,6 @@ static int key_seen(void *arg, const st_batch_record_t *rec)
     return 0;
 }
 
-/* Whether every batch of the input passes the append's own checks. */
-static bool batches_valid(const uint8_t *p, size_t n, int64_t max_bytes)
-{
-    while (n > 0) {
-        st_batch_hdr_t h;
-        if (st_batch_validate_client(p, n, max_bytes, &h, NULL))
-            return false;
-        p += st_batch_size(&h);
-        n -= (size_t)st_batch_size(&h);
-    }
-    return true;
-}
-
 /* Kafka's texts for the keyless records of a compacted topic (LogValidator), one per record and
  * the partition's summary of the first three. */
 static void explain_rejects(st_part_rejects_t *rej, const st_part_t *part)
@@ -136,13 +123,13 @@ static void explain_rejects(st_part_rejects_t *rej, const st_part_t *part)
 }
 
 /*
- * Compacted logs: refuses the append if any record lacks a key. Walks the batches in order
- * and stops after the first that holds keyless records; its records' indices (counted within
- * it, as Kafka does) go to res->rejects. Returns 0 to go on with the append, or a negative
- * Kafka error code.
+ * The log refused the append of a compacted topic for a record without a key (ST_E_NO_KEY,
+ * after every batch-level check passed, as Kafka's LogValidator orders them). Lists, for
+ * KIP-467's record_errors, the keyless records of the first batch that holds any (indices
+ * counted within it, as Kafka does). Returns the Kafka error code for the partition.
  */
-static int check_keys(st_part_t *part, const uint8_t *records, size_t len,
-                      st_part_append_res_t *res)
+static int16_t list_keyless(st_part_t *part, const uint8_t *records, size_t len,
+                            st_part_append_res_t *res)
 {
     const uint8_t *p = records;
     size_t n = len;
@@ -151,31 +138,23 @@ static int check_keys(st_part_t *part, const uint8_t *records, size_t len,
     while (n > 0 && !k.rej) {
         st_batch_hdr_t h;
         if (st_batch_check(p, n, &h))
-            return 0;
+            break;
         k.index = 0;
-        int rc = st_batch_walk(p, (size_t)st_batch_size(&h), ST_BATCH_INFLATE_FACTOR * max_bytes,
-                               key_seen, &k);
-        if (rc) {
+        if (st_batch_walk(p, (size_t)st_batch_size(&h), ST_BATCH_INFLATE_FACTOR * max_bytes,
+                          key_seen, &k) == -ENOMEM) {
             free(k.rej);
-            if (rc == -ENOMEM) {
-                res->why = "out of memory";
-                return -ST_KERR_UNKNOWN_SERVER_ERROR;
-            }
-            return 0; /* records that do not walk do not validate either */
+            res->why = "out of memory";
+            return ST_KERR_UNKNOWN_SERVER_ERROR;
         }
         p += st_batch_size(&h);
         n -= (size_t)st_batch_size(&h);
     }
-    if (!k.rej)
-        return 0;
-    if (!batches_valid(records, len, max_bytes)) {
-        free(k.rej);
-        return 0;
+    if (k.rej) {
+        explain_rejects(k.rej, part);
+        ST_DEBUG("produce to %s-%d refused: %s", part->topic, part->index, k.rej->summary);
+        res->rejects = k.rej;
     }
-    explain_rejects(k.rej, part);
-    ST_DEBUG("produce to %s-%d refused: %s", part->topic, part->index, k.rej->summary);
-    res->rejects = k.rej;
-    return -ST_KERR_INVALID_RECORD;
+    return ST_KERR_INVALID_RECORD;
 }
 
 /* An append (or a DeleteRecords) waiting for its sync: holds the partition. */
@@ -225,13 +204,6 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
         res->why = "no records";
         return false;
     }
-    if (st_log_config(p->log)->compact) {
-        int err = check_keys(p, records, len, res);
-        if (err < 0) {
-            res->error = (int16_t)-err;
-            return false;
-        }
-    }
     st_pbatch_t dup;
     int verdict = check_producers(p, records, len, &dup, &res->why);
     if (verdict < 0) {
@@ -257,6 +229,8 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
             if (rc == ST_E_TOO_LARGE && (int64_t)len > st_log_config(p->log)->segment_bytes)
                 res->error = ST_KERR_RECORD_LIST_TOO_LARGE;
             res->why = v.why ? v.why : st_strerror(rc);
+            if (rc == ST_E_NO_KEY)
+                res->error = list_keyless(p, records, len, res);
             ST_DEBUG("produce to %s-%d refused: %s", p->topic, p->index, res->why);
             return false;
         }

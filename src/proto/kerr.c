@@ -27,6 +27,7 @@ int16_t st_kerr_from(int err)
     case ST_E_TOO_LARGE:
         return ST_KERR_MESSAGE_TOO_LARGE;
     case ST_E_MALFORMED:
+    case ST_E_NO_KEY:
         return ST_KERR_INVALID_RECORD;
     case ST_E_INVALID:
         return ST_KERR_INVALID_REQUEST;

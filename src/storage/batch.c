@@ -401,15 +401,17 @@ static int rrd_record_whole(rrd_t *r, st_batch_record_t *rec, int64_t *ts_delta,
 }
 
 /* Walks the records behind r as a producer's batch h must hold them. */
-static int walk_records(const st_batch_hdr_t *h, rrd_t *r, st_batch_verdict_t *v)
+static int walk_records(const st_batch_hdr_t *h, rrd_t *r, bool need_keys, st_batch_verdict_t *v)
 {
     st_batch_record_t rec;
     int64_t ts_delta;
     int32_t off_delta, i = 0;
     int rc = 0;
+    bool keyless = false;
     while (i < h->records_count && (rc = rrd_record(r, &rec, &ts_delta, &off_delta)) == 1) {
         if (off_delta != i)
             return verdict(v, ST_E_MALFORMED, "record offset deltas not 0..n-1");
+        keyless |= need_keys && rec.key_len < 0;
         i++;
     }
     /* After the last counted record: one more record is a count that disagrees with the
@@ -425,12 +427,15 @@ static int walk_records(const st_batch_hdr_t *h, rrd_t *r, st_batch_verdict_t *v
             v, rc, rc == r->err ? "compressed records do not decompress" : "records do not parse");
     if (i != h->records_count)
         return verdict(v, ST_E_MALFORMED, "record count differs from the records");
+    /* After every batch-level check, as Kafka's LogValidator does. */
+    if (keyless)
+        return verdict(v, ST_E_NO_KEY, "record without a key in a compacted topic");
     return 0;
 }
 
 /* Decompresses the records of the compressed batch h at p through a window, walking them. */
 static int walk_compressed(const uint8_t *p, const st_batch_hdr_t *h, int64_t max_bytes,
-                           st_batch_verdict_t *v)
+                           bool need_keys, st_batch_verdict_t *v)
 {
     int64_t max_out = max_bytes > INT64_MAX / ST_BATCH_INFLATE_FACTOR
                           ? INT64_MAX
@@ -440,13 +445,19 @@ static int walk_compressed(const uint8_t *p, const st_batch_hdr_t *h, int64_t ma
                              (size_t)(st_batch_size(h) - ST_BATCH_HEADER_SIZE), max_out);
     if (rc < 0)
         return verdict(v, rc, "out of memory");
-    rc = walk_records(h, &r, v);
+    rc = walk_records(h, &r, need_keys, v);
     rrd_close(&r);
     return rc;
 }
 
 int st_batch_validate_client(const uint8_t *p, size_t n, int64_t max_bytes, st_batch_hdr_t *h,
                              st_batch_verdict_t *v)
+{
+    return st_batch_validate_produce(p, n, max_bytes, false, h, v);
+}
+
+int st_batch_validate_produce(const uint8_t *p, size_t n, int64_t max_bytes, bool need_keys,
+                              st_batch_hdr_t *h, st_batch_verdict_t *v)
 {
     if (n < ST_BATCH_LOG_OVERHEAD + 5)
         return verdict(v, ST_E_CORRUPT, "records shorter than a batch header");
@@ -473,14 +484,14 @@ int st_batch_validate_client(const uint8_t *p, size_t n, int64_t max_bytes, st_b
     if (st_batch_compression(h) > ST_CODEC_ZSTD)
         return verdict(v, ST_E_MALFORMED, "unknown compression codec");
     if (st_batch_compression(h) != ST_CODEC_NONE)
-        rc = walk_compressed(p, h, max_bytes, v);
+        rc = walk_compressed(p, h, max_bytes, need_keys, v);
     else if (h->records_count >
              (st_batch_size(h) - ST_BATCH_HEADER_SIZE) / ST_BATCH_MIN_RECORD_SIZE)
         return verdict(v, ST_E_MALFORMED, "record count larger than the batch can hold");
     else {
         rrd_t r;
         rrd_init_flat(&r, p + ST_BATCH_HEADER_SIZE, p + st_batch_size(h));
-        rc = walk_records(h, &r, v);
+        rc = walk_records(h, &r, need_keys, v);
     }
     return rc < 0 ? rc : verdict(v, 0, "ok");
 }

@@ -174,6 +174,10 @@ typedef struct st_batch_verdict {
  */
 int st_batch_validate_client(const uint8_t *p, size_t n, int64_t max_bytes, st_batch_hdr_t *h,
                              st_batch_verdict_t *v);
+/* The same, and with need_keys (a compacted log) a record without a key -- found only once the
+ * whole batch passed every check above -- gives ST_E_NO_KEY (-> INVALID_RECORD). */
+int st_batch_validate_produce(const uint8_t *p, size_t n, int64_t max_bytes, bool need_keys,
+                              st_batch_hdr_t *h, st_batch_verdict_t *v);
 
 /* Writers of the broker-owned fields. None of these touch CRC-covered bytes. */
 void st_batch_set_base_offset(uint8_t *batch, int64_t base_offset);

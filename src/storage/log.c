@@ -381,8 +381,8 @@ int st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_ep
             hdrs = nh;
             cap *= 2;
         }
-        rc = st_batch_validate_client(records + pos, len - pos, log->cfg.max_message_bytes,
-                                      &hdrs[n], verdict);
+        rc = st_batch_validate_produce(records + pos, len - pos, log->cfg.max_message_bytes,
+                                       log->cfg.compact, &hdrs[n], verdict);
         if (rc < 0) {
             if (verdict)
                 verdict->position = (int64_t)pos;

@@ -1206,10 +1206,42 @@ static void test_meta_codecs(void **state)
     assert_int_equal(st_meta_decode_ckpt(raw, sizeof raw, &d), ST_E_CORRUPT);
 }
 
+/* A compacted log wants a key on every record: ST_E_NO_KEY, compressed or not, but only once
+ * the batch passed every batch-level check (a corrupt keyless batch stays CORRUPT). */
+static void test_validate_needs_keys(void **state)
+{
+    (void)state;
+    st_buf_t b;
+    st_buf_init(&b);
+    tb_batch(&b, 3, 20, 1000, 'k'); /* tb_record writes null keys */
+    st_batch_hdr_t h;
+    st_batch_verdict_t v;
+    assert_int_equal(st_batch_validate_produce(b.data, b.len, MAXB, false, &h, &v), 0);
+    assert_int_equal(st_batch_validate_produce(b.data, b.len, MAXB, true, &h, &v), ST_E_NO_KEY);
+    assert_int_equal(v.err, ST_E_NO_KEY);
+    for (int variant = 0; variant < TC_COUNT; variant++) {
+        st_buf_t z, c;
+        st_buf_init(&z);
+        st_buf_init(&c);
+        assert_int_equal(
+            tc_compress(variant, b.data + ST_BATCH_HEADER_SIZE, b.len - ST_BATCH_HEADER_SIZE, &z),
+            0);
+        tc_wrap(&c, tc_codec[variant], z.data, z.len, 3);
+        assert_int_equal(st_batch_validate_produce(c.data, c.len, MAXB, false, &h, &v), 0);
+        assert_int_equal(st_batch_validate_produce(c.data, c.len, MAXB, true, &h, &v), ST_E_NO_KEY);
+        st_buf_fini(&z);
+        st_buf_fini(&c);
+    }
+    b.data[b.len - 1] ^= 0xff; /* CRC no longer matches */
+    assert_int_equal(st_batch_validate_produce(b.data, b.len, MAXB, true, &h, &v), ST_E_CORRUPT);
+    st_buf_fini(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_batch),
+        cmocka_unit_test(test_validate_needs_keys),
         cmocka_unit_test(test_invalid_batches),
         cmocka_unit_test(test_compressed_batches_accepted),
         cmocka_unit_test(test_compressed_garbage_refused),
