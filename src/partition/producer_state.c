@@ -35,6 +35,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "proto/kerr.h"
+#include "storage/log.h"
 
 #define SNAP_MAGIC     "STPS"
 #define SNAP_VERSION   1
@@ -266,12 +267,7 @@ static int snap_name(char *buf, size_t n, int64_t offset)
 
 static int snap_path(const st_pstate_t *ps, char *buf, size_t n, int64_t offset)
 {
-    char name[64];
-    int rc = snap_name(name, sizeof name, offset);
-    if (rc)
-        return rc;
-    int r = snprintf(buf, n, "%s/%s", ps->dir, name);
-    return r < 0 || (size_t)r >= n ? -ENAMETOOLONG : 0;
+    return st_storage_offset_path(buf, n, ps->dir, offset, SNAP_EXT);
 }
 
 typedef struct {
@@ -283,15 +279,9 @@ typedef struct {
 static int snap_list_cb(void *arg, const char *name, int is_dir)
 {
     snap_list_t *l = arg;
-    size_t len = strlen(name), el = strlen(SNAP_EXT);
-    if (is_dir || len != 20 + el || strcmp(name + 20, SNAP_EXT) != 0)
+    int64_t v;
+    if (is_dir || st_storage_parse_offset_name(name, SNAP_EXT, &v) < 0)
         return 0;
-    int64_t v = 0;
-    for (int i = 0; i < 20; i++) {
-        if (name[i] < '0' || name[i] > '9' || v > (INT64_MAX - 9) / 10)
-            return 0;
-        v = v * 10 + (name[i] - '0');
-    }
     if (l->n == l->cap) {
         int cap = l->cap ? l->cap * 2 : 8;
         int64_t *o = realloc(l->offs, (size_t)cap * sizeof *o);

@@ -327,6 +327,11 @@ int st_log_topic_id(const st_log_t *log, uint8_t id[16]);
 
 /* ---- data directory -------------------------------------------------------------------- */
 
+/* Kafka's names for files named by an offset: "<dir>/<offset as 20 digits><ext>" (segments,
+ * producer snapshots). -ENAMETOOLONG if it does not fit. */
+int st_storage_offset_path(char *buf, size_t n, const char *dir, int64_t offset, const char *ext);
+/* Parses "<20 digits><ext>": 0 and the offset, or -1. */
+int st_storage_parse_offset_name(const char *name, const char *ext, int64_t *offset);
 /* Writes "<data_dir>/<topic>-<partition>" into buf. -ENAMETOOLONG if it does not fit. */
 int st_storage_partition_dir(char *buf, size_t n, const char *data_dir, const char *topic,
                              int32_t partition);

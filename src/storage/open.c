@@ -574,6 +574,16 @@ int st_storage_sweep_deleted(st_storage_env_t *env, const char *data_dir)
     return c.removed;
 }
 
+int st_storage_offset_path(char *buf, size_t n, const char *dir, int64_t offset, const char *ext)
+{
+    return st_segment_path(buf, n, dir, offset, ext);
+}
+
+int st_storage_parse_offset_name(const char *name, const char *ext, int64_t *offset)
+{
+    return st_segment_parse_name(name, ext, offset);
+}
+
 int st_storage_partition_dir(char *buf, size_t n, const char *data_dir, const char *topic,
                              int32_t partition)
 {
