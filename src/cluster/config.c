@@ -154,33 +154,169 @@ int st_parse_hostport(const char *s, char *host, size_t hostlen, int *port)
     return 0;
 }
 
-/* Parses "PLAINTEXT://host:port" (one listener). */
-static int st_parse_listener(const char *key, const char *s, char *host, size_t hostlen, int *port,
-                             char *err, size_t errlen)
+/* Finds the listener named `name` ("NAME://host:port") in a comma-separated list. Returns 1
+ * and fills host and port when found, 0 when absent, ST_E_CONFIG on a malformed entry. */
+static int st_find_listener(const char *key, const char *list, const char *name, char *host,
+                            size_t hostlen, int *port, char *err, size_t errlen)
 {
-    const char *pfx = "PLAINTEXT://";
-    if (strchr(s, ','))
-        return st_cfg_fail(err, errlen, "bad value for %s: '%s' (one PLAINTEXT listener only)", key,
-                           s);
-    if (strncasecmp(s, pfx, strlen(pfx)) != 0)
-        return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected PLAINTEXT://host:port)",
-                           key, s);
-    if (st_parse_hostport(s + strlen(pfx), host, hostlen, port))
-        return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected PLAINTEXT://host:port)",
-                           key, s);
+    int found = 0;
+    char *copy = strdup(list), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        char *sep = strstr(tok, "://");
+        char h[256];
+        int pt;
+        if (!sep || sep == tok || st_parse_hostport(sep + 3, h, sizeof h, &pt)) {
+            st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected NAME://host:port,...)", key,
+                        list);
+            free(copy);
+            return ST_E_CONFIG;
+        }
+        if ((size_t)(sep - tok) == strlen(name) && strncasecmp(tok, name, strlen(name)) == 0) {
+            snprintf(host, hostlen, "%s", h);
+            *port = pt;
+            found = 1;
+        }
+    }
+    free(copy);
+    return found;
+}
+
+/* Parses controller.quorum.voters ("id@host:port,...") into c->voters. */
+static int st_parse_voters(st_config_t *c, char *err, size_t errlen)
+{
+    char *copy = strdup(c->controller_quorum_voters), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    int rc = 0;
+    c->nvoters = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        char *at = strchr(tok, '@'), *end;
+        long id = at ? strtol(tok, &end, 10) : -1;
+        struct st_config_voter v = {0};
+        if (!at || end != at || id < 1 || id > INT32_MAX ||
+            st_parse_hostport(at + 1, v.host, sizeof v.host, &v.port) || v.port == 0) {
+            rc = st_cfg_fail(err, errlen,
+                             "bad value for controller.quorum.voters: '%s' (expected "
+                             "id@host:port,... with ids from 1)",
+                             tok);
+            break;
+        }
+        v.id = (int32_t)id;
+        for (int i = 0; i < c->nvoters; i++)
+            if (c->voters[i].id == v.id)
+                rc = st_cfg_fail(err, errlen, "controller.quorum.voters names node %d twice",
+                                 (int)v.id);
+        if (!rc && c->nvoters == (int)(sizeof c->voters / sizeof c->voters[0]))
+            rc = st_cfg_fail(err, errlen, "controller.quorum.voters: at most %d voters",
+                             (int)(sizeof c->voters / sizeof c->voters[0]));
+        if (!rc)
+            c->voters[c->nvoters++] = v;
+    }
+    free(copy);
+    if (!rc && c->nvoters == 0)
+        rc = st_cfg_fail(err, errlen, "controller.quorum.voters is empty");
+    return rc;
+}
+
+/* The cluster settings: roles, voters, the CONTROLLER listener. */
+static int st_config_cluster(st_config_t *c, char *err, size_t errlen)
+{
+    bool broker = false, controller = false;
+    char *copy = strdup(c->process_roles), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        if (strcasecmp(tok, "broker") == 0)
+            broker = true;
+        else if (strcasecmp(tok, "controller") == 0)
+            controller = true;
+        else {
+            free(copy);
+            return st_cfg_fail(err, errlen,
+                               "bad value for process.roles: '%s' (broker,controller or broker)",
+                               c->process_roles);
+        }
+    }
+    free(copy);
+    if (!broker)
+        return st_cfg_fail(err, errlen,
+                           "process.roles=%s: a dedicated controller is not supported; use "
+                           "broker,controller",
+                           c->process_roles);
+    c->role_controller = controller;
+    c->clustered = *c->controller_quorum_voters != 0;
+    int rc = st_find_listener("listeners", c->listeners, c->controller_listener_names,
+                              c->controller_host, sizeof c->controller_host, &c->controller_port,
+                              err, errlen);
+    if (rc < 0)
+        return rc;
+    if (!c->clustered)
+        return 0;
+    if (strchr(c->controller_listener_names, ','))
+        return st_cfg_fail(err, errlen, "controller.listener.names: one listener name only");
+    rc = st_parse_voters(c, err, errlen);
+    if (rc)
+        return rc;
+    if (c->node_id < 1)
+        return st_cfg_fail(err, errlen, "node.id must be 1 or more in a cluster (got %lld)",
+                           (long long)c->node_id);
+    if (!c->controller_port)
+        return st_cfg_fail(err, errlen,
+                           "listeners has no %s:// listener: a cluster member needs one for the "
+                           "metadata quorum",
+                           c->controller_listener_names);
+    const struct st_config_voter *me = NULL;
+    for (int i = 0; i < c->nvoters; i++)
+        if (c->voters[i].id == c->node_id)
+            me = &c->voters[i];
+    if (controller && !me)
+        return st_cfg_fail(err, errlen,
+                           "node.id=%lld has the controller role but is not among "
+                           "controller.quorum.voters (%s)",
+                           (long long)c->node_id, c->controller_quorum_voters);
+    if (!controller && me)
+        return st_cfg_fail(err, errlen,
+                           "node.id=%lld is in controller.quorum.voters but process.roles=%s has "
+                           "no controller role",
+                           (long long)c->node_id, c->process_roles);
+    if (me && me->port != c->controller_port)
+        return st_cfg_fail(err, errlen,
+                           "node.id=%lld: controller.quorum.voters says port %d, the %s listener "
+                           "port %d",
+                           (long long)c->node_id, me->port, c->controller_listener_names,
+                           c->controller_port);
+    if (c->controller_port == c->listen_port)
+        return st_cfg_fail(err, errlen, "the %s listener and the Kafka listener share port %d",
+                           c->controller_listener_names, c->listen_port);
     return 0;
 }
 
 int st_config_finish(st_config_t *c, char *err, size_t errlen)
 {
-    int rc = st_parse_listener("listeners", c->listeners, c->listen_host, sizeof c->listen_host,
-                               &c->listen_port, err, errlen);
-    if (rc)
+    int rc = st_find_listener("listeners", c->listeners, "PLAINTEXT", c->listen_host,
+                              sizeof c->listen_host, &c->listen_port, err, errlen);
+    if (rc == 0)
+        return st_cfg_fail(err, errlen, "bad value for listeners: '%s' (no PLAINTEXT://host:port)",
+                           c->listeners);
+    if (rc < 0)
         return rc;
     if (*c->advertised_listeners) {
-        rc = st_parse_listener("advertised.listeners", c->advertised_listeners, c->advertised_host,
-                               sizeof c->advertised_host, &c->advertised_port, err, errlen);
-        if (rc)
+        rc = st_find_listener("advertised.listeners", c->advertised_listeners, "PLAINTEXT",
+                              c->advertised_host, sizeof c->advertised_host, &c->advertised_port,
+                              err, errlen);
+        if (rc == 0)
+            return st_cfg_fail(
+                err, errlen, "bad value for advertised.listeners: '%s' (no PLAINTEXT://host:port)",
+                c->advertised_listeners);
+        if (rc < 0)
             return rc;
     } else {
         const char *h = c->listen_host;
@@ -189,6 +325,9 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
         snprintf(c->advertised_host, sizeof c->advertised_host, "%s", h);
         c->advertised_port = c->listen_port;
     }
+    rc = st_config_cluster(c, err, errlen);
+    if (rc)
+        return rc;
     if (*c->admin_listen) {
         if (st_parse_hostport(c->admin_listen, c->admin_host, sizeof c->admin_host, &c->admin_port))
             return st_cfg_fail(err, errlen, "bad value for admin.listen: '%s' (expected host:port)",

@@ -17,11 +17,32 @@
 /* X(field, "key", TYPE, default, min, max, "help"); TYPE is STR, INT or BOOL. */
 #define ST_CONFIG_KEYS(X)                                                                          \
     X(listeners, "listeners", STR, "PLAINTEXT://127.0.0.1:9092", 0, 0,                             \
-      "where the Kafka protocol listens (PLAINTEXT://host:port)")                                  \
+      "where the Kafka protocol listens (PLAINTEXT://host:port), and in a cluster where the "      \
+      "metadata quorum listens (CONTROLLER://host:port)")                                          \
     X(advertised_listeners, "advertised.listeners", STR, "", 0, 0,                                 \
       "address given to clients in metadata (default: listeners)")                                 \
     X(log_dirs, "log.dirs", STR, "./data", 0, 0, "directory holding partition logs")               \
     X(node_id, "node.id", INT, "0", 0, 2147483647, "this broker's id")                             \
+    X(process_roles, "process.roles", STR, "broker,controller", 0, 0,                              \
+      "broker,controller (a voter of the metadata quorum) or broker (follows it without a vote)")  \
+    X(controller_quorum_voters, "controller.quorum.voters", STR, "", 0, 0,                         \
+      "the metadata quorum: id@host:port,... (empty: a cluster of one broker)")                    \
+    X(controller_listener_names, "controller.listener.names", STR, "CONTROLLER", 0, 0,             \
+      "the name of the listener in listeners the metadata quorum uses")                            \
+    X(controller_quorum_election_timeout_ms, "controller.quorum.election.timeout.ms", INT, "1000", \
+      100, 600000, "a voter that hears no leader this long starts an election")                    \
+    X(metadata_log_snapshot_entries, "metadata.log.snapshot.entries", INT, "1024", 4, 100000000,   \
+      "snapshot the metadata state every this many log entries (the log before it is dropped)")    \
+    X(broker_rack, "broker.rack", STR, "", 0, 0,                                                   \
+      "this broker's rack (replicas spread over racks)")                                           \
+    X(broker_session_timeout_ms, "broker.session.timeout.ms", INT, "9000", 100, 3600000,           \
+      "the controller fences a broker silent this long and moves its leaderships")                 \
+    X(broker_heartbeat_interval_ms, "broker.heartbeat.interval.ms", INT, "2000", 10, 3600000,      \
+      "how often a broker tells the controller it is alive")                                       \
+    X(unclean_leader_election_enable, "unclean.leader.election.enable", BOOL, "false", 0, 0,       \
+      "let a replica outside the ISR lead when no ISR member is alive (may lose records)")         \
+    X(offsets_topic_replication_factor, "offsets.topic.replication.factor", INT, "3", 1, 32767,    \
+      "replicas of __consumer_offsets (never more than the brokers alive when it is created)")     \
     X(admin_listen, "admin.listen", STR, "127.0.0.1:9644", 0, 0,                                   \
       "host:port of the admin HTTP API (metrics, status); empty to disable")                       \
     X(log_level, "log.level", STR, "info", 0, 0, "trace, debug, info, warn or error")              \
@@ -118,6 +139,17 @@ typedef struct st_config {
     int advertised_port;
     char admin_host[256];
     int admin_port; /* -1 = disabled (admin.listen empty), 0 = any free port */
+    /* The cluster (controller.quorum.voters set): */
+    bool clustered;
+    bool role_controller; /* a voter; otherwise a broker following the quorum */
+    char controller_host[256];
+    int controller_port; /* the CONTROLLER listener, 0 when none */
+    int nvoters;
+    struct st_config_voter {
+        int32_t id;
+        char host[256];
+        int port;
+    } voters[16];
 } st_config_t;
 
 /* Fills every field with its default. */

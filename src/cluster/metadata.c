@@ -48,8 +48,10 @@ void st_md_unref(st_md_t *md)
         return;
     for (int i = 0; i < md->ntopics; i++)
         st_md_topic_free(md->topics[i]);
-    for (int i = 0; i < md->nbrokers; i++)
+    for (int i = 0; i < md->nbrokers; i++) {
         free(md->brokers[i].host);
+        free(md->brokers[i].rack);
+    }
     free(md->topics);
     free(md->brokers);
     free(md->cluster_id);
@@ -71,7 +73,7 @@ st_md_topic_t *st_md_topic_new(const char *name, const uint8_t id[16], int32_t n
     }
     memcpy(t->id, id, 16);
     for (int32_t i = 0; i < npartitions; i++)
-        t->partitions[i] = (st_md_partition_t){i, -1, -1, 0};
+        t->partitions[i] = (st_md_partition_t){.index = i, .shard = -1, .leader = -1};
     return t;
 }
 
@@ -99,7 +101,7 @@ int st_md_topic_grow(st_md_topic_t *t, int32_t n)
     if (!p)
         return -ENOMEM;
     for (int32_t i = t->npartitions; i < n; i++)
-        p[i] = (st_md_partition_t){i, -1, -1, 0};
+        p[i] = (st_md_partition_t){.index = i, .shard = -1, .leader = -1};
     t->partitions = p;
     t->npartitions = n;
     return 0;
@@ -163,8 +165,56 @@ int st_md_add_broker(st_md_t *md, int32_t node_id, const char *host, int32_t por
     char *h = strdup(host);
     if (!h)
         return -ENOMEM;
-    b[md->nbrokers++] = (st_md_broker_t){node_id, h, port};
+    b[md->nbrokers++] = (st_md_broker_t){.node_id = node_id, .host = h, .port = port};
     return 0;
+}
+
+int st_md_put_broker(st_md_t *md, const st_md_broker_t *nb)
+{
+    char *h = strdup(nb->host ? nb->host : "");
+    char *r = nb->rack ? strdup(nb->rack) : NULL;
+    if (!h || (nb->rack && !r)) {
+        free(h);
+        free(r);
+        return -ENOMEM;
+    }
+    int i = 0;
+    while (i < md->nbrokers && md->brokers[i].node_id < nb->node_id)
+        i++;
+    if (i < md->nbrokers && md->brokers[i].node_id == nb->node_id) {
+        free(md->brokers[i].host);
+        free(md->brokers[i].rack);
+    } else {
+        st_md_broker_t *v = realloc(md->brokers, (size_t)(md->nbrokers + 1) * sizeof *v);
+        if (!v) {
+            free(h);
+            free(r);
+            return -ENOMEM;
+        }
+        md->brokers = v;
+        memmove(&v[i + 1], &v[i], (size_t)(md->nbrokers - i) * sizeof *v);
+        md->nbrokers++;
+    }
+    md->brokers[i] = *nb;
+    md->brokers[i].host = h;
+    md->brokers[i].rack = r;
+    return 0;
+}
+
+bool st_md_is_replica(const st_md_partition_t *p, int32_t node)
+{
+    for (int i = 0; i < p->nreplicas; i++)
+        if (p->replicas[i] == node)
+            return true;
+    return false;
+}
+
+bool st_md_in_isr(const st_md_partition_t *p, int32_t node)
+{
+    for (int i = 0; i < p->nisr; i++)
+        if (p->isr[i] == node)
+            return true;
+    return false;
 }
 
 /* Orders a stored name against len bytes from the network, which may hold anything (a NUL
@@ -227,7 +277,7 @@ st_md_t *st_md_clone(const st_md_t *s)
         return NULL;
     md->version = s->version + 1;
     for (int i = 0; i < s->nbrokers; i++)
-        if (st_md_add_broker(md, s->brokers[i].node_id, s->brokers[i].host, s->brokers[i].port))
+        if (st_md_put_broker(md, &s->brokers[i]))
             goto fail;
     md->topics = calloc(s->ntopics > 0 ? (size_t)s->ntopics : 1, sizeof *md->topics);
     if (!md->topics)

@@ -21,11 +21,19 @@ typedef struct st_md_config {
     char *value;
 } st_md_config_t;
 
+/* Most replicas a partition may have (a replication factor above it is refused). */
+#define ST_MD_MAX_REPLICAS 16
+
 typedef struct st_md_partition {
     int32_t index;
-    int32_t shard;  /* owning shard */
-    int32_t leader; /* broker id */
+    int32_t shard;  /* owning shard on this broker (node-local, never replicated) */
+    int32_t leader; /* broker id, -1 when none is eligible (the partition is offline) */
     int32_t leader_epoch;
+    int32_t partition_epoch; /* bumped by every change of leader, ISR or replicas */
+    int16_t nreplicas;
+    int16_t nisr;
+    int32_t replicas[ST_MD_MAX_REPLICAS]; /* broker ids, the preferred leader first */
+    int32_t isr[ST_MD_MAX_REPLICAS];      /* the in-sync subset of replicas */
 } st_md_partition_t;
 
 typedef struct st_md_topic {
@@ -43,6 +51,10 @@ typedef struct st_md_broker {
     int32_t node_id;
     char *host;
     int32_t port;
+    char *rack;           /* NULL when broker.rack is not set */
+    bool fenced;          /* registered but not (or no longer) heartbeating: leads nothing */
+    int64_t epoch;        /* broker epoch: the metadata log index of its current registration */
+    uint64_t incarnation; /* random per process start: a restart is a new registration */
 } st_md_broker_t;
 
 typedef struct st_md {
@@ -65,6 +77,11 @@ void st_md_unref(st_md_t *md);
 st_md_t *st_md_clone(const st_md_t *md);
 
 int st_md_add_broker(st_md_t *md, int32_t node_id, const char *host, int32_t port);
+/* Adds or replaces a broker (copies host and rack); keeps the list sorted by node id. */
+int st_md_put_broker(st_md_t *md, const st_md_broker_t *b);
+/* True when broker `node` is listed in p's replicas (or ISR). */
+bool st_md_is_replica(const st_md_partition_t *p, int32_t node);
+bool st_md_in_isr(const st_md_partition_t *p, int32_t node);
 /* Adds a topic (takes ownership of t, which must be heap-built with st_md_topic_new). */
 int st_md_add_topic(st_md_t *md, st_md_topic_t *t);
 /* Removes and frees a topic; returns ST_E_NOT_FOUND if absent. */

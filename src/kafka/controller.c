@@ -38,6 +38,14 @@
 #include "proto/kerr.h"
 #include "storage/fs.h"
 
+/* A partition of a single broker: it leads, and is the only replica and the whole ISR. */
+static void solo(st_md_partition_t *p, int32_t node)
+{
+    p->leader = node;
+    p->nreplicas = p->nisr = 1;
+    p->replicas[0] = p->isr[0] = node;
+}
+
 /* strata-metadata.json is read whole: no cluster of this design needs more. */
 #define ST_CTL_MAX_FILE (256 << 20)
 
@@ -171,7 +179,7 @@ int st_ctl_load(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshard
         json_array_foreach(parts, p, js)
         {
             t->partitions[p].shard = (int32_t)(json_integer_value(js) % nshards);
-            t->partitions[p].leader = md->controller_id;
+            solo(&t->partitions[p], md->controller_id);
         }
         const char *k;
         json_t *v;
@@ -449,7 +457,7 @@ static bool ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_t *
     }
     for (int32_t p = 0; p < n; p++) {
         t->partitions[p].shard = least_loaded_shard(s->b->nshards, load);
-        t->partitions[p].leader = md->controller_id;
+        solo(&t->partitions[p], md->controller_id);
     }
     memcpy(it->id, id, 16);
     st_md_add_topic(md, t);
@@ -510,7 +518,7 @@ static bool ctl_item(st_kshard_t *s, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t
                 return false;
             for (int32_t p = old; p < it->count; p++) {
                 t->partitions[p].shard = least_loaded_shard(s->b->nshards, load);
-                t->partitions[p].leader = md->controller_id;
+                solo(&t->partitions[p], md->controller_id);
             }
         }
         return true;

@@ -1,0 +1,92 @@
+/*
+ * quorum.h — the metadata quorum: the cluster metadata as a log replicated by Raft (libraft
+ * 0.22, its libuv disk I/O and TCP transport), on a thread of its own.
+ *
+ * Every node runs one. Voters (process.roles=broker,controller) vote; brokers with
+ * process.roles=broker are standbys: the active controller adds them when they first
+ * heartbeat, and they apply the log without voting. The log's state machine is a metadata
+ * snapshot (cluster/metadata.h) that entries change (cluster/records.h); it is snapshotted every
+ * metadata.log.snapshot.entries entries, and a node that restarts or falls behind catches up
+ * from snapshot plus log.
+ *
+ * The active controller (the Raft leader) also:
+ *   - takes heartbeats (one UDP datagram every broker.heartbeat.interval.ms, from each node's
+ *     quorum thread to the leader's CONTROLLER host:port; the same datagram carries the
+ *     registration: incarnation, Kafka listener, rack, and how far the node has applied the
+ *     log), registers brokers, fences a broker silent for broker.session.timeout.ms and moves
+ *     its leaderships (cluster/records.h: st_rec_fence), unfences it once it heartbeats again
+ *     and has caught up with the log;
+ *   - runs the changes the shards ask for (st_quorum_submit) one at a time against its state.
+ *
+ * After each batch of applied entries, and when the active controller changes, the state is
+ * published (hooks.publish) as a new immutable snapshot whose version is the last applied log
+ * index and whose controller_id is the current leader (-1 while there is none).
+ *
+ * Threads: st_quorum_start/stop/destroy on the main thread; st_quorum_submit and
+ * st_quorum_info from any thread; every hook and req callback on the quorum thread.
+ */
+#ifndef ST_CLUSTER_QUORUM_H
+#define ST_CLUSTER_QUORUM_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cluster/config.h"
+#include "cluster/metadata.h"
+
+typedef struct st_quorum st_quorum_t;
+
+typedef struct st_quorum_hooks {
+    /* Quorum thread: a new metadata state; the receiver owns the one reference. */
+    void (*publish)(void *arg, st_md_t *md);
+    void *arg;
+} st_quorum_hooks_t;
+
+/* A change asked of the active controller. The submitter owns the memory until done runs. */
+typedef struct st_quorum_req st_quorum_req_t;
+struct st_quorum_req {
+    /* Quorum thread, on the active controller, with the state every earlier change is applied
+     * to: appends the change's records (cluster/records.h) to the JSON array `records`.
+     * Returns 0 (an empty array: nothing to do), or an error (nothing appended). */
+    int (*propose)(st_quorum_req_t *req, const st_md_t *state, json_t *records);
+    /* Quorum thread: the outcome. 0: committed, and applied here at `index` (0 when there was
+     * nothing to do); ST_E_NOT_LEADER: this node is not the active controller, nothing done;
+     * ST_E_AGAIN: leadership was lost with the change in flight (it may yet commit); otherwise
+     * what propose returned, or the log's error. */
+    void (*done)(st_quorum_req_t *req, int status);
+    void *arg;
+    int64_t index;
+    /* private */
+    st_quorum_req_t *next;
+};
+
+/* Opens <log.dirs>/__cluster_metadata-0/, bootstraps the voters' configuration on a first
+ * start, replays snapshot and log, and starts the quorum thread. cluster_id is this node's
+ * (meta.properties); the first active controller records its own as the cluster's.
+ * kafka_port is the port the Kafka listener is bound to. Returns 0 or an error with one line
+ * in err. */
+int st_quorum_start(st_quorum_t **out, const st_config_t *cfg, const char *cluster_id,
+                    int kafka_port, const st_quorum_hooks_t *hooks, char *err, size_t errlen);
+/* Any thread: queues a change for the active controller. */
+void st_quorum_submit(st_quorum_t *q, st_quorum_req_t *req);
+/* Any thread: asks the active controller to create a topic with the default settings
+ * (auto.create.topics.enable on a broker that is not the controller). Best effort: the client
+ * retries its Metadata request, which shows the topic once it exists. */
+void st_quorum_hint_create(st_quorum_t *q, const char *topic);
+
+typedef struct st_quorum_info {
+    int32_t leader; /* the active controller, -1 while none */
+    uint64_t term;
+    int64_t applied;  /* last applied log index */
+    int64_t snapshot; /* log index of the last snapshot taken or installed */
+    bool voter;
+} st_quorum_info_t;
+/* Any thread: where the quorum stands. */
+void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out);
+
+/* Stops the quorum thread (a leader hands leadership to another voter first) and joins it. */
+void st_quorum_stop(st_quorum_t *q);
+void st_quorum_destroy(st_quorum_t *q);
+
+#endif
