@@ -77,7 +77,7 @@ st_md_topic_t *st_md_topic_new(const char *name, const uint8_t id[16], int32_t n
     return t;
 }
 
-static st_md_topic_t *st_md_topic_clone(const st_md_topic_t *s)
+st_md_topic_t *st_md_topic_clone(const st_md_topic_t *s)
 {
     st_md_topic_t *t = st_md_topic_new(s->name, s->id, s->npartitions);
     if (!t)

@@ -89,6 +89,8 @@ int st_md_remove_topic(st_md_t *md, const char *name);
 
 st_md_topic_t *st_md_topic_new(const char *name, const uint8_t id[16], int32_t npartitions);
 void st_md_topic_free(st_md_topic_t *t);
+/* A deep copy of a topic. */
+st_md_topic_t *st_md_topic_clone(const st_md_topic_t *t);
 /* Sets (value non-NULL) or removes (NULL) a topic config override. */
 int st_md_topic_set_config(st_md_topic_t *t, const char *key, const char *value);
 const char *st_md_topic_config(const st_md_topic_t *t, const char *key);
@@ -98,5 +100,9 @@ int st_md_topic_grow(st_md_topic_t *t, int32_t n);
 const st_md_topic_t *st_md_find(const st_md_t *md, const char *name, int32_t len);
 const st_md_topic_t *st_md_find_id(const st_md_t *md, const uint8_t id[16]);
 const st_md_broker_t *st_md_broker(const st_md_t *md, int32_t node_id);
+
+/* A topic id as 32 lower-case hex digits, and back (ST_E_INVALID when malformed). */
+void st_md_id_hex(const uint8_t id[16], char out[33]);
+int st_md_id_parse(const char *s, uint8_t id[16]);
 
 #endif

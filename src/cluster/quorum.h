@@ -40,6 +40,9 @@ typedef struct st_quorum st_quorum_t;
 typedef struct st_quorum_hooks {
     /* Quorum thread: a new metadata state; the receiver owns the one reference. */
     void (*publish)(void *arg, st_md_t *md);
+    /* Quorum thread, on the active controller: a broker asked for topic `name` to be created
+     * with the defaults (st_quorum_hint_create there); submit the creation, if wanted. */
+    void (*hint_create)(void *arg, const char *name);
     void *arg;
 } st_quorum_hooks_t;
 

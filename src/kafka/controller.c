@@ -79,29 +79,6 @@ int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen)
 
 /* ---- persistence ---- */
 
-static void to_hex(const uint8_t id[16], char out[33])
-{
-    static const char h[] = "0123456789abcdef";
-    for (int i = 0; i < 16; i++) {
-        out[2 * i] = h[id[i] >> 4];
-        out[2 * i + 1] = h[id[i] & 15];
-    }
-    out[32] = 0;
-}
-
-static int unhex(const char *s, uint8_t id[16])
-{
-    if (!s || strlen(s) != 32)
-        return -1;
-    for (int i = 0; i < 16; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1)
-            return -1;
-        id[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 /* The metadata as strata-metadata.json's text (malloc'd), or NULL. */
 static char *ctl_render(const st_md_t *md)
 {
@@ -111,7 +88,7 @@ static char *ctl_render(const st_md_t *md)
     for (int i = 0; i < md->ntopics; i++) {
         const st_md_topic_t *t = md->topics[i];
         char hex[33];
-        to_hex(t->id, hex);
+        st_md_id_hex(t->id, hex);
         json_t *jt = json_object(), *parts = json_array(), *cfg = json_object();
         json_object_set_new(jt, "name", json_string(t->name));
         json_object_set_new(jt, "id", json_string(hex));
@@ -160,7 +137,7 @@ int st_ctl_load(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshard
         const char *name = json_string_value(json_object_get(jt, "name"));
         uint8_t id[16];
         json_t *parts = json_object_get(jt, "partitions");
-        if (!name || unhex(json_string_value(json_object_get(jt, "id")), id) ||
+        if (!name || st_md_id_parse(json_string_value(json_object_get(jt, "id")), id) ||
             !json_is_array(parts)) {
             snprintf(err, errlen, "%s: topic %zu is malformed", path, i);
             rc = ST_E_CORRUPT;

@@ -1,0 +1,969 @@
+/*
+ * quorum.c — the metadata quorum's thread: libraft on a libuv loop, the state machine, the
+ * active controller's duties (registrations, fencing, changes) and the heartbeats.
+ *
+ * Everything here runs on the quorum thread except st_quorum_submit / _hint_create / _info /
+ * _stop, which only touch the mutex-guarded inbox and the atomics.
+ *
+ * The controller makes one change at a time: a change (a shard's request, a registration, a
+ * fencing) is proposed against the applied state, appended, and the next waits for its apply
+ * callback. So each change is decided on a state that includes every earlier one, and a
+ * decision never races another. Metadata changes are rare; this costs nothing measurable.
+ */
+#include "cluster/quorum.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <raft.h>
+#include <raft/uv.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "cluster/records.h"
+
+#define Q_TICK_MS   50
+#define Q_MAX_HINTS 64
+
+/* What the active controller knows of a broker from its heartbeats. */
+typedef struct q_peer {
+    int32_t id;
+    int64_t last_ms; /* monotonic time of its last heartbeat */
+    uint64_t incarnation;
+    char host[256];
+    int port;
+    char rack[128];
+    char raft_addr[300];
+    bool voter;
+    int64_t applied;  /* how far it has applied the log */
+    int64_t catch_up; /* the log index it must reach to be unfenced (0: not set) */
+} q_peer_t;
+
+typedef struct q_apply {
+    struct raft_apply req;
+    st_quorum_t *q;
+    st_quorum_req_t *user; /* NULL for the controller's own changes */
+} q_apply_t;
+
+struct st_quorum {
+    const st_config_t *cfg;
+    st_quorum_hooks_t hooks;
+    char cluster_id[64];
+    int kafka_port;
+    uint64_t incarnation;
+    char dir[4096];
+    char self_addr[300];
+    int lock_fd;
+    pthread_t thread;
+    /* start-up handshake */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int start_rc; /* 1 while starting */
+    char *start_err;
+    size_t start_errlen;
+    /* the loop */
+    uv_loop_t loop;
+    uv_async_t async;
+    uv_timer_t tick;
+    uv_check_t check;
+    uv_udp_t udp;
+    struct raft_uv_transport transport;
+    struct raft_io io;
+    struct raft_fsm fsm;
+    struct raft raft;
+    bool transport_up, io_up, raft_inited, raft_up, closing;
+    struct raft_transfer transfer;
+    struct raft_barrier barrier;
+    struct raft_change change;
+    bool change_busy;
+    int32_t change_id;
+    /* the state machine */
+    st_md_t *state;
+    bool dirty;
+    int32_t published_leader;
+    int64_t last_hb_sent;
+    /* the inbox (mu) */
+    st_quorum_req_t *inbox, *inbox_tail;
+    char hints[Q_MAX_HINTS][256];
+    int nhints;
+    bool stop;
+    /* the active controller */
+    bool leader, ready, busy;
+    int64_t leader_since;
+    st_quorum_req_t *queue, *queue_tail;
+    char pending_hints[Q_MAX_HINTS][256];
+    int npending_hints;
+    q_peer_t *peers;
+    int npeers;
+    /* voters' UDP addresses, resolved at start */
+    struct sockaddr_in voter_addr[16];
+    /* info */
+    _Atomic int32_t info_leader;
+    _Atomic uint64_t info_term;
+    _Atomic int64_t info_applied, info_snapshot;
+};
+
+static int32_t self_id(const st_quorum_t *q)
+{
+    return (int32_t)q->cfg->node_id;
+}
+
+/* ---- the state machine ---- */
+
+static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
+{
+    st_quorum_t *q = fsm->data;
+    int64_t index = (int64_t)raft_last_applied(&q->raft) + 1;
+    st_rec_apply(q->state, buf->base, buf->len, index);
+    q->state->version = index;
+    q->dirty = true;
+    *result = NULL;
+    return 0;
+}
+
+static int fsm_snapshot(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+    st_quorum_t *q = fsm->data;
+    struct raft_buffer *b = malloc(sizeof *b);
+    if (!b)
+        return RAFT_NOMEM;
+    b->base = st_rec_snapshot(q->state, &b->len, NULL);
+    if (!b->base) {
+        free(b);
+        return RAFT_NOMEM;
+    }
+    *bufs = b;
+    *n = 1;
+    atomic_store(&q->info_snapshot, (int64_t)raft_last_applied(&q->raft));
+    ST_INFO("metadata: snapshot at log index %lld (%zu bytes)",
+            (long long)raft_last_applied(&q->raft), b->len);
+    return 0;
+}
+
+static int fsm_snapshot_finalize(struct raft_fsm *fsm, struct raft_buffer *bufs[], unsigned *n)
+{
+    (void)fsm;
+    for (unsigned i = 0; i < *n; i++)
+        free((*bufs)[i].base);
+    free(*bufs);
+    *bufs = NULL;
+    *n = 0;
+    return 0;
+}
+
+static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
+{
+    st_quorum_t *q = fsm->data;
+    int rc = st_rec_restore(q->state, buf->base, buf->len);
+    if (rc) {
+        ST_ERROR("metadata: the snapshot cannot be read: %s", st_strerror(rc));
+        return RAFT_CORRUPT;
+    }
+    raft_free(buf->base);
+    q->dirty = true;
+    ST_INFO("metadata: restored a snapshot (%d brokers, %d topics)", q->state->nbrokers,
+            q->state->ntopics);
+    return 0;
+}
+
+/* ---- the controller's changes ---- */
+
+static void controller_step(st_quorum_t *q);
+
+static void finish_user(st_quorum_t *q, st_quorum_req_t *req, int status)
+{
+    (void)q;
+    req->done(req, status);
+}
+
+static void apply_done(struct raft_apply *req, int status, void *result)
+{
+    (void)result;
+    q_apply_t *a = req->data;
+    st_quorum_t *q = a->q;
+    q->busy = false;
+    if (status)
+        ST_WARN("metadata: a change did not commit here: %s", raft_strerror(status));
+    if (a->user) {
+        a->user->index = status ? 0 : (int64_t)req->index;
+        finish_user(q, a->user,
+                    status == 0                     ? 0
+                    : status == RAFT_LEADERSHIPLOST ? ST_E_AGAIN
+                    : status == RAFT_NOTLEADER      ? ST_E_NOT_LEADER
+                                                    : -EIO);
+    }
+    free(a);
+    if (!q->closing)
+        controller_step(q);
+}
+
+/* Appends `records` as one entry. Returns 0 (the change is in flight) or an error. */
+static int propose(st_quorum_t *q, json_t *records, st_quorum_req_t *user)
+{
+    q_apply_t *a = calloc(1, sizeof *a);
+    struct raft_buffer buf;
+    buf.base = a ? st_rec_entry(records, &buf.len, raft_malloc) : NULL;
+    if (!buf.base) {
+        free(a);
+        return -ENOMEM;
+    }
+    a->q = q;
+    a->user = user;
+    a->req.data = a;
+    int rc = raft_apply(&q->raft, &a->req, &buf, 1, apply_done);
+    if (rc) {
+        /* raft took nothing (RAFT_NOTLEADER, RAFT_NOSPACE) */
+        raft_free(buf.base);
+        free(a);
+        ST_WARN("metadata: cannot append: %s", raft_strerror(rc));
+        return rc == RAFT_NOTLEADER ? ST_E_NOT_LEADER : rc == RAFT_NOSPACE ? -ENOSPC : -EIO;
+    }
+    q->busy = true;
+    return 0;
+}
+
+static q_peer_t *peer_get(st_quorum_t *q, int32_t id, bool create)
+{
+    for (int i = 0; i < q->npeers; i++)
+        if (q->peers[i].id == id)
+            return &q->peers[i];
+    if (!create)
+        return NULL;
+    q_peer_t *v = realloc(q->peers, (size_t)(q->npeers + 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    q->peers = v;
+    q_peer_t *p = &v[q->npeers++];
+    memset(p, 0, sizeof *p);
+    p->id = id;
+    return p;
+}
+
+static bool registration_differs(const st_md_broker_t *b, const q_peer_t *p)
+{
+    const char *rack = p->rack[0] ? p->rack : NULL;
+    return !b || b->incarnation != p->incarnation || strcmp(b->host, p->host) != 0 ||
+           b->port != p->port || (b->rack == NULL) != (rack == NULL) ||
+           (rack && strcmp(b->rack, rack) != 0);
+}
+
+/* A copy of state with broker `b` put in, for deciding what else follows from it. */
+static st_md_t *with_broker(const st_md_t *state, const st_md_broker_t *b)
+{
+    st_md_t *md = st_md_clone(state);
+    if (md && st_md_put_broker(md, b)) {
+        st_md_unref(md);
+        return NULL;
+    }
+    return md;
+}
+
+/* Records a broker's new registration or fencing, with the leaderships that follow. */
+static int change_broker(st_quorum_t *q, const st_md_broker_t *b, bool rejoin)
+{
+    st_md_t *md = with_broker(q->state, b);
+    if (!md)
+        return -ENOMEM;
+    json_t *records = json_array();
+    json_array_append_new(records, st_rec_broker(b));
+    bool unclean = q->cfg->unclean_leader_election_enable;
+    if (rejoin)
+        st_rec_rejoin(md, b->node_id, unclean, records);
+    else
+        st_rec_reelect_all(md, unclean, records);
+    st_md_unref(md);
+    int rc = propose(q, records, NULL);
+    json_decref(records);
+    return rc;
+}
+
+/* One registration, fencing or unfencing, if any is due. Returns true when one started. */
+static bool broker_duty(st_quorum_t *q)
+{
+    int64_t now = st_mono_ms();
+    int64_t timeout = q->cfg->broker_session_timeout_ms;
+    /* registrations (new incarnation, listener or rack) */
+    for (int i = 0; i < q->npeers; i++) {
+        q_peer_t *p = &q->peers[i];
+        const st_md_broker_t *b = st_md_broker(q->state, p->id);
+        if (!p->incarnation || !registration_differs(b, p))
+            continue;
+        if (!p->catch_up)
+            p->catch_up = (int64_t)raft_last_applied(&q->raft);
+        st_md_broker_t nb = {.node_id = p->id,
+                             .host = p->host,
+                             .port = p->port,
+                             .rack = p->rack[0] ? p->rack : NULL,
+                             .fenced = true,
+                             .incarnation = p->incarnation};
+        nb.fenced = p->applied < p->catch_up;
+        ST_INFO("metadata: broker %d registers (%s:%d%s%s), %s", p->id, p->host, p->port,
+                nb.rack ? ", rack " : "", nb.rack ? nb.rack : "",
+                nb.fenced ? "fenced until it catches up" : "unfenced");
+        return change_broker(q, &nb, !nb.fenced) == 0;
+    }
+    for (int i = 0; i < q->state->nbrokers; i++) {
+        const st_md_broker_t *b = &q->state->brokers[i];
+        q_peer_t *p = peer_get(q, b->node_id, true);
+        if (!p)
+            return false;
+        if (!p->last_ms)
+            p->last_ms = q->leader_since; /* a grace period from the start of leadership */
+        bool silent = now - p->last_ms > timeout;
+        st_md_broker_t nb = *b;
+        if (!b->fenced && silent) {
+            nb.fenced = true;
+            p->catch_up = 0;
+            ST_WARN("metadata: broker %d silent for %lld ms: fenced, its leaderships move",
+                    b->node_id, (long long)(now - p->last_ms));
+            return change_broker(q, &nb, false) == 0;
+        }
+        if (b->fenced && !silent && p->incarnation == b->incarnation) {
+            if (!p->catch_up)
+                p->catch_up = (int64_t)raft_last_applied(&q->raft);
+            if (p->applied < p->catch_up)
+                continue;
+            nb.fenced = false;
+            ST_INFO("metadata: broker %d is back and caught up (log index %lld): unfenced",
+                    b->node_id, (long long)p->applied);
+            return change_broker(q, &nb, true) == 0;
+        }
+    }
+    return false;
+}
+
+static void change_done(struct raft_change *req, int status)
+{
+    st_quorum_t *q = req->data;
+    q->change_busy = false;
+    if (status) {
+        ST_WARN("metadata: membership change of node %d failed: %s", q->change_id,
+                raft_strerror(status));
+        return;
+    }
+    /* a node added as a spare becomes a standby next (controller_step sees it) */
+}
+
+/* Adds a broker-only node that heartbeats to the Raft configuration as a standby. */
+static void membership_duty(st_quorum_t *q)
+{
+    if (q->change_busy)
+        return;
+    for (int i = 0; i < q->npeers; i++) {
+        q_peer_t *p = &q->peers[i];
+        if (p->voter || !p->raft_addr[0] || !p->incarnation)
+            continue;
+        const struct raft_server *srv = NULL;
+        for (unsigned s = 0; s < q->raft.configuration.n; s++)
+            if (q->raft.configuration.servers[s].id == (raft_id)p->id)
+                srv = &q->raft.configuration.servers[s];
+        if (srv && srv->role == RAFT_STANDBY)
+            continue;
+        q->change.data = q;
+        q->change_id = p->id;
+        int rc = srv ? raft_assign(&q->raft, &q->change, (raft_id)p->id, RAFT_STANDBY, change_done)
+                     : raft_add(&q->raft, &q->change, (raft_id)p->id, p->raft_addr, change_done);
+        if (rc == 0) {
+            q->change_busy = true;
+            ST_INFO("metadata: node %d (%s) %s", p->id, p->raft_addr,
+                    srv ? "becomes a standby" : "joins the quorum's configuration");
+        }
+        return;
+    }
+}
+
+/* The hook creates a topic asked for by a broker that is not the controller. */
+static void run_hints(st_quorum_t *q)
+{
+    for (int i = 0; i < q->npending_hints; i++)
+        if (q->hooks.hint_create)
+            q->hooks.hint_create(q->hooks.arg, q->pending_hints[i]);
+    q->npending_hints = 0;
+}
+
+/* The active controller's next change, if it is free. */
+static void controller_step(st_quorum_t *q)
+{
+    if (!q->leader || !q->ready || q->busy || q->closing)
+        return;
+    if (!q->state->cluster_id[0]) {
+        json_t *records = json_array();
+        json_array_append_new(records, st_rec_cluster(q->cluster_id));
+        propose(q, records, NULL);
+        json_decref(records);
+        return;
+    }
+    if (broker_duty(q))
+        return;
+    membership_duty(q);
+    run_hints(q);
+    while (q->queue && !q->busy) {
+        st_quorum_req_t *req = q->queue;
+        q->queue = req->next;
+        if (!q->queue)
+            q->queue_tail = NULL;
+        json_t *records = json_array();
+        int rc = req->propose(req, q->state, records);
+        if (rc == 0 && json_array_size(records) > 0)
+            rc = propose(q, records, req);
+        else if (rc == 0)
+            req->index = 0;
+        json_decref(records);
+        if (rc || !q->busy)
+            finish_user(q, req, rc);
+    }
+}
+
+static void fail_queue(st_quorum_t *q, int status)
+{
+    while (q->queue) {
+        st_quorum_req_t *req = q->queue;
+        q->queue = req->next;
+        finish_user(q, req, status);
+    }
+    q->queue_tail = NULL;
+}
+
+static void barrier_done(struct raft_barrier *req, int status)
+{
+    st_quorum_t *q = req->data;
+    if (status || !q->leader)
+        return;
+    q->ready = true;
+    ST_INFO("metadata: node %d is the active controller (term %llu, log index %llu)", self_id(q),
+            (unsigned long long)raft_current_term(&q->raft),
+            (unsigned long long)raft_last_applied(&q->raft));
+    controller_step(q);
+}
+
+/* Leadership came or went. */
+static void leadership(st_quorum_t *q, bool leader)
+{
+    q->leader = leader;
+    q->ready = false;
+    if (leader) {
+        q->leader_since = st_mono_ms();
+        for (int i = 0; i < q->npeers; i++)
+            q->peers[i].last_ms = 0; /* everyone gets a full session from now */
+        q->barrier.data = q;
+        if (raft_barrier(&q->raft, &q->barrier, barrier_done))
+            q->leader = false;
+        return;
+    }
+    fail_queue(q, ST_E_NOT_LEADER);
+}
+
+/* ---- heartbeats ---- */
+
+static void hb_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    static __thread char space[65536];
+    (void)h;
+    buf->base = space;
+    buf->len = sizeof space;
+}
+
+/* A heartbeat reached this node (it matters only while it is the active controller). */
+static void hb_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *from,
+                    unsigned flags)
+{
+    (void)from;
+    (void)flags;
+    st_quorum_t *q = h->data;
+    if (n <= 0 || !q->leader)
+        return;
+    json_error_t je;
+    json_t *j = json_loadb(buf->base, (size_t)n, 0, &je);
+    json_t *id = json_object_get(j, "id");
+    const char *inc = json_string_value(json_object_get(j, "inc"));
+    const char *host = json_string_value(json_object_get(j, "host"));
+    if (!json_is_integer(id) || !inc || !host || json_integer_value(id) < 1) {
+        json_decref(j);
+        return;
+    }
+    q_peer_t *p = peer_get(q, (int32_t)json_integer_value(id), true);
+    if (p) {
+        p->last_ms = st_mono_ms();
+        uint64_t incarnation = strtoull(inc, NULL, 16);
+        if (incarnation != p->incarnation)
+            p->catch_up = 0;
+        p->incarnation = incarnation;
+        snprintf(p->host, sizeof p->host, "%s", host);
+        p->port = (int)json_integer_value(json_object_get(j, "port"));
+        const char *rack = json_string_value(json_object_get(j, "rack"));
+        snprintf(p->rack, sizeof p->rack, "%s", rack ? rack : "");
+        const char *ra = json_string_value(json_object_get(j, "raft"));
+        snprintf(p->raft_addr, sizeof p->raft_addr, "%s", ra ? ra : "");
+        p->voter = json_is_true(json_object_get(j, "voter"));
+        p->applied = json_integer_value(json_object_get(j, "applied"));
+    }
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(j, "create"), i, t)
+    {
+        if (json_is_string(t) && q->npending_hints < Q_MAX_HINTS)
+            snprintf(q->pending_hints[q->npending_hints++], 256, "%s", json_string_value(t));
+    }
+    json_decref(j);
+    controller_step(q);
+}
+
+/* Builds this node's heartbeat (with the topics to create, if any). */
+static char *hb_message(st_quorum_t *q, json_t *create)
+{
+    const st_config_t *c = q->cfg;
+    char inc[17];
+    snprintf(inc, sizeof inc, "%016" PRIx64, q->incarnation);
+    json_t *j = json_pack(
+        "{s:i,s:s,s:s,s:i,s:s?,s:s,s:b,s:I,s:O}", "id", self_id(q), "inc", inc, "host",
+        c->advertised_host, "port", c->advertised_port ? c->advertised_port : q->kafka_port, "rack",
+        *c->broker_rack ? c->broker_rack : NULL, "raft", q->self_addr, "voter", c->role_controller,
+        "applied", (json_int_t)raft_last_applied(&q->raft), "create", create);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return text;
+}
+
+/* Sends this node's heartbeat to the active controller (or takes it directly when it is). */
+static void hb_send(st_quorum_t *q, json_t *create)
+{
+    raft_id leader;
+    const char *addr;
+    raft_leader(&q->raft, &leader, &addr);
+    if (!leader)
+        return;
+    char *text = hb_message(q, create);
+    if (!text)
+        return;
+    if ((int32_t)leader == self_id(q)) {
+        uv_buf_t b = uv_buf_init(text, (unsigned)strlen(text));
+        hb_recv(&q->udp, (ssize_t)b.len, &b, NULL, 0);
+    } else {
+        for (int i = 0; i < q->cfg->nvoters; i++)
+            if (q->cfg->voters[i].id == (int32_t)leader) {
+                uv_buf_t b = uv_buf_init(text, (unsigned)strlen(text));
+                uv_udp_try_send(&q->udp, &b, 1, (const struct sockaddr *)&q->voter_addr[i]);
+            }
+    }
+    free(text);
+    q->last_hb_sent = st_mono_ms();
+}
+
+/* ---- the loop ---- */
+
+static void publish(st_quorum_t *q)
+{
+    raft_id leader = 0;
+    const char *addr;
+    raft_leader(&q->raft, &leader, &addr);
+    int32_t lid = leader ? (int32_t)leader : -1;
+    atomic_store(&q->info_leader, lid);
+    atomic_store(&q->info_term, (uint64_t)raft_current_term(&q->raft));
+    atomic_store(&q->info_applied, (int64_t)raft_last_applied(&q->raft));
+    if (!q->dirty && lid == q->published_leader)
+        return;
+    st_md_t *md = st_md_clone(q->state);
+    if (!md)
+        return;
+    md->version = (int64_t)raft_last_applied(&q->raft);
+    md->controller_id = lid;
+    q->dirty = false;
+    q->published_leader = lid;
+    q->hooks.publish(q->hooks.arg, md);
+}
+
+static void on_check(uv_check_t *h)
+{
+    st_quorum_t *q = h->data;
+    if (!q->raft_up || q->closing)
+        return;
+    bool leader = raft_state(&q->raft) == RAFT_LEADER;
+    if (leader != q->leader)
+        leadership(q, leader);
+    publish(q);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    st_quorum_t *q = t->data;
+    if (!q->raft_up || q->closing)
+        return;
+    if (st_mono_ms() - q->last_hb_sent >= q->cfg->broker_heartbeat_interval_ms)
+        hb_send(q, NULL);
+    controller_step(q);
+}
+
+static void close_handles(st_quorum_t *q);
+
+static void raft_closed(struct raft *r)
+{
+    st_quorum_t *q = r->data;
+    raft_uv_close(&q->io);
+    raft_uv_tcp_close(&q->transport);
+    close_handles(q);
+}
+
+static void begin_close(st_quorum_t *q)
+{
+    if (q->closing)
+        return;
+    q->closing = true;
+    fail_queue(q, ST_E_NOT_LEADER);
+    if (q->raft_inited) {
+        raft_close(&q->raft, raft_closed);
+        return;
+    }
+    if (q->io_up)
+        raft_uv_close(&q->io);
+    if (q->transport_up)
+        raft_uv_tcp_close(&q->transport);
+    close_handles(q);
+}
+
+static void transfer_done(struct raft_transfer *req)
+{
+    begin_close(req->data);
+}
+
+static void on_async(uv_async_t *h)
+{
+    st_quorum_t *q = h->data;
+    pthread_mutex_lock(&q->mu);
+    st_quorum_req_t *in = q->inbox;
+    q->inbox = q->inbox_tail = NULL;
+    char hints[Q_MAX_HINTS][256];
+    int nh = q->nhints;
+    memcpy(hints, q->hints, (size_t)nh * sizeof hints[0]);
+    q->nhints = 0;
+    bool stop = q->stop;
+    pthread_mutex_unlock(&q->mu);
+    while (in) {
+        st_quorum_req_t *req = in;
+        in = in->next;
+        req->next = NULL;
+        if (!q->leader || q->closing) {
+            finish_user(q, req, ST_E_NOT_LEADER);
+            continue;
+        }
+        if (q->queue_tail)
+            q->queue_tail->next = req;
+        else
+            q->queue = req;
+        q->queue_tail = req;
+    }
+    if (nh && q->raft_up && !q->closing) {
+        json_t *create = json_array();
+        for (int i = 0; i < nh; i++)
+            json_array_append_new(create, json_string(hints[i]));
+        hb_send(q, create);
+        json_decref(create);
+    }
+    if (stop && !q->closing) {
+        /* a leader hands over first, so the cluster does not wait out an election */
+        if (q->leader && q->cfg->nvoters > 1) {
+            q->transfer.data = q;
+            if (raft_transfer(&q->raft, &q->transfer, 0, transfer_done) == 0)
+                return;
+        }
+        begin_close(q);
+        return;
+    }
+    controller_step(q);
+}
+
+static void close_handles(st_quorum_t *q)
+{
+    uv_close((uv_handle_t *)&q->async, NULL);
+    uv_close((uv_handle_t *)&q->tick, NULL);
+    uv_close((uv_handle_t *)&q->check, NULL);
+    uv_close((uv_handle_t *)&q->udp, NULL);
+}
+
+/* ---- start ---- */
+
+/* Writes the one-line start-up error "<what>: <why>" and returns rc. */
+static int q_fail(st_quorum_t *q, int rc, const char *what, const char *why)
+{
+    snprintf(q->start_err, q->start_errlen, "%s: %s", what, why);
+    return rc ? rc : ST_E_CONFIG;
+}
+
+static int resolve_voters(st_quorum_t *q)
+{
+    for (int i = 0; i < q->cfg->nvoters; i++) {
+        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+        char port[16];
+        snprintf(port, sizeof port, "%d", q->cfg->voters[i].port);
+        if (getaddrinfo(q->cfg->voters[i].host, port, &hints, &res) || !res) {
+            snprintf(q->start_err, q->start_errlen,
+                     "controller.quorum.voters: cannot resolve %s (IPv4)", q->cfg->voters[i].host);
+            return ST_E_CONFIG;
+        }
+        memcpy(&q->voter_addr[i], res->ai_addr, sizeof q->voter_addr[i]);
+        freeaddrinfo(res);
+    }
+    return 0;
+}
+
+static int bind_udp(st_quorum_t *q)
+{
+    const st_config_t *c = q->cfg;
+    struct sockaddr_in sa;
+    int rc = uv_ip4_addr(c->controller_host, c->role_controller ? c->controller_port : 0, &sa);
+    if (rc)
+        rc = uv_ip4_addr("0.0.0.0", c->role_controller ? c->controller_port : 0, &sa);
+    if (!rc)
+        rc = uv_udp_bind(&q->udp, (const struct sockaddr *)&sa, 0);
+    if (!rc && c->role_controller)
+        rc = uv_udp_recv_start(&q->udp, hb_alloc, hb_recv);
+    if (rc) {
+        snprintf(q->start_err, q->start_errlen, "cannot bind UDP %s:%d for heartbeats: %s",
+                 c->controller_host, c->controller_port, uv_strerror(rc));
+        return ST_E_CONFIG;
+    }
+    return 0;
+}
+
+static int start_raft(st_quorum_t *q)
+{
+    const st_config_t *c = q->cfg;
+    q->transport.version = 1;
+    q->transport.data = NULL;
+    int rc = raft_uv_tcp_init(&q->transport, &q->loop);
+    if (rc)
+        return q_fail(q, -EIO, "cannot start the quorum's transport", raft_strerror(rc));
+    q->transport_up = true;
+    char bind[300];
+    snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
+    raft_uv_tcp_set_bind_address(&q->transport, bind);
+    rc = raft_uv_init(&q->io, &q->loop, q->dir, &q->transport);
+    if (rc)
+        return q_fail(q, -EIO, "cannot open the metadata log", q->io.errmsg);
+    q->io_up = true;
+    q->fsm = (struct raft_fsm){.version = 2,
+                               .data = q,
+                               .apply = fsm_apply,
+                               .snapshot = fsm_snapshot,
+                               .restore = fsm_restore,
+                               .snapshot_finalize = fsm_snapshot_finalize};
+    rc = raft_init(&q->raft, &q->io, &q->fsm, (raft_id)self_id(q), q->self_addr);
+    if (rc)
+        return q_fail(q, -EIO, "cannot open the metadata log", raft_errmsg(&q->raft));
+    q->raft_inited = true;
+    q->raft.data = q;
+    unsigned election = (unsigned)c->controller_quorum_election_timeout_ms;
+    raft_set_election_timeout(&q->raft, election);
+    raft_set_heartbeat_timeout(&q->raft, election / 10 > 10 ? election / 10 : 10);
+    raft_set_pre_vote(&q->raft, true);
+    raft_set_snapshot_threshold(&q->raft, (unsigned)c->metadata_log_snapshot_entries);
+    raft_set_snapshot_trailing(&q->raft, (unsigned)c->metadata_log_snapshot_entries * 2);
+    raft_uv_set_auto_recovery(&q->io, false);
+    if (c->role_controller) {
+        struct raft_configuration conf;
+        raft_configuration_init(&conf);
+        for (int i = 0; i < c->nvoters && rc == 0; i++) {
+            char a[300];
+            snprintf(a, sizeof a, "%s:%d", c->voters[i].host, c->voters[i].port);
+            rc = raft_configuration_add(&conf, (raft_id)c->voters[i].id, a, RAFT_VOTER);
+        }
+        if (rc == 0)
+            rc = raft_bootstrap(&q->raft, &conf);
+        raft_configuration_close(&conf);
+        if (rc && rc != RAFT_CANTBOOTSTRAP)
+            return q_fail(q, -EIO, "cannot bootstrap the metadata quorum", raft_strerror(rc));
+    }
+    rc = raft_start(&q->raft);
+    if (rc)
+        return q_fail(q, -EIO, "cannot start the metadata quorum", raft_errmsg(&q->raft));
+    q->raft_up = true;
+    return 0;
+}
+
+static int q_init(st_quorum_t *q)
+{
+    int rc = uv_loop_init(&q->loop);
+    if (rc)
+        return q_fail(q, -EIO, "cannot start the quorum's loop", uv_strerror(rc));
+    uv_async_init(&q->loop, &q->async, on_async);
+    uv_timer_init(&q->loop, &q->tick);
+    uv_check_init(&q->loop, &q->check);
+    uv_udp_init(&q->loop, &q->udp);
+    q->async.data = q->tick.data = q->check.data = q->udp.data = q;
+    rc = resolve_voters(q);
+    if (!rc)
+        rc = bind_udp(q);
+    if (!rc)
+        rc = start_raft(q);
+    if (rc)
+        return rc;
+    uv_timer_start(&q->tick, on_tick, Q_TICK_MS, Q_TICK_MS);
+    uv_check_start(&q->check, on_check);
+    return 0;
+}
+
+static void *q_main(void *arg)
+{
+    st_quorum_t *q = arg;
+    int rc = q_init(q);
+    pthread_mutex_lock(&q->mu);
+    q->start_rc = rc;
+    pthread_cond_broadcast(&q->cond);
+    pthread_mutex_unlock(&q->mu);
+    if (rc) {
+        /* undo what started: the handles close, then the loop ends */
+        begin_close(q);
+    } else {
+        ST_INFO("metadata: node %d %s, quorum %s, log %s; waiting for quorum", self_id(q),
+                q->cfg->role_controller ? "votes" : "follows without a vote",
+                q->cfg->controller_quorum_voters, q->dir);
+        publish(q);
+    }
+    uv_run(&q->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&q->loop);
+    return NULL;
+}
+
+static int open_dir(st_quorum_t *q, const st_config_t *cfg, char *err, size_t errlen)
+{
+    snprintf(q->dir, sizeof q->dir, "%s/__cluster_metadata-0", cfg->log_dirs);
+    if (mkdir(q->dir, 0755) && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", q->dir, strerror(errno));
+        return -errno;
+    }
+    char lock[4200];
+    snprintf(lock, sizeof lock, "%s/.lock", q->dir);
+    q->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (q->lock_fd < 0 || flock(q->lock_fd, LOCK_EX | LOCK_NB)) {
+        snprintf(err, errlen, "%s is in use by another process", q->dir);
+        return ST_E_CONFIG;
+    }
+    return 0;
+}
+
+int st_quorum_start(st_quorum_t **out, const st_config_t *cfg, const char *cluster_id,
+                    int kafka_port, const st_quorum_hooks_t *hooks, char *err, size_t errlen)
+{
+    st_quorum_t *q = calloc(1, sizeof *q);
+    if (!q)
+        return -ENOMEM;
+    q->cfg = cfg;
+    q->hooks = *hooks;
+    q->kafka_port = kafka_port;
+    q->lock_fd = -1;
+    q->published_leader = -2;
+    snprintf(q->cluster_id, sizeof q->cluster_id, "%s", cluster_id);
+    snprintf(q->self_addr, sizeof q->self_addr, "%s:%d", cfg->controller_host,
+             cfg->controller_port);
+    for (int i = 0; i < cfg->nvoters; i++)
+        if (cfg->voters[i].id == cfg->node_id)
+            snprintf(q->self_addr, sizeof q->self_addr, "%s:%d", cfg->voters[i].host,
+                     cfg->voters[i].port);
+    if (getrandom(&q->incarnation, sizeof q->incarnation, 0) != sizeof q->incarnation ||
+        !q->incarnation)
+        q->incarnation = (uint64_t)st_wall_ms() | 1;
+    atomic_init(&q->info_leader, -1);
+    q->state = st_md_new("", -1);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cond, NULL);
+    int rc = q->state ? open_dir(q, cfg, err, errlen) : -ENOMEM;
+    if (rc) {
+        st_quorum_destroy(q);
+        return rc;
+    }
+    q->start_rc = 1;
+    q->start_err = err;
+    q->start_errlen = errlen;
+    rc = pthread_create(&q->thread, NULL, q_main, q);
+    if (rc) {
+        snprintf(err, errlen, "cannot start the quorum thread: %s", strerror(rc));
+        st_quorum_destroy(q);
+        return -rc;
+    }
+    pthread_mutex_lock(&q->mu);
+    while (q->start_rc == 1)
+        pthread_cond_wait(&q->cond, &q->mu);
+    rc = q->start_rc;
+    pthread_mutex_unlock(&q->mu);
+    if (rc) {
+        pthread_join(q->thread, NULL);
+        q->thread = 0;
+        st_quorum_destroy(q);
+        return rc;
+    }
+    *out = q;
+    return 0;
+}
+
+void st_quorum_submit(st_quorum_t *q, st_quorum_req_t *req)
+{
+    req->next = NULL;
+    req->index = 0;
+    pthread_mutex_lock(&q->mu);
+    if (q->inbox_tail)
+        q->inbox_tail->next = req;
+    else
+        q->inbox = req;
+    q->inbox_tail = req;
+    pthread_mutex_unlock(&q->mu);
+    uv_async_send(&q->async);
+}
+
+void st_quorum_hint_create(st_quorum_t *q, const char *topic)
+{
+    pthread_mutex_lock(&q->mu);
+    bool dup = false;
+    for (int i = 0; i < q->nhints; i++)
+        dup |= strcmp(q->hints[i], topic) == 0;
+    if (!dup && q->nhints < Q_MAX_HINTS && strlen(topic) < 256)
+        snprintf(q->hints[q->nhints++], 256, "%s", topic);
+    pthread_mutex_unlock(&q->mu);
+    uv_async_send(&q->async);
+}
+
+void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out)
+{
+    out->leader = atomic_load(&q->info_leader);
+    out->term = atomic_load(&q->info_term);
+    out->applied = atomic_load(&q->info_applied);
+    out->snapshot = atomic_load(&q->info_snapshot);
+    out->voter = q->cfg->role_controller;
+}
+
+void st_quorum_stop(st_quorum_t *q)
+{
+    if (!q || !q->thread)
+        return;
+    pthread_mutex_lock(&q->mu);
+    q->stop = true;
+    pthread_mutex_unlock(&q->mu);
+    uv_async_send(&q->async);
+    pthread_join(q->thread, NULL);
+    q->thread = 0;
+}
+
+void st_quorum_destroy(st_quorum_t *q)
+{
+    if (!q)
+        return;
+    st_quorum_stop(q);
+    if (q->lock_fd >= 0)
+        close(q->lock_fd);
+    st_md_unref(q->state);
+    free(q->peers);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cond);
+    free(q);
+}

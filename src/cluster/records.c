@@ -1,0 +1,494 @@
+/* records.c — the metadata log's records: encoding, applying, and the controller's decisions. */
+#include "cluster/records.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+
+/* ---- ids ---- */
+
+void st_md_id_hex(const uint8_t id[16], char out[33])
+{
+    static const char h[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = h[id[i] >> 4];
+        out[2 * i + 1] = h[id[i] & 15];
+    }
+    out[32] = 0;
+}
+
+int st_md_id_parse(const char *s, uint8_t id[16])
+{
+    if (!s || strlen(s) != 32)
+        return ST_E_INVALID;
+    for (int i = 0; i < 16; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return ST_E_INVALID;
+        id[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+/* ---- encoding ---- */
+
+static json_t *ids_json(const int32_t *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+json_t *st_rec_topic(const st_md_topic_t *t)
+{
+    char hex[33];
+    st_md_id_hex(t->id, hex);
+    json_t *parts = json_array(), *cfg = json_object();
+    for (int32_t i = 0; i < t->npartitions; i++) {
+        const st_md_partition_t *p = &t->partitions[i];
+        json_array_append_new(parts, json_pack("{s:o,s:o,s:i,s:i,s:i}", "r",
+                                               ids_json(p->replicas, p->nreplicas), "isr",
+                                               ids_json(p->isr, p->nisr), "l", p->leader, "le",
+                                               p->leader_epoch, "pe", p->partition_epoch));
+    }
+    for (int c = 0; c < t->nconfigs; c++)
+        json_object_set_new(cfg, t->configs[c].key, json_string(t->configs[c].value));
+    return json_pack("{s:s,s:s,s:s,s:b,s:i,s:o,s:o}", "type", "topic", "name", t->name, "id", hex,
+                     "internal", t->internal, "rf", t->replication_factor, "configs", cfg,
+                     "partitions", parts);
+}
+
+json_t *st_rec_broker(const st_md_broker_t *b)
+{
+    char inc[17];
+    snprintf(inc, sizeof inc, "%016" PRIx64, b->incarnation);
+    return json_pack("{s:s,s:i,s:s,s:i,s:o,s:b,s:s}", "type", "broker", "id", b->node_id, "host",
+                     b->host ? b->host : "", "port", b->port, "rack",
+                     b->rack ? json_string(b->rack) : json_null(), "fenced", b->fenced,
+                     "incarnation", inc);
+}
+
+json_t *st_rec_remove_topic(const uint8_t id[16])
+{
+    char hex[33];
+    st_md_id_hex(id, hex);
+    return json_pack("{s:s,s:s}", "type", "remove_topic", "id", hex);
+}
+
+json_t *st_rec_cluster(const char *cluster_id)
+{
+    return json_pack("{s:s,s:s}", "type", "cluster", "id", cluster_id);
+}
+
+/* Dumps root, padded with spaces to a multiple of 8, into alloc'd memory. */
+static void *dump_padded(json_t *root, size_t *len, void *(*alloc)(size_t))
+{
+    char *text = json_dumps(root, JSON_COMPACT);
+    if (!text)
+        return NULL;
+    size_t n = strlen(text), padded = (n + 7) & ~(size_t)7;
+    char *out = (alloc ? alloc : malloc)(padded);
+    if (out) {
+        memcpy(out, text, n);
+        memset(out + n, ' ', padded - n);
+        *len = padded;
+    }
+    free(text);
+    return out;
+}
+
+void *st_rec_entry(json_t *records, size_t *len, void *(*alloc)(size_t))
+{
+    json_t *root = json_pack("{s:i,s:O}", "v", ST_REC_VERSION, "records", records);
+    void *out = root ? dump_padded(root, len, alloc) : NULL;
+    json_decref(root);
+    return out;
+}
+
+void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t))
+{
+    json_t *brokers = json_array(), *topics = json_array();
+    for (int i = 0; i < md->nbrokers; i++)
+        json_array_append_new(brokers, st_rec_broker(&md->brokers[i]));
+    for (int i = 0; i < md->ntopics; i++)
+        json_array_append_new(topics, st_rec_topic(md->topics[i]));
+    json_t *root = json_pack("{s:i,s:s,s:o,s:o}", "v", ST_REC_VERSION, "cluster", md->cluster_id,
+                             "brokers", brokers, "topics", topics);
+    void *out = root ? dump_padded(root, len, alloc) : NULL;
+    json_decref(root);
+    return out;
+}
+
+/* ---- applying ---- */
+
+static int ids_parse(json_t *a, int32_t *out, int16_t *n)
+{
+    if (!json_is_array(a) || json_array_size(a) > ST_MD_MAX_REPLICAS)
+        return ST_E_MALFORMED;
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        if (!json_is_integer(v))
+            return ST_E_MALFORMED;
+        out[i] = (int32_t)json_integer_value(v);
+    }
+    *n = (int16_t)json_array_size(a);
+    return 0;
+}
+
+/* A topic record as a heap topic (NULL when malformed). */
+static st_md_topic_t *topic_parse(json_t *r)
+{
+    const char *name = json_string_value(json_object_get(r, "name"));
+    json_t *parts = json_object_get(r, "partitions");
+    uint8_t id[16];
+    if (!name || st_md_id_parse(json_string_value(json_object_get(r, "id")), id) ||
+        !json_is_array(parts))
+        return NULL;
+    st_md_topic_t *t = st_md_topic_new(name, id, (int32_t)json_array_size(parts));
+    if (!t)
+        return NULL;
+    t->internal = json_is_true(json_object_get(r, "internal"));
+    t->replication_factor = (int16_t)json_integer_value(json_object_get(r, "rf"));
+    size_t i;
+    json_t *jp;
+    json_array_foreach(parts, i, jp)
+    {
+        st_md_partition_t *p = &t->partitions[i];
+        if (ids_parse(json_object_get(jp, "r"), p->replicas, &p->nreplicas) ||
+            ids_parse(json_object_get(jp, "isr"), p->isr, &p->nisr)) {
+            st_md_topic_free(t);
+            return NULL;
+        }
+        p->leader = (int32_t)json_integer_value(json_object_get(jp, "l"));
+        p->leader_epoch = (int32_t)json_integer_value(json_object_get(jp, "le"));
+        p->partition_epoch = (int32_t)json_integer_value(json_object_get(jp, "pe"));
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(r, "configs"), k, v)
+    {
+        if (json_is_string(v) && st_md_topic_set_config(t, k, json_string_value(v))) {
+            st_md_topic_free(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+static int apply_topic(st_md_t *md, json_t *r)
+{
+    st_md_topic_t *t = topic_parse(r);
+    if (!t)
+        return ST_E_MALFORMED;
+    const st_md_topic_t *old = st_md_find_id(md, t->id);
+    if (old)
+        st_md_remove_topic(md, old->name);
+    int rc = st_md_add_topic(md, t); /* ST_E_EXISTS: the name belongs to another topic */
+    if (rc)
+        st_md_topic_free(t);
+    return rc;
+}
+
+static int apply_broker(st_md_t *md, json_t *r, int64_t index)
+{
+    st_md_broker_t b = {0};
+    json_t *id = json_object_get(r, "id"), *port = json_object_get(r, "port");
+    const char *host = json_string_value(json_object_get(r, "host"));
+    const char *inc = json_string_value(json_object_get(r, "incarnation"));
+    if (!json_is_integer(id) || !json_is_integer(port) || !host || !inc)
+        return ST_E_MALFORMED;
+    b.node_id = (int32_t)json_integer_value(id);
+    b.host = (char *)host;
+    b.port = (int32_t)json_integer_value(port);
+    b.rack = (char *)json_string_value(json_object_get(r, "rack"));
+    b.fenced = json_is_true(json_object_get(r, "fenced"));
+    b.incarnation = strtoull(inc, NULL, 16);
+    const st_md_broker_t *old = st_md_broker(md, b.node_id);
+    b.epoch = old && old->incarnation == b.incarnation ? old->epoch : index;
+    return st_md_put_broker(md, &b);
+}
+
+static int apply_record(st_md_t *md, json_t *r, int64_t index)
+{
+    const char *type = json_string_value(json_object_get(r, "type"));
+    if (!type)
+        return ST_E_MALFORMED;
+    if (strcmp(type, "topic") == 0)
+        return apply_topic(md, r);
+    if (strcmp(type, "broker") == 0)
+        return apply_broker(md, r, index);
+    if (strcmp(type, "remove_topic") == 0) {
+        uint8_t id[16];
+        if (st_md_id_parse(json_string_value(json_object_get(r, "id")), id))
+            return ST_E_MALFORMED;
+        const st_md_topic_t *t = st_md_find_id(md, id);
+        return t ? st_md_remove_topic(md, t->name) : 0;
+    }
+    if (strcmp(type, "cluster") == 0) {
+        const char *id = json_string_value(json_object_get(r, "id"));
+        char *c = id ? strdup(id) : NULL;
+        if (!c)
+            return ST_E_MALFORMED;
+        free(md->cluster_id);
+        md->cluster_id = c;
+        return 0;
+    }
+    return ST_E_UNSUPPORTED;
+}
+
+void st_rec_apply(st_md_t *md, const void *buf, size_t len, int64_t index)
+{
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_DISABLE_EOF_CHECK, &je);
+    json_t *records = root ? json_object_get(root, "records") : NULL;
+    if (!json_is_array(records) ||
+        json_integer_value(json_object_get(root, "v")) > ST_REC_VERSION) {
+        ST_ERROR("metadata log entry %lld is not readable (%s); skipped", (long long)index,
+                 root ? "unknown version or no records" : je.text);
+        json_decref(root);
+        return;
+    }
+    size_t i;
+    json_t *r;
+    json_array_foreach(records, i, r)
+    {
+        int rc = apply_record(md, r, index);
+        if (rc)
+            ST_WARN("metadata log entry %lld, record %zu: %s; skipped", (long long)index, i,
+                    st_strerror(rc));
+    }
+    json_decref(root);
+}
+
+int st_rec_restore(st_md_t *md, const void *buf, size_t len)
+{
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_DISABLE_EOF_CHECK, &je);
+    json_t *brokers = root ? json_object_get(root, "brokers") : NULL;
+    json_t *topics = root ? json_object_get(root, "topics") : NULL;
+    const char *cluster = root ? json_string_value(json_object_get(root, "cluster")) : NULL;
+    if (!json_is_array(brokers) || !json_is_array(topics) || !cluster) {
+        json_decref(root);
+        return ST_E_CORRUPT;
+    }
+    while (md->ntopics > 0)
+        st_md_remove_topic(md, md->topics[0]->name);
+    for (int i = 0; i < md->nbrokers; i++) {
+        free(md->brokers[i].host);
+        free(md->brokers[i].rack);
+    }
+    md->nbrokers = 0;
+    char *c = strdup(cluster);
+    if (c) {
+        free(md->cluster_id);
+        md->cluster_id = c;
+    }
+    int rc = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(brokers, i, r)
+    {
+        /* the epoch is in no record: a restored broker keeps the snapshot's index */
+        rc = rc ? rc : apply_broker(md, r, md->version);
+    }
+    json_array_foreach(topics, i, r)
+    {
+        rc = rc ? rc : apply_topic(md, r);
+    }
+    json_decref(root);
+    return rc ? ST_E_CORRUPT : 0;
+}
+
+/* ---- decisions ---- */
+
+static bool live(const st_md_t *md, int32_t node)
+{
+    const st_md_broker_t *b = st_md_broker(md, node);
+    return b && !b->fenced;
+}
+
+int st_rec_live_brokers(const st_md_t *md)
+{
+    int n = 0;
+    for (int i = 0; i < md->nbrokers; i++)
+        n += !md->brokers[i].fenced;
+    return n;
+}
+
+/* The live brokers in placement order: by id, or, when racks are set, alternating racks
+ * (rack A's first, rack B's first, ..., rack A's second, ...), so consecutive brokers of the
+ * list sit on different racks as long as racks remain. Returns the count. */
+static int placement_order(const st_md_t *md, int32_t *out)
+{
+    int n = 0, nracks = 0;
+    const char *racks[ST_MD_MAX_REPLICAS * 4];
+    for (int i = 0; i < md->nbrokers; i++) {
+        const st_md_broker_t *b = &md->brokers[i];
+        if (b->fenced)
+            continue;
+        out[n++] = b->node_id;
+        bool seen = false;
+        for (int r = 0; r < nracks; r++)
+            seen |= b->rack && strcmp(racks[r], b->rack) == 0;
+        if (b->rack && !seen && nracks < (int)(sizeof racks / sizeof racks[0]))
+            racks[nracks++] = b->rack;
+    }
+    if (nracks < 2)
+        return n;
+    int32_t *tmp = malloc((size_t)n * sizeof *tmp);
+    if (!tmp)
+        return n;
+    int k = 0;
+    for (int round = 0; k < n; round++) {
+        for (int r = 0; r <= nracks; r++) {
+            int seen = 0;
+            for (int i = 0; i < md->nbrokers; i++) {
+                const st_md_broker_t *b = &md->brokers[i];
+                bool in = r < nracks ? b->rack && strcmp(b->rack, racks[r]) == 0 : !b->rack;
+                if (b->fenced || !in)
+                    continue;
+                if (seen++ == round)
+                    tmp[k++] = b->node_id;
+            }
+        }
+    }
+    memcpy(out, tmp, (size_t)n * sizeof *tmp);
+    free(tmp);
+    return n;
+}
+
+int st_rec_place(const st_md_t *md, int32_t n, int rf, uint32_t start, st_md_partition_t *out,
+                 char *msg, size_t msglen)
+{
+    int32_t *order = malloc(((size_t)md->nbrokers + 1) * sizeof *order);
+    if (!order)
+        return -ENOMEM;
+    int live_n = placement_order(md, order);
+    if (rf < 1 || rf > live_n || rf > ST_MD_MAX_REPLICAS) {
+        snprintf(msg, msglen,
+                 "Unable to replicate the partition %d time(s): The target replication factor "
+                 "of %d cannot be reached because only %d broker(s) are registered and live%s.",
+                 rf, rf, live_n, rf > ST_MD_MAX_REPLICAS ? " (and at most 16 replicas)" : "");
+        free(order);
+        return ST_E_INVALID;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        st_md_partition_t *p = &out[i];
+        uint32_t first = (start + (uint32_t)i) % (uint32_t)live_n;
+        /* the followers start one further along each time the leaders wrap around, so the
+         * pairs (leader, follower) spread too, as Kafka's assignment does */
+        uint32_t shift = 1 + ((start + (uint32_t)i) / (uint32_t)live_n) %
+                                 (uint32_t)(live_n > 1 ? live_n - 1 : 1);
+        p->nreplicas = p->nisr = (int16_t)rf;
+        for (int r = 0; r < rf; r++) {
+            uint32_t at = r == 0 ? first : (first + shift + (uint32_t)(r - 1)) % (uint32_t)live_n;
+            p->replicas[r] = p->isr[r] = order[at];
+        }
+        p->leader = p->replicas[0];
+        p->leader_epoch = p->partition_epoch = 0;
+    }
+    free(order);
+    return 0;
+}
+
+static void isr_remove(st_md_partition_t *p, int at)
+{
+    memmove(&p->isr[at], &p->isr[at + 1], (size_t)(p->nisr - at - 1) * sizeof p->isr[0]);
+    p->nisr--;
+}
+
+bool st_rec_elect(const st_md_t *md, st_md_partition_t *p, bool unclean)
+{
+    st_md_partition_t was = *p;
+    for (int i = p->nisr - 1; i >= 0 && p->nisr > 1; i--)
+        if (!live(md, p->isr[i]))
+            isr_remove(p, i);
+    int32_t leader = -1;
+    if (p->leader >= 0 && live(md, p->leader) && st_md_in_isr(p, p->leader))
+        leader = p->leader;
+    for (int r = 0; leader < 0 && r < p->nreplicas; r++)
+        if (live(md, p->replicas[r]) && st_md_in_isr(p, p->replicas[r]))
+            leader = p->replicas[r];
+    for (int r = 0; leader < 0 && unclean && r < p->nreplicas; r++)
+        if (live(md, p->replicas[r])) {
+            leader = p->replicas[r];
+            p->nisr = 1;
+            p->isr[0] = leader;
+        }
+    /* a fenced last ISR member stays: it is the only replica known to hold every record */
+    p->leader = leader;
+    if (p->leader != was.leader)
+        p->leader_epoch++;
+    bool changed = p->leader != was.leader || p->nisr != was.nisr ||
+                   memcmp(p->isr, was.isr, (size_t)p->nisr * sizeof p->isr[0]) != 0;
+    if (changed)
+        p->partition_epoch++;
+    return changed;
+}
+
+bool st_rec_elect_preferred(const st_md_t *md, st_md_partition_t *p)
+{
+    if (p->nreplicas == 0)
+        return false;
+    int32_t pref = p->replicas[0];
+    if (p->leader == pref || !live(md, pref) || !st_md_in_isr(p, pref))
+        return false;
+    p->leader = pref;
+    p->leader_epoch++;
+    p->partition_epoch++;
+    return true;
+}
+
+/* Adds node to p's ISR if it is a replica outside it. */
+static bool isr_add(st_md_partition_t *p, int32_t node)
+{
+    if (node < 0 || !st_md_is_replica(p, node) || st_md_in_isr(p, node))
+        return false;
+    p->isr[p->nisr++] = node;
+    p->partition_epoch++;
+    return true;
+}
+
+/* Appends a record for every topic where elect-after-rejoin of `node` (-1: none) changes a
+ * partition. */
+static int reelect(const st_md_t *md, int32_t node, bool unclean, json_t *records)
+{
+    int n = 0;
+    for (int i = 0; i < md->ntopics; i++) {
+        const st_md_topic_t *t = md->topics[i];
+        st_md_topic_t *c = NULL;
+        for (int32_t p = 0; p < t->npartitions; p++) {
+            st_md_partition_t np = t->partitions[p];
+            bool added = isr_add(&np, node);
+            if (!st_rec_elect(md, &np, unclean) && !added)
+                continue;
+            if (!c && !(c = st_md_topic_clone(t)))
+                return n;
+            c->partitions[p] = np;
+        }
+        if (c) {
+            json_array_append_new(records, st_rec_topic(c));
+            st_md_topic_free(c);
+            n++;
+        }
+    }
+    return n;
+}
+
+int st_rec_reelect_all(const st_md_t *md, bool unclean, json_t *records)
+{
+    return reelect(md, -1, unclean, records);
+}
+
+int st_rec_rejoin(const st_md_t *md, int32_t node, bool unclean, json_t *records)
+{
+    return reelect(md, node, unclean, records);
+}

@@ -1,0 +1,83 @@
+/*
+ * records.h — the metadata log's records, applying them to a metadata state, and the active
+ * controller's decisions (placement, leader election, fencing) expressed as records.
+ *
+ * A log entry is one JSON object, padded with spaces to a multiple of 8 bytes (libraft's rule):
+ *   {"v": 1, "records": [<record>, ...]}
+ * Records (every field written by the active controller, so that applying is deterministic):
+ *   {"type": "cluster", "id": "<cluster id>"}              once, by the first controller
+ *   {"type": "broker", "id": 2, "host": "h", "port": 9192, "rack": null, "fenced": false,
+ *    "incarnation": "<16 hex>"}                              a registration or its change
+ *   {"type": "topic", "name": "t", "id": "<32 hex>", "internal": false, "rf": 3,
+ *    "configs": {"k": "v"}, "partitions": [{"r": [1, 2, 3], "isr": [1, 2, 3], "l": 1,
+ *    "le": 0, "pe": 0}, ...]}                                a topic's whole new state
+ *   {"type": "remove_topic", "id": "<32 hex>"}
+ * A topic record replaces the topic with its id (or adds it when its name is free; a record
+ * for a name another topic holds is ignored). A broker's epoch is the index of the entry that
+ * registered its current incarnation.
+ *
+ * The snapshot of the state machine is the same encoding of the whole state:
+ *   {"v": 1, "cluster": "<id>", "brokers": [<broker record>...], "topics": [<topic record>...]}
+ *
+ * Threads: any (pure functions of their arguments).
+ */
+#ifndef ST_CLUSTER_RECORDS_H
+#define ST_CLUSTER_RECORDS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cluster/metadata.h"
+
+#define ST_REC_VERSION 1
+
+/* Applies one log entry at log index `index` to md. Malformed records are skipped (and
+ * logged): an entry never fails, so every node reaches the same state. */
+void st_rec_apply(st_md_t *md, const void *buf, size_t len, int64_t index);
+
+/* Encodes records as a padded entry (malloc'd with raft's allocator when raft_alloc is set,
+ * else malloc); *len is a multiple of 8. NULL on out of memory. */
+void *st_rec_entry(json_t *records, size_t *len, void *(*alloc)(size_t));
+
+json_t *st_rec_topic(const st_md_topic_t *t);
+json_t *st_rec_broker(const st_md_broker_t *b);
+json_t *st_rec_remove_topic(const uint8_t id[16]);
+json_t *st_rec_cluster(const char *cluster_id);
+
+/* The whole state, for a snapshot (malloc'd with alloc; *len bytes). */
+void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t));
+/* Replaces md's brokers, topics and cluster id with a snapshot's. */
+int st_rec_restore(st_md_t *md, const void *buf, size_t len);
+
+/* Brokers that may host replicas: registered and not fenced. */
+int st_rec_live_brokers(const st_md_t *md);
+
+/* Places n partitions with rf replicas over the live brokers, leaders and replicas spread
+ * evenly (round robin from `start`), racks alternating when brokers have racks. Fills each
+ * out[i]'s replicas, isr (= replicas), leader (the first replica) and epochs (0). Returns 0,
+ * or ST_E_INVALID with a message when rf is above the live brokers. */
+int st_rec_place(const st_md_t *md, int32_t n, int rf, uint32_t start, st_md_partition_t *out,
+                 char *msg, size_t msglen);
+
+/* Elects p's leader again under the current fencing: the current leader if it is live and in
+ * the ISR, else the first live ISR member in replica order, else (unclean) the first live
+ * replica, which becomes the whole ISR, else none (-1). Fenced brokers leave the ISR unless
+ * they are its last member. Bumps leader_epoch when the leader changes and partition_epoch on
+ * any change. Returns true when p changed. */
+bool st_rec_elect(const st_md_t *md, st_md_partition_t *p, bool unclean);
+
+/* Elects the preferred replica (the first) when it is live and in the ISR. */
+bool st_rec_elect_preferred(const st_md_t *md, st_md_partition_t *p);
+
+/* Broker `node` is back (unfenced): it rejoins the ISR of every partition it is a replica of
+ * (until data replication exists the ISR is the set of live replicas), and leaderless
+ * partitions elect again. Appends the changed topics' records; md must show node unfenced. */
+int st_rec_rejoin(const st_md_t *md, int32_t node, bool unclean, json_t *records);
+
+/* Appends to `records` a topic record for every topic with a partition st_rec_elect changes
+ * under md's fencing (md already reflects the broker changes). Returns how many. */
+int st_rec_reelect_all(const st_md_t *md, bool unclean, json_t *records);
+
+#endif
