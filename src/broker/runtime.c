@@ -30,6 +30,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "cluster/quorum.h"
 #include "broker/request.h"
 #include "storage/fs.h"
 
@@ -219,10 +220,16 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
         rc = -ENOMEM;
         goto fail;
     }
-    rc = b->hooks->load_metadata(&b->fs, b->ctl_md, cfg->log_dirs, nshards, err, errlen);
+    pthread_mutex_init(&b->ctl_mu, NULL);
+    /* In a cluster the metadata comes from the quorum once it runs; until then no partition
+     * is known, and none is set aside for not being known. */
+    rc = cfg->clustered
+             ? 0
+             : b->hooks->load_metadata(&b->fs, b->ctl_md, cfg->log_dirs, nshards, err, errlen);
     if (rc)
         goto fail;
-    broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
+    if (!cfg->clustered)
+        broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
     rc = st_mesh_create(&b->mesh, nshards, 4096);
     if (rc) {
         snprintf(err, errlen, "cannot create the shard mesh: %s", st_strerror(rc));
@@ -302,6 +309,8 @@ void st_broker_destroy(st_broker_t *b)
                 st_md_unref(b->shards[i]->md);
                 free(b->shards[i]);
             }
+    st_quorum_destroy(b->quorum);
+    st_md_unref(atomic_exchange(&b->quorum_md, NULL));
     st_md_unref(b->ctl_md);
     st_mesh_destroy(b->mesh);
     free(b->listen_fds);
@@ -390,9 +399,21 @@ static void kshard_shutdown_timeout(st_timer_t *t)
     st_net_close_all(s->net);
 }
 
+/* Shard 0 of a cluster: the quorum's latest state and finished ops. */
+static void kshard_quorum(st_kshard_t *s)
+{
+    st_broker_t *b = s->b;
+    st_md_t *md = atomic_exchange(&b->quorum_md, NULL);
+    if (md)
+        b->hooks->adopt_metadata(s, md);
+    b->hooks->quorum_answers(s);
+}
+
 static void kshard_before_sleep(void *arg)
 {
     st_kshard_t *s = arg;
+    if (s->id == 0 && s->b->quorum && s->shutdown_state == 0)
+        kshard_quorum(s);
     if (s->shutdown_state >= 2) {
         kshard_shutdown_step(s);
         return;
@@ -629,8 +650,36 @@ void st_broker_stop(st_broker_t *b)
             st_loop_wake(b->shards[i]->loop);
 }
 
+/* Quorum thread: a new state for shard 0 (only the latest matters). */
+static void quorum_publish(void *arg, st_md_t *md)
+{
+    st_broker_t *b = arg;
+    st_md_unref(atomic_exchange(&b->quorum_md, md));
+    st_loop_wake(b->shards[0]->loop);
+}
+
+static void quorum_hint(void *arg, const char *name)
+{
+    st_broker_t *b = arg;
+    b->hooks->hint_create(b, name);
+}
+
+int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen)
+{
+    st_quorum_hooks_t h = {.publish = quorum_publish, .hint_create = quorum_hint, .arg = b};
+    st_quorum_t *q;
+    int rc = st_quorum_start(&q, b->cfg, b->cluster_id, b->listen_port, &h, err, errlen);
+    if (rc)
+        return rc;
+    b->quorum = q;
+    st_loop_wake(b->shards[0]->loop);
+    return 0;
+}
+
 void st_broker_join(st_broker_t *b)
 {
+    if (b->quorum)
+        st_quorum_stop(b->quorum);
     for (int i = 0; i < b->nshards; i++)
         pthread_join(b->shards[i]->thread, NULL);
 }

@@ -42,6 +42,12 @@ typedef struct st_broker_hooks {
     void (*shard_drain)(st_kshard_t *s);
     /* On the shard, once its loop has stopped. */
     void (*shard_fini)(st_kshard_t *s);
+    /* Cluster, shard 0: adopt a state the metadata quorum published (owns md's reference). */
+    void (*adopt_metadata)(st_kshard_t *s0, st_md_t *md);
+    /* Cluster, shard 0: answer the ops the quorum finished. */
+    void (*quorum_answers)(st_kshard_t *s0);
+    /* Cluster, the quorum thread of the active controller: create topic `name` with defaults. */
+    void (*hint_create)(st_broker_t *b, const char *name);
     /* On the owner shard: tells shard `waiter` that a partition it waits on moved. */
     void (*wake_fetches)(st_kshard_t *owner, int waiter, const uint8_t topic_id[16], int32_t index);
 } st_broker_hooks_t;
@@ -53,9 +59,12 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
                      const st_broker_hooks_t *hooks, char *err, size_t errlen);
 /* Starts the shard threads and waits until every shard serves (or one failed). */
 int st_broker_start(st_broker_t *b);
+/* Cluster (controller.quorum.voters set): joins the metadata quorum (cluster/quorum.h), whose
+ * states shard 0 then adopts. After st_broker_start. Returns 0 or an error with one line. */
+int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen);
 /* Any thread (signal handling): asks every shard to shut down cleanly. */
 void st_broker_stop(st_broker_t *b);
-/* Waits for the shard threads to exit. */
+/* Stops the metadata quorum (a leader hands over first), then waits for the shard threads. */
 void st_broker_join(st_broker_t *b);
 void st_broker_destroy(st_broker_t *b);
 

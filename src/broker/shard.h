@@ -67,6 +67,15 @@ struct st_broker {
     /* the controller's ops, one persisted at a time (kafka/controller.c; shard 0 only) */
     bool ctl_busy;
     struct st_ctl_op *ctl_queue, *ctl_queue_tail;
+    /* cluster (controller.quorum.voters): the metadata quorum, the state it last published
+     * (taken by shard 0), the ops it finished (ctl_mu), those waiting for their change to be
+     * applied on every shard here, and the version last applied everywhere (shard 0) */
+    struct st_quorum *quorum;
+    _Atomic(st_md_t *) quorum_md;
+    pthread_mutex_t ctl_mu;
+    struct st_ctl_op *ctl_answers, *ctl_waiting;
+    _Atomic int ctl_answers_ready;
+    int64_t ctl_applied;
     _Atomic int stopping;
     _Atomic int drained; /* shards with no connection left (shutdown barrier 1) */
     _Atomic int closed;  /* shards whose logs are closed (shutdown barrier 2) */

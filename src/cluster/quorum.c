@@ -528,7 +528,7 @@ static char *hb_message(st_quorum_t *q, json_t *create)
     char inc[17];
     snprintf(inc, sizeof inc, "%016" PRIx64, q->incarnation);
     json_t *j = json_pack(
-        "{s:i,s:s,s:s,s:i,s:s?,s:s,s:b,s:I,s:O}", "id", self_id(q), "inc", inc, "host",
+        "{s:i,s:s,s:s,s:i,s:s?,s:s,s:b,s:I,s:O?}", "id", self_id(q), "inc", inc, "host",
         c->advertised_host, "port", c->advertised_port ? c->advertised_port : q->kafka_port, "rack",
         *c->broker_rack ? c->broker_rack : NULL, "raft", q->self_addr, "voter", c->role_controller,
         "applied", (json_int_t)raft_last_applied(&q->raft), "create", create);

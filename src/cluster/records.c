@@ -382,14 +382,15 @@ int st_rec_place(const st_md_t *md, int32_t n, int rf, uint32_t start, st_md_par
     }
     for (int32_t i = 0; i < n; i++) {
         st_md_partition_t *p = &out[i];
-        uint32_t first = (start + (uint32_t)i) % (uint32_t)live_n;
-        /* the followers start one further along each time the leaders wrap around, so the
-         * pairs (leader, follower) spread too, as Kafka's assignment does */
-        uint32_t shift = 1 + ((start + (uint32_t)i) / (uint32_t)live_n) %
-                                 (uint32_t)(live_n > 1 ? live_n - 1 : 1);
+        uint32_t k = start + (uint32_t)i, ln = (uint32_t)live_n;
+        uint32_t first = k % ln;
+        /* the followers' offset from the leader moves each time the leaders wrap around, so
+         * the (leader, follower) pairs spread too, as Kafka's assignment does */
+        uint32_t shift = ln > 1 ? (k / ln) % (ln - 1) : 0;
         p->nreplicas = p->nisr = (int16_t)rf;
-        for (int r = 0; r < rf; r++) {
-            uint32_t at = r == 0 ? first : (first + shift + (uint32_t)(r - 1)) % (uint32_t)live_n;
+        p->replicas[0] = p->isr[0] = order[first];
+        for (int r = 1; r < rf; r++) {
+            uint32_t at = (first + 1 + (shift + (uint32_t)(r - 1)) % (ln - 1)) % ln;
             p->replicas[r] = p->isr[r] = order[at];
         }
         p->leader = p->replicas[0];

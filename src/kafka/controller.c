@@ -33,7 +33,9 @@
 #include "base/log.h"
 #include "broker/afile.h"
 #include "broker/request.h"
+#include "cluster/records.h"
 #include "partition/partition.h"
+#include "kafka/group_route.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 #include "storage/fs.h"
@@ -216,11 +218,18 @@ typedef struct {
     const st_md_t *md;
 } sweep_t;
 
+/* Whether this broker keeps a copy of partition p on shard s. */
+static bool hosts(const st_kshard_t *s, const st_md_partition_t *p)
+{
+    const st_config_t *cfg = s->b->cfg;
+    return p->shard == s->id && (!cfg->clustered || st_md_is_replica(p, (int32_t)cfg->node_id));
+}
+
 static void sweep_one(void *arg, st_part_t *p)
 {
     sweep_t *w = arg;
     const st_md_topic_t *t = st_md_find_id(w->md, p->topic_id);
-    if (!t || p->index >= t->npartitions || t->partitions[p->index].shard != w->s->id)
+    if (!t || p->index >= t->npartitions || !hosts(w->s, &t->partitions[p->index]))
         st_parts_delete(&w->s->parts, p);
 }
 
@@ -237,7 +246,7 @@ static void ctl_apply_run(st_fanout_leg_t *leg)
         const st_md_topic_t *ot = old ? st_md_find_id(old, t->id) : NULL;
         bool reconf = ot && !configs_equal(ot, t);
         for (int32_t p = 0; p < t->npartitions; p++) {
-            if (t->partitions[p].shard != s->id)
+            if (!hosts(s, &t->partitions[p]))
                 continue;
             st_part_t *part = st_parts_get(&s->parts, t->id, p);
             if (!part) {
@@ -380,9 +389,40 @@ static int apply_configs(st_md_topic_t *t, st_ctl_item_t *it)
     return 0;
 }
 
-static bool ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_t *load)
+/* What deciding an op needs: on shard 0 (single broker) or on the quorum thread (cluster). */
+typedef struct ctl_ctx {
+    const st_config_t *cfg;
+    int nshards;
+    int32_t *load; /* partitions per shard (single broker) */
+} ctl_ctx_t;
+
+/* Places partitions [from, t->npartitions) of t: on a single broker, each on the least loaded
+ * shard with this broker as its only replica; in a cluster, over the live brokers. */
+static bool place(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, int32_t from,
+                  st_ctl_item_t *it)
 {
-    const st_config_t *cfg = s->b->cfg;
+    if (!c->cfg->clustered) {
+        for (int32_t p = from; p < t->npartitions; p++) {
+            t->partitions[p].shard = least_loaded_shard(c->nshards, c->load);
+            solo(&t->partitions[p], md->controller_id);
+        }
+        return true;
+    }
+    uint32_t start;
+    if (getrandom(&start, sizeof start, 0) != (ssize_t)sizeof start)
+        start = (uint32_t)md->ntopics;
+    int rc = st_rec_place(md, t->npartitions - from, t->replication_factor, start,
+                          &t->partitions[from], it->message, sizeof it->message);
+    if (rc) {
+        it->error = ST_KERR_INVALID_REPLICATION_FACTOR;
+        return false;
+    }
+    return true;
+}
+
+static bool ctl_create(ctl_ctx_t *c, st_md_t *md, st_ctl_item_t *it)
+{
+    const st_config_t *cfg = c->cfg;
     char msg[200];
     if (st_topic_name_check(it->name, strlen(it->name), msg, sizeof msg)) {
         it->error = ST_KERR_INVALID_TOPIC_EXCEPTION;
@@ -402,13 +442,20 @@ static bool ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_t *
                 : it->count < 0   ? (int32_t)cfg->num_partitions
                                   : it->count;
     int rf = it->rf < 0 ? (int)cfg->default_replication_factor : it->rf;
+    if (it->internal && it->rf < 0 && cfg->clustered) {
+        /* __consumer_offsets: offsets.topic.replication.factor, but never more than the
+         * brokers alive now, so a cluster still starting (or a single broker) works */
+        int live = st_rec_live_brokers(md);
+        rf = (int)cfg->offsets_topic_replication_factor;
+        rf = rf > live && live > 0 ? live : rf;
+    }
     if (it->assigned < 0 && (n <= 0 || n > 100000)) {
         snprintf(it->message, sizeof it->message,
                  "Number of partitions must be larger than 0 (and at most 100000), got %d.", n);
         it->error = ST_KERR_INVALID_PARTITIONS;
         return false;
     }
-    if (rf <= 0 || rf > md->nbrokers) {
+    if (!cfg->clustered && (rf <= 0 || rf > md->nbrokers)) {
         snprintf(it->message, sizeof it->message,
                  "Unable to replicate the partition %d time(s): The target replication factor "
                  "of %d cannot be reached because only %d broker(s) are registered.",
@@ -432,9 +479,9 @@ static bool ctl_create(st_kshard_t *s, st_md_t *md, st_ctl_item_t *it, int32_t *
         st_md_topic_free(t);
         return false;
     }
-    for (int32_t p = 0; p < n; p++) {
-        t->partitions[p].shard = least_loaded_shard(s->b->nshards, load);
-        solo(&t->partitions[p], md->controller_id);
+    if (!place(c, md, t, 0, it)) {
+        st_md_topic_free(t);
+        return false;
     }
     memcpy(it->id, id, 16);
     st_md_add_topic(md, t);
@@ -450,12 +497,12 @@ static st_md_topic_t *ctl_find(st_md_t *md, st_ctl_item_t *it)
     return (st_md_topic_t *)t;
 }
 
-static bool ctl_item(st_kshard_t *s, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *it, int32_t *load)
+static bool ctl_item(ctl_ctx_t *c, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *it)
 {
     it->error = 0;
     it->message[0] = 0;
     if (op->kind == ST_CTL_CREATE)
-        return ctl_create(s, md, it, load);
+        return ctl_create(c, md, it);
     st_md_topic_t *t = ctl_find(md, it);
     if (!t) {
         it->error = it->name ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION : ST_KERR_UNKNOWN_TOPIC_ID;
@@ -493,12 +540,8 @@ static bool ctl_item(st_kshard_t *s, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t
             int32_t old = t->npartitions;
             if (st_md_topic_grow(t, it->count))
                 return false;
-            for (int32_t p = old; p < it->count; p++) {
-                t->partitions[p].shard = least_loaded_shard(s->b->nshards, load);
-                solo(&t->partitions[p], md->controller_id);
-            }
+            return place(c, md, t, old, it);
         }
-        return true;
     case ST_CTL_ALTER_CONFIGS:
         return apply_configs(t, it) == 0;
     }
@@ -580,10 +623,11 @@ static void ctl_exec(st_kshard_t *s, st_ctl_op_t *op)
     for (int i = 0; i < md->ntopics; i++)
         for (int32_t p = 0; p < md->topics[i]->npartitions; p++)
             load[md->topics[i]->partitions[p].shard % b->nshards]++;
+    ctl_ctx_t c = {b->cfg, b->nshards, load};
     bool changed = false;
     for (int i = 0; i < op->n; i++) {
         /* Validate-only runs each item against a scratch copy so nothing sticks. */
-        if (ctl_item(s, md, op, &op->items[i], load))
+        if (ctl_item(&c, md, op, &op->items[i]))
             changed = true;
     }
     free(load);
@@ -602,11 +646,214 @@ static void ctl_exec(st_kshard_t *s, st_ctl_op_t *op)
         ctl_saved(op, rc);
 }
 
+/* ---- in a cluster: ops go to the active controller through the quorum ---- */
+
+/* Quorum thread, active controller: decides the op against the state and writes its
+ * records: each changed topic's new state, or its removal. */
+static int ctl_propose(st_quorum_req_t *req, const st_md_t *state, json_t *records)
+{
+    st_ctl_op_t *op = req->arg;
+    st_md_t *md = st_md_clone(state);
+    if (!md)
+        return -ENOMEM;
+    ctl_ctx_t c = {op->b->cfg, op->b->nshards, NULL};
+    for (int i = 0; i < op->n; i++) {
+        st_ctl_item_t *it = &op->items[i];
+        if (!ctl_item(&c, md, op, it) || op->validate_only)
+            continue;
+        const st_md_topic_t *t = st_md_find_id(md, it->id);
+        json_array_append_new(records, t ? st_rec_topic(t) : st_rec_remove_topic(it->id));
+    }
+    st_md_unref(md);
+    return 0;
+}
+
+/* Quorum thread: the op's change committed (or not); shard 0 answers it. */
+static void ctl_quorum_done(st_quorum_req_t *req, int status)
+{
+    st_ctl_op_t *op = req->arg;
+    st_broker_t *b = op->b;
+    if (status == ST_E_NOT_LEADER && op->hint)
+        for (int i = 0; i < op->n; i++)
+            if (op->items[i].name)
+                st_quorum_hint_create(b->quorum, op->items[i].name);
+    op->qstatus = status;
+    pthread_mutex_lock(&b->ctl_mu);
+    op->queue_next = b->ctl_answers;
+    b->ctl_answers = op;
+    pthread_mutex_unlock(&b->ctl_mu);
+    atomic_store(&b->ctl_answers_ready, 1);
+    st_loop_wake(b->shards[0]->loop);
+}
+
+static void ctl_submit_quorum(st_broker_t *b, st_ctl_op_t *op)
+{
+    op->b = b;
+    op->qreq.propose = ctl_propose;
+    op->qreq.done = ctl_quorum_done;
+    op->qreq.arg = op;
+    st_quorum_submit(b->quorum, &op->qreq);
+}
+
+/* The op failed as a whole: items not already failed say why. */
+static void ctl_quorum_fail(st_broker_t *b, st_ctl_op_t *op)
+{
+    st_quorum_info_t qi;
+    st_quorum_info(b->quorum, &qi);
+    for (int i = 0; i < op->n; i++) {
+        st_ctl_item_t *it = &op->items[i];
+        if (it->error)
+            continue;
+        if (op->qstatus == ST_E_NOT_LEADER)
+            st_item_fail(it, ST_KERR_NOT_CONTROLLER,
+                         "This is not the active controller (node %d is)", (int)qi.leader);
+        else if (op->qstatus == ST_E_AGAIN)
+            st_item_fail(it, ST_KERR_REQUEST_TIMED_OUT,
+                         "The controller lost its leadership with the change in flight%s", "");
+        else
+            st_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "The metadata log failed: %s",
+                         st_strerror(op->qstatus));
+    }
+}
+
+/* Answers the waiting ops whose change every shard here has applied. */
+static void ctl_release(st_kshard_t *s)
+{
+    st_broker_t *b = s->b;
+    for (st_ctl_op_t **pp = &b->ctl_waiting; *pp;) {
+        st_ctl_op_t *op = *pp;
+        if (op->qreq.index > b->ctl_applied) {
+            pp = &op->queue_next;
+            continue;
+        }
+        *pp = op->queue_next;
+        st_xcall_return(s, &op->x);
+    }
+}
+
+void st_ctl_quorum_answers(st_kshard_t *s)
+{
+    st_broker_t *b = s->b;
+    if (!atomic_exchange(&b->ctl_answers_ready, 0))
+        return;
+    pthread_mutex_lock(&b->ctl_mu);
+    st_ctl_op_t *ops = b->ctl_answers;
+    b->ctl_answers = NULL;
+    pthread_mutex_unlock(&b->ctl_mu);
+    while (ops) {
+        st_ctl_op_t *op = ops;
+        ops = op->queue_next;
+        if (op->qstatus) {
+            ctl_quorum_fail(b, op);
+            st_xcall_return(s, &op->x);
+            continue;
+        }
+        op->queue_next = b->ctl_waiting;
+        b->ctl_waiting = op;
+    }
+    ctl_release(s);
+}
+
+typedef struct ctl_adoption {
+    st_fanout_t fan;
+    ctl_apply_t *applies;
+    int64_t version;
+} ctl_adoption_t;
+
+static void ctl_adopted(void *arg)
+{
+    ctl_adoption_t *ad = arg;
+    st_kshard_t *s = st_kshard_current();
+    for (int i = 0; i < s->b->nshards; i++)
+        st_md_unref(ad->applies[i].md);
+    if (ad->version > s->b->ctl_applied)
+        s->b->ctl_applied = ad->version;
+    free(ad->applies);
+    free(ad);
+    ctl_release(s);
+}
+
+/* The shard of each partition on this broker: spread by topic id and index. */
+static void assign_shards(st_md_t *md, int nshards)
+{
+    for (int i = 0; i < md->ntopics; i++) {
+        st_md_topic_t *t = md->topics[i];
+        uint32_t h = 2166136261u;
+        for (int k = 0; k < 16; k++)
+            h = (h ^ t->id[k]) * 16777619u;
+        for (int32_t p = 0; p < t->npartitions; p++)
+            t->partitions[p].shard = (int32_t)((h + (uint32_t)p) % (uint32_t)nshards);
+    }
+}
+
+void st_ctl_adopt(st_kshard_t *s, st_md_t *md)
+{
+    st_broker_t *b = s->b;
+    assign_shards(md, b->nshards);
+    ctl_adoption_t *ad = calloc(1, sizeof *ad);
+    ctl_apply_t *applies = calloc((size_t)b->nshards, sizeof *applies);
+    ST_ASSERT(ad && applies);
+    ad->applies = applies;
+    ad->version = md->version;
+    st_md_unref(b->ctl_md);
+    b->ctl_md = md;
+    st_fanout_begin(&ad->fan, b->mesh, s->id, ctl_apply_run, ctl_adopted, ad);
+    for (int i = 0; i < b->nshards; i++) {
+        applies[i].md = st_md_ref(md);
+        applies[i].leg.data = &applies[i];
+        st_fanout_send(&ad->fan, &applies[i].leg, i);
+    }
+    st_fanout_end(&ad->fan);
+}
+
+static void hint_done(st_quorum_req_t *req, int status)
+{
+    st_ctl_op_t *op = req->arg;
+    if (status == 0 && op->items[0].error == 0)
+        ST_INFO("created topic %s (asked for by a broker)", op->items[0].name);
+    free((char *)op->items[0].name);
+    free(op->items);
+    free(op);
+}
+
+void st_ctl_hint_create(st_broker_t *b, const char *name)
+{
+    st_ctl_op_t *op = calloc(1, sizeof *op);
+    st_ctl_item_t *it = calloc(1, sizeof *it);
+    char *n = strdup(name);
+    if (!op || !it || !n) {
+        free(op);
+        free(it);
+        free(n);
+        return;
+    }
+    op->kind = ST_CTL_CREATE;
+    op->n = 1;
+    op->items = it;
+    op->b = b;
+    it->name = n;
+    it->count = -1;
+    it->rf = -1;
+    it->assigned = -1;
+    if (strcmp(name, ST_OFFSETS_TOPIC) == 0) {
+        it->internal = true;
+        it->count = (int32_t)b->cfg->offsets_topic_num_partitions;
+    }
+    op->qreq.propose = ctl_propose;
+    op->qreq.done = hint_done;
+    op->qreq.arg = op;
+    st_quorum_submit(b->quorum, &op->qreq);
+}
+
 /* On shard 0: ops run one at a time, in the order they came. */
 static void ctl_run(st_kshard_t *s, st_xcall_t *x)
 {
     st_ctl_op_t *op = (st_ctl_op_t *)x;
     st_broker_t *b = s->b;
+    if (b->quorum) {
+        ctl_submit_quorum(b, op);
+        return;
+    }
     if (!b->ctl_busy) {
         ctl_exec(s, op);
         return;

@@ -23,6 +23,7 @@
 #include "storage/fs.h"
 #include "broker/fanout.h"
 #include "broker/xcall.h"
+#include "cluster/quorum.h"
 
 enum {
     ST_CTL_CREATE,            /* create topics */
@@ -62,6 +63,9 @@ struct st_ctl_op {
     st_xcall_t x;
     int kind;
     bool validate_only;
+    /* in a cluster, a create asked for implicitly (auto-creation, the offsets topic): when this
+     * broker is not the active controller it asks the controller to create it (a hint) */
+    bool hint;
     int n;
     st_ctl_item_t *items;
     void (*cb)(st_kshard_t *s, st_ctl_op_t *op); /* on the submitting shard */
@@ -70,10 +74,24 @@ struct st_ctl_op {
     struct st_ctl_apply *applies; /* one per shard, while they apply */
     st_md_t *next_md;             /* controller: the snapshot being persisted */
     struct st_ctl_op *queue_next; /* controller: ops waiting for the one running */
+    /* in a cluster: the op as a change for the active controller */
+    st_quorum_req_t qreq;
+    struct st_broker *b;
+    int qstatus;
 };
 
 /* Submits op (memory owned by the caller until cb runs). */
 void st_ctl_submit(st_kshard_t *s, st_ctl_op_t *op);
+
+/* Cluster: shard 0 adopts a state the quorum published (one reference, now the
+ * controller's): every shard applies it (opens the partitions it now hosts, deletes those it
+ * no longer does), then the ops waiting for it answer. */
+void st_ctl_adopt(st_kshard_t *s0, st_md_t *md);
+/* Cluster: shard 0 answers the ops the quorum has finished (woken by the quorum thread). */
+void st_ctl_quorum_answers(st_kshard_t *s0);
+/* Cluster, quorum thread of the active controller: creates topic `name` with the defaults
+ * (a hint from a broker that is not the controller; cluster/quorum.h). */
+void st_ctl_hint_create(struct st_broker *b, const char *name);
 
 /* Loads the persisted metadata into md (start-up, main thread). Missing file: nothing. */
 int st_ctl_load(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshards, char *err,

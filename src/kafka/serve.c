@@ -53,5 +53,8 @@ const st_broker_hooks_t st_kafka_hooks = {
     .shard_start = st_kgroup_start,
     .shard_drain = shard_drain,
     .shard_fini = st_kgroup_fini,
+    .adopt_metadata = st_ctl_adopt,
+    .quorum_answers = st_ctl_quorum_answers,
+    .hint_create = st_ctl_hint_create,
     .wake_fetches = st_fetch_notify,
 };

@@ -174,6 +174,14 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
         st_broker_destroy(b);
         return 1;
     }
+    if (cfgp->clustered && (rc = st_broker_start_quorum(b, err, sizeof err)) != 0) {
+        fprintf(stderr, "strata-server: %s\n", err);
+        st_broker_stop(b);
+        st_broker_join(b);
+        st_admin_destroy(admin);
+        st_broker_destroy(b);
+        return 1;
+    }
     if (admin)
         st_admin_set_started(admin, (double)(st_mono_ns() - t0) / 1e9);
     ST_INFO("strata-server %s ready: kafka on %s:%d (advertised %s:%d), %d shard(s), data in %s, "
