@@ -8,7 +8,7 @@ SMP        ?=
 # "Entering directory" lines.
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps release run test fuzz bench format clean
+.PHONY: all deps release run cluster test fuzz bench format clean
 
 all: release
 
@@ -22,6 +22,10 @@ release: deps
 run: release
 	@mkdir -p data
 	./$(BUILD)/strata-server $(if $(SMP),--smp $(SMP)) --set log.dirs=./data $(ARGS)
+
+# Three brokers on this machine, in the background (scripts/cluster.sh: ports, data, stop).
+cluster: release
+	@STRATA_SERVER=./$(BUILD)/strata-server scripts/cluster.sh start
 
 # The release build (gcc) is built too, so a warning only gcc sees cannot break `make run`.
 test: release
