@@ -493,6 +493,39 @@ static void group_metrics(st_prom_t *p, const st_admin_view_t *v, st_admin_part_
         }
 }
 
+/* The metadata quorum and the brokers it knows (only in a cluster). */
+static void cluster_metrics(st_prom_t *p, const st_admin_view_t *v)
+{
+    if (!v->clustered)
+        return;
+    st_prom_family(p, "strata_controller_active", "gauge",
+                   "1 on the active controller (the metadata quorum's leader).");
+    st_prom_sample(p, "", NULL, 0, v->qi.leader == v->node_id ? 1 : 0);
+    st_prom_family(p, "strata_metadata_leader_id", "gauge",
+                   "The active controller's node id as this node sees it (-1: none).");
+    st_prom_sample(p, "", NULL, 0, v->qi.leader);
+    st_prom_family(p, "strata_metadata_term", "gauge", "The metadata quorum's current Raft term.");
+    st_prom_sample_u64(p, "", NULL, 0, v->qi.term);
+    st_prom_family(p, "strata_metadata_applied_index", "gauge",
+                   "The last metadata log index applied on this node.");
+    st_prom_sample(p, "", NULL, 0, (double)v->qi.applied);
+    st_prom_family(p, "strata_metadata_snapshot_index", "gauge",
+                   "The log index of this node's last metadata snapshot (0: none yet).");
+    st_prom_sample(p, "", NULL, 0, (double)v->qi.snapshot);
+    const st_md_t *md = st_admin_view_md(v);
+    if (!md)
+        return;
+    int fenced = 0;
+    for (int i = 0; i < md->nbrokers; i++)
+        fenced += md->brokers[i].fenced;
+    st_prom_family(p, "strata_cluster_brokers", "gauge",
+                   "Registered brokers by state (fenced: silent past broker.session.timeout.ms "
+                   "or not caught up).");
+    st_prom_label_t live = {"state", "live"}, fen = {"state", "fenced"};
+    st_prom_sample(p, "", &live, 1, md->nbrokers - fenced);
+    st_prom_sample(p, "", &fen, 1, fenced);
+}
+
 int st_admin_render_metrics(const st_admin_view_t *v, st_buf_t *out)
 {
     int n = 0;
@@ -502,6 +535,7 @@ int st_admin_render_metrics(const st_admin_view_t *v, st_buf_t *out)
     st_prom_t p;
     st_prom_init(&p, out);
     process_metrics(&p, v);
+    cluster_metrics(&p, v);
     request_metrics(&p, v);
     shard_metrics(&p, v);
     partition_metrics(&p, a, n);
@@ -566,6 +600,12 @@ int st_admin_render_cluster(const st_admin_view_t *v, st_buf_t *out)
             json_object_set_new(b, "node_id", json_integer(md->brokers[i].node_id));
             json_object_set_new(b, "host", json_string(md->brokers[i].host));
             json_object_set_new(b, "port", json_integer(md->brokers[i].port));
+            if (v->clustered) {
+                const st_md_broker_t *mb = &md->brokers[i];
+                json_object_set_new(b, "rack", mb->rack ? json_string(mb->rack) : json_null());
+                json_object_set_new(b, "fenced", json_boolean(mb->fenced));
+                json_object_set_new(b, "epoch", json_integer(mb->epoch));
+            }
             json_array_append_new(brokers, b);
         }
         ntopics = md->ntopics;
@@ -576,6 +616,12 @@ int st_admin_render_cluster(const st_admin_view_t *v, st_buf_t *out)
         json_object_set_new(j, "metadata_version", json_null());
     }
     json_object_set_new(j, "brokers", brokers);
+    if (v->clustered)
+        json_object_set_new(j, "quorum",
+                            json_pack("{s:i,s:I,s:I,s:I,s:b}", "leader", v->qi.leader, "term",
+                                      (json_int_t)v->qi.term, "applied", (json_int_t)v->qi.applied,
+                                      "snapshot", (json_int_t)v->qi.snapshot, "voter",
+                                      v->qi.voter));
     json_object_set_new(j, "topics", json_integer(ntopics));
     json_object_set_new(j, "partitions", json_integer(nparts));
     return dump(j, out);

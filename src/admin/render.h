@@ -22,6 +22,7 @@
 #include "admin/snap.h"
 #include "base/buf.h"
 #include "broker/stats.h"
+#include "cluster/quorum.h"
 
 /* What the admin thread reads live for one shard (atomics, not snapshotted). */
 typedef struct st_admin_live {
@@ -42,6 +43,8 @@ typedef struct st_admin_view {
     double uptime_seconds;
     double recovery_seconds;              /* < 0: start-up not finished */
     int64_t rss_bytes, open_fds, max_fds; /* < 0: unknown */
+    bool clustered;                       /* the metadata quorum runs; qi says where it stands */
+    st_quorum_info_t qi;
 } st_admin_view_t;
 
 /* Each appends its answer to out; 0, or -ENOMEM (out->oom). */

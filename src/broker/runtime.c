@@ -671,7 +671,7 @@ int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen)
     int rc = st_quorum_start(&q, b->cfg, b->cluster_id, b->listen_port, &h, err, errlen);
     if (rc)
         return rc;
-    b->quorum = q;
+    __atomic_store_n(&b->quorum, q, __ATOMIC_RELEASE); /* the admin thread reads it */
     st_loop_wake(b->shards[0]->loop);
     return 0;
 }

@@ -438,6 +438,13 @@ static bool ctl_create(ctl_ctx_t *c, st_md_t *md, st_ctl_item_t *it)
                      "Replica assignments must name this broker only%s", "");
         return false;
     }
+    if (strcmp(it->name, ST_OFFSETS_TOPIC) == 0 && !it->internal) {
+        /* however it is asked for (auto-creation included), the offsets topic is internal
+         * and has offsets.topic.num.partitions partitions */
+        it->internal = true;
+        it->count = (int32_t)cfg->offsets_topic_num_partitions;
+        it->rf = -1;
+    }
     int32_t n = it->assigned >= 0 ? it->assigned
                 : it->count < 0   ? (int32_t)cfg->num_partitions
                                   : it->count;
@@ -497,6 +504,143 @@ static st_md_topic_t *ctl_find(st_md_t *md, st_ctl_item_t *it)
     return (st_md_topic_t *)t;
 }
 
+/* A broker that may lead: registered and not fenced. */
+static bool broker_live(const st_md_t *md, int32_t node)
+{
+    const st_md_broker_t *b = st_md_broker(md, node);
+    return b && !b->fenced;
+}
+
+/* The item's partition of t, or NULL (the item then says why). */
+static st_md_partition_t *item_partition(st_md_topic_t *t, st_ctl_item_t *it)
+{
+    if (it->partition >= 0 && it->partition < t->npartitions)
+        return &t->partitions[it->partition];
+    st_item_fail(it, ST_KERR_UNKNOWN_TOPIC_OR_PARTITION, "Partition %d of topic %s does not exist.",
+                 (int)it->partition, t->name);
+    return NULL;
+}
+
+/* ElectLeaders for one partition. Preferred: the first replica leads if it is live and in the
+ * ISR. Unclean: when no live ISR member leads, any live replica may (st_rec_elect). A single
+ * broker's only replica always leads already. */
+static bool ctl_elect(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
+{
+    st_md_partition_t *p = item_partition(t, it);
+    if (!p)
+        return false;
+    if (it->election_type != 0 && it->election_type != 1) {
+        st_item_fail(it, ST_KERR_INVALID_REQUEST, "Unknown election type %d",
+                     (int)it->election_type);
+        return false;
+    }
+    if (!c->cfg->clustered) {
+        it->error = ST_KERR_ELECTION_NOT_NEEDED;
+        return false;
+    }
+    if (it->election_type == 0) {
+        int32_t pref = p->nreplicas > 0 ? p->replicas[0] : -1;
+        if (pref >= 0 && p->leader == pref) {
+            it->error = ST_KERR_ELECTION_NOT_NEEDED;
+            return false;
+        }
+        if (pref < 0 || !broker_live(md, pref) || !st_md_in_isr(p, pref)) {
+            st_item_fail(it, ST_KERR_PREFERRED_LEADER_NOT_AVAILABLE,
+                         "The preferred replica %d of %s-%d is not live or not in the ISR",
+                         (int)pref, t->name, (int)it->partition);
+            return false;
+        }
+        return st_rec_elect_preferred(md, p);
+    }
+    if (p->leader >= 0 && broker_live(md, p->leader) && st_md_in_isr(p, p->leader)) {
+        it->error = ST_KERR_ELECTION_NOT_NEEDED;
+        return false;
+    }
+    st_md_partition_t was = *p;
+    bool changed = st_rec_elect(md, p, true);
+    if (p->leader < 0) {
+        *p = was;
+        st_item_fail(it, ST_KERR_ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                     "No replica of %s-%d is live to lead", t->name, (int)it->partition);
+        return false;
+    }
+    return changed;
+}
+
+/* Checks a reassignment's target replicas; false with the item failed. */
+static bool reassign_check(ctl_ctx_t *c, const st_md_t *md, const st_md_partition_t *p,
+                           st_ctl_item_t *it)
+{
+    if (it->nreplicas <= 0 || it->nreplicas > ST_MD_MAX_REPLICAS) {
+        st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                     "The target replica list must hold 1 to %d brokers, not %d",
+                     ST_MD_MAX_REPLICAS, (int)it->nreplicas);
+        return false;
+    }
+    for (int32_t i = 0; i < it->nreplicas; i++) {
+        int32_t id = it->replicas[i];
+        for (int32_t j = 0; j < i; j++)
+            if (it->replicas[j] == id) {
+                st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                             "Duplicate replica %d in the target replica list", (int)id);
+                return false;
+            }
+        if (!st_md_broker(md, id) || (!c->cfg->clustered && id != md->controller_id)) {
+            st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                         "The target replica %d is not a registered broker", (int)id);
+            return false;
+        }
+    }
+    if (it->keep_rf && it->nreplicas != p->nreplicas) {
+        st_item_fail(it, ST_KERR_INVALID_REPLICATION_FACTOR,
+                     "The reassignment would change the replication factor from %d to %d, "
+                     "which the request does not allow",
+                     (int)p->nreplicas, (int)it->nreplicas);
+        return false;
+    }
+    return true;
+}
+
+/* AlterPartitionReassignments for one partition. Until data replication exists a move completes
+ * at once: the replicas become the target, the ISR keeps the target members that are live and
+ * were in sync (or, when none were, the live ones), and a leader outside the new ISR is replaced
+ * (st_rec_elect). So no reassignment is ever in progress, and a cancel finds none. */
+static bool ctl_reassign(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
+{
+    st_md_partition_t *p = item_partition(t, it);
+    if (!p)
+        return false;
+    if (!it->replicas) {
+        st_item_fail(it, ST_KERR_NO_REASSIGNMENT_IN_PROGRESS,
+                     "No reassignment is in progress for %s-%d", t->name, (int)it->partition);
+        return false;
+    }
+    if (!reassign_check(c, md, p, it))
+        return false;
+    if (it->nreplicas == p->nreplicas &&
+        memcmp(it->replicas, p->replicas, (size_t)it->nreplicas * sizeof *it->replicas) == 0)
+        return false;
+    st_md_partition_t np = *p;
+    np.nreplicas = (int16_t)it->nreplicas;
+    memcpy(np.replicas, it->replicas, (size_t)it->nreplicas * sizeof *it->replicas);
+    np.nisr = 0;
+    for (int32_t i = 0; i < it->nreplicas; i++)
+        if (broker_live(md, it->replicas[i]) && st_md_in_isr(p, it->replicas[i]))
+            np.isr[np.nisr++] = it->replicas[i];
+    for (int32_t i = 0; np.nisr == 0 && i < it->nreplicas; i++)
+        if (broker_live(md, it->replicas[i]))
+            np.isr[np.nisr++] = it->replicas[i];
+    if (np.nisr == 0) {
+        st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                     "None of the target replicas of %s-%d is live", t->name, (int)it->partition);
+        return false;
+    }
+    st_rec_elect(md, &np, false);
+    np.partition_epoch = p->partition_epoch + 1;
+    *p = np;
+    return true;
+}
+
 static bool ctl_item(ctl_ctx_t *c, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *it)
 {
     it->error = 0;
@@ -544,6 +688,10 @@ static bool ctl_item(ctl_ctx_t *c, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *
         }
     case ST_CTL_ALTER_CONFIGS:
         return apply_configs(t, it) == 0;
+    case ST_CTL_ELECT_LEADERS:
+        return ctl_elect(c, md, t, it);
+    case ST_CTL_REASSIGN:
+        return ctl_reassign(c, md, t, it);
     }
     return false;
 }
@@ -648,6 +796,13 @@ static void ctl_exec(st_kshard_t *s, st_ctl_op_t *op)
 
 /* ---- in a cluster: ops go to the active controller through the quorum ---- */
 
+/* Appends the record of topic `id` as md now has it: its whole state, or its removal. */
+static void ctl_record(const st_md_t *md, const uint8_t *id, json_t *records)
+{
+    const st_md_topic_t *t = st_md_find_id(md, id);
+    json_array_append_new(records, t ? st_rec_topic(t) : st_rec_remove_topic(id));
+}
+
 /* Quorum thread, active controller: decides the op against the state and writes its
  * records: each changed topic's new state, or its removal. */
 static int ctl_propose(st_quorum_req_t *req, const st_md_t *state, json_t *records)
@@ -657,13 +812,19 @@ static int ctl_propose(st_quorum_req_t *req, const st_md_t *state, json_t *recor
     if (!md)
         return -ENOMEM;
     ctl_ctx_t c = {op->b->cfg, op->b->nshards, NULL};
+    /* consecutive items changing one topic (one per partition: ElectLeaders, reassignments)
+     * share one record, written after the last of them */
+    const uint8_t *owed = NULL;
     for (int i = 0; i < op->n; i++) {
         st_ctl_item_t *it = &op->items[i];
         if (!ctl_item(&c, md, op, it) || op->validate_only)
             continue;
-        const st_md_topic_t *t = st_md_find_id(md, it->id);
-        json_array_append_new(records, t ? st_rec_topic(t) : st_rec_remove_topic(it->id));
+        if (owed && memcmp(owed, it->id, 16) != 0)
+            ctl_record(md, owed, records);
+        owed = it->id;
     }
+    if (owed)
+        ctl_record(md, owed, records);
     st_md_unref(md);
     return 0;
 }
