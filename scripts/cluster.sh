@@ -102,7 +102,7 @@ do_start() {
 $n broker(s) running ($nvoters voting in the metadata quorum). Connect with:
     bootstrap servers   $bootstrap
     kcat -L -b $bootstrap
-    build/strata cluster info -b $bootstrap
+    $(dirname "$bin")/strata cluster info -b $bootstrap
     curl -s http://$host:$(admin_port 1)/v1/cluster
 Status: $0 status $n     Stop: $0 stop $n     Logs: $root/<id>/server.log
 EOF

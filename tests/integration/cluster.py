@@ -19,11 +19,13 @@ with process.roles=broker, which follow the metadata log without a vote. Every w
 bounded; a timeout fails with the last state seen and the tail of every node's log.
 """
 
+import json
 import os
 import signal
 import socket
 import threading
 import time
+import urllib.request
 
 import harness
 import kwire
@@ -352,6 +354,12 @@ class Cluster:
         """DescribeCluster from node `nid` (v2 by default: fenced brokers included, flagged)."""
         with kwire.Conn.to(self.nodes[nid].bootstrap, timeout) as c:
             return describe_cluster_wire(c, version, include_fenced)
+
+    def admin_get(self, nid, path, timeout=3.0):
+        """GET a JSON document from node `nid`'s admin API (e.g. /v1/cluster)."""
+        url = "http://%s:%d%s" % (self.nodes[nid].host, self.nodes[nid].admin_port, path)
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return json.loads(r.read())
 
     def controller_id(self, via=None):
         """The active controller as node `via` reports it; without `via`, the id every running

@@ -137,8 +137,13 @@ class ColdStartTest(ClusterCase):
             self.assertEqual(dc["controller_id"], ctrl, "DescribeCluster from %d: %s" % (n, dc))
             self.assertEqual(sorted(dc["brokers"]), [1, 2, 3], dc)
             self.assertFalse(any(b["fenced"] for b in dc["brokers"].values()), dc)
-        self.assertEqual(len({c.metadata(n)["cluster_id"] for n in c.nodes}), 1,
-                         "the nodes disagree on the cluster id")
+        ids = {n: c.metadata(n)["cluster_id"] for n in c.nodes}
+        self.assertEqual(len(set(ids.values())), 1, "the nodes disagree on the cluster id: %s"
+                         % ids)
+        for n in c.nodes:       # the admin API (strata cluster info, dashboards) says the same
+            adm = c.admin_get(n, "/v1/cluster")
+            self.assertEqual((adm["cluster_id"], adm["controller_id"]), (ids[n], ctrl),
+                             "node %d's /v1/cluster: %s" % (n, adm))
         c.stop_all()
 
     def test_start_order_1_2_3(self):
@@ -146,6 +151,20 @@ class ColdStartTest(ClusterCase):
 
     def test_start_order_3_1_2(self):
         self.formed([3, 1, 2])
+
+    def test_broker_only_node_follows(self):
+        """A fourth node with process.roles=broker joins as a broker without a vote: it lists
+        and is listed by everyone, never becomes the controller, and an admin request sent to
+        it is carried out by the controller."""
+        c = self.make(broker_only=1)
+        c.start()
+        ctrl = c.wait_for_quorum(QUORUM_TIMEOUT)
+        self.assertIn(ctrl, (1, 2, 3))
+        name = unique("via-broker4")
+        create_topics(c.node(4).bootstrap, [name], partitions=4)
+        self.check_topic(c, name, 4, 1)
+        self.assertEqual(c.admin_get(4, "/v1/cluster")["controller_id"], ctrl)
+        c.stop_all()
 
     def test_lone_voter_says_it_waits_for_quorum(self):
         """A voter whose peers are not up yet logs that it waits for its quorum (rather than
