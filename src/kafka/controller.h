@@ -30,6 +30,8 @@ enum {
     ST_CTL_DELETE,            /* delete topics */
     ST_CTL_CREATE_PARTITIONS, /* grow topics to `count` partitions */
     ST_CTL_ALTER_CONFIGS,     /* change topic configs */
+    ST_CTL_ELECT_LEADERS,     /* elect a partition's leader (preferred or unclean) */
+    ST_CTL_REASSIGN,          /* move a partition to other replicas, or cancel a move */
 };
 
 enum { ST_CTL_CFG_SET, ST_CTL_CFG_DELETE, ST_CTL_CFG_APPEND, ST_CTL_CFG_SUBTRACT };
@@ -52,6 +54,12 @@ typedef struct st_ctl_item {
     st_ctl_cfg_t *cfg;
     bool replace_configs; /* AlterConfigs: the given set replaces all overrides */
     bool internal;
+    /* ElectLeaders and reassignments: one item per partition */
+    int32_t partition;
+    int8_t election_type;    /* ElectLeaders: 0 preferred, 1 unclean */
+    const int32_t *replicas; /* reassignment: the target replicas; NULL cancels */
+    int32_t nreplicas;
+    bool keep_rf; /* reassignment: a target of another replication factor is refused */
     /* out */
     int16_t error;
     char message[200];

@@ -390,3 +390,115 @@ def count_records(recs):
         n += struct.unpack_from(">i", recs, pos + 57)[0]
         pos += 12 + length
     return n
+
+
+# ---- ElectLeaders (43), AlterPartitionReassignments (45), ListPartitionReassignments (46) ----
+
+ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
+
+
+def elect_leaders(conn, version, election_type, topic_partitions, timeout_ms=30000):
+    """ElectLeaders at `version` (0-2). topic_partitions: {topic: [partition, ...]} or None
+    (every partition). Returns (top-level error, {topic: {partition: (error, message)}})."""
+    flexible = version >= 2
+    s = compact_string if flexible else string
+    arr = compact_array if flexible else array
+    tail = TAGS_NONE if flexible else b""
+
+    def tp(item):
+        return s(item[0]) + arr(item[1], i32) + tail
+
+    body = i8(election_type) if version >= 1 else b""
+    body += arr(None if topic_partitions is None else list(topic_partitions.items()), tp)
+    body += i32(timeout_ms) + tail
+    r = conn.request(ELECT_LEADERS, version, body, flexible=flexible, timeout=timeout_ms / 1000 + 5)
+    rs = r.compact_string if flexible else r.string
+    rarr = r.compact_array if flexible else r.array
+    r.i32()  # throttle_time_ms
+    err = r.i16() if version >= 1 else 0
+    out = {}
+
+    def part(rr):
+        p, e, m = rr.i32(), rr.i16(), rs()
+        if flexible:
+            rr.tags()
+        return p, (e, m)
+
+    def topic(rr):
+        name = rs()
+        out[name] = dict(rarr(part))
+        if flexible:
+            rr.tags()
+
+    rarr(topic)
+    if flexible:
+        r.tags()
+    r.end()
+    return err, out
+
+
+def alter_partition_reassignments(conn, version, targets, allow_rf_change=True, timeout_ms=30000):
+    """AlterPartitionReassignments at `version` (0-1, flexible). targets: {topic: {partition:
+    [replica, ...] or None (cancel)}}. Returns dict(error, message, allow_rf_change (v1),
+    partitions={topic: {partition: (error, message)}})."""
+    def part(item):
+        return i32(item[0]) + compact_array(item[1], i32) + TAGS_NONE
+
+    def topic(item):
+        return compact_string(item[0]) + compact_array(list(item[1].items()), part) + TAGS_NONE
+
+    body = i32(timeout_ms) + (boolean(allow_rf_change) if version >= 1 else b"")
+    body += compact_array(list(targets.items()), topic) + TAGS_NONE
+    r = conn.request(ALTER_PARTITION_REASSIGNMENTS, version, body, flexible=True,
+                     timeout=timeout_ms / 1000 + 5)
+    out = {"throttle": r.i32()}
+    out["allow_rf_change"] = r.boolean() if version >= 1 else None
+    out["error"], out["message"] = r.i16(), r.compact_string()
+    parts = out["partitions"] = {}
+
+    def rpart(rr):
+        p, e, m = rr.i32(), rr.i16(), rr.compact_string()
+        rr.tags()
+        return p, (e, m)
+
+    def rtopic(rr):
+        name = rr.compact_string()
+        parts[name] = dict(rr.compact_array(rpart))
+        rr.tags()
+
+    r.compact_array(rtopic)
+    r.tags()
+    r.end()
+    return out
+
+
+def list_partition_reassignments(conn, topics=None, timeout_ms=30000):
+    """ListPartitionReassignments v0. topics: {topic: [partition, ...]} or None (all).
+    Returns (error, message, {topic: {partition: (replicas, adding, removing)}})."""
+    def topic(item):
+        return compact_string(item[0]) + compact_array(item[1], i32) + TAGS_NONE
+
+    body = i32(timeout_ms)
+    body += compact_array(None if topics is None else list(topics.items()), topic) + TAGS_NONE
+    r = conn.request(LIST_PARTITION_REASSIGNMENTS, 0, body, flexible=True)
+    r.i32()  # throttle_time_ms
+    err, msg = r.i16(), r.compact_string()
+    out = {}
+
+    def rpart(rr):
+        p = rr.i32()
+        v = tuple(rr.compact_array(lambda q: q.i32()) for _ in range(3))
+        rr.tags()
+        return p, v
+
+    def rtopic(rr):
+        name = rr.compact_string()
+        out[name] = dict(rr.compact_array(rpart))
+        rr.tags()
+
+    r.compact_array(rtopic)
+    r.tags()
+    r.end()
+    return err, msg, out

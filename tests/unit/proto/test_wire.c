@@ -523,7 +523,10 @@ static void test_api_table(void **state)
         {33, 0, 2, 2, "AlterConfigs"},
         {37, 0, 3, 2, "CreatePartitions"},
         {42, 0, 2, 2, "DeleteGroups"},
+        {43, 0, 2, 2, "ElectLeaders"},
         {44, 0, 1, 1, "IncrementalAlterConfigs"},
+        {45, 0, 1, 0, "AlterPartitionReassignments"},
+        {46, 0, 0, 0, "ListPartitionReassignments"},
         {47, 0, 0, -1, "OffsetDelete"},
         {60, 0, 2, 0, "DescribeCluster"},
     };
