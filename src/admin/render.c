@@ -583,7 +583,9 @@ int st_admin_render_cluster(const st_admin_view_t *v, st_buf_t *out)
 {
     const st_md_t *md = st_admin_view_md(v);
     json_t *j = json_object();
-    json_object_set_new(j, "cluster_id", json_string(v->cluster_id ? v->cluster_id : ""));
+    /* in a cluster the id is the cluster's (from the metadata log), not this node's own */
+    const char *cid = md && md->cluster_id[0] ? md->cluster_id : v->cluster_id;
+    json_object_set_new(j, "cluster_id", json_string(cid ? cid : ""));
     json_object_set_new(j, "node_id", json_integer(v->node_id));
     json_object_set_new(j, "version", json_string(v->version ? v->version : ""));
     json_object_set_new(j, "ready", json_boolean(v->ready));

@@ -77,6 +77,7 @@ struct st_quorum {
     uv_loop_t loop;
     uv_async_t async;
     uv_timer_t tick;
+    uv_timer_t stop_timer; /* bounds the hand-over of leadership at stop */
     uv_check_t check;
     uv_udp_t udp;
     struct raft_uv_transport transport;
@@ -621,6 +622,7 @@ static void begin_close(st_quorum_t *q)
     if (q->closing)
         return;
     q->closing = true;
+    uv_timer_stop(&q->stop_timer);
     fail_queue(q, ST_E_NOT_LEADER);
     if (q->raft_inited) {
         raft_close(&q->raft, raft_closed);
@@ -636,6 +638,12 @@ static void begin_close(st_quorum_t *q)
 static void transfer_done(struct raft_transfer *req)
 {
     begin_close(req->data);
+}
+
+/* The hand-over did not finish in time (no voter to take it): close anyway. */
+static void stop_timeout(uv_timer_t *t)
+{
+    begin_close(t->data);
 }
 
 static void on_async(uv_async_t *h)
@@ -675,8 +683,11 @@ static void on_async(uv_async_t *h)
         /* a leader hands over first, so the cluster does not wait out an election */
         if (q->leader && q->cfg->nvoters > 1) {
             q->transfer.data = q;
-            if (raft_transfer(&q->raft, &q->transfer, 0, transfer_done) == 0)
+            if (raft_transfer(&q->raft, &q->transfer, 0, transfer_done) == 0) {
+                uv_timer_start(&q->stop_timer, stop_timeout,
+                               (uint64_t)q->cfg->controller_quorum_election_timeout_ms * 2, 0);
                 return;
+            }
         }
         begin_close(q);
         return;
@@ -688,6 +699,7 @@ static void close_handles(st_quorum_t *q)
 {
     uv_close((uv_handle_t *)&q->async, NULL);
     uv_close((uv_handle_t *)&q->tick, NULL);
+    uv_close((uv_handle_t *)&q->stop_timer, NULL);
     uv_close((uv_handle_t *)&q->check, NULL);
     uv_close((uv_handle_t *)&q->udp, NULL);
 }
@@ -799,9 +811,10 @@ static int q_init(st_quorum_t *q)
         return q_fail(q, -EIO, "cannot start the quorum's loop", uv_strerror(rc));
     uv_async_init(&q->loop, &q->async, on_async);
     uv_timer_init(&q->loop, &q->tick);
+    uv_timer_init(&q->loop, &q->stop_timer);
     uv_check_init(&q->loop, &q->check);
     uv_udp_init(&q->loop, &q->udp);
-    q->async.data = q->tick.data = q->check.data = q->udp.data = q;
+    q->async.data = q->tick.data = q->stop_timer.data = q->check.data = q->udp.data = q;
     rc = resolve_voters(q);
     if (!rc)
         rc = bind_udp(q);
