@@ -6,6 +6,9 @@
 typedef struct {
     st_ctl_op_t op;
     st_kreq_t *r;
+    int n;
+    int *item_of;    /* per name: its item, or -1 */
+    int16_t *errors; /* per name: the item's error (the caller's, or NULL) */
     st_autocreate_cb cb;
     void *arg;
 } autocreate_t;
@@ -14,46 +17,57 @@ static void autocreate_done(st_kshard_t *s, st_ctl_op_t *op)
 {
     autocreate_t *a = (autocreate_t *)op;
     (void)s;
+    for (int i = 0; a->errors && i < a->n; i++)
+        a->errors[i] = a->item_of[i] >= 0 ? op->items[a->item_of[i]].error : 0;
     a->cb(a->r, a->arg);
 }
 
-void st_autocreate(st_kreq_t *r, const st_kstr_t *names, int n, st_autocreate_cb cb, void *arg)
+/* The item already asking for name, or -1. */
+static int item_find(const st_ctl_item_t *items, int k, st_kstr_t name)
+{
+    for (int j = 0; j < k; j++)
+        if (strlen(items[j].name) == (size_t)name.len &&
+            memcmp(items[j].name, name.ptr, (size_t)name.len) == 0)
+            return j;
+    return -1;
+}
+
+void st_autocreate(st_kreq_t *r, const st_kstr_t *names, int n, int16_t *errors,
+                   st_autocreate_cb cb, void *arg)
 {
     const st_md_t *md = r->shard->md;
     autocreate_t *a = st_arena_zalloc(&r->arena, sizeof *a);
     st_ctl_item_t *items = st_arena_zalloc(&r->arena, (size_t)n * sizeof *items + 1);
-    if (!a || !items) {
+    int *item_of = st_arena_alloc(&r->arena, (size_t)n * sizeof *item_of + 1);
+    for (int i = 0; errors && i < n; i++)
+        errors[i] = 0;
+    if (!a || !items || !item_of) {
         cb(r, arg);
         return;
     }
     int k = 0;
     char msg[200];
     for (int i = 0; i < n; i++) {
+        item_of[i] = -1;
         if (names[i].len <= 0 || st_md_find(md, names[i].ptr, names[i].len) ||
             st_topic_name_check(names[i].ptr, (size_t)names[i].len, msg, sizeof msg))
             continue;
-        bool dup = false;
-        for (int j = 0; j < k; j++)
-            if (strlen(items[j].name) == (size_t)names[i].len &&
-                memcmp(items[j].name, names[i].ptr, (size_t)names[i].len) == 0)
-                dup = true;
-        if (dup)
+        if ((item_of[i] = item_find(items, k, names[i])) >= 0)
             continue;
         items[k].name = st_arena_strndup(&r->arena, names[i].ptr, (size_t)names[i].len);
         items[k].count = -1;
         items[k].rf = -1;
         items[k].assigned = -1;
         if (items[k].name)
-            k++;
+            item_of[i] = k++;
     }
     if (k == 0) {
         cb(r, arg);
         return;
     }
-    a->r = r;
-    a->cb = cb;
-    a->arg = arg;
+    *a = (autocreate_t){.r = r, .n = n, .item_of = item_of, .errors = errors, .cb = cb, .arg = arg};
     a->op.kind = ST_CTL_CREATE;
+    a->op.hint = true; /* not the active controller: ask it to create them (controller.h) */
     a->op.n = k;
     a->op.items = items;
     a->op.cb = autocreate_done;

@@ -3,8 +3,11 @@
  * internal topic, and the routing of the group APIs to their coordinators (group_route.h).
  *
  * A group's coordinator is the owner shard of its __consumer_offsets partition
- * (group/coord.h). The coordinator of a shard loads each __consumer_offsets partition it owns
- * at start-up and, for a partition created later, on first use.
+ * (group/coord.h), on the broker that leads that partition (in a cluster; a single broker leads
+ * them all). The coordinator of a shard loads each __consumer_offsets partition it owns and
+ * this broker leads at start-up and, for a partition created or led later, on first use.
+ * A call reaching a shard whose snapshot says this broker no longer leads the partition is
+ * answered NOT_COORDINATOR, and the coordinator's writes to it are refused.
  *
  * Threads: st_kgroup_start/drain/fini on each shard's own thread; the rest as group_route.h.
  */
@@ -21,6 +24,7 @@
 #include "group/coord.h"
 #include "kafka/controller.h"
 #include "kafka/group_life.h"
+#include "kafka/leader.h"
 #include "proto/kerr.h"
 
 const st_md_topic_t *st_kgroup_offsets_topic(const st_md_t *md)
@@ -38,8 +42,8 @@ static int append(void *ctx, int32_t partition, uint8_t *data, size_t len,
     st_kshard_t *s = ctx;
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
     st_part_t *p = t ? st_parts_get(&s->parts, t->id, partition) : NULL;
-    if (!p)
-        return ST_E_CLOSED;
+    if (!p || st_kleader_local(s, p))
+        return ST_E_CLOSED;   /* in a cluster: no longer the leader, so no longer the coordinator */
     st_part_append_res_t res; /* an offline partition: ST_E_CLOSED from st_part_append */
     if (st_part_append(p, data, len, ST_ACKS_ALL, &res, done, arg))
         return 0;
@@ -53,12 +57,19 @@ static int append(void *ctx, int32_t partition, uint8_t *data, size_t len,
     return 0;
 }
 
-/* Loads the partition into this shard's coordinator if the shard owns it and has not yet. */
+bool st_kgroup_leads(const st_kshard_t *s, int32_t partition)
+{
+    const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
+    return t && partition >= 0 && partition < t->npartitions &&
+           t->partitions[partition].shard == s->id && !st_kleader_check(s, t, partition, -1);
+}
+
+/* Loads the partition into this shard's coordinator if the shard owns it, this broker leads it,
+ * and it is not loaded yet. */
 static void attach(st_kshard_t *s, int32_t partition)
 {
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
-    if (!s->groups || !t || partition < 0 || partition >= t->npartitions ||
-        st_gcoord_loaded(s->groups, partition) || t->partitions[partition].shard != s->id)
+    if (!s->groups || !st_kgroup_leads(s, partition) || st_gcoord_loaded(s->groups, partition))
         return;
     st_part_t *p = st_parts_get(&s->parts, t->id, partition);
     if (!p || !p->log)
@@ -119,7 +130,9 @@ static void offsets_created(st_kshard_t *s, st_ctl_op_t *op)
 {
     offsets_create_t *c = (offsets_create_t *)op;
     (void)s;
-    if (c->item.error && c->item.error != ST_KERR_TOPIC_ALREADY_EXISTS)
+    /* NOT_CONTROLLER: in a cluster, the active controller creates it (controller.h) */
+    if (c->item.error && c->item.error != ST_KERR_TOPIC_ALREADY_EXISTS &&
+        c->item.error != ST_KERR_NOT_CONTROLLER)
         ST_WARN("cannot create %s: %s", ST_OFFSETS_TOPIC, c->item.message);
     c->cb(c->r, c->arg);
 }
@@ -152,6 +165,7 @@ void st_kgroup_ensure_topic(st_kreq_t *r, st_kgroup_ready_fn cb, void *arg)
     c->item.ncfg = 3;
     c->item.cfg = c->cfg;
     c->op.kind = ST_CTL_CREATE;
+    c->op.hint = true; /* not the active controller: ask it to create the topic */
     c->op.n = 1;
     c->op.items = &c->item;
     c->op.cb = offsets_created;
@@ -194,6 +208,8 @@ static void gcall_run(st_fanout_leg_t *leg)
     st_kshard_t *s = st_kshard_current();
     st_kgroup_call_t *g = leg->data;
     st_fanout_hold(leg); /* exec answers with st_kgroup_call_return, now or later */
+    if (!st_kgroup_leads(s, g->partition))
+        g->partition = -1; /* the snapshot changed since routing: NOT_COORDINATOR */
     attach(s, g->partition);
     g->exec(s, g);
 }
@@ -226,17 +242,24 @@ void st_kgroup_call_to(st_kgroup_ctx_t *ctx, int shard, int32_t partition, st_kg
     st_fanout_send(&ctx->fan, &g->leg, shard);
 }
 
-/* Sends item to the coordinator of group_id. Without the internal topic the call goes to this
- * shard with partition -1, which every coordinator function answers NOT_COORDINATOR. */
+/* Sends item to the coordinator of group_id. Without the internal topic, or where this broker
+ * does not lead the group's partition, the call goes to this shard with partition -1, which
+ * every coordinator function answers NOT_COORDINATOR. */
 void st_kgroup_call_group(st_kgroup_ctx_t *ctx, st_kstr_t group_id, st_kgroup_exec_fn exec,
                           void *item)
 {
     const st_md_topic_t *t = st_kgroup_offsets_topic(ctx->r->shard->md);
     int32_t p = t ? st_gcoord_partition_for(group_id, t->npartitions) : -1;
     int owner = t ? st_kshard_owner(t, p) : -1;
-    if (owner < 0) {
+    if (owner < 0 || st_kleader_check(ctx->r->shard, t, p, -1)) {
         owner = ctx->r->shard->id;
         p = -1;
     }
     st_kgroup_call_to(ctx, owner, p, exec, item);
+}
+
+int32_t st_kgroup_coordinator(const st_md_t *md, st_kstr_t group_id)
+{
+    const st_md_topic_t *t = st_kgroup_offsets_topic(md);
+    return t ? t->partitions[st_gcoord_partition_for(group_id, t->npartitions)].leader : -1;
 }

@@ -53,6 +53,12 @@ struct st_kgroup_ctx {
 
 /* The internal topic in a snapshot, or NULL. */
 const st_md_topic_t *st_kgroup_offsets_topic(const st_md_t *md);
+/* The broker coordinating group_id: the leader of its __consumer_offsets partition in md; -1
+ * when the topic does not exist or the partition has no leader. */
+int32_t st_kgroup_coordinator(const st_md_t *md, st_kstr_t group_id);
+/* True when shard s coordinates the groups of __consumer_offsets partition `partition`: s owns
+ * it and this broker leads it, in s's snapshot. On s's thread. */
+bool st_kgroup_leads(const st_kshard_t *s, int32_t partition);
 
 typedef void (*st_kgroup_ready_fn)(st_kreq_t *r, void *arg);
 /* Creates __consumer_offsets if the snapshot lacks it, then cb(r, arg) (either way). */
@@ -66,8 +72,9 @@ void st_kgroup_ctx_end(st_kgroup_ctx_t *ctx);
 /* Sends item to run exec on shard `shard` for __consumer_offsets partition `partition`. */
 void st_kgroup_call_to(st_kgroup_ctx_t *ctx, int shard, int32_t partition, st_kgroup_exec_fn exec,
                        void *item);
-/* Sends item to the coordinator of group_id. Without the internal topic the call goes to this
- * shard with partition -1, which every coordinator function answers NOT_COORDINATOR. */
+/* Sends item to the coordinator of group_id. Without the internal topic, or where this broker
+ * does not lead the group's partition (leader.h), the call goes to this shard with partition
+ * -1, which every coordinator function answers NOT_COORDINATOR. */
 void st_kgroup_call_group(st_kgroup_ctx_t *ctx, st_kstr_t group_id, st_kgroup_exec_fn exec,
                           void *item);
 /* On the coordinator, from exec (now or later): the call is answered. */

@@ -686,10 +686,13 @@ void st_kh_describe_cluster(st_kreq_t *r)
         st_kreq_fail(r, "out of memory");
         return;
     }
-    resp.brokers_count = md->nbrokers;
-    for (int i = 0; i < md->nbrokers; i++)
-        resp.brokers[i] = (st_kp_describe_cluster_resp_broker_t){
-            md->brokers[i].node_id, st_kstr(md->brokers[i].host), md->brokers[i].port, ST_KSTR_NULL,
-            false};
+    for (int i = 0; i < md->nbrokers; i++) {
+        const st_md_broker_t *b = &md->brokers[i];
+        if (b->fenced && !req.include_fenced_brokers)
+            continue;
+        resp.brokers[resp.brokers_count++] = (st_kp_describe_cluster_resp_broker_t){
+            b->node_id, st_kstr(b->host), b->port, b->rack ? st_kstr(b->rack) : ST_KSTR_NULL,
+            b->fenced};
+    }
     ST_KREQ_RESPOND(r, describe_cluster, &resp);
 }

@@ -13,6 +13,12 @@
  *             read saw, sleep until a partition's moves past it (fetch_wait.h) or
  *             max_wait_ms -> ROUND again
  *
+ * In a cluster a partition this broker does not lead (or leads but has not opened yet) is
+ * NOT_LEADER_OR_FOLLOWER, and current_leader_epoch is checked against the snapshot's leader epoch
+ * (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH), as Kafka does (leader.h); the owner checks again
+ * with its own snapshot on each round. From v12 a refused partition names the current leader,
+ * from v16 with its endpoint (KIP-951). A single broker ignores current_leader_epoch, as before.
+ *
  * Fetch sessions (KIP-227) are declined as the protocol allows: every answer carries
  * session_id 0, so clients keep sending full fetches; a request naming a session we never
  * created gets FETCH_SESSION_ID_NOT_FOUND and the client starts over without one.
@@ -26,6 +32,7 @@
 #include "broker/fanout.h"
 #include "kafka/handlers.h"
 #include "kafka/fetch_wait.h"
+#include "kafka/leader.h"
 #include "proto/kerr.h"
 
 typedef struct st_fetch st_fetch_t;
@@ -112,10 +119,8 @@ static void fetch_release_all(st_fetch_t *f)
 static void fetch_read_one(st_kshard_t *s, fetch_part_t *fp, int origin)
 {
     st_part_t *p = st_parts_get(&s->parts, fp->topic_id, fp->partition);
-    if (!p) {
-        fp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if ((fp->error = st_kleader_local(s, p)))
         return;
-    }
     st_part_read_t rd = {.hw = fp->hw, .log_start = fp->log_start};
     fp->error = st_part_read(p, fp->fetch_offset, fp->max_bytes, &rd);
     fp->hw = rd.hw;
@@ -159,7 +164,7 @@ static void fetch_reg_on_owner(st_msg_t *m)
     fetch_reg_t *g = (fetch_reg_t *)m;
     st_kshard_t *s = st_kshard_current();
     st_part_t *p = st_parts_get(&s->parts, g->topic_id, g->partition);
-    if (p && p->log)
+    if (p && p->log && !st_kleader_local(s, p))
         st_part_add_waiter(p, g->waiter, g->hw);
     else
         st_fetch_notify(s, g->waiter, g->topic_id, g->partition);
@@ -286,6 +291,30 @@ static int fetch_put_ext(st_kwriter_t *w, void *ext, int32_t len)
     return 0;
 }
 
+/* KIP-951 (v12+, in a cluster): the leader each partition refused for leadership should go to;
+ * from v16 those leaders' endpoints too. */
+static void fetch_answer_leaders(st_kreq_t *r, st_fetch_t *f)
+{
+    int32_t *ids = st_arena_alloc(&r->arena, (size_t)f->nparts * sizeof *ids + 1);
+    int n = 0;
+    for (int i = 0; ids && i < f->nparts; i++) {
+        fetch_part_t *fp = &f->parts[i];
+        st_kp_fetch_resp_current_leader_t *cl = &fp->out->current_leader;
+        if (st_kleader_current(r->shard, fp->topic_id, fp->partition, fp->error, &cl->leader_id,
+                               &cl->leader_epoch))
+            ids[n++] = cl->leader_id;
+    }
+    const st_md_broker_t **b = NULL;
+    int k =
+        n > 0 && r->api_version >= 16 ? st_kleader_brokers(&r->arena, r->shard->md, ids, n, &b) : 0;
+    f->resp.node_endpoints =
+        k > 0 ? st_arena_zalloc(&r->arena, (size_t)k * sizeof *f->resp.node_endpoints) : NULL;
+    for (int i = 0; f->resp.node_endpoints && i < k; i++)
+        f->resp.node_endpoints[f->resp.node_endpoints_count++] =
+            (st_kp_fetch_resp_node_endpoint_t){b[i]->node_id, st_kstr(b[i]->host), b[i]->port,
+                                               b[i]->rack ? st_kstr(b[i]->rack) : ST_KSTR_NULL};
+}
+
 static void fetch_respond(st_fetch_t *f)
 {
     st_kreq_t *r = f->r;
@@ -317,6 +346,8 @@ static void fetch_respond(st_fetch_t *f)
         used += n;
         o->records = (st_krecords_t){NULL, (int32_t)n, fp->rel};
     }
+    if (r->api_version >= 12)
+        fetch_answer_leaders(r, f);
     st_kwriter_t w;
     st_out_t *out = st_kreq_begin(r, &w);
     int rc = -ENOMEM;
@@ -384,6 +415,17 @@ void st_fetch_notify(st_kshard_t *owner, int waiter, const uint8_t topic_id[16],
 }
 
 /* ---- the handler ---- */
+
+/* The error refusing partition qp of mt (NULL: unknown) before any owner reads it, or 0. */
+static int16_t fetch_check(st_kreq_t *r, const st_md_topic_t *mt,
+                           const st_kp_fetch_req_partition_t *qp, int owner)
+{
+    int16_t e = st_kleader_check(r->shard, mt, qp->partition, qp->current_leader_epoch);
+    if (e || owner >= 0)
+        return e;
+    return mt || r->api_version < 13 ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION
+                                     : ST_KERR_UNKNOWN_TOPIC_ID;
+}
 
 void st_kh_fetch(st_kreq_t *r)
 {
@@ -455,9 +497,9 @@ void st_kh_fetch(st_kreq_t *r)
             fp->owner = st_kshard_owner(mt, qp->partition);
             if (mt)
                 memcpy(fp->topic_id, mt->id, 16);
-            if (fp->owner < 0)
-                fp->error = mt || r->api_version < 13 ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION
-                                                      : ST_KERR_UNKNOWN_TOPIC_ID;
+            fp->error = fetch_check(r, mt, qp, fp->owner);
+            if (fp->error)
+                fp->owner = -1; /* answered here: no owner reads it */
         }
     }
     f->nparts = k;

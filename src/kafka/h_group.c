@@ -3,6 +3,10 @@
  * LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
  * OffsetFetch (9), DeleteGroups (42), OffsetDelete (47).
  *
+ * A group's coordinator is the broker leading its __consumer_offsets partition: FindCoordinator
+ * names it, and every other group API on a broker that does not lead it answers NOT_COORDINATOR
+ * (group_route.h). ListGroups lists the groups of the partitions this broker leads.
+ *
  * Each handler: decode -> the internal topic created if it does not exist yet -> each group's
  * part to its coordinator (group_route.h: one fan-out leg per group; ListGroups: one per shard)
  * -> the coordinator (group/coord.h) fills the answer in the call's own arena -> the answer is
@@ -32,11 +36,13 @@ typedef struct {
     st_kp_find_coordinator_resp_t resp;
 } find_coord_t;
 
-static void find_coord_fill(st_kreq_t *r, int8_t key_type, int16_t *err, st_kstr_t *msg,
-                            int32_t *node, st_kstr_t *host, int32_t *port)
+/* The coordinator of `key`: a group's is the leader of its __consumer_offsets partition
+ * (group_route.h); for transactions (key type 1, which Strata does not implement) this broker
+ * answers itself. */
+static void find_coord_fill(st_kreq_t *r, int8_t key_type, st_kstr_t key, int16_t *err,
+                            st_kstr_t *msg, int32_t *node, st_kstr_t *host, int32_t *port)
 {
     const st_md_t *md = r->shard->md;
-    const st_md_broker_t *b = st_md_broker(md, (int32_t)r->shard->b->cfg->node_id);
     *node = -1;
     *host = ST_KSTR_EMPTY;
     *port = -1;
@@ -45,7 +51,10 @@ static void find_coord_fill(st_kreq_t *r, int8_t key_type, int16_t *err, st_kstr
         *msg = st_kstr("Unknown coordinator key type");
         return;
     }
-    if (!b || (key_type == 0 && !st_kgroup_offsets_topic(md))) {
+    int32_t id =
+        key_type == 0 ? st_kgroup_coordinator(md, key) : (int32_t)r->shard->b->cfg->node_id;
+    const st_md_broker_t *b = id >= 0 ? st_md_broker(md, id) : NULL;
+    if (!b) {
         *err = ST_KERR_COORDINATOR_NOT_AVAILABLE;
         *msg = st_kstr("The coordinator is not available.");
         return;
@@ -61,7 +70,7 @@ static void find_coord_answer(st_kreq_t *r, void *arg)
 {
     find_coord_t *f = arg;
     if (r->api_version < 4) {
-        find_coord_fill(r, f->req.key_type, &f->resp.error_code, &f->resp.error_message,
+        find_coord_fill(r, f->req.key_type, f->req.key, &f->resp.error_code, &f->resp.error_message,
                         &f->resp.node_id, &f->resp.host, &f->resp.port);
         r->error_code = f->resp.error_code;
         ST_KREQ_RESPOND(r, find_coordinator, &f->resp);
@@ -78,7 +87,7 @@ static void find_coord_answer(st_kreq_t *r, void *arg)
         st_kp_find_coordinator_resp_coordinator_t *c = &f->resp.coordinators[i];
         st_kp_find_coordinator_resp_coordinator_init(c);
         c->key = f->req.coordinator_keys[i];
-        find_coord_fill(r, f->req.key_type, &c->error_code, &c->error_message, &c->node_id,
+        find_coord_fill(r, f->req.key_type, c->key, &c->error_code, &c->error_message, &c->node_id,
                         &c->host, &c->port);
     }
     ST_KREQ_RESPOND(r, find_coordinator, &f->resp);
@@ -684,14 +693,23 @@ typedef struct {
     } * parts;
 } list_t;
 
+/* This shard's groups, less those of partitions this broker no longer leads (their
+ * coordinator is elsewhere now). */
 static void list_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     list_t *l = g->ctx->data;
     struct st_list_part *p = g->item;
-    if (s->groups)
+    const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
+    if (s->groups && t) {
         st_gcoord_list(s->groups, l->req.states_filter, l->req.states_filter_count,
                        l->req.types_filter, l->req.types_filter_count, &g->arena, &p->groups,
                        &p->n);
+        int32_t k = 0;
+        for (int32_t i = 0; i < p->n; i++)
+            if (st_kgroup_leads(s, st_gcoord_partition_for(p->groups[i].group_id, t->npartitions)))
+                p->groups[k++] = p->groups[i];
+        p->n = k;
+    }
     st_kgroup_call_return(g);
 }
 

@@ -4,14 +4,49 @@
  *
  * topics == null (v1+) or an empty list at v0 means every topic. A named topic that does not
  * exist is created first when auto.create.topics.enable allows (autocreate.h); one that still
- * does not exist is UNKNOWN_TOPIC_OR_PARTITION, or INVALID_TOPIC_EXCEPTION for an illegal name.
+ * does not exist is UNKNOWN_TOPIC_OR_PARTITION, INVALID_TOPIC_EXCEPTION for an illegal name, or
+ * LEADER_NOT_AVAILABLE (retriable) while the active controller, on another broker, creates it
+ * (NOT_CONTROLLER) or when the controller lost its leadership with the creation in flight.
+ *
+ * brokers lists those registered and not fenced; a partition's offline_replicas are its replicas
+ * on any other broker; a partition without a leader is LEADER_NOT_AVAILABLE with leader_id -1.
+ * On a single broker every partition is [self] led by self (controller.c).
  */
 #include "kafka/autocreate.h"
 #include "kafka/handlers.h"
 #include "kafka/controller.h"
+#include "kafka/leader.h"
 #include "proto/kerr.h"
 
-static int fill_topic(st_kreq_t *r, const st_md_topic_t *t, st_kp_metadata_resp_topic_t *out)
+/* One partition as the snapshot has it; a replica on a broker that is fenced or not registered
+ * is offline. */
+static int fill_partition(st_kreq_t *r, const st_md_t *md, const st_md_partition_t *mp,
+                          st_kp_metadata_resp_partition_t *p)
+{
+    int32_t *ids =
+        st_arena_alloc(&r->arena, (size_t)(2 * mp->nreplicas + mp->nisr) * sizeof *ids + 1);
+    if (!ids)
+        return -1;
+    p->partition_index = mp->index;
+    p->leader_id = mp->leader;
+    p->error_code = mp->leader < 0 ? ST_KERR_LEADER_NOT_AVAILABLE : 0;
+    p->leader_epoch = mp->leader_epoch;
+    p->replica_nodes = ids;
+    p->replica_nodes_count = mp->nreplicas;
+    memcpy(p->replica_nodes, mp->replicas, (size_t)mp->nreplicas * sizeof *ids);
+    p->isr_nodes = ids + mp->nreplicas;
+    p->isr_nodes_count = mp->nisr;
+    memcpy(p->isr_nodes, mp->isr, (size_t)mp->nisr * sizeof *ids);
+    p->offline_replicas = ids + mp->nreplicas + mp->nisr;
+    p->offline_replicas_count = 0;
+    for (int i = 0; i < mp->nreplicas; i++)
+        if (!st_kleader_live(md, mp->replicas[i]))
+            p->offline_replicas[p->offline_replicas_count++] = mp->replicas[i];
+    return 0;
+}
+
+static int fill_topic(st_kreq_t *r, const st_md_t *md, const st_md_topic_t *t,
+                      st_kp_metadata_resp_topic_t *out)
 {
     out->error_code = 0;
     out->name = st_kstr(t->name);
@@ -21,76 +56,80 @@ static int fill_topic(st_kreq_t *r, const st_md_topic_t *t, st_kp_metadata_resp_
     out->partitions_count = t->npartitions;
     out->partitions =
         st_arena_zalloc(&r->arena, (size_t)t->npartitions * sizeof *out->partitions + 1);
-    int32_t *self = st_arena_alloc(&r->arena, sizeof *self);
-    if (!out->partitions || !self)
+    if (!out->partitions)
         return -1;
-    *self = (int32_t)r->shard->b->cfg->node_id;
-    for (int32_t i = 0; i < t->npartitions; i++) {
-        st_kp_metadata_resp_partition_t *p = &out->partitions[i];
-        p->partition_index = i;
-        p->leader_id = *self;
-        p->leader_epoch = t->partitions[i].leader_epoch;
-        p->replica_nodes = self;
-        p->replica_nodes_count = 1;
-        p->isr_nodes = self;
-        p->isr_nodes_count = 1;
-        p->offline_replicas_count = 0;
+    for (int32_t i = 0; i < t->npartitions; i++)
+        if (fill_partition(r, md, &t->partitions[i], &out->partitions[i]))
+            return -1;
+    return 0;
+}
+
+typedef struct {
+    st_kp_metadata_req_t req;
+    int16_t *created; /* per asked topic: its auto-creation's error, or NULL */
+} metadata_t;
+
+/* A topic asked for by name or id that this snapshot does not have. */
+static void missing_topic(const metadata_t *m, int i, st_kp_metadata_resp_topic_t *out)
+{
+    const st_kp_metadata_req_topic_t *q = &m->req.topics[i];
+    char msg[200];
+    if (q->name.len >= 0 && st_topic_name_check(q->name.ptr, (size_t)q->name.len, msg, sizeof msg))
+        out->error_code = ST_KERR_INVALID_TOPIC_EXCEPTION;
+    else if (m->created && (m->created[i] == ST_KERR_NOT_CONTROLLER ||
+                            m->created[i] == ST_KERR_REQUEST_TIMED_OUT))
+        out->error_code = ST_KERR_LEADER_NOT_AVAILABLE; /* being created, or ask again */
+    else
+        out->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    out->name = q->name;
+    out->topic_id = q->topic_id;
+    out->topic_authorized_operations = INT32_MIN;
+}
+
+/* The brokers clients may use: registered and not fenced. */
+static int fill_brokers(st_kreq_t *r, const st_md_t *md, st_kp_metadata_resp_t *resp)
+{
+    resp->brokers = st_arena_zalloc(&r->arena, (size_t)md->nbrokers * sizeof *resp->brokers + 1);
+    if (!resp->brokers)
+        return -1;
+    for (int i = 0; i < md->nbrokers; i++) {
+        const st_md_broker_t *b = &md->brokers[i];
+        if (b->fenced)
+            continue;
+        st_kp_metadata_resp_broker_t *o = &resp->brokers[resp->brokers_count++];
+        o->node_id = b->node_id;
+        o->host = st_kstr(b->host);
+        o->port = b->port;
+        o->rack = b->rack ? st_kstr(b->rack) : ST_KSTR_NULL;
     }
     return 0;
 }
 
 static void metadata_answer(st_kreq_t *r, void *arg)
 {
-    st_kp_metadata_req_t req = *(st_kp_metadata_req_t *)arg;
+    const metadata_t *m = arg;
+    const st_kp_metadata_req_t *req = &m->req;
     const st_md_t *md = r->shard->md;
     st_kp_metadata_resp_t resp = {0};
     resp.controller_id = md->controller_id;
     resp.cluster_id = st_kstr(md->cluster_id);
     resp.cluster_authorized_operations = INT32_MIN;
-    resp.brokers_count = md->nbrokers;
-    resp.brokers = st_arena_zalloc(&r->arena, (size_t)md->nbrokers * sizeof *resp.brokers + 1);
-    if (!resp.brokers)
-        goto oom;
-    for (int i = 0; i < md->nbrokers; i++) {
-        resp.brokers[i].node_id = md->brokers[i].node_id;
-        resp.brokers[i].host = st_kstr(md->brokers[i].host);
-        resp.brokers[i].port = md->brokers[i].port;
-        resp.brokers[i].rack = ST_KSTR_NULL;
-    }
-    bool all = req.topics_count < 0 || (r->api_version == 0 && req.topics_count == 0);
-    int n = all ? md->ntopics : req.topics_count;
+    bool all = req->topics_count < 0 || (r->api_version == 0 && req->topics_count == 0);
+    int n = all ? md->ntopics : req->topics_count;
     resp.topics = st_arena_zalloc(&r->arena, (size_t)n * sizeof *resp.topics + 1);
-    if (!resp.topics)
+    if (fill_brokers(r, md, &resp) || !resp.topics)
         goto oom;
-    int k = 0;
+    resp.topics_count = n;
     for (int i = 0; i < n; i++) {
-        st_kp_metadata_resp_topic_t *out = &resp.topics[k];
-        const st_md_topic_t *t;
-        if (all) {
-            t = md->topics[i];
-        } else {
-            st_kp_metadata_req_topic_t *q = &req.topics[i];
-            t = q->name.len >= 0 ? st_md_find(md, q->name.ptr, q->name.len)
-                                 : st_md_find_id(md, q->topic_id.b);
-            if (!t) {
-                char msg[200];
-                out->error_code =
-                    q->name.len >= 0 &&
-                            st_topic_name_check(q->name.ptr, (size_t)q->name.len, msg, sizeof msg)
-                        ? ST_KERR_INVALID_TOPIC_EXCEPTION
-                        : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
-                out->name = q->name;
-                out->topic_id = q->topic_id;
-                out->topic_authorized_operations = INT32_MIN;
-                k++;
-                continue;
-            }
-        }
-        if (fill_topic(r, t, out))
+        const st_kp_metadata_req_topic_t *q = all ? NULL : &req->topics[i];
+        const st_md_topic_t *t = all                ? md->topics[i]
+                                 : q->name.len >= 0 ? st_md_find(md, q->name.ptr, q->name.len)
+                                                    : st_md_find_id(md, q->topic_id.b);
+        if (!t)
+            missing_topic(m, i, &resp.topics[i]);
+        else if (fill_topic(r, md, t, &resp.topics[i]))
             goto oom;
-        k++;
     }
-    resp.topics_count = k;
     ST_KREQ_RESPOND(r, metadata, &resp);
     return;
 oom:
@@ -99,23 +138,25 @@ oom:
 
 void st_kh_metadata(st_kreq_t *r)
 {
-    st_kp_metadata_req_t *req = st_arena_zalloc(&r->arena, sizeof *req);
-    if (!req || st_kp_metadata_req_decode(&r->body, r->api_version, req)) {
+    metadata_t *m = st_arena_zalloc(&r->arena, sizeof *m);
+    if (!m || st_kp_metadata_req_decode(&r->body, r->api_version, &m->req)) {
         st_kreq_fail(r, "malformed Metadata request");
         return;
     }
+    const st_kp_metadata_req_t *req = &m->req;
     bool autocreate = r->shard->b->cfg->auto_create_topics_enable &&
                       (r->api_version < 4 || req->allow_auto_topic_creation);
     if (!autocreate || req->topics_count <= 0) {
-        metadata_answer(r, req);
+        metadata_answer(r, m);
         return;
     }
     st_kstr_t *names = st_arena_zalloc(&r->arena, (size_t)req->topics_count * sizeof *names);
-    if (!names) {
+    m->created = st_arena_zalloc(&r->arena, (size_t)req->topics_count * sizeof *m->created);
+    if (!names || !m->created) {
         st_kreq_fail(r, "out of memory");
         return;
     }
     for (int i = 0; i < req->topics_count; i++)
         names[i] = req->topics[i].name;
-    st_autocreate(r, names, req->topics_count, metadata_answer, req);
+    st_autocreate(r, names, req->topics_count, m->created, metadata_answer, m);
 }

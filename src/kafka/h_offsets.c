@@ -1,6 +1,8 @@
 /*
  * h_offsets.c — ListOffsets (2), DeleteRecords (21) and OffsetForLeaderEpoch (23): each a
- * short step on the partitions' owner shards (pcall.h).
+ * short step on the partitions' owner shards (pcall.h). In a cluster each is refused, per
+ * partition, where this broker does not lead (leader.h), and current_leader_epoch (ListOffsets,
+ * OffsetForLeaderEpoch) is checked against the snapshot's leader epoch.
  *
  * ListOffsets answers within what consumers may read (below the high watermark):
  *   -1 latest: the high watermark      -2 earliest, -4 earliest local, -5: the log start
@@ -75,7 +77,8 @@ void st_kh_list_offsets(st_kreq_t *r)
         for (int p = 0; p < qt->partitions_count; p++) {
             st_pitem_t *it = &c->items[k++];
             rt->partitions[p].partition_index = qt->partitions[p].partition_index;
-            st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index);
+            st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index,
+                             qt->partitions[p].current_leader_epoch);
             it->value = qt->partitions[p].timestamp;
         }
     }
@@ -153,7 +156,7 @@ void st_kh_delete_records(st_kreq_t *r)
         for (int p = 0; p < qt->partitions_count; p++) {
             st_pitem_t *it = &c->items[k++];
             rt->partitions[p].partition_index = qt->partitions[p].partition_index;
-            st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index);
+            st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index, -1);
             it->value = qt->partitions[p].offset;
         }
     }
@@ -162,11 +165,14 @@ void st_kh_delete_records(st_kreq_t *r)
 
 /* ---- OffsetForLeaderEpoch ---- */
 
+/* On a single broker the log's latest epoch is the leader epoch the partition checks
+ * current_leader_epoch against; in a cluster the snapshot's is, checked already
+ * (st_pitem_resolve): a new leader's log may not hold its epoch yet. */
 static void epoch_end_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
-    (void)s;
-    it->error = st_part_end_for_epoch(p, (int32_t)it->value, (int32_t)it->current_epoch,
-                                      &it->out_epoch, &it->out_offset);
+    int32_t current = s->b->cfg->clustered ? -1 : it->current_epoch;
+    it->error =
+        st_part_end_for_epoch(p, (int32_t)it->value, current, &it->out_epoch, &it->out_offset);
 }
 
 typedef struct {
@@ -223,9 +229,9 @@ void st_kh_offset_for_leader_epoch(st_kreq_t *r)
         for (int p = 0; p < qt->partitions_count; p++) {
             st_pitem_t *it = &c->items[k++];
             rt->partitions[p].partition = qt->partitions[p].partition;
-            st_pitem_resolve(r, it, qt->topic, qt->partitions[p].partition);
+            st_pitem_resolve(r, it, qt->topic, qt->partitions[p].partition,
+                             qt->partitions[p].current_leader_epoch);
             it->value = qt->partitions[p].leader_epoch;
-            it->current_epoch = qt->partitions[p].current_leader_epoch;
         }
     }
     st_pcall(r, c->items, k, epoch_end_one, epoch_end_done, c);

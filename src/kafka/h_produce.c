@@ -7,6 +7,12 @@
  *   watermark) -> back on the connection's shard, answer. acks=0 gets no answer at all, but
  *   the request is held until the appends are done, since the records live in its frame.
  *
+ * In a cluster a partition this broker does not lead (or leads but has not opened yet) is
+ * NOT_LEADER_OR_FOLLOWER, checked against the request's shard's snapshot and again on the owner
+ * (leader.h); from v10 the answer names the current leader and its endpoint (KIP-951). A topic
+ * that auto-creation could not create here (NOT_CONTROLLER: the active controller creates it)
+ * stays UNKNOWN_TOPIC_OR_PARTITION, which producers retry.
+ *
  * A compacted topic refuses keyless records (the partition checks); the answer lists the
  * keyless records of the first batch holding any in record_errors (KIP-467, v8+), each with
  * its index within that batch and Kafka's text.
@@ -24,6 +30,7 @@
 #include "kafka/autocreate.h"
 #include "kafka/controller.h"
 #include "kafka/handlers.h"
+#include "kafka/leader.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 
@@ -66,10 +73,8 @@ static void prod_durable(void *arg, int err)
 static void prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, prod_part_t *pp, int16_t acks)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
-    if (!part) {
-        pp->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if ((pp->error = st_kleader_local(s, part)))
         return;
-    }
     st_part_append_res_t res;
     pp->leg = leg;
     bool later = st_part_append(part, pp->records, pp->len > 0 ? (size_t)pp->len : 0,
@@ -120,6 +125,29 @@ static void prod_answer_rejects(st_kreq_t *r, prod_part_t *pp)
     free(rej);
 }
 
+/* KIP-951 (v10+, in a cluster): the leader each partition refused for leadership should go to,
+ * and those leaders' endpoints. */
+static void prod_answer_leaders(st_kreq_t *r, st_produce_t *p)
+{
+    int32_t *ids = st_arena_alloc(&r->arena, (size_t)p->nparts * sizeof *ids + 1);
+    int n = 0;
+    for (int i = 0; ids && i < p->nparts; i++) {
+        prod_part_t *pp = &p->parts[i];
+        st_kp_produce_resp_current_leader_t *cl = &pp->out->current_leader;
+        if (st_kleader_current(r->shard, pp->topic_id, pp->partition, pp->error, &cl->leader_id,
+                               &cl->leader_epoch))
+            ids[n++] = cl->leader_id;
+    }
+    const st_md_broker_t **b = NULL;
+    int k = n > 0 ? st_kleader_brokers(&r->arena, r->shard->md, ids, n, &b) : 0;
+    p->resp.node_endpoints =
+        k > 0 ? st_arena_zalloc(&r->arena, (size_t)k * sizeof *p->resp.node_endpoints) : NULL;
+    for (int i = 0; p->resp.node_endpoints && i < k; i++)
+        p->resp.node_endpoints[p->resp.node_endpoints_count++] =
+            (st_kp_produce_resp_node_endpoint_t){b[i]->node_id, st_kstr(b[i]->host), b[i]->port,
+                                                 b[i]->rack ? st_kstr(b[i]->rack) : ST_KSTR_NULL};
+}
+
 /* Back on the connection's shard once every owner answered. */
 static void prod_finish(void *arg)
 {
@@ -144,7 +172,30 @@ static void prod_finish(void *arg)
         st_kreq_finish_silent(r);
         return;
     }
+    if (r->api_version >= 10)
+        prod_answer_leaders(r, p);
     ST_KREQ_RESPOND(r, produce, &p->resp);
+}
+
+/* The error refusing partition pp of topic qt (mt in this shard's snapshot, or NULL) before any
+ * owner sees it, or 0. */
+static int16_t prod_check(st_kreq_t *r, const st_kp_produce_req_topic_data_t *qt,
+                          const st_md_topic_t *mt, prod_part_t *pp)
+{
+    char msg[200];
+    if (!mt || pp->partition < 0 || pp->partition >= mt->npartitions) {
+        if (r->api_version < 13 && qt->name.len >= 0 &&
+            st_topic_name_check(qt->name.ptr, (size_t)qt->name.len, msg, sizeof msg))
+            return ST_KERR_INVALID_TOPIC_EXCEPTION;
+        return mt || r->api_version < 13 ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION
+                                         : ST_KERR_UNKNOWN_TOPIC_ID;
+    }
+    if (mt->internal) {
+        pp->why = "cannot produce to an internal topic";
+        return ST_KERR_INVALID_TOPIC_EXCEPTION;
+    }
+    int16_t e = st_kleader_check(r->shard, mt, pp->partition, -1);
+    return e ? e : pp->owner < 0 ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION : 0;
 }
 
 /* Resolves topics against this shard's snapshot and sends each owner its partitions. */
@@ -162,19 +213,8 @@ static void prod_dispatch(st_kreq_t *r, void *arg)
             pp->owner = st_kshard_owner(mt, pp->partition);
             if (mt)
                 memcpy(pp->topic_id, mt->id, 16);
-            if (pp->owner < 0 && !pp->error) {
-                char msg[200];
-                if (r->api_version < 13 && qt->name.len >= 0 &&
-                    st_topic_name_check(qt->name.ptr, (size_t)qt->name.len, msg, sizeof msg))
-                    pp->error = ST_KERR_INVALID_TOPIC_EXCEPTION;
-                else
-                    pp->error = mt || r->api_version < 13 ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION
-                                                          : ST_KERR_UNKNOWN_TOPIC_ID;
-            }
-            if (mt && mt->internal && !pp->error) {
-                pp->error = ST_KERR_INVALID_TOPIC_EXCEPTION;
-                pp->why = "cannot produce to an internal topic";
-            }
+            if (!pp->error)
+                pp->error = prod_check(r, qt, mt, pp);
         }
     }
     int nshards = r->shard->b->nshards;
@@ -245,7 +285,7 @@ void st_kh_produce(st_kreq_t *r)
     }
     p->nparts = k;
     if (r->api_version < 13 && r->shard->b->cfg->auto_create_topics_enable)
-        st_autocreate(r, names, p->req.topic_data_count, prod_dispatch, p);
+        st_autocreate(r, names, p->req.topic_data_count, NULL, prod_dispatch, p);
     else
         prod_dispatch(r, p);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "broker/fanout.h"
+#include "kafka/leader.h"
 #include "proto/kerr.h"
 
 typedef struct st_pcall {
@@ -27,8 +28,10 @@ static void pcall_run(st_fanout_leg_t *leg)
         if (it->owner != s->id)
             continue;
         st_part_t *p = st_parts_get(&s->parts, it->topic_id, it->partition);
-        if (!p || !p->log) {
-            it->error = p ? ST_KERR_KAFKA_STORAGE_ERROR : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+        if ((it->error = st_kleader_local(s, p)))
+            continue;
+        if (!p->log) {
+            it->error = ST_KERR_KAFKA_STORAGE_ERROR;
             continue;
         }
         it->leg = leg;
@@ -69,13 +72,18 @@ void st_pcall(st_kreq_t *r, st_pitem_t *items, int n, st_pitem_fn fn, st_pdone_f
         st_fanout_owner(&pc->fan, pc->legs, items[i].owner);
     st_fanout_end(&pc->fan);
 }
-void st_pitem_resolve(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int32_t partition)
+void st_pitem_resolve(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int32_t partition,
+                      int32_t current_epoch)
 {
     const st_md_topic_t *t = st_md_find(r->shard->md, topic.ptr, topic.len);
     it->partition = partition;
+    it->current_epoch = current_epoch;
     it->owner = st_kshard_owner(t, partition);
     if (t)
         memcpy(it->topic_id, t->id, 16);
-    if (it->owner < 0)
+    it->error = st_kleader_check(r->shard, t, partition, current_epoch);
+    if (!it->error && it->owner < 0)
         it->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (it->error)
+        it->owner = -1; /* answered here: no owner runs it */
 }

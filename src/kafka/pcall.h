@@ -6,7 +6,8 @@
  * runs `fn` on each of its items (with the partition, or NULL if the shard does not have it), and
  * `done` runs back on the request's shard once every owner has answered (an fn may hold its owner's
  * answer back while it waits: st_pcall_hold). Items with owner < 0 are skipped (the caller has
- * already set their error).
+ * already set their error). On the owner, a partition it does not have, or (in a cluster) no
+ * longer leads, is answered without fn (leader.h: st_kleader_local).
  */
 #ifndef ST_KAFKA_PCALL_H
 #define ST_KAFKA_PCALL_H
@@ -21,7 +22,7 @@ typedef struct st_pitem {
     int16_t error;
     int64_t value;              /* the request's timestamp (ListOffsets), offset (DeleteRecords) or
                                    leader epoch (OffsetForLeaderEpoch) */
-    int32_t current_epoch;      /* OffsetForLeaderEpoch's current_leader_epoch */
+    int32_t current_epoch;      /* the request's current_leader_epoch, -1 when none */
     int64_t out_offset, out_ts; /* results */
     int32_t out_epoch;
     st_fanout_leg_t *leg; /* the owner's leg (st_pcall_hold) */
@@ -36,7 +37,10 @@ void st_pcall(st_kreq_t *r, st_pitem_t *items, int n, st_pitem_fn fn, st_pdone_f
  * owner shard. Call from inside fn only. */
 void st_pcall_hold(st_pitem_t *it);
 void st_pcall_release(st_pitem_t *it);
-/* Fills it->topic_id/owner/error for a topic looked up by name in the request's snapshot. */
-void st_pitem_resolve(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int32_t partition);
+/* Fills it->topic_id/owner/error for a topic looked up by name in the request's snapshot, and
+ * checks that this broker leads it (leader.h; current_epoch: the request's current_leader_epoch,
+ * -1 when it has none). An item refused here gets owner -1. */
+void st_pitem_resolve(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int32_t partition,
+                      int32_t current_epoch);
 
 #endif

@@ -1,0 +1,83 @@
+/* leader.c — whether this broker leads a partition, from a shard's snapshot (leader.h). */
+#include "kafka/leader.h"
+
+#include <string.h>
+
+#include "proto/kerr.h"
+
+static const st_md_partition_t *md_part(const st_md_topic_t *t, int32_t partition)
+{
+    if (!t || partition < 0 || partition >= t->npartitions)
+        return NULL;
+    return &t->partitions[partition];
+}
+
+int16_t st_kleader_check(const st_kshard_t *s, const st_md_topic_t *t, int32_t partition,
+                         int32_t current_epoch)
+{
+    const st_md_partition_t *p = md_part(t, partition);
+    if (!s->b->cfg->clustered || !p)
+        return 0;
+    int32_t self = (int32_t)s->b->cfg->node_id;
+    if (!st_md_is_replica(p, self))
+        return ST_KERR_NOT_LEADER_OR_FOLLOWER;
+    if (current_epoch >= 0 && current_epoch < p->leader_epoch)
+        return ST_KERR_FENCED_LEADER_EPOCH;
+    if (current_epoch > p->leader_epoch)
+        return ST_KERR_UNKNOWN_LEADER_EPOCH;
+    if (p->leader != self || p->shard < 0)
+        return ST_KERR_NOT_LEADER_OR_FOLLOWER;
+    return 0;
+}
+
+int16_t st_kleader_local(const st_kshard_t *s, const st_part_t *p)
+{
+    if (!s->b->cfg->clustered)
+        return p ? 0 : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+    if (!p)
+        return ST_KERR_NOT_LEADER_OR_FOLLOWER;
+    const st_md_topic_t *t = st_md_find(s->md, p->topic, (int32_t)strlen(p->topic));
+    if (!t || memcmp(t->id, p->topic_id, 16) != 0)
+        return ST_KERR_NOT_LEADER_OR_FOLLOWER;
+    const st_md_partition_t *mp = md_part(t, p->index);
+    bool leads = mp && mp->leader == (int32_t)s->b->cfg->node_id && mp->shard == s->id;
+    return leads ? 0 : ST_KERR_NOT_LEADER_OR_FOLLOWER;
+}
+
+bool st_kleader_current(const st_kshard_t *s, const uint8_t topic_id[16], int32_t partition,
+                        int16_t error, int32_t *leader_id, int32_t *leader_epoch)
+{
+    if (!s->b->cfg->clustered ||
+        (error != ST_KERR_NOT_LEADER_OR_FOLLOWER && error != ST_KERR_FENCED_LEADER_EPOCH))
+        return false;
+    const st_md_partition_t *p = md_part(st_md_find_id(s->md, topic_id), partition);
+    if (!p || p->leader < 0)
+        return false;
+    *leader_id = p->leader;
+    *leader_epoch = p->leader_epoch;
+    return true;
+}
+
+bool st_kleader_live(const st_md_t *md, int32_t node_id)
+{
+    const st_md_broker_t *b = st_md_broker(md, node_id);
+    return b && !b->fenced;
+}
+
+int st_kleader_brokers(st_arena_t *a, const st_md_t *md, const int32_t *ids, int n,
+                       const st_md_broker_t ***out)
+{
+    *out = st_arena_alloc(a, (size_t)md->nbrokers * sizeof **out + 1);
+    if (!*out)
+        return -1;
+    int k = 0;
+    for (int i = 0; i < md->nbrokers; i++) {
+        const st_md_broker_t *b = &md->brokers[i];
+        bool named = false;
+        for (int j = 0; j < n && !named; j++)
+            named = ids[j] == b->node_id;
+        if (named && !b->fenced)
+            (*out)[k++] = b;
+    }
+    return k;
+}

@@ -1,0 +1,184 @@
+/* Unit tests for kafka/leader: who may serve a partition, on a single broker and in a cluster,
+ * the KIP-951 hints, and the group coordinator's broker (group_route.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "kafka/group_route.h"
+#include "kafka/leader.h"
+#include "proto/kerr.h"
+
+/* A snapshot of brokers 1, 2 (fenced) and 3 (rack "r3"), and topic "t" of three partitions:
+ *   0: replicas 1,2,3  leader 1, epoch 5, on shard 0 here
+ *   1: replicas 2,3    leader 3, epoch 2 (broker 1 is no replica)
+ *   2: replicas 1,3    leader -1, epoch 7 */
+typedef struct {
+    st_config_t cfg;
+    st_broker_t b;
+    st_kshard_t s;
+    st_md_t *md;
+    const st_md_topic_t *t;
+} fixture_t;
+
+static void set_part(st_md_topic_t *t, int32_t i, int32_t leader, int32_t epoch, int32_t shard,
+                     int n, const int32_t *replicas)
+{
+    st_md_partition_t *p = &t->partitions[i];
+    p->leader = leader;
+    p->leader_epoch = epoch;
+    p->shard = shard;
+    p->nreplicas = p->nisr = (int16_t)n;
+    memcpy(p->replicas, replicas, (size_t)n * sizeof *replicas);
+    memcpy(p->isr, replicas, (size_t)n * sizeof *replicas);
+}
+
+static int setup(void **state)
+{
+    static fixture_t f;
+    memset(&f, 0, sizeof f);
+    f.md = st_md_new("cluster", 1);
+    st_md_put_broker(f.md, &(st_md_broker_t){.node_id = 1, .host = "h1", .port = 9091});
+    st_md_put_broker(f.md,
+                     &(st_md_broker_t){.node_id = 2, .host = "h2", .port = 9092, .fenced = true});
+    st_md_put_broker(f.md,
+                     &(st_md_broker_t){.node_id = 3, .host = "h3", .port = 9093, .rack = "r3"});
+    uint8_t id[16] = {1, 2, 3};
+    st_md_topic_t *t = st_md_topic_new("t", id, 3);
+    set_part(t, 0, 1, 5, 0, 3, (int32_t[]){1, 2, 3});
+    set_part(t, 1, 3, 2, -1, 2, (int32_t[]){2, 3});
+    set_part(t, 2, -1, 7, 0, 2, (int32_t[]){1, 3});
+    assert_int_equal(st_md_add_topic(f.md, t), 0);
+    f.t = st_md_find(f.md, "t", 1);
+    f.cfg.clustered = true;
+    f.cfg.node_id = 1;
+    f.b.cfg = &f.cfg;
+    f.s.b = &f.b;
+    f.s.md = f.md;
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    st_md_unref(f->md);
+    return 0;
+}
+
+static void test_cluster_check(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(st_kleader_check(&f->s, f->t, 0, -1), 0);
+    assert_int_equal(st_kleader_check(&f->s, f->t, 0, 5), 0);
+    assert_int_equal(st_kleader_check(&f->s, f->t, 0, 4), ST_KERR_FENCED_LEADER_EPOCH);
+    assert_int_equal(st_kleader_check(&f->s, f->t, 0, 6), ST_KERR_UNKNOWN_LEADER_EPOCH);
+    /* Not a replica here: whatever the epoch. */
+    assert_int_equal(st_kleader_check(&f->s, f->t, 1, 0), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    /* A replica of a partition without a leader: the epoch first, as Kafka. */
+    assert_int_equal(st_kleader_check(&f->s, f->t, 2, -1), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    assert_int_equal(st_kleader_check(&f->s, f->t, 2, 6), ST_KERR_FENCED_LEADER_EPOCH);
+    /* Unknown topic or partition: the handler's own answer. */
+    assert_int_equal(st_kleader_check(&f->s, NULL, 0, -1), 0);
+    assert_int_equal(st_kleader_check(&f->s, f->t, 3, -1), 0);
+    /* This broker leads, but no shard has the partition open yet. */
+    st_md_topic_t *t = (st_md_topic_t *)f->t;
+    t->partitions[0].shard = -1;
+    assert_int_equal(st_kleader_check(&f->s, f->t, 0, -1), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    t->partitions[0].shard = 0;
+}
+
+static void test_single_broker_passes(void **state)
+{
+    fixture_t *f = *state;
+    f->cfg.clustered = false;
+    for (int32_t p = 0; p < 3; p++)
+        assert_int_equal(st_kleader_check(&f->s, f->t, p, 99), 0);
+    st_part_t part = {.index = 1, .topic = "t"};
+    memcpy(part.topic_id, f->t->id, 16);
+    assert_int_equal(st_kleader_local(&f->s, &part), 0);
+    assert_int_equal(st_kleader_local(&f->s, NULL), ST_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+    int32_t id = -9, epoch = -9;
+    assert_false(
+        st_kleader_current(&f->s, f->t->id, 1, ST_KERR_NOT_LEADER_OR_FOLLOWER, &id, &epoch));
+    assert_int_equal(id, -9);
+    f->cfg.clustered = true;
+}
+
+static void test_owner_rechecks(void **state)
+{
+    fixture_t *f = *state;
+    st_part_t part = {.index = 0, .topic = "t"};
+    memcpy(part.topic_id, f->t->id, 16);
+    assert_int_equal(st_kleader_local(&f->s, &part), 0);
+    assert_int_equal(st_kleader_local(&f->s, NULL), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    part.index = 2; /* no leader */
+    assert_int_equal(st_kleader_local(&f->s, &part), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    part.index = 0;
+    f->s.id = 1; /* another shard owns it */
+    assert_int_equal(st_kleader_local(&f->s, &part), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    f->s.id = 0;
+    part.topic_id[0] ^= 1; /* a topic of the same name, deleted and created again */
+    assert_int_equal(st_kleader_local(&f->s, &part), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+}
+
+static void test_hints(void **state)
+{
+    fixture_t *f = *state;
+    int32_t id = -9, epoch = -9;
+    assert_true(
+        st_kleader_current(&f->s, f->t->id, 1, ST_KERR_NOT_LEADER_OR_FOLLOWER, &id, &epoch));
+    assert_int_equal(id, 3);
+    assert_int_equal(epoch, 2);
+    assert_true(st_kleader_current(&f->s, f->t->id, 0, ST_KERR_FENCED_LEADER_EPOCH, &id, &epoch));
+    assert_int_equal(id, 1);
+    assert_false(st_kleader_current(&f->s, f->t->id, 2, ST_KERR_NOT_LEADER_OR_FOLLOWER, &id,
+                                    &epoch)); /* no leader */
+    assert_false(st_kleader_current(&f->s, f->t->id, 1, ST_KERR_UNKNOWN_LEADER_EPOCH, &id, &epoch));
+
+    st_arena_t a;
+    st_arena_init(&a, 1024);
+    const st_md_broker_t **b;
+    int32_t ids[] = {3, 2, 3, 1, 7};
+    assert_int_equal(st_kleader_brokers(&a, f->md, ids, 5, &b), 2); /* 2 fenced, 7 unknown */
+    assert_int_equal(b[0]->node_id, 1);
+    assert_int_equal(b[1]->node_id, 3);
+    assert_string_equal(b[1]->rack, "r3");
+    st_arena_fini(&a);
+
+    assert_true(st_kleader_live(f->md, 1));
+    assert_false(st_kleader_live(f->md, 2));
+    assert_false(st_kleader_live(f->md, 4));
+}
+
+static void test_group_coordinator(void **state)
+{
+    fixture_t *f = *state;
+    uint8_t id[16] = {9};
+    st_md_topic_t *t = st_md_topic_new(ST_OFFSETS_TOPIC, id, 2);
+    set_part(t, 0, 3, 1, -1, 2, (int32_t[]){2, 3});
+    set_part(t, 1, 1, 1, 0, 2, (int32_t[]){1, 3});
+    assert_int_equal(st_md_add_topic(f->md, t), 0);
+    /* Kafka's abs(hashCode) % 2: "a" (97) -> 1, "b" (98) -> 0. */
+    assert_int_equal(st_kgroup_coordinator(f->md, st_kstr("a")), 1);
+    assert_int_equal(st_kgroup_coordinator(f->md, st_kstr("b")), 3);
+    assert_true(st_kgroup_leads(&f->s, 1));
+    assert_false(st_kgroup_leads(&f->s, 0));
+    assert_false(st_kgroup_leads(&f->s, -1));
+    assert_int_equal(st_md_remove_topic(f->md, ST_OFFSETS_TOPIC), 0);
+    assert_int_equal(st_kgroup_coordinator(f->md, st_kstr("a")), -1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_cluster_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_single_broker_passes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_owner_rechecks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hints, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_coordinator, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
