@@ -365,6 +365,35 @@ static int placement_order(const st_md_t *md, int32_t *out)
     return n;
 }
 
+static const char *rack_of(const st_md_t *md, int32_t node)
+{
+    const st_md_broker_t *b = st_md_broker(md, node);
+    return b && b->rack ? b->rack : "";
+}
+
+/* The broker for replica r of p (its first r chosen), from order[at] on: the first that is not
+ * a replica yet and, while some rack holds none of p's replicas, sits on such a rack. */
+static int32_t next_replica(const st_md_t *md, const int32_t *order, uint32_t n, uint32_t at,
+                            const st_md_partition_t *p, int r)
+{
+    int32_t fallback = -1;
+    for (uint32_t k = 0; k < n; k++) {
+        int32_t b = order[(at + k) % n];
+        bool taken = false, rack_used = false;
+        for (int i = 0; i < r; i++) {
+            taken |= p->replicas[i] == b;
+            rack_used |= strcmp(rack_of(md, p->replicas[i]), rack_of(md, b)) == 0;
+        }
+        if (taken)
+            continue;
+        if (!rack_used)
+            return b;
+        if (fallback < 0)
+            fallback = b;
+    }
+    return fallback;
+}
+
 int st_rec_place(const st_md_t *md, int32_t n, int rf, uint32_t start, st_md_partition_t *out,
                  char *msg, size_t msglen)
 {
@@ -391,7 +420,7 @@ int st_rec_place(const st_md_t *md, int32_t n, int rf, uint32_t start, st_md_par
         p->replicas[0] = p->isr[0] = order[first];
         for (int r = 1; r < rf; r++) {
             uint32_t at = (first + 1 + (shift + (uint32_t)(r - 1)) % (ln - 1)) % ln;
-            p->replicas[r] = p->isr[r] = order[at];
+            p->replicas[r] = p->isr[r] = next_replica(md, order, ln, at, p, r);
         }
         p->leader = p->replicas[0];
         p->leader_epoch = p->partition_epoch = 0;
@@ -400,18 +429,26 @@ int st_rec_place(const st_md_t *md, int32_t n, int rf, uint32_t start, st_md_par
     return 0;
 }
 
-static void isr_remove(st_md_partition_t *p, int at)
+/* Drops the ISR members that are not live; when none is, the ISR keeps one member, the
+ * leader if it was in it (it has every record the ISR acknowledged), else its first. */
+static void isr_shrink(const st_md_t *md, st_md_partition_t *p)
 {
-    memmove(&p->isr[at], &p->isr[at + 1], (size_t)(p->nisr - at - 1) * sizeof p->isr[0]);
-    p->nisr--;
+    if (p->nisr == 0)
+        return;
+    int32_t keep = st_md_in_isr(p, p->leader) ? p->leader : p->isr[0];
+    int16_t n = 0;
+    for (int i = 0; i < p->nisr; i++)
+        if (live(md, p->isr[i]))
+            p->isr[n++] = p->isr[i];
+    if (n == 0)
+        p->isr[n++] = keep;
+    p->nisr = n;
 }
 
 bool st_rec_elect(const st_md_t *md, st_md_partition_t *p, bool unclean)
 {
     st_md_partition_t was = *p;
-    for (int i = p->nisr - 1; i >= 0 && p->nisr > 1; i--)
-        if (!live(md, p->isr[i]))
-            isr_remove(p, i);
+    isr_shrink(md, p);
     int32_t leader = -1;
     if (p->leader >= 0 && live(md, p->leader) && st_md_in_isr(p, p->leader))
         leader = p->leader;
@@ -424,7 +461,6 @@ bool st_rec_elect(const st_md_t *md, st_md_partition_t *p, bool unclean)
             p->nisr = 1;
             p->isr[0] = leader;
         }
-    /* a fenced last ISR member stays: it is the only replica known to hold every record */
     p->leader = leader;
     if (p->leader != was.leader)
         p->leader_epoch++;

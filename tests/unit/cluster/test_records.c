@@ -1,0 +1,256 @@
+/* test_records.c — the metadata log's records: placement, elections, applying, snapshots. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "cluster/records.h"
+
+static st_md_t *cluster(int n, const char *const *racks)
+{
+    st_md_t *md = st_md_new("c1", 1);
+    for (int i = 1; i <= n; i++) {
+        st_md_broker_t b = {.node_id = i,
+                            .host = "127.0.0.1",
+                            .port = 9000 + i,
+                            .rack = racks ? (char *)racks[i - 1] : NULL,
+                            .incarnation = 7};
+        assert_int_equal(st_md_put_broker(md, &b), 0);
+    }
+    return md;
+}
+
+static void fence(st_md_t *md, int32_t node, bool fenced)
+{
+    st_md_broker_t b = *st_md_broker(md, node);
+    b.fenced = fenced;
+    assert_int_equal(st_md_put_broker(md, &b), 0);
+}
+
+static void test_place_spreads_leaders_and_replicas(void **state)
+{
+    (void)state;
+    st_md_t *md = cluster(3, NULL);
+    st_md_partition_t p[6];
+    char msg[200];
+    assert_int_equal(st_rec_place(md, 6, 3, 5, p, msg, sizeof msg), 0);
+    int leads[4] = {0}, follows[4][4] = {{0}};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(p[i].nreplicas, 3);
+        assert_int_equal(p[i].nisr, 3);
+        assert_int_equal(p[i].leader, p[i].replicas[0]);
+        for (int a = 0; a < 3; a++)
+            for (int b = a + 1; b < 3; b++)
+                assert_int_not_equal(p[i].replicas[a], p[i].replicas[b]);
+        leads[p[i].leader]++;
+        follows[p[i].replicas[0]][p[i].replicas[1]]++;
+    }
+    for (int b = 1; b <= 3; b++)
+        assert_int_equal(leads[b], 2);
+    /* the first follower is not always the same one for a given leader */
+    for (int b = 1; b <= 3; b++)
+        assert_true(follows[b][b % 3 + 1] == 1);
+    assert_int_equal(st_rec_place(md, 1, 4, 0, p, msg, sizeof msg), ST_E_INVALID);
+    assert_non_null(strstr(msg, "only 3 broker(s)"));
+    fence(md, 2, true);
+    assert_int_equal(st_rec_place(md, 1, 3, 0, p, msg, sizeof msg), ST_E_INVALID);
+    assert_int_equal(st_rec_place(md, 4, 2, 0, p, msg, sizeof msg), 0);
+    for (int i = 0; i < 4; i++)
+        assert_false(st_md_is_replica(&p[i], 2));
+    st_md_unref(md);
+}
+
+static void test_place_alternates_racks(void **state)
+{
+    (void)state;
+    const char *racks[] = {"a", "a", "b", "b"};
+    st_md_t *md = cluster(4, racks);
+    st_md_partition_t p[8];
+    char msg[200];
+    assert_int_equal(st_rec_place(md, 8, 2, 0, p, msg, sizeof msg), 0);
+    for (int i = 0; i < 8; i++) {
+        const st_md_broker_t *x = st_md_broker(md, p[i].replicas[0]);
+        const st_md_broker_t *y = st_md_broker(md, p[i].replicas[1]);
+        assert_string_not_equal(x->rack, y->rack);
+    }
+    st_md_unref(md);
+}
+
+static st_md_partition_t part3(void)
+{
+    st_md_partition_t p = {.leader = 1, .nreplicas = 3, .nisr = 3};
+    for (int i = 0; i < 3; i++)
+        p.replicas[i] = p.isr[i] = i + 1;
+    return p;
+}
+
+static void test_elect_moves_leadership_within_the_isr(void **state)
+{
+    (void)state;
+    st_md_t *md = cluster(3, NULL);
+    st_md_partition_t p = part3();
+    assert_false(st_rec_elect(md, &p, false));
+    fence(md, 1, true);
+    assert_true(st_rec_elect(md, &p, false));
+    assert_int_equal(p.leader, 2);
+    assert_int_equal(p.leader_epoch, 1);
+    assert_int_equal(p.partition_epoch, 1);
+    assert_int_equal(p.nisr, 2);
+    assert_false(st_md_in_isr(&p, 1));
+    fence(md, 2, true);
+    fence(md, 3, true);
+    assert_true(st_rec_elect(md, &p, false));
+    assert_int_equal(p.leader, -1); /* nobody live in the ISR, clean elections only */
+    assert_int_equal(p.nisr, 1);    /* the last leader stays: it holds every record */
+    assert_int_equal(p.isr[0], 2);
+    fence(md, 1, false);
+    assert_false(st_rec_elect(md, &p, false));
+    assert_true(st_rec_elect(md, &p, true)); /* unclean: an out-of-sync live replica leads */
+    assert_int_equal(p.leader, 1);
+    assert_int_equal(p.nisr, 1);
+    assert_int_equal(p.isr[0], 1);
+    st_md_unref(md);
+}
+
+static void test_preferred_election(void **state)
+{
+    (void)state;
+    st_md_t *md = cluster(3, NULL);
+    st_md_partition_t p = part3();
+    p.leader = 2;
+    assert_true(st_rec_elect_preferred(md, &p));
+    assert_int_equal(p.leader, 1);
+    assert_false(st_rec_elect_preferred(md, &p));
+    p.leader = 2;
+    fence(md, 1, true);
+    assert_false(st_rec_elect_preferred(md, &p));
+    st_md_unref(md);
+}
+
+/* Applies records as one entry at index. */
+static void apply(st_md_t *md, json_t *records, int64_t index)
+{
+    size_t len;
+    void *e = st_rec_entry(records, &len, NULL);
+    assert_non_null(e);
+    assert_int_equal(len % 8, 0);
+    st_rec_apply(md, e, len, index);
+    free(e);
+    json_decref(records);
+}
+
+static st_md_topic_t *topic(const char *name, uint8_t idbyte, int32_t n)
+{
+    uint8_t id[16];
+    memset(id, idbyte, sizeof id);
+    st_md_topic_t *t = st_md_topic_new(name, id, n);
+    for (int32_t i = 0; i < n; i++)
+        t->partitions[i] = part3();
+    st_md_topic_set_config(t, "retention.ms", "1000");
+    t->replication_factor = 3;
+    return t;
+}
+
+static void test_apply_and_snapshot_round_trip(void **state)
+{
+    (void)state;
+    st_md_t *src = cluster(3, NULL);
+    st_md_t *md = st_md_new("", -1);
+    json_t *r = json_array();
+    json_array_append_new(r, st_rec_cluster("c1"));
+    for (int i = 0; i < src->nbrokers; i++)
+        json_array_append_new(r, st_rec_broker(&src->brokers[i]));
+    st_md_topic_t *t = topic("orders", 0xab, 4);
+    json_array_append_new(r, st_rec_topic(t));
+    apply(md, r, 3);
+    assert_string_equal(md->cluster_id, "c1");
+    assert_int_equal(md->nbrokers, 3);
+    assert_int_equal(st_md_broker(md, 2)->epoch, 3);
+    const st_md_topic_t *got = st_md_find(md, "orders", 6);
+    assert_non_null(got);
+    assert_int_equal(got->npartitions, 4);
+    assert_int_equal(got->partitions[3].nreplicas, 3);
+    assert_string_equal(st_md_topic_config(got, "retention.ms"), "1000");
+
+    /* a new state of the same topic replaces it; a record for its name with another id is
+     * ignored; a removal removes it; garbage changes nothing */
+    t->partitions[0].leader = 2;
+    st_md_topic_t *clash = topic("orders", 0xcd, 1);
+    r = json_array();
+    json_array_append_new(r, st_rec_topic(t));
+    json_array_append_new(r, st_rec_topic(clash));
+    apply(md, r, 4);
+    got = st_md_find(md, "orders", 6);
+    assert_int_equal(got->partitions[0].leader, 2);
+    assert_int_equal(got->npartitions, 4);
+    const char junk[] = "{\"v\":1,\"records\":[{\"type\":\"topic\"},{\"type\":7},42]}    ";
+    st_rec_apply(md, junk, sizeof junk - 1, 5);
+    st_rec_apply(md, "not json", 8, 6);
+    assert_int_equal(md->ntopics, 1);
+
+    size_t len;
+    char *snap = st_rec_snapshot(md, &len, NULL);
+    st_md_t *copy = st_md_new("", -1);
+    assert_int_equal(st_rec_restore(copy, snap, len), 0);
+    size_t len2;
+    char *snap2 = st_rec_snapshot(copy, &len2, NULL);
+    assert_int_equal(len, len2);
+    assert_memory_equal(snap, snap2, len);
+    assert_int_equal(st_rec_restore(copy, "{}", 2), ST_E_CORRUPT);
+
+    r = json_array();
+    json_array_append_new(r, st_rec_remove_topic(t->id));
+    apply(md, r, 7);
+    assert_int_equal(md->ntopics, 0);
+    free(snap);
+    free(snap2);
+    st_md_topic_free(t);
+    st_md_topic_free(clash);
+    st_md_unref(copy);
+    st_md_unref(md);
+    st_md_unref(src);
+}
+
+static void test_fence_and_rejoin_records(void **state)
+{
+    (void)state;
+    st_md_t *md = cluster(3, NULL);
+    st_md_add_topic(md, topic("t", 1, 2));
+    st_md_add_topic(md, topic("u", 2, 1));
+    fence(md, 1, true);
+    json_t *r = json_array();
+    assert_int_equal(st_rec_reelect_all(md, false, r), 2);
+    apply(md, r, 10);
+    const st_md_topic_t *t = st_md_find(md, "t", 1);
+    assert_int_equal(t->partitions[1].leader, 2);
+    assert_false(st_md_in_isr(&t->partitions[1], 1));
+    fence(md, 1, false);
+    r = json_array();
+    assert_int_equal(st_rec_rejoin(md, 1, false, r), 2);
+    apply(md, r, 11);
+    t = st_md_find(md, "t", 1);
+    assert_true(st_md_in_isr(&t->partitions[0], 1));
+    assert_int_equal(t->partitions[0].leader, 2); /* leadership stays until a preferred election */
+    r = json_array();
+    assert_int_equal(st_rec_reelect_all(md, false, r), 0);
+    json_decref(r);
+    st_md_unref(md);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_place_spreads_leaders_and_replicas),
+        cmocka_unit_test(test_place_alternates_racks),
+        cmocka_unit_test(test_elect_moves_leadership_within_the_isr),
+        cmocka_unit_test(test_preferred_election),
+        cmocka_unit_test(test_apply_and_snapshot_round_trip),
+        cmocka_unit_test(test_fence_and_rejoin_records),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
