@@ -404,7 +404,9 @@ static void kshard_quorum(st_kshard_t *s)
 {
     st_broker_t *b = s->b;
     st_md_t *md = atomic_exchange(&b->quorum_md, NULL);
-    if (md)
+    if (md && atomic_load_explicit(&b->stopping, memory_order_acquire))
+        st_md_unref(md); /* the shards are stopping: no partition opens now */
+    else if (md)
         b->hooks->adopt_metadata(s, md);
     b->hooks->quorum_answers(s);
 }
@@ -644,6 +646,12 @@ int st_broker_start(st_broker_t *b)
 
 void st_broker_stop(st_broker_t *b)
 {
+    /* The quorum stops first, while the shards still serve: a leader hands over, and the ops
+     * in flight are answered (cluster/quorum.h). */
+    if (b->quorum && !atomic_exchange(&b->quorum_stopped, 1)) {
+        st_quorum_stop(b->quorum);
+        st_loop_wake(b->shards[0]->loop);
+    }
     atomic_store_explicit(&b->stopping, 1, memory_order_release);
     for (int i = 0; i < b->nshards; i++)
         if (b->shards[i]->loop)
@@ -678,8 +686,6 @@ int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen)
 
 void st_broker_join(st_broker_t *b)
 {
-    if (b->quorum)
-        st_quorum_stop(b->quorum);
     for (int i = 0; i < b->nshards; i++)
         pthread_join(b->shards[i]->thread, NULL);
 }

@@ -62,9 +62,10 @@ int st_broker_start(st_broker_t *b);
 /* Cluster (controller.quorum.voters set): joins the metadata quorum (cluster/quorum.h), whose
  * states shard 0 then adopts. After st_broker_start. Returns 0 or an error with one line. */
 int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen);
-/* Any thread (signal handling): asks every shard to shut down cleanly. */
+/* Main thread: stops the metadata quorum (a leader hands over first; blocks up to two election
+ * timeouts), then asks every shard to shut down cleanly. */
 void st_broker_stop(st_broker_t *b);
-/* Stops the metadata quorum (a leader hands over first), then waits for the shard threads. */
+/* Waits for the shard threads to exit. */
 void st_broker_join(st_broker_t *b);
 void st_broker_destroy(st_broker_t *b);
 

@@ -75,6 +75,7 @@ struct st_broker {
     pthread_mutex_t ctl_mu;
     struct st_ctl_op *ctl_answers, *ctl_waiting;
     _Atomic int ctl_answers_ready;
+    _Atomic int quorum_stopped; /* st_broker_stop stopped it: no state will come any more */
     int64_t ctl_applied;
     _Atomic int stopping;
     _Atomic int drained; /* shards with no connection left (shutdown barrier 1) */

@@ -41,6 +41,12 @@
       "how often a broker tells the controller it is alive")                                       \
     X(unclean_leader_election_enable, "unclean.leader.election.enable", BOOL, "false", 0, 0,       \
       "let a replica outside the ISR lead when no ISR member is alive (may lose records)")         \
+    X(auto_leader_rebalance_enable, "auto.leader.rebalance.enable", BOOL, "true", 0, 0,            \
+      "the controller moves leadership back to preferred replicas that are live and in sync")      \
+    X(leader_imbalance_check_interval_seconds, "leader.imbalance.check.interval.seconds", INT,     \
+      "300", 1, 86400, "how often the controller checks leadership balance")                       \
+    X(leader_imbalance_per_broker_percentage, "leader.imbalance.per.broker.percentage", INT, "10", \
+      0, 100, "a broker leading fewer than this share of its preferred partitions gets them back") \
     X(offsets_topic_replication_factor, "offsets.topic.replication.factor", INT, "3", 1, 32767,    \
       "replicas of __consumer_offsets (never more than the brokers alive when it is created)")     \
     X(admin_listen, "admin.listen", STR, "127.0.0.1:9644", 0, 0,                                   \

@@ -102,7 +102,7 @@ struct st_quorum {
     bool stop;
     /* the active controller */
     bool leader, ready, busy;
-    int64_t leader_since;
+    int64_t leader_since, last_rebalance;
     st_quorum_req_t *queue, *queue_tail;
     char pending_hints[Q_MAX_HINTS][256];
     int npending_hints;
@@ -345,6 +345,25 @@ static bool broker_duty(st_quorum_t *q)
     return false;
 }
 
+/* auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, leadership
+ * goes back to preferred replicas of brokers leading too few of theirs. */
+static bool rebalance_duty(st_quorum_t *q)
+{
+    const st_config_t *c = q->cfg;
+    int64_t now = st_mono_ms();
+    if (!c->auto_leader_rebalance_enable ||
+        now - q->last_rebalance < c->leader_imbalance_check_interval_seconds * 1000)
+        return false;
+    q->last_rebalance = now;
+    json_t *records = json_array();
+    int n = st_rec_rebalance(q->state, (int)c->leader_imbalance_per_broker_percentage, records);
+    bool started = n > 0 && propose(q, records, NULL) == 0;
+    if (started)
+        ST_INFO("metadata: leadership goes back to preferred replicas (%d topic(s))", n);
+    json_decref(records);
+    return started;
+}
+
 static void change_done(struct raft_change *req, int status)
 {
     st_quorum_t *q = req->data;
@@ -354,7 +373,8 @@ static void change_done(struct raft_change *req, int status)
                 raft_strerror(status));
         return;
     }
-    /* a node added as a spare becomes a standby next (controller_step sees it) */
+    /* a node added as a spare becomes a standby next */
+    controller_step(q);
 }
 
 /* Adds a broker-only node that heartbeats to the Raft configuration as a standby. */
@@ -406,7 +426,7 @@ static void controller_step(st_quorum_t *q)
         json_decref(records);
         return;
     }
-    if (broker_duty(q))
+    if (broker_duty(q) || rebalance_duty(q))
         return;
     membership_duty(q);
     run_hints(q);
@@ -455,7 +475,7 @@ static void leadership(st_quorum_t *q, bool leader)
     q->leader = leader;
     q->ready = false;
     if (leader) {
-        q->leader_since = st_mono_ms();
+        q->leader_since = q->last_rebalance = st_mono_ms();
         for (int i = 0; i < q->npeers; i++)
             q->peers[i].last_ms = 0; /* everyone gets a full session from now */
         q->barrier.data = q;
@@ -544,20 +564,20 @@ static void hb_send(st_quorum_t *q, json_t *create)
     raft_id leader;
     const char *addr;
     raft_leader(&q->raft, &leader, &addr);
-    if (!leader)
+    /* A broker-only node learns the leader only once the leader has added it, which it does
+     * when it hears from it: until then it tells every voter (the others ignore it). */
+    if (!leader && q->cfg->role_controller)
         return;
     char *text = hb_message(q, create);
     if (!text)
         return;
+    uv_buf_t b = uv_buf_init(text, (unsigned)strlen(text));
     if ((int32_t)leader == self_id(q)) {
-        uv_buf_t b = uv_buf_init(text, (unsigned)strlen(text));
         hb_recv(&q->udp, (ssize_t)b.len, &b, NULL, 0);
     } else {
         for (int i = 0; i < q->cfg->nvoters; i++)
-            if (q->cfg->voters[i].id == (int32_t)leader) {
-                uv_buf_t b = uv_buf_init(text, (unsigned)strlen(text));
+            if (!leader || q->cfg->voters[i].id == (int32_t)leader)
                 uv_udp_try_send(&q->udp, &b, 1, (const struct sockaddr *)&q->voter_addr[i]);
-            }
     }
     free(text);
     q->last_hb_sent = st_mono_ms();
@@ -925,25 +945,34 @@ void st_quorum_submit(st_quorum_t *q, st_quorum_req_t *req)
     req->next = NULL;
     req->index = 0;
     pthread_mutex_lock(&q->mu);
+    if (q->stop) {
+        pthread_mutex_unlock(&q->mu);
+        req->done(req, ST_E_NOT_LEADER); /* stopped: nobody will run it */
+        return;
+    }
     if (q->inbox_tail)
         q->inbox_tail->next = req;
     else
         q->inbox = req;
     q->inbox_tail = req;
+    uv_async_send(&q->async); /* under mu: the thread closes the handle only once stop is set */
     pthread_mutex_unlock(&q->mu);
-    uv_async_send(&q->async);
 }
 
 void st_quorum_hint_create(st_quorum_t *q, const char *topic)
 {
     pthread_mutex_lock(&q->mu);
+    if (q->stop) {
+        pthread_mutex_unlock(&q->mu);
+        return;
+    }
     bool dup = false;
     for (int i = 0; i < q->nhints; i++)
         dup |= strcmp(q->hints[i], topic) == 0;
     if (!dup && q->nhints < Q_MAX_HINTS && strlen(topic) < 256)
         snprintf(q->hints[q->nhints++], 256, "%s", topic);
-    pthread_mutex_unlock(&q->mu);
     uv_async_send(&q->async);
+    pthread_mutex_unlock(&q->mu);
 }
 
 void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out)
@@ -961,8 +990,8 @@ void st_quorum_stop(st_quorum_t *q)
         return;
     pthread_mutex_lock(&q->mu);
     q->stop = true;
-    pthread_mutex_unlock(&q->mu);
     uv_async_send(&q->async);
+    pthread_mutex_unlock(&q->mu);
     pthread_join(q->thread, NULL);
     q->thread = 0;
 }

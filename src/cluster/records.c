@@ -529,3 +529,50 @@ int st_rec_rejoin(const st_md_t *md, int32_t node, bool unclean, json_t *records
 {
     return reelect(md, node, unclean, records);
 }
+
+/* Whether broker `node` leads fewer of its preferred partitions than pct percent allows. */
+static bool imbalanced(const st_md_t *md, int32_t node, int pct)
+{
+    int64_t preferred = 0, elsewhere = 0;
+    for (int i = 0; i < md->ntopics; i++)
+        for (int32_t p = 0; p < md->topics[i]->npartitions; p++) {
+            const st_md_partition_t *mp = &md->topics[i]->partitions[p];
+            if (mp->nreplicas == 0 || mp->replicas[0] != node)
+                continue;
+            preferred++;
+            elsewhere += mp->leader != node;
+        }
+    return preferred > 0 && elsewhere * 100 > preferred * pct;
+}
+
+int st_rec_rebalance(const st_md_t *md, int pct, json_t *records)
+{
+    int n = 0;
+    bool *due = calloc((size_t)md->nbrokers + 1, sizeof *due);
+    if (!due)
+        return 0;
+    for (int b = 0; b < md->nbrokers; b++)
+        due[b] = !md->brokers[b].fenced && imbalanced(md, md->brokers[b].node_id, pct);
+    for (int i = 0; i < md->ntopics; i++) {
+        const st_md_topic_t *t = md->topics[i];
+        st_md_topic_t *c = NULL;
+        for (int32_t p = 0; p < t->npartitions; p++) {
+            st_md_partition_t np = t->partitions[p];
+            bool want = false;
+            for (int b = 0; b < md->nbrokers && np.nreplicas > 0; b++)
+                want |= due[b] && md->brokers[b].node_id == np.replicas[0];
+            if (!want || !st_rec_elect_preferred(md, &np))
+                continue;
+            if (!c && !(c = st_md_topic_clone(t)))
+                break;
+            c->partitions[p] = np;
+        }
+        if (c) {
+            json_array_append_new(records, st_rec_topic(c));
+            st_md_topic_free(c);
+            n++;
+        }
+    }
+    free(due);
+    return n;
+}

@@ -76,6 +76,11 @@ bool st_rec_elect_preferred(const st_md_t *md, st_md_partition_t *p);
  * partitions elect again. Appends the changed topics' records; md must show node unfenced. */
 int st_rec_rejoin(const st_md_t *md, int32_t node, bool unclean, json_t *records);
 
+/* Preferred leader election for every broker whose share of partitions it should lead
+ * (first replica) but does not exceeds pct percent: appends the changed topics' records.
+ * Returns how many. */
+int st_rec_rebalance(const st_md_t *md, int pct, json_t *records);
+
 /* Appends to `records` a topic record for every topic with a partition st_rec_elect changes
  * under md's fencing (md already reflects the broker changes). Returns how many. */
 int st_rec_reelect_all(const st_md_t *md, bool unclean, json_t *records);

@@ -895,6 +895,11 @@ static void ctl_release(st_kshard_t *s)
 void st_ctl_quorum_answers(st_kshard_t *s)
 {
     st_broker_t *b = s->b;
+    if (atomic_load(&b->quorum_stopped) && b->ctl_waiting) {
+        /* committed, but no state will show them applied here any more */
+        b->ctl_applied = INT64_MAX;
+        ctl_release(s);
+    }
     if (!atomic_exchange(&b->ctl_answers_ready, 0))
         return;
     pthread_mutex_lock(&b->ctl_mu);
