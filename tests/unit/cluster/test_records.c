@@ -242,6 +242,31 @@ static void test_fence_and_rejoin_records(void **state)
     st_md_unref(md);
 }
 
+static void test_rebalance_returns_preferred_leaders(void **state)
+{
+    (void)state;
+    st_md_t *md = cluster(3, NULL);
+    st_md_topic_t *t = topic("t", 1, 6);
+    char msg[200];
+    assert_int_equal(st_rec_place(md, 6, 3, 0, t->partitions, msg, sizeof msg), 0);
+    for (int32_t p = 0; p < 6; p++)
+        if (t->partitions[p].replicas[0] == 2)
+            t->partitions[p].leader = t->partitions[p].replicas[1]; /* 2 lost its leaderships */
+    st_md_add_topic(md, t);
+    json_t *r = json_array();
+    assert_int_equal(st_rec_rebalance(md, 10, r), 1);
+    apply(md, r, 5);
+    const st_md_topic_t *got = st_md_find(md, "t", 1);
+    for (int32_t p = 0; p < 6; p++) {
+        assert_int_equal(got->partitions[p].leader, got->partitions[p].replicas[0]);
+        assert_int_equal(got->partitions[p].leader_epoch, got->partitions[p].replicas[0] == 2);
+    }
+    r = json_array();
+    assert_int_equal(st_rec_rebalance(md, 10, r), 0); /* balanced: nothing to do */
+    json_decref(r);
+    st_md_unref(md);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -251,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_preferred_election),
         cmocka_unit_test(test_apply_and_snapshot_round_trip),
         cmocka_unit_test(test_fence_and_rejoin_records),
+        cmocka_unit_test(test_rebalance_returns_preferred_leaders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
