@@ -243,6 +243,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
         }
         b->shards[i]->b = b;
         b->shards[i]->id = i;
+        pthread_mutex_init(&b->shards[i]->ext_mu, NULL);
         b->shards[i]->md = st_md_ref(b->ctl_md);
     }
     *out = b;
@@ -411,9 +412,41 @@ static void kshard_quorum(st_kshard_t *s)
     b->hooks->quorum_answers(s);
 }
 
+void st_broker_post(st_broker_t *b, int shard, st_ext_call_t *c)
+{
+    st_kshard_t *s = b->shards[shard];
+    c->next = NULL;
+    pthread_mutex_lock(&s->ext_mu);
+    if (s->ext_tail)
+        s->ext_tail->next = c;
+    else
+        s->ext_head = c;
+    s->ext_tail = c;
+    pthread_mutex_unlock(&s->ext_mu);
+    atomic_store_explicit(&s->ext_ready, 1, memory_order_release);
+    st_loop_wake(s->loop);
+}
+
+/* Runs the calls other threads posted to this shard. */
+static void kshard_ext_calls(st_kshard_t *s)
+{
+    if (!atomic_exchange_explicit(&s->ext_ready, 0, memory_order_acq_rel))
+        return;
+    pthread_mutex_lock(&s->ext_mu);
+    st_ext_call_t *c = s->ext_head;
+    s->ext_head = s->ext_tail = NULL;
+    pthread_mutex_unlock(&s->ext_mu);
+    while (c) {
+        st_ext_call_t *next = c->next;
+        c->fn(s, c);
+        c = next;
+    }
+}
+
 static void kshard_before_sleep(void *arg)
 {
     st_kshard_t *s = arg;
+    kshard_ext_calls(s);
     if (s->id == 0 && s->b->quorum && s->shutdown_state == 0)
         kshard_quorum(s);
     if (s->shutdown_state >= 2) {
@@ -650,6 +683,8 @@ void st_broker_stop(st_broker_t *b)
      * in flight are answered (cluster/quorum.h). */
     if (b->quorum && !atomic_exchange(&b->quorum_stopped, 1)) {
         st_quorum_stop(b->quorum);
+        if (b->hooks->replication_stop)
+            b->hooks->replication_stop(b);
         st_loop_wake(b->shards[0]->loop);
     }
     atomic_store_explicit(&b->stopping, 1, memory_order_release);
@@ -681,6 +716,8 @@ int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen)
         return rc;
     __atomic_store_n(&b->quorum, q, __ATOMIC_RELEASE); /* the admin thread reads it */
     st_loop_wake(b->shards[0]->loop);
+    if (b->hooks->replication_start)
+        return b->hooks->replication_start(b, err, errlen);
     return 0;
 }
 

@@ -48,6 +48,10 @@ typedef struct st_broker_hooks {
     void (*quorum_answers)(st_kshard_t *s0);
     /* Cluster, the quorum thread of the active controller: create topic `name` with defaults. */
     void (*hint_create)(st_broker_t *b, const char *name);
+    /* Cluster, main thread: start the replication (follower fetcher) after the quorum, and
+     * stop it after the quorum stopped, before the shards stop. NULL: none. */
+    int (*replication_start)(st_broker_t *b, char *err, size_t errlen);
+    void (*replication_stop)(st_broker_t *b);
     /* On the owner shard: tells shard `waiter` that a partition it waits on moved. */
     void (*wake_fetches)(st_kshard_t *owner, int waiter, const uint8_t topic_id[16], int32_t index);
 } st_broker_hooks_t;
@@ -62,6 +66,10 @@ int st_broker_start(st_broker_t *b);
 /* Cluster (controller.quorum.voters set): joins the metadata quorum (cluster/quorum.h), whose
  * states shard 0 then adopts. After st_broker_start. Returns 0 or an error with one line. */
 int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen);
+/* Any thread: runs c->fn on shard `shard`'s thread before it next sleeps (calls posted to one
+ * shard run in the order posted). Also during shutdown, so that fn can release what c holds. */
+void st_broker_post(st_broker_t *b, int shard, st_ext_call_t *c);
+
 /* Main thread: stops the metadata quorum (a leader hands over first; blocks up to two election
  * timeouts), then asks every shard to shut down cleanly. */
 void st_broker_stop(st_broker_t *b);

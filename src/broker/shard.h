@@ -34,9 +34,22 @@ typedef struct st_kshard st_kshard_t;
  * (every 100 ms): the admin module publishes the shard's metrics snapshot from here. */
 typedef void (*st_kshard_hook_fn)(void *arg, st_kshard_t *s);
 
+/* A call into a shard from a thread outside the shard mesh (the quorum, the replica fetcher):
+ * st_broker_post queues it, the shard runs fn on its own thread before it next sleeps. The
+ * poster owns the memory; fn may free it. */
+typedef struct st_ext_call st_ext_call_t;
+struct st_ext_call {
+    void (*fn)(st_kshard_t *s, st_ext_call_t *c);
+    st_ext_call_t *next;
+};
+
 struct st_kshard {
     st_broker_t *b;
     int id;
+    /* calls from other threads (st_broker_post), FIFO */
+    pthread_mutex_t ext_mu;
+    st_ext_call_t *ext_head, *ext_tail;
+    _Atomic int ext_ready;
     pthread_t thread;
     st_loop_t *loop;
     st_net_t *net;
@@ -71,6 +84,7 @@ struct st_broker {
      * (taken by shard 0), the ops it finished (ctl_mu), those waiting for their change to be
      * applied on every shard here, and the version last applied everywhere (shard 0) */
     struct st_quorum *quorum;
+    struct st_fetcher *fetcher; /* the follower fetcher (replica/fetcher.h), cluster only */
     _Atomic(st_md_t *) quorum_md;
     pthread_mutex_t ctl_mu;
     struct st_ctl_op *ctl_answers, *ctl_waiting;

@@ -84,6 +84,38 @@ typedef struct st_parts_config {
     void *wake_arg;
 } st_parts_config_t;
 
+/* Most replicas of a partition (cluster/metadata.h's ST_MD_MAX_REPLICAS). */
+#define ST_PART_MAX_REPLICAS 16
+
+/* The partition's place in its replica set, as the metadata says (st_part_set_role). */
+typedef struct st_part_role {
+    bool leader;  /* this broker leads at leader_epoch */
+    int32_t self; /* this broker's id */
+    int32_t leader_id, leader_epoch, partition_epoch;
+    int32_t min_isr; /* min.insync.replicas */
+    int16_t nreplicas, nisr;
+    int32_t replicas[ST_PART_MAX_REPLICAS];
+    int32_t isr[ST_PART_MAX_REPLICAS];
+} st_part_role_t;
+
+struct st_acks_wait;
+
+/* Replication state (cluster mode: a role was set). */
+typedef struct st_part_repl {
+    bool on; /* false: a single broker's partition, which leads and is its whole ISR */
+    st_part_role_t role;
+    /* leader: each replica's durable log end as its last fetch said (-1: not heard from
+     * since this leadership began), when it last caught up, and the log end it had to reach */
+    int64_t pos[ST_PART_MAX_REPLICAS];
+    int64_t caught_up_ms[ST_PART_MAX_REPLICAS];
+    int64_t target[ST_PART_MAX_REPLICAS];
+    int32_t isr_asked_pe; /* leader: partition epoch an ISR change was asked at (-1: none) */
+    int64_t isr_asked_ms;
+    int64_t leader_hw;    /* follower: the leader's high watermark from its last answer */
+    int64_t durable_seen; /* the durable end replica fetches were last woken for */
+    struct st_acks_wait *acks_head, *acks_tail; /* leader: acks=all waiting for the ISR */
+} st_part_repl_t;
+
 typedef struct st_part {
     uint8_t topic_id[16];
     int32_t index;
@@ -96,7 +128,8 @@ typedef struct st_part {
     bool dead;           /* deleted: freed once pending_durable drops to 0 */
     int open_err;        /* offline (log NULL): why its log could not be opened */
     uint64_t records_in, bytes_in, records_out, bytes_out;
-    st_pstate_t pstate; /* idempotent producers (rebuilt from the log at open) */
+    st_pstate_t pstate;  /* idempotent producers (rebuilt from the log at open) */
+    st_part_repl_t repl; /* replication (replica.c) */
     /* log cleaner (compacted topics) */
     bool cleaning;          /* in the shard's active set */
     bool clean_full_map;    /* the last clean ran out of key map: the next gets the whole share */
@@ -240,6 +273,50 @@ int16_t st_part_list_offset(st_part_t *p, int64_t ts, int64_t *offset, int64_t *
  * (FENCED_LEADER_EPOCH below it, UNKNOWN_LEADER_EPOCH above). Returns 0 or a Kafka error. */
 int16_t st_part_end_for_epoch(st_part_t *p, int32_t epoch, int32_t current_epoch,
                               int32_t *out_epoch, int64_t *end_offset);
+
+/* ---- replication (replica.c) ----
+ *
+ * In a cluster every hosted partition has a role. The leader appends producers' batches at its
+ * leader epoch; followers fetch them (replica/) and append them with their offsets
+ * (st_part_append_replica), reporting in their next fetch how far their log is durable. The
+ * leader's high watermark is the smallest durable log end over the ISR (its own included), and
+ * an acks=all append answers once the high watermark passes it: every ISR member has it on
+ * disk. A follower's high watermark is the leader's, capped by its own durable end.
+ *
+ * min.insync.replicas: an acks=all append to a leader whose ISR is smaller is refused
+ * (NOT_ENOUGH_REPLICAS); one waiting when the ISR shrinks below it is answered
+ * NOT_ENOUGH_REPLICAS_AFTER_APPEND (it is in the log, but not safe). A leader that loses its
+ * leadership answers its waiting appends NOT_LEADER_OR_FOLLOWER.
+ */
+
+/* Sets the partition's role (on every metadata change that concerns it). A new leadership
+ * (not leader before, or a new epoch) forgets the followers' positions. */
+void st_part_set_role(st_part_t *p, const st_part_role_t *role);
+/* Leader: replica `replica` fetched from `offset`, so its log is durable below it. */
+void st_part_follower_fetched(st_part_t *p, int32_t replica, int64_t offset, int64_t now_ms);
+/* Leader: whether the ISR should change now: members that have not caught up for lag_max_ms
+ * leave, replicas caught up with the high watermark join. When due (and not already asked for
+ * at this partition epoch within retry_ms), fills isr/nisr, remembers it asked, returns true. */
+bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, int64_t retry_ms,
+                            int32_t *isr, int16_t *nisr);
+/* Follower: appends the leader's batches records[0..len) with their offsets; the first must
+ * start at the log end (else ST_E_OUT_OF_RANGE, nothing written). leader_hw is the leader's
+ * high watermark from the same answer. Returns 0 and later calls done(arg, err) once the
+ * batches are durable, or an error now. */
+int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int64_t leader_hw,
+                           st_part_done_fn done, void *arg);
+/* Follower: the leader's high watermark moved (an answer without records). */
+void st_part_set_leader_hw(st_part_t *p, int64_t leader_hw);
+/* Follower: cuts the log back to `offset` (where it diverged from the leader's). */
+int st_part_truncate(st_part_t *p, int64_t offset);
+/* The log end that is durable here (what a follower reports to its leader). */
+int64_t st_part_durable_end(const st_part_t *p);
+/* The latest leader epoch in the log (-1: none). */
+int32_t st_part_latest_epoch(const st_part_t *p);
+/* Leader: a replica's Fetch read: up to the durable log end, past the high watermark. */
+int16_t st_part_read_replica(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out);
+/* Marks shard `waiter` as waiting for the durable end to pass `seen_end` (replica fetches). */
+void st_part_add_replica_waiter(st_part_t *p, int waiter, int64_t seen_end);
 
 /* ---- fetch waiters ---- */
 
