@@ -30,7 +30,8 @@
     X(ST_E_OUT_OF_RANGE, "offset out of range")                                                    \
     X(ST_E_TIMEOUT, "timed out")                                                                   \
     X(ST_E_NO_KEY, "record without a key in a compacted log")                                      \
-    X(ST_E_NOT_LEADER, "not the active controller or leader")
+    X(ST_E_NOT_LEADER, "not the active controller or leader")                                      \
+    X(ST_E_FEW_REPLICAS, "fewer in-sync replicas than min.insync.replicas")
 
 enum {
     ST_E__FIRST = ST_ERR_BASE,

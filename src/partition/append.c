@@ -180,6 +180,7 @@ static void on_durable(void *arg, int res)
 
 static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
                    st_part_append_res_t *res, st_part_done_fn done, void *arg);
+static bool acks_all_now(st_part_t *p, st_part_append_res_t *res);
 
 bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
                     st_part_append_res_t *res, st_part_done_fn done, void *arg)
@@ -204,6 +205,19 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
         res->why = "no records";
         return false;
     }
+    const st_part_repl_t *r = &p->repl;
+    if (r->on && !r->role.leader) {
+        res->error = ST_KERR_NOT_LEADER_OR_FOLLOWER;
+        res->err = ST_E_NOT_LEADER;
+        res->why = "this broker does not lead the partition";
+        return false;
+    }
+    if (r->on && acks == ST_ACKS_ALL && r->role.nisr < r->role.min_isr) {
+        res->error = ST_KERR_NOT_ENOUGH_REPLICAS;
+        res->err = ST_E_FEW_REPLICAS;
+        res->why = "fewer in-sync replicas than min.insync.replicas";
+        return false;
+    }
     st_pbatch_t dup;
     int verdict = check_producers(p, records, len, &dup, &res->why);
     if (verdict < 0) {
@@ -220,7 +234,7 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
     } else {
         st_log_append_info_t info;
         st_batch_verdict_t v = {0};
-        int rc = st_log_append(p->log, records, len, (int32_t)0, &info, &v);
+        int rc = st_log_append(p->log, records, len, r->on ? r->role.leader_epoch : 0, &info, &v);
         if (rc) {
             res->err = rc;
             res->error = st_kerr_from(rc);
@@ -243,29 +257,89 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
         res->log_start_offset = info.log_start_offset;
         last_offset = info.last_offset;
     }
-    /* The seam of acks: ST_ACKS_ALL waits for the in-sync set, which is this replica alone
-     * until replication; so it waits, like ST_ACKS_LEADER, for the flush policy's durability. */
+    /* The seam of acks: ST_ACKS_ALL waits for the high watermark, which in a cluster is where
+     * every ISR member has the batch on disk (replica.c); on a single broker (or without a
+     * role) the ISR is this replica alone, so it waits, like ST_ACKS_LEADER, for the flush
+     * policy's durability. */
     bool answer = acks != ST_ACKS_NONE;
+    bool over_isr = answer && acks == ST_ACKS_ALL && r->on;
     wait_t *w = malloc(sizeof *w);
     if (!w) {
         res->error = ST_KERR_UNKNOWN_SERVER_ERROR;
         res->err = -ENOMEM;
         return false;
     }
-    *w = (wait_t){p, answer ? done : NULL, arg};
+    *w = (wait_t){p, answer && !over_isr ? done : NULL, arg};
     int rc = st_log_wait_durable(p->log, last_offset + 1, on_durable, w);
-    if (rc == 0) {
+    if (rc == 0)
         p->pending_durable++;
+    else
+        free(w);
+    if (rc < 0) {
+        if (answer) {
+            res->err = rc;
+            res->error = st_kerr_from(rc);
+            res->why = st_strerror(rc);
+        }
+        st_part_update_hw(p);
+        return false;
+    }
+    if (over_isr) {
+        st_part_update_hw(p);
+        if (p->hw > last_offset)
+            return acks_all_now(p, res);
+        if (st_part_acks_all_wait(p, last_offset + 1, done, arg)) {
+            res->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+            res->err = -ENOMEM;
+            return false;
+        }
+        return true;
+    }
+    if (rc == 0)
         return answer;
-    }
-    free(w);
-    if (rc < 0 && answer) {
-        res->err = rc;
-        res->error = st_kerr_from(rc);
-        res->why = st_strerror(rc);
-    }
     st_part_update_hw(p);
     return false;
+}
+
+/* An acks=all append the ISR already has: answered now, with the ISR's size checked. */
+static bool acks_all_now(st_part_t *p, st_part_append_res_t *res)
+{
+    if (p->repl.role.nisr < p->repl.role.min_isr) {
+        res->error = ST_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND;
+        res->err = ST_E_FEW_REPLICAS;
+        res->why = "fewer in-sync replicas than min.insync.replicas";
+    }
+    return false;
+}
+
+int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int64_t leader_hw,
+                           st_part_done_fn done, void *arg)
+{
+    if (!p->log)
+        return ST_E_CLOSED;
+    if (!p->repl.on || p->repl.role.leader)
+        return ST_E_INVALID; /* only a follower takes the leader's batches */
+    st_log_append_info_t info;
+    int rc = st_log_append_replica(p->log, records, len, &info);
+    if (rc)
+        return rc;
+    record_producers(p, records, len, info.base_offset);
+    p->repl.leader_hw = leader_hw;
+    wait_t *w = malloc(sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    *w = (wait_t){p, done, arg};
+    rc = st_log_wait_durable(p->log, info.last_offset + 1, on_durable, w);
+    if (rc == 0) {
+        p->pending_durable++;
+        return 0;
+    }
+    free(w);
+    st_part_update_hw(p);
+    if (rc < 0)
+        return rc;
+    done(arg, 0); /* durable already (write caching): the caller's callback, as promised */
+    return 0;
 }
 
 bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_t *low_watermark,

@@ -95,6 +95,7 @@ void st_parts_fini(st_parts_t *t)
             st_log_t *log = p->log;
             p->log = NULL;
             p->dead = true;
+            st_part_repl_fini(p);
             p->pending_durable++;
             int64_t end = log ? st_log_end_offset(log) : -1;
             int rc = log ? st_log_close(log) : 0;
@@ -332,6 +333,7 @@ void st_parts_delete(st_parts_t *t, st_part_t *p)
     st_log_t *log = p->log;
     p->log = NULL; /* see st_parts_fini */
     p->dead = true;
+    st_part_repl_fini(p);
     p->pending_durable++;
     int rc = log ? st_log_delete(log) : delete_offline(t, p);
     if (rc)
@@ -357,11 +359,28 @@ void st_part_update_hw(st_part_t *p)
 {
     if (!p->log)
         return;
-    int64_t hw = hw_of(p->log);
-    if (hw == p->hw)
-        return;
+    int64_t local = hw_of(p->log);
+    int64_t hw = st_part_repl_hw(p, local);
+    bool wake = hw != p->hw;
+    /* replica fetches wait for the durable end, which moves ahead of the high watermark */
+    if (p->repl.on && p->repl.role.leader && local != p->repl.durable_seen) {
+        p->repl.durable_seen = local;
+        wake = true;
+    }
     p->hw = hw;
-    wake_waiters(p);
+    st_part_repl_moved(p);
+    if (wake)
+        wake_waiters(p);
+}
+
+void st_part_add_replica_waiter(st_part_t *p, int waiter, int64_t seen_end)
+{
+    if (p->log && hw_of(p->log) != seen_end) {
+        st_parts_config_t *cfg = &p->parts->cfg;
+        cfg->wake(cfg->wake_arg, waiter, p->topic_id, p->index);
+        return;
+    }
+    p->waiters[waiter / 64] |= 1ull << (waiter % 64);
 }
 
 void st_part_add_waiter(st_part_t *p, int waiter, int64_t seen_hw)

@@ -301,8 +301,9 @@ bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, in
                             int32_t *isr, int16_t *nisr);
 /* Follower: appends the leader's batches records[0..len) with their offsets; the first must
  * start at the log end (else ST_E_OUT_OF_RANGE, nothing written). leader_hw is the leader's
- * high watermark from the same answer. Returns 0 and later calls done(arg, err) once the
- * batches are durable, or an error now. */
+ * high watermark from the same answer. Returns 0 and calls done(arg, err) once the batches
+ * are durable (before returning when they already are, under write caching), or returns an
+ * error and never calls done. */
 int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int64_t leader_hw,
                            st_part_done_fn done, void *arg);
 /* Follower: the leader's high watermark moved (an answer without records). */
@@ -324,8 +325,12 @@ void st_part_add_replica_waiter(st_part_t *p, int waiter, int64_t seen_end);
  * the high watermark is already elsewhere, wakes that shard at once. */
 void st_part_add_waiter(st_part_t *p, int waiter, int64_t seen_hw);
 
-/* Internal to the module (partition.c, append.c, read.c, cleaner.c). */
+/* Internal to the module (partition.c, append.c, read.c, cleaner.c, replica.c). */
 void st_part_update_hw(st_part_t *p);
+int64_t st_part_repl_hw(st_part_t *p, int64_t local); /* the high watermark the role allows */
+void st_part_repl_moved(st_part_t *p);                /* answers acks=all the hw passed */
+int st_part_acks_all_wait(st_part_t *p, int64_t end, st_part_done_fn done, void *arg);
+void st_part_repl_fini(st_part_t *p);
 void st_part_maybe_free(st_part_t *p);
 void st_parts_clean_init(st_parts_t *t);
 void st_parts_clean_fini(st_parts_t *t);

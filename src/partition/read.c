@@ -8,7 +8,10 @@
 #include "partition/partition.h"
 #include "proto/kerr.h"
 
-int16_t st_part_read(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out)
+/* Reads from offset up to `limit` (the high watermark for consumers, the durable end for
+ * replicas). */
+static int16_t read_upto(st_part_t *p, int64_t offset, int32_t max_bytes, int64_t limit,
+                         st_part_read_t *out)
 {
     out->read.bytes = 0;
     if (!p->log)
@@ -17,9 +20,9 @@ int16_t st_part_read(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_re
     out->log_start = st_log_start_offset(p->log);
     if (offset < out->log_start || offset > st_log_end_offset(p->log))
         return ST_KERR_OFFSET_OUT_OF_RANGE;
-    if (offset >= p->hw || max_bytes <= 0)
+    if (offset >= limit || max_bytes <= 0)
         return 0;
-    int rc = st_log_read(p->log, offset, max_bytes, p->hw, &out->read);
+    int rc = st_log_read(p->log, offset, max_bytes, limit, &out->read);
     if (rc) {
         out->read.bytes = 0;
         return st_kerr_from(rc);
@@ -32,6 +35,16 @@ int16_t st_part_read(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_re
     p->records_out += (uint64_t)(out->read.next_offset - offset);
     p->bytes_out += (uint64_t)out->read.bytes;
     return 0;
+}
+
+int16_t st_part_read(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out)
+{
+    return read_upto(p, offset, max_bytes, p->hw, out);
+}
+
+int16_t st_part_read_replica(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out)
+{
+    return read_upto(p, offset, max_bytes, p->log ? st_part_durable_end(p) : 0, out);
 }
 
 /* The epoch ListOffsets and OffsetForLeaderEpoch report: 0 before any append. */

@@ -41,6 +41,10 @@ int16_t st_kerr_from(int err)
         return ST_KERR_NOT_LEADER_OR_FOLLOWER;
     case ST_E_TIMEOUT:
         return ST_KERR_REQUEST_TIMED_OUT;
+    case ST_E_NOT_LEADER:
+        return ST_KERR_NOT_LEADER_OR_FOLLOWER;
+    case ST_E_FEW_REPLICAS:
+        return ST_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND;
     default:
         return ST_KERR_KAFKA_STORAGE_ERROR; /* EIO, ENOSPC, EROFS, ... */
     }

@@ -1,0 +1,219 @@
+/*
+ * replica.c — a partition's replication state: its role, the leader's view of its followers,
+ * the high watermark over the ISR, acks=all waiting for it, ISR changes to ask for, and the
+ * follower's truncation (partition.h, "replication").
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "partition/partition.h"
+#include "proto/kerr.h"
+
+/* An acks=all append waiting for the high watermark to pass `end`. */
+typedef struct st_acks_wait {
+    int64_t end;
+    st_part_done_fn done;
+    void *arg;
+    struct st_acks_wait *next;
+} st_acks_wait_t;
+
+static int replica_index(const st_part_role_t *r, int32_t id)
+{
+    for (int i = 0; i < r->nreplicas; i++)
+        if (r->replicas[i] == id)
+            return i;
+    return -1;
+}
+
+static bool in_isr(const st_part_role_t *r, int32_t id)
+{
+    for (int i = 0; i < r->nisr; i++)
+        if (r->isr[i] == id)
+            return true;
+    return false;
+}
+
+/* Answers every waiting acks=all append with err. */
+static void fail_acks(st_part_t *p, int err)
+{
+    st_acks_wait_t *w = p->repl.acks_head;
+    p->repl.acks_head = p->repl.acks_tail = NULL;
+    while (w) {
+        st_acks_wait_t *next = w->next;
+        w->done(w->arg, err);
+        free(w);
+        w = next;
+    }
+}
+
+void st_part_set_role(st_part_t *p, const st_part_role_t *role)
+{
+    st_part_repl_t *r = &p->repl;
+    bool was_leader = r->on && r->role.leader;
+    bool fresh = role->leader && (!was_leader || r->role.leader_epoch != role->leader_epoch);
+    if (!r->on) {
+        r->leader_hw = p->hw;
+        r->isr_asked_pe = -1;
+    }
+    r->on = true;
+    r->role = *role;
+    if (fresh) {
+        int64_t now = st_mono_ms();
+        for (int i = 0; i < ST_PART_MAX_REPLICAS; i++) {
+            r->pos[i] = -1;
+            r->caught_up_ms[i] = now; /* every follower gets a full lag period from here */
+            r->target[i] = 0;
+        }
+        r->isr_asked_pe = -1;
+        ST_INFO("%s-%d: leader at epoch %d (log end %lld)", p->topic, p->index,
+                (int)role->leader_epoch, p->log ? (long long)st_log_end_offset(p->log) : -1LL);
+    }
+    if (was_leader && !role->leader) {
+        fail_acks(p, ST_E_NOT_LEADER);
+        r->leader_hw = p->hw;
+    }
+    st_part_update_hw(p);
+}
+
+int64_t st_part_repl_hw(st_part_t *p, int64_t local)
+{
+    st_part_repl_t *r = &p->repl;
+    if (!r->on)
+        return local;
+    if (!r->role.leader)
+        return local < r->leader_hw ? local : r->leader_hw;
+    int64_t hw = local;
+    for (int i = 0; i < r->role.nisr; i++) {
+        int32_t m = r->role.isr[i];
+        int k = replica_index(&r->role, m);
+        if (m == r->role.self || k < 0)
+            continue;
+        /* a follower not heard from since this leadership began holds it where it is */
+        int64_t pos = r->pos[k] < 0 ? p->hw : r->pos[k];
+        if (pos < hw)
+            hw = pos;
+    }
+    /* the leader's high watermark never moves back, unless its own log was cut */
+    if (hw < p->hw && local >= p->hw)
+        hw = p->hw;
+    return hw;
+}
+
+void st_part_repl_moved(st_part_t *p)
+{
+    st_part_repl_t *r = &p->repl;
+    while (r->acks_head && r->acks_head->end <= p->hw) {
+        st_acks_wait_t *w = r->acks_head;
+        r->acks_head = w->next;
+        if (!r->acks_head)
+            r->acks_tail = NULL;
+        /* in the log and on every ISR member, but the ISR is smaller than promised */
+        w->done(w->arg, r->role.nisr < r->role.min_isr ? ST_E_FEW_REPLICAS : 0);
+        free(w);
+    }
+}
+
+int st_part_acks_all_wait(st_part_t *p, int64_t end, st_part_done_fn done, void *arg)
+{
+    st_acks_wait_t *w = malloc(sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    *w = (st_acks_wait_t){end, done, arg, NULL};
+    if (p->repl.acks_tail)
+        p->repl.acks_tail->next = w;
+    else
+        p->repl.acks_head = w;
+    p->repl.acks_tail = w;
+    return 0;
+}
+
+void st_part_repl_fini(st_part_t *p)
+{
+    fail_acks(p, ST_E_CLOSED);
+}
+
+void st_part_follower_fetched(st_part_t *p, int32_t replica, int64_t offset, int64_t now_ms)
+{
+    st_part_repl_t *r = &p->repl;
+    int k = replica_index(&r->role, replica);
+    if (!r->on || !r->role.leader || k < 0 || !p->log)
+        return;
+    r->pos[k] = offset;
+    /* caught up: it reached the log end its previous fetch saw (Kafka's rule) */
+    if (offset >= r->target[k] || offset >= st_log_end_offset(p->log))
+        r->caught_up_ms[k] = now_ms;
+    r->target[k] = st_log_end_offset(p->log);
+    st_part_update_hw(p);
+}
+
+bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, int64_t retry_ms,
+                            int32_t *isr, int16_t *nisr)
+{
+    st_part_repl_t *r = &p->repl;
+    const st_part_role_t *ro = &r->role;
+    if (!r->on || !ro->leader || !p->log)
+        return false;
+    if (r->isr_asked_pe == ro->partition_epoch && now_ms - r->isr_asked_ms < retry_ms)
+        return false;
+    int16_t n = 0;
+    bool changed = false;
+    for (int i = 0; i < ro->nreplicas; i++) {
+        int32_t m = ro->replicas[i];
+        bool stays = m == ro->self || (in_isr(ro, m) && now_ms - r->caught_up_ms[i] <= lag_max_ms);
+        /* a replica joins once its durable log reaches the high watermark (Kafka's rule) */
+        bool joins = !in_isr(ro, m) && m != ro->self && r->pos[i] >= 0 && r->pos[i] >= p->hw;
+        if (stays || joins)
+            isr[n++] = m;
+        changed |= (stays || joins) != in_isr(ro, m);
+    }
+    if (!changed)
+        return false;
+    *nisr = n;
+    r->isr_asked_pe = ro->partition_epoch;
+    r->isr_asked_ms = now_ms;
+    return true;
+}
+
+void st_part_set_leader_hw(st_part_t *p, int64_t leader_hw)
+{
+    if (!p->repl.on || p->repl.role.leader)
+        return;
+    p->repl.leader_hw = leader_hw;
+    st_part_update_hw(p);
+}
+
+int st_part_truncate(st_part_t *p, int64_t offset)
+{
+    if (!p->log)
+        return ST_E_CLOSED;
+    if (p->repl.on && p->repl.role.leader)
+        return ST_E_INVALID; /* a leader's log is the reference */
+    int64_t start = st_log_start_offset(p->log), end = st_log_end_offset(p->log);
+    int rc = 0;
+    if (offset < start)
+        rc = st_log_truncate_fully(p->log, offset);
+    else if (offset < end)
+        rc = st_log_truncate_to(p->log, offset);
+    if (rc == 0 && offset < end)
+        ST_INFO("%s-%d: truncated to %lld (log end was %lld) to match the leader", p->topic,
+                p->index, (long long)offset, (long long)end);
+    st_part_update_hw(p);
+    return rc;
+}
+
+int64_t st_part_durable_end(const st_part_t *p)
+{
+    if (!p->log)
+        return -1;
+    return st_log_config(p->log)->flush_policy == ST_FLUSH_STRICT ? st_log_durable_offset(p->log)
+                                                                  : st_log_end_offset(p->log);
+}
+
+int32_t st_part_latest_epoch(const st_part_t *p)
+{
+    return p->log ? st_log_latest_epoch(p->log) : -1;
+}
