@@ -41,6 +41,8 @@
       "how often a broker tells the controller it is alive")                                       \
     X(unclean_leader_election_enable, "unclean.leader.election.enable", BOOL, "false", 0, 0,       \
       "let a replica outside the ISR lead when no ISR member is alive (may lose records)")         \
+    X(replica_lag_time_max_ms, "replica.lag.time.max.ms", INT, "30000", 10, INT64_MAX,             \
+      "a follower that has not caught up with its leader this long leaves the ISR")                \
     X(auto_leader_rebalance_enable, "auto.leader.rebalance.enable", BOOL, "true", 0, 0,            \
       "the controller moves leadership back to preferred replicas that are live and in sync")      \
     X(leader_imbalance_check_interval_seconds, "leader.imbalance.check.interval.seconds", INT,     \

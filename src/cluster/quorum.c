@@ -34,8 +34,9 @@
 #include "base/log.h"
 #include "cluster/records.h"
 
-#define Q_TICK_MS   50
-#define Q_MAX_HINTS 64
+#define Q_TICK_MS    50
+#define Q_MAX_HINTS  64
+#define Q_MAX_ALTERS 1024
 
 /* What the active controller knows of a broker from its heartbeats. */
 typedef struct q_peer {
@@ -99,6 +100,8 @@ struct st_quorum {
     st_quorum_req_t *inbox, *inbox_tail;
     char hints[Q_MAX_HINTS][256];
     int nhints;
+    st_rec_alter_t *alters; /* [Q_MAX_ALTERS]: ISR changes this node's partitions ask for */
+    int nalters;
     bool stop;
     /* the active controller */
     bool leader, ready, busy;
@@ -106,6 +109,8 @@ struct st_quorum {
     st_quorum_req_t *queue, *queue_tail;
     char pending_hints[Q_MAX_HINTS][256];
     int npending_hints;
+    st_rec_alter_t *pending_alters; /* [Q_MAX_ALTERS]: the controller's, to decide */
+    int npending_alters;
     q_peer_t *peers;
     int npeers;
     /* voters' UDP addresses, resolved at start */
@@ -345,6 +350,55 @@ static bool broker_duty(st_quorum_t *q)
     return false;
 }
 
+/* Adds an ISR change to decide (the newest for a partition replaces an older one). */
+static void alter_queue(st_rec_alter_t *v, int *n, const st_rec_alter_t *a)
+{
+    for (int i = 0; i < *n; i++)
+        if (v[i].partition == a->partition && memcmp(v[i].topic_id, a->topic_id, 16) == 0) {
+            v[i] = *a;
+            return;
+        }
+    if (*n < Q_MAX_ALTERS)
+        v[(*n)++] = *a;
+}
+
+/* The ISR changes partitions' leaders asked for, decided together: one record per topic. */
+static bool alter_duty(st_quorum_t *q)
+{
+    if (q->npending_alters == 0)
+        return false;
+    json_t *records = json_array();
+    st_md_topic_t **changed = calloc((size_t)q->npending_alters, sizeof *changed);
+    int nchanged = 0, applied = 0;
+    for (int i = 0; changed && i < q->npending_alters; i++) {
+        const st_rec_alter_t *a = &q->pending_alters[i];
+        const st_md_topic_t *t = st_md_find_id(q->state, a->topic_id);
+        if (!t)
+            continue;
+        st_md_topic_t *c = NULL;
+        for (int k = 0; k < nchanged; k++)
+            if (memcmp(changed[k]->id, a->topic_id, 16) == 0)
+                c = changed[k];
+        if (!c && (c = st_md_topic_clone(t)) != NULL)
+            changed[nchanged++] = c;
+        if (c && st_rec_alter_isr(q->state, c, a) == 0) {
+            applied++;
+            ST_INFO("metadata: %s-%d ISR now has %d member(s) (asked by its leader %d)", c->name,
+                    a->partition, a->nisr, a->leader);
+        }
+    }
+    q->npending_alters = 0;
+    for (int k = 0; k < nchanged; k++) {
+        if (applied)
+            json_array_append_new(records, st_rec_topic(changed[k]));
+        st_md_topic_free(changed[k]);
+    }
+    free(changed);
+    bool started = applied > 0 && propose(q, records, NULL) == 0;
+    json_decref(records);
+    return started;
+}
+
 /* auto.leader.rebalance.enable: every leader.imbalance.check.interval.seconds, leadership
  * goes back to preferred replicas of brokers leading too few of theirs. */
 static bool rebalance_duty(st_quorum_t *q)
@@ -426,7 +480,7 @@ static void controller_step(st_quorum_t *q)
         json_decref(records);
         return;
     }
-    if (broker_duty(q) || rebalance_duty(q))
+    if (broker_duty(q) || alter_duty(q) || rebalance_duty(q))
         return;
     membership_duty(q);
     run_hints(q);
@@ -497,6 +551,35 @@ static void hb_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof space;
 }
 
+static json_t *alter_json(const st_rec_alter_t *a)
+{
+    char hex[33];
+    st_md_id_hex(a->topic_id, hex);
+    json_t *isr = json_array();
+    for (int i = 0; i < a->nisr; i++)
+        json_array_append_new(isr, json_integer(a->isr[i]));
+    return json_pack("{s:s,s:i,s:i,s:i,s:i,s:o}", "t", hex, "p", a->partition, "l", a->leader, "le",
+                     a->leader_epoch, "pe", a->partition_epoch, "isr", isr);
+}
+
+static int alter_parse(json_t *j, st_rec_alter_t *a)
+{
+    json_t *isr = json_object_get(j, "isr");
+    memset(a, 0, sizeof *a);
+    if (st_md_id_parse(json_string_value(json_object_get(j, "t")), a->topic_id) ||
+        !json_is_array(isr) || json_array_size(isr) > ST_MD_MAX_REPLICAS)
+        return ST_E_MALFORMED;
+    a->partition = (int32_t)json_integer_value(json_object_get(j, "p"));
+    a->leader = (int32_t)json_integer_value(json_object_get(j, "l"));
+    a->leader_epoch = (int32_t)json_integer_value(json_object_get(j, "le"));
+    a->partition_epoch = (int32_t)json_integer_value(json_object_get(j, "pe"));
+    size_t i;
+    json_t *v;
+    json_array_foreach(isr, i, v) a->isr[i] = (int32_t)json_integer_value(v);
+    a->nisr = (int16_t)json_array_size(isr);
+    return 0;
+}
+
 /* A heartbeat reached this node (it matters only while it is the active controller). */
 static void hb_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *from,
                     unsigned flags)
@@ -538,12 +621,18 @@ static void hb_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct so
         if (json_is_string(t) && q->npending_hints < Q_MAX_HINTS)
             snprintf(q->pending_hints[q->npending_hints++], 256, "%s", json_string_value(t));
     }
+    json_array_foreach(json_object_get(j, "alter"), i, t)
+    {
+        st_rec_alter_t a;
+        if (alter_parse(t, &a) == 0)
+            alter_queue(q->pending_alters, &q->npending_alters, &a);
+    }
     json_decref(j);
     controller_step(q);
 }
 
 /* Builds this node's heartbeat (with the topics to create, if any). */
-static char *hb_message(st_quorum_t *q, json_t *create)
+static char *hb_message(st_quorum_t *q, json_t *create, json_t *alter)
 {
     const st_config_t *c = q->cfg;
     char inc[17];
@@ -552,14 +641,14 @@ static char *hb_message(st_quorum_t *q, json_t *create)
         "{s:i,s:s,s:s,s:i,s:s?,s:s,s:b,s:I,s:O?}", "id", self_id(q), "inc", inc, "host",
         c->advertised_host, "port", c->advertised_port ? c->advertised_port : q->kafka_port, "rack",
         *c->broker_rack ? c->broker_rack : NULL, "raft", q->self_addr, "voter", c->role_controller,
-        "applied", (json_int_t)raft_last_applied(&q->raft), "create", create);
+        "applied", (json_int_t)raft_last_applied(&q->raft), "create", create, "alter", alter);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     return text;
 }
 
 /* Sends this node's heartbeat to the active controller (or takes it directly when it is). */
-static void hb_send(st_quorum_t *q, json_t *create)
+static void hb_send(st_quorum_t *q, json_t *create, json_t *alter)
 {
     raft_id leader;
     const char *addr;
@@ -568,7 +657,7 @@ static void hb_send(st_quorum_t *q, json_t *create)
      * when it hears from it: until then it tells every voter (the others ignore it). */
     if (!leader && q->cfg->role_controller)
         return;
-    char *text = hb_message(q, create);
+    char *text = hb_message(q, create, alter);
     if (!text)
         return;
     uv_buf_t b = uv_buf_init(text, (unsigned)strlen(text));
@@ -623,7 +712,7 @@ static void on_tick(uv_timer_t *t)
     if (!q->raft_up || q->closing)
         return;
     if (st_mono_ms() - q->last_hb_sent >= q->cfg->broker_heartbeat_interval_ms)
-        hb_send(q, NULL);
+        hb_send(q, NULL, NULL);
     controller_step(q);
 }
 
@@ -676,6 +765,12 @@ static void on_async(uv_async_t *h)
     int nh = q->nhints;
     memcpy(hints, q->hints, (size_t)nh * sizeof hints[0]);
     q->nhints = 0;
+    int na = q->nalters;
+    st_rec_alter_t *alters = na ? malloc((size_t)na * sizeof *alters) : NULL;
+    if (alters)
+        memcpy(alters, q->alters, (size_t)na * sizeof *alters);
+    na = alters ? na : 0;
+    q->nalters = 0;
     bool stop = q->stop;
     pthread_mutex_unlock(&q->mu);
     while (in) {
@@ -692,13 +787,17 @@ static void on_async(uv_async_t *h)
             q->queue = req;
         q->queue_tail = req;
     }
-    if (nh && q->raft_up && !q->closing) {
-        json_t *create = json_array();
+    if ((nh || na) && q->raft_up && !q->closing) {
+        json_t *create = json_array(), *alter = json_array();
         for (int i = 0; i < nh; i++)
             json_array_append_new(create, json_string(hints[i]));
-        hb_send(q, create);
+        for (int i = 0; i < na; i++)
+            json_array_append_new(alter, alter_json(&alters[i]));
+        hb_send(q, create, alter);
         json_decref(create);
+        json_decref(alter);
     }
+    free(alters);
     if (stop && !q->closing) {
         /* a leader hands over first, so the cluster does not wait out an election */
         if (q->leader && q->cfg->nvoters > 1) {
@@ -909,9 +1008,11 @@ int st_quorum_start(st_quorum_t **out, const st_config_t *cfg, const char *clust
         q->incarnation = (uint64_t)st_wall_ms() | 1;
     atomic_init(&q->info_leader, -1);
     q->state = st_md_new("", -1);
+    q->alters = calloc(Q_MAX_ALTERS, sizeof *q->alters);
+    q->pending_alters = calloc(Q_MAX_ALTERS, sizeof *q->pending_alters);
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cond, NULL);
-    int rc = q->state ? open_dir(q, cfg, err, errlen) : -ENOMEM;
+    int rc = q->state && q->alters && q->pending_alters ? open_dir(q, cfg, err, errlen) : -ENOMEM;
     if (rc) {
         st_quorum_destroy(q);
         return rc;
@@ -975,6 +1076,16 @@ void st_quorum_hint_create(st_quorum_t *q, const char *topic)
     pthread_mutex_unlock(&q->mu);
 }
 
+void st_quorum_alter_isr(st_quorum_t *q, const st_rec_alter_t *alter)
+{
+    pthread_mutex_lock(&q->mu);
+    if (!q->stop) {
+        alter_queue(q->alters, &q->nalters, alter);
+        uv_async_send(&q->async);
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
 void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out)
 {
     out->leader = atomic_load(&q->info_leader);
@@ -1004,6 +1115,8 @@ void st_quorum_destroy(st_quorum_t *q)
     if (q->lock_fd >= 0)
         close(q->lock_fd);
     st_md_unref(q->state);
+    free(q->alters);
+    free(q->pending_alters);
     free(q->peers);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cond);

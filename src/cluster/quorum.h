@@ -34,6 +34,7 @@
 
 #include "cluster/config.h"
 #include "cluster/metadata.h"
+#include "cluster/records.h"
 
 typedef struct st_quorum st_quorum_t;
 
@@ -77,6 +78,11 @@ void st_quorum_submit(st_quorum_t *q, st_quorum_req_t *req);
  * (auto.create.topics.enable on a broker that is not the controller). Best effort: the client
  * retries its Metadata request, which shows the topic once it exists. */
 void st_quorum_hint_create(st_quorum_t *q, const char *topic);
+
+/* Any thread, a partition's leader: asks the active controller to change the partition's ISR
+ * (cluster/records.h st_rec_alter_t). Best effort: the leader sees the outcome in the next
+ * metadata state and asks again (at most every few seconds) if it still should. */
+void st_quorum_alter_isr(st_quorum_t *q, const st_rec_alter_t *alter);
 
 typedef struct st_quorum_info {
     int32_t leader; /* the active controller, -1 while none */

@@ -484,19 +484,7 @@ bool st_rec_elect_preferred(const st_md_t *md, st_md_partition_t *p)
     return true;
 }
 
-/* Adds node to p's ISR if it is a replica outside it. */
-static bool isr_add(st_md_partition_t *p, int32_t node)
-{
-    if (node < 0 || !st_md_is_replica(p, node) || st_md_in_isr(p, node))
-        return false;
-    p->isr[p->nisr++] = node;
-    p->partition_epoch++;
-    return true;
-}
-
-/* Appends a record for every topic where elect-after-rejoin of `node` (-1: none) changes a
- * partition. */
-static int reelect(const st_md_t *md, int32_t node, bool unclean, json_t *records)
+int st_rec_reelect_all(const st_md_t *md, bool unclean, json_t *records)
 {
     int n = 0;
     for (int i = 0; i < md->ntopics; i++) {
@@ -504,8 +492,7 @@ static int reelect(const st_md_t *md, int32_t node, bool unclean, json_t *record
         st_md_topic_t *c = NULL;
         for (int32_t p = 0; p < t->npartitions; p++) {
             st_md_partition_t np = t->partitions[p];
-            bool added = isr_add(&np, node);
-            if (!st_rec_elect(md, &np, unclean) && !added)
+            if (!st_rec_elect(md, &np, unclean))
                 continue;
             if (!c && !(c = st_md_topic_clone(t)))
                 return n;
@@ -520,14 +507,10 @@ static int reelect(const st_md_t *md, int32_t node, bool unclean, json_t *record
     return n;
 }
 
-int st_rec_reelect_all(const st_md_t *md, bool unclean, json_t *records)
-{
-    return reelect(md, -1, unclean, records);
-}
-
 int st_rec_rejoin(const st_md_t *md, int32_t node, bool unclean, json_t *records)
 {
-    return reelect(md, node, unclean, records);
+    (void)node; /* md shows it live: the elections see it */
+    return st_rec_reelect_all(md, unclean, records);
 }
 
 /* Whether broker `node` leads fewer of its preferred partitions than pct percent allows. */
@@ -575,4 +558,31 @@ int st_rec_rebalance(const st_md_t *md, int pct, json_t *records)
     }
     free(due);
     return n;
+}
+
+int st_rec_alter_isr(const st_md_t *md, st_md_topic_t *t, const st_rec_alter_t *a)
+{
+    if (a->partition < 0 || a->partition >= t->npartitions || a->nisr < 1 ||
+        a->nisr > ST_MD_MAX_REPLICAS)
+        return ST_E_INVALID;
+    st_md_partition_t *p = &t->partitions[a->partition];
+    if (p->leader != a->leader || p->leader_epoch != a->leader_epoch ||
+        p->partition_epoch != a->partition_epoch)
+        return ST_E_INVALID; /* stale: the leader will see the newer state and ask again */
+    bool has_leader = false;
+    for (int i = 0; i < a->nisr; i++) {
+        int32_t m = a->isr[i];
+        has_leader |= m == a->leader;
+        if (!st_md_is_replica(p, m) || (!st_md_in_isr(p, m) && !live(md, m)))
+            return ST_E_INVALID;
+        for (int j = 0; j < i; j++)
+            if (a->isr[j] == m)
+                return ST_E_INVALID;
+    }
+    if (!has_leader)
+        return ST_E_INVALID;
+    memcpy(p->isr, a->isr, (size_t)a->nisr * sizeof p->isr[0]);
+    p->nisr = a->nisr;
+    p->partition_epoch++;
+    return 0;
 }

@@ -71,15 +71,30 @@ bool st_rec_elect(const st_md_t *md, st_md_partition_t *p, bool unclean);
 /* Elects the preferred replica (the first) when it is live and in the ISR. */
 bool st_rec_elect_preferred(const st_md_t *md, st_md_partition_t *p);
 
-/* Broker `node` is back (unfenced): it rejoins the ISR of every partition it is a replica of
- * (until data replication exists the ISR is the set of live replicas), and leaderless
- * partitions elect again. Appends the changed topics' records; md must show node unfenced. */
+/* Broker `node` is back (unfenced): leaderless partitions elect again (an ISR whose last
+ * member it was gets its leader back). It rejoins other ISRs only once its leader sees it
+ * caught up (AlterPartition). Appends the changed topics' records; md must show node
+ * unfenced. */
 int st_rec_rejoin(const st_md_t *md, int32_t node, bool unclean, json_t *records);
 
 /* Preferred leader election for every broker whose share of partitions it should lead
  * (first replica) but does not exceeds pct percent: appends the changed topics' records.
  * Returns how many. */
 int st_rec_rebalance(const st_md_t *md, int pct, json_t *records);
+
+/* An ISR change a partition's leader asks for (Kafka's AlterPartition). */
+typedef struct st_rec_alter {
+    uint8_t topic_id[16];
+    int32_t partition, leader, leader_epoch, partition_epoch;
+    int16_t nisr;
+    int32_t isr[ST_MD_MAX_REPLICAS];
+} st_rec_alter_t;
+
+/* Applies alter to t (a copy of its topic in md) if it still holds: the asker leads at that
+ * leader epoch, the partition epoch is current, the new ISR is made of replicas, holds the
+ * leader, and every member it adds is live. Bumps the partition epoch. Returns 0, or
+ * ST_E_INVALID (stale or not allowed: nothing changed). */
+int st_rec_alter_isr(const st_md_t *md, st_md_topic_t *t, const st_rec_alter_t *alter);
 
 /* Appends to `records` a topic record for every topic with a partition st_rec_elect changes
  * under md's fencing (md already reflects the broker changes). Returns how many. */

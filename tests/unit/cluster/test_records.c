@@ -231,14 +231,40 @@ static void test_fence_and_rejoin_records(void **state)
     assert_false(st_md_in_isr(&t->partitions[1], 1));
     fence(md, 1, false);
     r = json_array();
-    assert_int_equal(st_rec_rejoin(md, 1, false, r), 2);
-    apply(md, r, 11);
-    t = st_md_find(md, "t", 1);
-    assert_true(st_md_in_isr(&t->partitions[0], 1));
-    assert_int_equal(t->partitions[0].leader, 2); /* leadership stays until a preferred election */
-    r = json_array();
-    assert_int_equal(st_rec_reelect_all(md, false, r), 0);
+    /* back, but it rejoins the ISRs only once its leaders see it caught up (AlterPartition) */
+    assert_int_equal(st_rec_rejoin(md, 1, false, r), 0);
     json_decref(r);
+    t = st_md_find(md, "t", 1);
+    assert_false(st_md_in_isr(&t->partitions[0], 1));
+    assert_int_equal(t->partitions[0].leader, 2);
+
+    /* the leader asks for 1 back: stale epochs and odd ISRs are refused */
+    st_md_topic_t *c = st_md_topic_clone(t);
+    st_rec_alter_t a = {.partition = 0,
+                        .leader = 2,
+                        .leader_epoch = 1,
+                        .partition_epoch = c->partitions[0].partition_epoch,
+                        .nisr = 3,
+                        .isr = {2, 3, 1}};
+    memcpy(a.topic_id, c->id, 16);
+    a.partition_epoch--;
+    assert_int_equal(st_rec_alter_isr(md, c, &a), ST_E_INVALID);
+    a.partition_epoch++;
+    a.isr[0] = 3;
+    a.isr[1] = 1;
+    a.nisr = 2; /* without the leader */
+    assert_int_equal(st_rec_alter_isr(md, c, &a), ST_E_INVALID);
+    a.isr[0] = 2;
+    a.isr[1] = 7; /* not a replica */
+    assert_int_equal(st_rec_alter_isr(md, c, &a), ST_E_INVALID);
+    a.isr[1] = 1;
+    int32_t pe = c->partitions[0].partition_epoch;
+    assert_int_equal(st_rec_alter_isr(md, c, &a), 0);
+    assert_true(st_md_in_isr(&c->partitions[0], 1));
+    assert_int_equal(c->partitions[0].nisr, 2);
+    assert_int_equal(c->partitions[0].partition_epoch, pe + 1);
+    assert_int_equal(c->partitions[0].leader_epoch, 1);
+    st_md_topic_free(c);
     st_md_unref(md);
 }
 
