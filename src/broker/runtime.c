@@ -520,6 +520,8 @@ static void kshard_tick(st_timer_t *t)
 {
     st_kshard_t *s = t->data;
     st_parts_tick(&s->parts);
+    if (s->b->hooks->shard_tick)
+        s->b->hooks->shard_tick(s);
     if (s->b->tick_hook)
         s->b->tick_hook(s->b->tick_hook_arg, s);
     st_loop_timer_start(s->loop, &s->tick_timer, 100);

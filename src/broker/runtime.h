@@ -48,6 +48,8 @@ typedef struct st_broker_hooks {
     void (*quorum_answers)(st_kshard_t *s0);
     /* Cluster, the quorum thread of the active controller: create topic `name` with defaults. */
     void (*hint_create)(st_broker_t *b, const char *name);
+    /* On each shard, every 100 ms after its partitions' housekeeping, or NULL. */
+    void (*shard_tick)(st_kshard_t *s);
     /* Cluster, main thread: start the replication (follower fetcher) after the quorum, and
      * stop it after the quorum stopped, before the shards stop. NULL: none. */
     int (*replication_start)(st_broker_t *b, char *err, size_t errlen);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "base/assert.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "broker/afile.h"
@@ -233,6 +234,27 @@ static void sweep_one(void *arg, st_part_t *p)
         st_parts_delete(&w->s->parts, p);
 }
 
+/* In a cluster: the partition's role from the snapshot (replication, partition.h). */
+static void set_role(st_kshard_t *s, st_part_t *part, const st_md_topic_t *t, int32_t p)
+{
+    const st_config_t *cfg = s->b->cfg;
+    const st_md_partition_t *mp = &t->partitions[p];
+    st_part_role_t role = {.self = (int32_t)cfg->node_id,
+                           .leader_id = mp->leader,
+                           .leader_epoch = mp->leader_epoch,
+                           .partition_epoch = mp->partition_epoch,
+                           .min_isr = (int32_t)cfg->min_insync_replicas,
+                           .nreplicas = mp->nreplicas,
+                           .nisr = mp->nisr};
+    role.leader = mp->leader == role.self;
+    const char *mi = st_md_topic_config(t, "min.insync.replicas");
+    if (mi)
+        role.min_isr = (int32_t)strtol(mi, NULL, 10);
+    memcpy(role.replicas, mp->replicas, sizeof role.replicas);
+    memcpy(role.isr, mp->isr, sizeof role.isr);
+    st_part_set_role(part, &role);
+}
+
 static void ctl_apply_run(st_fanout_leg_t *leg)
 {
     st_kshard_t *s = st_kshard_current();
@@ -265,6 +287,8 @@ static void ctl_apply_run(st_fanout_leg_t *leg)
                 st_topic_log_config(s->b->cfg, t, &lc);
                 st_part_reconfigure(part, &lc);
             }
+            if (s->b->cfg->clustered && (part = st_parts_get(&s->parts, t->id, p)) != NULL)
+                set_role(s, part, t, p);
         }
     }
     st_md_unref(old);
@@ -1009,6 +1033,37 @@ void st_ctl_hint_create(st_broker_t *b, const char *name)
     op->qreq.done = hint_done;
     op->qreq.arg = op;
     st_quorum_submit(b->quorum, &op->qreq);
+}
+
+/* Each shard's tick, in a cluster: the ISR changes its led partitions need go to the
+ * controller (AlterPartition). */
+typedef struct {
+    st_kshard_t *s;
+    int64_t now;
+} isr_tick_t;
+
+static void isr_tick_one(void *arg, st_part_t *p)
+{
+    isr_tick_t *w = arg;
+    st_rec_alter_t a = {.partition = p->index};
+    if (!st_part_isr_change_due(p, w->now, w->s->b->cfg->replica_lag_time_max_ms, 2000, a.isr,
+                                &a.nisr))
+        return;
+    memcpy(a.topic_id, p->topic_id, 16);
+    a.leader = p->repl.role.self;
+    a.leader_epoch = p->repl.role.leader_epoch;
+    a.partition_epoch = p->repl.role.partition_epoch;
+    ST_INFO("%s-%d: asking the controller for an ISR of %d (was %d)", p->topic, p->index, a.nisr,
+            p->repl.role.nisr);
+    st_quorum_alter_isr(w->s->b->quorum, &a);
+}
+
+void st_ctl_tick(st_kshard_t *s)
+{
+    if (!s->b->quorum || atomic_load(&s->b->quorum_stopped))
+        return;
+    isr_tick_t w = {s, st_mono_ms()};
+    st_parts_each(&s->parts, isr_tick_one, &w);
 }
 
 /* On shard 0: ops run one at a time, in the order they came. */

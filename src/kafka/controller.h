@@ -97,6 +97,8 @@ void st_ctl_submit(st_kshard_t *s, st_ctl_op_t *op);
 void st_ctl_adopt(st_kshard_t *s0, st_md_t *md);
 /* Cluster: shard 0 answers the ops the quorum has finished (woken by the quorum thread). */
 void st_ctl_quorum_answers(st_kshard_t *s0);
+/* Cluster, each shard's tick: asks the controller for the ISR changes its led partitions need. */
+void st_ctl_tick(st_kshard_t *s);
 /* Cluster, quorum thread of the active controller: creates topic `name` with the defaults
  * (a hint from a broker that is not the controller; cluster/quorum.h). */
 void st_ctl_hint_create(struct st_broker *b, const char *name);

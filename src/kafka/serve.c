@@ -56,5 +56,6 @@ const st_broker_hooks_t st_kafka_hooks = {
     .adopt_metadata = st_ctl_adopt,
     .quorum_answers = st_ctl_quorum_answers,
     .hint_create = st_ctl_hint_create,
+    .shard_tick = st_ctl_tick,
     .wake_fetches = st_fetch_notify,
 };
