@@ -32,6 +32,7 @@ typedef struct {
     struct st_admin *a;
     int (*submit)(void *ctx, int fd, st_sync_done_fn done, void *arg); /* the real hook */
     void *ctx;
+    st_loop_t *loop; /* the shard's, for delayed completions */
 } fault_shard_t;
 #endif
 
@@ -47,9 +48,10 @@ struct st_admin {
     int64_t start_mono_ns;
     _Atomic int64_t startup_ns; /* -1 until st_admin_set_started */
 #ifdef ST_DEBUG_BUILD
-    fault_shard_t *faults;      /* [nshards], each written only by its shard */
-    _Atomic int64_t fail_syncs; /* syncs still to fail, on any shard */
-    _Atomic int fail_errno;     /* the error they complete with */
+    fault_shard_t *faults;         /* [nshards], each written only by its shard */
+    _Atomic int64_t fail_syncs;    /* syncs still to fail, on any shard */
+    _Atomic int fail_errno;        /* the error they complete with */
+    _Atomic int64_t sync_delay_ms; /* every sync completes this much later (a slow disk) */
 #endif
 };
 
@@ -58,6 +60,9 @@ typedef struct {
     st_sync_done_fn done;
     void *arg;
     int err;
+    fault_shard_t *f; /* a delayed completion: its shard, timer and the sync's result */
+    st_timer_t timer;
+    int res;
 } fault_op_t;
 
 /* Takes one injected failure if any is armed: its (negative) errno, else 0. */
@@ -82,18 +87,47 @@ static void fault_done(void *arg, int res)
     done(darg, err);
 }
 
+static void delay_fire(st_timer_t *t)
+{
+    fault_op_t *op = t->data;
+    st_sync_done_fn done = op->done;
+    void *darg = op->arg;
+    int res = op->res;
+    free(op);
+    done(darg, res);
+}
+
+/* A slow disk: the real sync's result, handed on sync_delay_ms later. */
+static void delay_done(void *arg, int res)
+{
+    fault_op_t *op = arg;
+    op->res = res;
+    st_timer_init(&op->timer, delay_fire, op);
+    st_loop_timer_start(op->f->loop, &op->timer, atomic_load(&op->f->a->sync_delay_ms));
+}
+
 /* The wrapped sync hook: the real fdatasync always runs; an armed failure replaces its
  * result, so completion order and timing stay the real ones. */
 static int fault_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
 {
     fault_shard_t *f = ctx;
     int err = fault_take(f->a);
+    if (err == 0 && atomic_load(&f->a->sync_delay_ms) > 0) {
+        fault_op_t *op = malloc(sizeof *op);
+        if (!op)
+            return -ENOMEM;
+        *op = (fault_op_t){.done = done, .arg = arg, .f = f};
+        int rc = f->submit(f->ctx, fd, delay_done, op);
+        if (rc < 0)
+            free(op);
+        return rc;
+    }
     if (err == 0)
         return f->submit(f->ctx, fd, done, arg);
     fault_op_t *op = malloc(sizeof *op);
     if (!op)
         return err;
-    *op = (fault_op_t){done, arg, err};
+    *op = (fault_op_t){.done = done, .arg = arg, .err = err};
     int rc = f->submit(f->ctx, fd, fault_done, op);
     if (rc < 0)
         free(op);
@@ -109,8 +143,26 @@ static void fault_install(st_admin_t *a, st_kshard_t *s)
     f->a = a;
     f->submit = s->env.sync_submit;
     f->ctx = s->env.sync_ctx;
+    f->loop = s->loop;
     s->env.sync_ctx = f;
     s->env.sync_submit = fault_submit;
+}
+
+/* POST /v1/debug/sync-delay?ms=N: every sync completes N ms later than it did (a slow disk;
+ * 0 disarms). GET: the delay. */
+static int delay_request(st_admin_t *a, struct MHD_Connection *c, bool post, char *out, size_t n)
+{
+    if (post) {
+        const char *ms = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "ms");
+        char *end;
+        long long v = ms ? strtoll(ms, &end, 10) : -1;
+        if (!ms || *end || v < 0 || v > 60000)
+            return -EINVAL;
+        atomic_store(&a->sync_delay_ms, (int64_t)v);
+        ST_WARN("debug: every sync now completes %lld ms late", v);
+    }
+    snprintf(out, n, "{\"ms\":%lld}", (long long)atomic_load(&a->sync_delay_ms));
+    return 0;
 }
 
 /* POST /v1/debug/fail-sync?count=N&errno=EIO|ENOSPC|<number>: the next N syncs on any shard
@@ -386,6 +438,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                              "number\"}");
         return reply_str(c, MHD_HTTP_OK, JSON_TYPE, body);
     }
+    if (strcmp(url, "/v1/debug/sync-delay") == 0) {
+        char body[64];
+        bool post = strcmp(method, "POST") == 0;
+        if (!post && strcmp(method, "GET") != 0)
+            return reply_str(c, MHD_HTTP_METHOD_NOT_ALLOWED, JSON_TYPE,
+                             "{\"error\":\"method not allowed\"}");
+        if (delay_request(a, c, post, body, sizeof body))
+            return reply_str(c, MHD_HTTP_BAD_REQUEST, JSON_TYPE,
+                             "{\"error\":\"want ms=N (0..60000)\"}");
+        return reply_str(c, MHD_HTTP_OK, JSON_TYPE, body);
+    }
 #endif
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return reply_str(c, MHD_HTTP_METHOD_NOT_ALLOWED, JSON_TYPE,
@@ -448,6 +511,7 @@ int st_admin_create(st_admin_t **out, st_broker_t *b)
 #ifdef ST_DEBUG_BUILD
     a->faults = calloc((size_t)b->nshards, sizeof *a->faults);
     atomic_init(&a->fail_syncs, 0);
+    atomic_init(&a->sync_delay_ms, 0);
     atomic_init(&a->fail_errno, EIO);
 #endif
     st_admin_add_group_collector(a, st_admin_collect_groups, NULL);

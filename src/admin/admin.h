@@ -11,6 +11,8 @@
  *   POST /v1/debug/fail-sync?count=N&errno=EIO|ENOSPC|<n>
  *                          test builds only (ST_DEBUG_BUILD): the next N storage syncs on any
  *                          shard complete with that error; GET tells how many are left
+ *   POST /v1/debug/sync-delay?ms=N
+ *                          test builds only: every sync completes N ms late (0: off)
  *
  * How it reads the broker without touching a shard (snap.h): the broker calls our tick hook
  * on each shard's thread; there the shard copies what it owns into a snapshot and publishes
