@@ -8,7 +8,7 @@ SMP        ?=
 # "Entering directory" lines.
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps release run cluster test fuzz bench format clean
+.PHONY: all deps release run cluster test chaos fuzz bench format clean
 
 all: release
 
@@ -36,6 +36,19 @@ test: release
 	@cd $(TEST_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j $(JOBS)
+
+# The replication failure scenarios (issue 13) at length: more kills, longer cuts and stops, more
+# power cuts than the shortened run in `make test`; bounded to about ten minutes.
+CHAOS_TEST = $(firstword $(wildcard tests/integration/test_replication.py \
+                                    tests/integration/replication_scenarios.py))
+chaos: release
+	@scripts/deps.sh test
+	@CC=clang cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSTRATA_SANITIZE=ON \
+	    -DSTRATA_FUZZ=ON >/dev/null
+	@cmake --build $(TEST_BUILD) -j $(JOBS)
+	@STRATA_CHAOS=1 STRATA_SRC=$(CURDIR) STRATA_SERVER=$(CURDIR)/$(TEST_BUILD)/strata-server \
+	    STRATA_CLI=$(CURDIR)/$(TEST_BUILD)/strata STRATA_DROPFS=$(CURDIR)/$(TEST_BUILD)/tests/dropfs \
+	    timeout -k 30 720 /usr/bin/python3 $(CHAOS_TEST)
 
 fuzz:
 	@scripts/deps.sh test

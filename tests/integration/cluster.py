@@ -17,18 +17,27 @@ heartbeats go to the same port number) when it is picked.
 Nodes 1..n are voters (process.roles=broker,controller); `broker_only` adds nodes n+1...
 with process.roles=broker, which follow the metadata log without a vote. Every wait is
 bounded; a timeout fails with the last state seen and the tail of every node's log.
+
+For the failure tests (issue 13): `proxied=True` puts a fault proxy (tests/tools/faultproxy.py)
+in front of each node's Kafka listener and advertises the proxy's address, so every client
+and every follower reaches the node through `node.proxy` while the controller traffic does
+not; `data_dirs={id: path}` puts a node's log.dirs where the test wants it (a dropfs mount).
 """
 
 import json
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 import urllib.request
 
 import harness
 import kwire
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tools"))
 from harness import ServerError, WaitTimeout, port_open, wait_until
 
 ELECTION_TIMEOUT_MS = 500       # tests use short elections: a new controller in about a second
@@ -132,13 +141,15 @@ def normalize_metadata(md):
 class Node:
     """One member of a Cluster: a harness.Server with the cluster's settings."""
 
-    def __init__(self, node_id, controller, ports, sets, smp, name):
+    def __init__(self, node_id, controller, ports, sets, smp, name, data_dir=None, proxy=None):
         self.id = node_id
         self.controller = controller             # a voter (broker,controller) or broker only
         self.host = "127.0.0.1"
         self.kafka_port, self.controller_port, self.admin_port = ports
         self.stopped = False                     # SIGSTOPped and not yet continued
-        self.server = harness.Server(smp=smp, sets=sets, name="%s-n%d" % (name, node_id))
+        self.proxy = proxy                       # a faultproxy.FaultProxy, or None
+        self.server = harness.Server(smp=smp, sets=sets, name="%s-n%d" % (name, node_id),
+                                     data_dir=data_dir)
         # Preset ports: Server.start keeps them (its command puts them in advertised.listeners
         # and admin.listen; the cluster's sets add the CONTROLLER listener).
         self.server.port = self.kafka_port
@@ -147,6 +158,11 @@ class Node:
     @property
     def bootstrap(self):
         return "%s:%d" % (self.host, self.kafka_port)
+
+    @property
+    def advertised(self):
+        """host:port clients and followers are told to use (the proxy's, when proxied)."""
+        return "%s:%d" % (self.host, self.proxy.port) if self.proxy else self.bootstrap
 
     @property
     def controller_address(self):
@@ -181,7 +197,7 @@ class Cluster:
     """N strata-server processes on loopback ports forming one metadata quorum."""
 
     def __init__(self, n=3, broker_only=0, sets=None, smp=1, name="cluster",
-                 election_timeout_ms=ELECTION_TIMEOUT_MS):
+                 election_timeout_ms=ELECTION_TIMEOUT_MS, proxied=False, data_dirs=None):
         assert n >= 1
         self.name = name
         ids = list(range(1, n + 1 + broker_only))
@@ -203,7 +219,14 @@ class Cluster:
                 "controller.quorum.election.timeout.ms": str(election_timeout_ms),
             }
             s.update({k: str(v) for k, v in (sets or {}).items()})
-            self.nodes[nid] = Node(nid, nid in self.voters, node_ports[nid], s, smp, name)
+            proxy = None
+            if proxied:
+                import faultproxy
+                proxy = faultproxy.FaultProxy(("127.0.0.1", kp),
+                                              name="faultproxy-n%d" % nid).start()
+                s["advertised.listeners"] = "PLAINTEXT://127.0.0.1:%d" % proxy.port
+            self.nodes[nid] = Node(nid, nid in self.voters, node_ports[nid], s, smp, name,
+                                   data_dir=(data_dirs or {}).get(nid), proxy=proxy)
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -323,7 +346,8 @@ class Cluster:
             raise ServerError("\n".join("node %d: %s" % (k, v) for k, v in sorted(errors.items())))
 
     def close(self):
-        """Last resort in tearDown: kill what is left, remove the temporary directories."""
+        """Last resort in tearDown: kill what is left, remove the temporary directories, close
+        the proxies."""
         for n in self.nodes.values():
             if n.alive() and n.stopped:
                 try:
@@ -331,6 +355,8 @@ class Cluster:
                 except OSError:
                     pass
             n.server.close()
+            if n.proxy is not None:
+                n.proxy.close()
 
     def __enter__(self):
         return self
@@ -359,6 +385,14 @@ class Cluster:
         """GET a JSON document from node `nid`'s admin API (e.g. /v1/cluster)."""
         url = "http://%s:%d%s" % (self.nodes[nid].host, self.nodes[nid].admin_port, path)
         with urllib.request.urlopen(url, timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def admin_post(self, nid, path, timeout=3.0):
+        """POST to node `nid`'s admin API (e.g. /v1/debug/sync-delay?ms=200); returns the JSON
+        answer. An HTTP error raises urllib.error.HTTPError."""
+        url = "http://%s:%d%s" % (self.nodes[nid].host, self.nodes[nid].admin_port, path)
+        req = urllib.request.Request(url, data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read())
 
     def controller_id(self, via=None):
