@@ -7,6 +7,7 @@
 #include "kafka/fetch_wait.h"
 #include "kafka/group_life.h"
 #include "kafka/handlers.h"
+#include "kafka/replica_link.h"
 #include "kafka/topic_config.h"
 #include "proto/kreader.h"
 
@@ -57,5 +58,7 @@ const st_broker_hooks_t st_kafka_hooks = {
     .quorum_answers = st_ctl_quorum_answers,
     .hint_create = st_ctl_hint_create,
     .shard_tick = st_ctl_tick,
+    .replication_start = st_krepl_start,
+    .replication_stop = st_krepl_stop,
     .wake_fetches = st_fetch_notify,
 };

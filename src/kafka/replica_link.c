@@ -1,0 +1,263 @@
+/* replica_link.c — the follower fetcher tied to the shards (replica_link.h). */
+#include "kafka/replica_link.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "broker/runtime.h"
+#include "replica/fetcher.h"
+
+enum { JOB_APPEND, JOB_TRUNCATE, JOB_HW };
+
+/* One thing the fetcher asks of a partition, run on its owner shard. */
+typedef struct krepl_job {
+    st_ext_call_t call; /* first: the shard hands this back */
+    st_fetcher_t *f;    /* a reference, dropped with the job */
+    int kind;
+    uint8_t topic_id[16];
+    int32_t partition;
+    int32_t leader_epoch;
+    uint8_t *records; /* append */
+    size_t len;
+    int64_t hw;     /* append, hw: the leader's high watermark */
+    int64_t offset; /* truncate */
+    int32_t end_epoch;
+} krepl_job_t;
+
+static void job_free(krepl_job_t *j)
+{
+    st_fetcher_unref(j->f);
+    free(j->records);
+    free(j);
+}
+
+/* The partition j is for, while it still follows at j's leader epoch. */
+static st_part_t *job_part(st_kshard_t *s, const krepl_job_t *j)
+{
+    st_part_t *p = st_parts_get(&s->parts, j->topic_id, j->partition);
+    if (!p || !p->log || !p->repl.on || p->repl.role.leader ||
+        p->repl.role.leader_epoch != j->leader_epoch)
+        return NULL;
+    return p;
+}
+
+static void job_answer(st_kshard_t *s, krepl_job_t *j, int err)
+{
+    st_part_t *p = st_parts_get(&s->parts, j->topic_id, j->partition);
+    int64_t end = p && p->log ? st_part_durable_end(p) : -1;
+    st_fetcher_position(j->f, j->topic_id, j->partition, j->leader_epoch, end, err);
+    job_free(j);
+}
+
+/* The appended batches are durable (on the owner shard). */
+static void append_done(void *arg, int err)
+{
+    krepl_job_t *j = arg;
+    job_answer(st_kshard_current(), j, err);
+}
+
+static void job_run(st_kshard_t *s, st_ext_call_t *c)
+{
+    krepl_job_t *j = (krepl_job_t *)c;
+    st_part_t *p = job_part(s, j);
+    if (j->kind == JOB_HW) {
+        if (p)
+            st_part_set_leader_hw(p, j->hw);
+        job_free(j);
+        return;
+    }
+    if (!p) {
+        job_answer(s, j, ST_E_NOT_LEADER);
+        return;
+    }
+    if (j->kind == JOB_APPEND) {
+        /* done may run before this returns (write caching): j is its from here on */
+        int rc = st_part_append_replica(p, j->records, j->len, j->hw, append_done, j);
+        if (rc)
+            job_answer(s, j, rc);
+        return;
+    }
+    int64_t offset = j->offset;
+    if (j->end_epoch >= 0) {
+        int32_t e;
+        int64_t end;
+        if (st_part_end_for_epoch(p, j->end_epoch, -1, &e, &end) == 0 && end >= 0 && end < offset)
+            offset = end;
+    }
+    job_answer(s, j, st_part_truncate(p, offset));
+}
+
+static krepl_job_t *job_new(void *arg, int kind, const uint8_t topic_id[16], int32_t partition,
+                            int32_t leader_epoch)
+{
+    st_broker_t *b = arg;
+    krepl_job_t *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    j->call.fn = job_run;
+    j->f = b->fetcher;
+    st_fetcher_ref(j->f);
+    j->kind = kind;
+    memcpy(j->topic_id, topic_id, 16);
+    j->partition = partition;
+    j->leader_epoch = leader_epoch;
+    j->end_epoch = -1;
+    return j;
+}
+
+static void hook_append(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
+                        int32_t leader_epoch, uint8_t *records, size_t len, int64_t leader_hw)
+{
+    st_broker_t *b = arg;
+    krepl_job_t *j = job_new(arg, JOB_APPEND, topic_id, partition, leader_epoch);
+    if (!j) {
+        free(records);
+        st_fetcher_position(b->fetcher, topic_id, partition, leader_epoch, -1, -ENOMEM);
+        return;
+    }
+    j->records = records;
+    j->len = len;
+    j->hw = leader_hw;
+    st_broker_post(b, shard, &j->call);
+}
+
+static void hook_truncate(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
+                          int32_t leader_epoch, int64_t offset, int32_t end_epoch)
+{
+    st_broker_t *b = arg;
+    krepl_job_t *j = job_new(arg, JOB_TRUNCATE, topic_id, partition, leader_epoch);
+    if (!j) {
+        st_fetcher_position(b->fetcher, topic_id, partition, leader_epoch, -1, -ENOMEM);
+        return;
+    }
+    j->offset = offset;
+    j->end_epoch = end_epoch;
+    st_broker_post(b, shard, &j->call);
+}
+
+static void hook_leader_hw(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
+                           int32_t leader_epoch, int64_t hw)
+{
+    st_broker_t *b = arg;
+    krepl_job_t *j = job_new(arg, JOB_HW, topic_id, partition, leader_epoch);
+    if (!j)
+        return; /* the next answer brings it again */
+    j->hw = hw;
+    st_broker_post(b, shard, &j->call);
+}
+
+/* ---- start and stop ---- */
+
+static st_fetcher_t *link_fetcher(st_kshard_t *s)
+{
+    if (atomic_load(&s->b->quorum_stopped))
+        return NULL; /* stopping: the fetcher may be gone (replica_link.h) */
+    return __atomic_load_n(&s->b->fetcher, __ATOMIC_ACQUIRE);
+}
+
+static void follow_one(void *arg, st_part_t *p)
+{
+    st_kshard_t *s = arg;
+    if (p->repl.on && s->md)
+        st_krepl_follow(s, p, s->md);
+}
+
+/* On each shard once the fetcher exists: follow what the shard's roles already say (a
+ * snapshot adopted before b->fetcher was set followed nothing). */
+static void resync_run(st_kshard_t *s, st_ext_call_t *c)
+{
+    free(c);
+    st_parts_each(&s->parts, follow_one, s);
+}
+
+/* On each shard after the fetcher stopped: drops the shard's reference. */
+typedef struct release_call {
+    st_ext_call_t call;
+    st_fetcher_t *f;
+} release_call_t;
+
+static void release_run(st_kshard_t *s, st_ext_call_t *c)
+{
+    (void)s;
+    release_call_t *r = (release_call_t *)c;
+    st_fetcher_unref(r->f);
+    free(r);
+}
+
+int st_krepl_start(st_broker_t *b, char *err, size_t errlen)
+{
+    static st_fetcher_hooks_t hooks = {
+        .append = hook_append, .truncate = hook_truncate, .leader_hw = hook_leader_hw};
+    st_fetcher_hooks_t h = hooks;
+    h.arg = b;
+    st_fetcher_t *f;
+    int rc = st_fetcher_start(&f, b->cfg, &h, err, errlen);
+    if (rc)
+        return rc;
+    for (int i = 0; i < b->nshards; i++)
+        st_fetcher_ref(f); /* each shard's, dropped by release_run */
+    __atomic_store_n(&b->fetcher, f, __ATOMIC_RELEASE);
+    for (int i = 0; i < b->nshards; i++) {
+        st_ext_call_t *c = calloc(1, sizeof *c);
+        if (!c)
+            continue;
+        c->fn = resync_run;
+        st_broker_post(b, i, c);
+    }
+    return 0;
+}
+
+void st_krepl_stop(st_broker_t *b)
+{
+    st_fetcher_t *f = __atomic_load_n(&b->fetcher, __ATOMIC_ACQUIRE);
+    if (!f)
+        return;
+    st_fetcher_stop(f); /* joins; drops the broker's own reference */
+    for (int i = 0; i < b->nshards; i++) {
+        release_call_t *r = calloc(1, sizeof *r);
+        if (!r)
+            continue; /* that shard's reference stays: a leak, never a freed fetcher in use */
+        r->call.fn = release_run;
+        r->f = f;
+        st_broker_post(b, i, &r->call);
+    }
+}
+
+/* ---- following ---- */
+
+void st_krepl_follow(st_kshard_t *s, st_part_t *p, const st_md_t *md)
+{
+    st_fetcher_t *f = link_fetcher(s);
+    if (!f)
+        return;
+    const st_part_role_t *r = &p->repl.role;
+    const st_md_broker_t *lb = r->leader_id >= 0 ? st_md_broker(md, r->leader_id) : NULL;
+    if (!p->log || !p->repl.on || r->leader || !lb || !lb->host || lb->port <= 0) {
+        st_fetcher_unfollow(f, p->topic_id, p->index);
+        return;
+    }
+    st_follow_t fw = {
+        .topic = p->topic,
+        .partition = p->index,
+        .shard = s->id,
+        .leader_id = r->leader_id,
+        .leader_host = lb->host,
+        .leader_port = lb->port,
+        .leader_epoch = r->leader_epoch,
+        .fetch_offset = st_part_durable_end(p),
+        .last_epoch = st_part_latest_epoch(p),
+    };
+    memcpy(fw.topic_id, p->topic_id, 16);
+    st_fetcher_follow(f, &fw);
+}
+
+void st_krepl_unfollow(st_kshard_t *s, st_part_t *p)
+{
+    st_fetcher_t *f = link_fetcher(s);
+    if (f)
+        st_fetcher_unfollow(f, p->topic_id, p->index);
+}

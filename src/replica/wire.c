@@ -1,0 +1,221 @@
+/* wire.c — the follower fetcher's requests and answers (wire.h). */
+#include "replica/wire.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "proto/kheader.h"
+#include "proto/kreader.h"
+#include "proto/kwriter.h"
+
+/* RecordBatch v2 header fields used here (storage/ has the full layout). */
+#define BATCH_LEN_AT       8  /* int32 batchLength: bytes after this field */
+#define BATCH_EPOCH_AT     12 /* int32 partitionLeaderEpoch */
+#define BATCH_LAST_AT      23 /* int32 lastOffsetDelta */
+#define BATCH_HEADER_BYTES 61
+
+/* Frames a request: reserves the size, writes the header, lets body() write the rest, then
+ * fills the size in. */
+static int frame_begin(st_buf_t *out, int16_t key, int16_t version, int32_t correlation_id,
+                       const char *client_id, st_kwriter_t *w, size_t *start)
+{
+    *start = out->len;
+    if (st_buf_put_be32(out, 0))
+        return -ENOMEM;
+    st_kwriter_init(w, out);
+    st_kp_req_header_t h = {key, version, correlation_id, st_kstr(client_id)};
+    int hv = st_kp_req_header_version(key, version);
+    if (hv < 0)
+        return hv;
+    return st_kp_req_header_encode(w, hv, &h);
+}
+
+static int frame_end(st_buf_t *out, size_t start, int rc)
+{
+    if (rc == 0 && out->oom)
+        rc = -ENOMEM;
+    if (rc) {
+        out->len = start;
+        return rc;
+    }
+    st_put_be32(out->data + start, (uint32_t)(out->len - start - 4));
+    return 0;
+}
+
+/* The number of runs of consecutive parts with the same topic. */
+static int count_topics(const st_rwire_part_t *parts, int n)
+{
+    int t = 0;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || strcmp(parts[i].topic, parts[i - 1].topic) != 0)
+            t++;
+    return t;
+}
+
+int st_rwire_fetch_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
+                       const st_rwire_fetch_t *fr, const st_rwire_part_t *parts, int n)
+{
+    int nt = count_topics(parts, n);
+    st_kp_fetch_req_topic_t *topics = calloc((size_t)nt + 1, sizeof *topics);
+    st_kp_fetch_req_partition_t *ps = calloc((size_t)n + 1, sizeof *ps);
+    if (!topics || !ps) {
+        free(topics);
+        free(ps);
+        return -ENOMEM;
+    }
+    int t = -1;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || strcmp(parts[i].topic, parts[i - 1].topic) != 0) {
+            t++;
+            st_kp_fetch_req_topic_init(&topics[t]);
+            topics[t].topic = st_kstr(parts[i].topic);
+            topics[t].partitions = &ps[i];
+        }
+        st_kp_fetch_req_partition_t *p = &ps[i];
+        st_kp_fetch_req_partition_init(p);
+        p->partition = parts[i].partition;
+        p->current_leader_epoch = parts[i].current_leader_epoch;
+        p->fetch_offset = parts[i].fetch_offset;
+        p->last_fetched_epoch = -1;
+        p->log_start_offset = -1;
+        p->partition_max_bytes = fr->partition_max_bytes;
+        topics[t].partitions_count++;
+    }
+    st_kp_fetch_req_t req;
+    st_kp_fetch_req_init(&req);
+    req.replica_id = fr->replica_id;
+    req.max_wait_ms = fr->max_wait_ms;
+    req.min_bytes = fr->min_bytes;
+    req.max_bytes = fr->max_bytes;
+    req.isolation_level = 0;
+    req.session_id = 0;
+    req.session_epoch = -1; /* full fetches: no session */
+    req.topics = topics;
+    req.topics_count = nt;
+    st_kwriter_t w;
+    size_t start;
+    int rc = frame_begin(out, ST_KP_API_FETCH, ST_RWIRE_FETCH_VERSION, correlation_id, client_id,
+                         &w, &start);
+    if (rc == 0)
+        rc = st_kp_fetch_req_encode(&w, ST_RWIRE_FETCH_VERSION, &req);
+    free(topics);
+    free(ps);
+    return frame_end(out, start, rc);
+}
+
+int st_rwire_epoch_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
+                       int32_t replica_id, const st_rwire_part_t *parts, int n)
+{
+    int nt = count_topics(parts, n);
+    st_kp_offset_for_leader_epoch_req_topic_t *topics = calloc((size_t)nt + 1, sizeof *topics);
+    st_kp_offset_for_leader_epoch_req_partition_t *ps = calloc((size_t)n + 1, sizeof *ps);
+    if (!topics || !ps) {
+        free(topics);
+        free(ps);
+        return -ENOMEM;
+    }
+    int t = -1;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || strcmp(parts[i].topic, parts[i - 1].topic) != 0) {
+            t++;
+            st_kp_offset_for_leader_epoch_req_topic_init(&topics[t]);
+            topics[t].topic = st_kstr(parts[i].topic);
+            topics[t].partitions = &ps[i];
+        }
+        st_kp_offset_for_leader_epoch_req_partition_t *p = &ps[i];
+        st_kp_offset_for_leader_epoch_req_partition_init(p);
+        p->partition = parts[i].partition;
+        p->current_leader_epoch = parts[i].current_leader_epoch;
+        p->leader_epoch = parts[i].leader_epoch;
+        topics[t].partitions_count++;
+    }
+    st_kp_offset_for_leader_epoch_req_t req;
+    st_kp_offset_for_leader_epoch_req_init(&req);
+    req.replica_id = replica_id;
+    req.topics = topics;
+    req.topics_count = nt;
+    st_kwriter_t w;
+    size_t start;
+    int rc = frame_begin(out, ST_KP_API_OFFSET_FOR_LEADER_EPOCH, ST_RWIRE_EPOCH_VERSION,
+                         correlation_id, client_id, &w, &start);
+    if (rc == 0)
+        rc = st_kp_offset_for_leader_epoch_req_encode(&w, ST_RWIRE_EPOCH_VERSION, &req);
+    free(topics);
+    free(ps);
+    return frame_end(out, start, rc);
+}
+
+static int resp_header(st_kreader_t *r, int16_t key, int16_t version, int32_t *corr)
+{
+    int hv = st_kp_resp_header_version(key, version);
+    if (hv < 0)
+        return hv;
+    st_kp_resp_header_t h;
+    int rc = st_kp_resp_header_decode(r, hv, &h);
+    if (rc == 0)
+        *corr = h.correlation_id;
+    return rc;
+}
+
+int st_rwire_fetch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
+                        st_kp_fetch_resp_t *out)
+{
+    st_kreader_t r;
+    st_kreader_init(&r, frame, len, a);
+    int rc = resp_header(&r, ST_KP_API_FETCH, ST_RWIRE_FETCH_VERSION, corr);
+    if (rc == 0)
+        rc = st_kp_fetch_resp_decode(&r, ST_RWIRE_FETCH_VERSION, out);
+    return rc;
+}
+
+int st_rwire_epoch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
+                        st_kp_offset_for_leader_epoch_resp_t *out)
+{
+    st_kreader_t r;
+    st_kreader_init(&r, frame, len, a);
+    int rc = resp_header(&r, ST_KP_API_OFFSET_FOR_LEADER_EPOCH, ST_RWIRE_EPOCH_VERSION, corr);
+    if (rc == 0)
+        rc = st_kp_offset_for_leader_epoch_resp_decode(&r, ST_RWIRE_EPOCH_VERSION, out);
+    return rc;
+}
+
+size_t st_rwire_whole_batches(const uint8_t *records, size_t len, int32_t *last_epoch,
+                              int64_t *next_offset)
+{
+    size_t at = 0;
+    while (len - at >= BATCH_HEADER_BYTES) {
+        const uint8_t *b = records + at;
+        int32_t blen = (int32_t)st_be32(b + BATCH_LEN_AT);
+        if (blen < BATCH_HEADER_BYTES - 12 || (size_t)blen > len - at - 12)
+            break;
+        *last_epoch = (int32_t)st_be32(b + BATCH_EPOCH_AT);
+        *next_offset = (int64_t)st_be64(b) + (int32_t)st_be32(b + BATCH_LAST_AT) + 1;
+        at += 12 + (size_t)blen;
+    }
+    return at;
+}
+
+st_rwire_cut_t st_rwire_cut(int64_t fetch_offset, int32_t last_epoch, int32_t answer_epoch,
+                            int64_t end_offset)
+{
+    st_rwire_cut_t c = {false, fetch_offset, -1};
+    if (answer_epoch < 0 || end_offset < 0) {
+        c.truncate = true;
+        c.offset = 0;
+        return c;
+    }
+    if (answer_epoch == last_epoch) {
+        if (end_offset < fetch_offset) {
+            c.truncate = true;
+            c.offset = end_offset;
+        }
+        return c;
+    }
+    c.truncate = true;
+    c.offset = end_offset < fetch_offset ? end_offset : fetch_offset;
+    if (answer_epoch < last_epoch)
+        c.end_epoch = answer_epoch;
+    return c;
+}

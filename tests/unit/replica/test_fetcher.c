@@ -1,0 +1,487 @@
+/*
+ * Unit tests for the follower fetcher: its wire helpers (Fetch and OffsetForLeaderEpoch
+ * requests decoded back with the generated decoders, answers, whole batches, where to cut a
+ * diverged log), and the fetcher thread against a fake leader on a loopback socket driven by
+ * this test: OffsetForLeaderEpoch -> truncate -> position -> Fetch -> append -> position ->
+ * Fetch from the new end -> FENCED_LEADER_EPOCH stops the partition -> a new epoch with an
+ * empty log fetches at once -> stop.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/arena.h"
+#include "base/buf.h"
+#include "base/clock.h"
+#include "base/err.h"
+#include "cluster/config.h"
+#include "proto/kafka_gen.h"
+#include "proto/kerr.h"
+#include "proto/kheader.h"
+#include "replica/fetcher.h"
+#include "replica/wire.h"
+
+/* A RecordBatch header (no records) at base offset `base` with `count` offsets and `epoch`. */
+static size_t put_batch(uint8_t *p, int64_t base, int32_t count, int32_t epoch)
+{
+    memset(p, 0, 61);
+    st_put_be64(p, (uint64_t)base);
+    st_put_be32(p + 8, 49);
+    st_put_be32(p + 12, (uint32_t)epoch);
+    p[16] = 2;
+    st_put_be32(p + 23, (uint32_t)(count - 1));
+    return 61;
+}
+
+/* Decodes a request frame (size prefix included) written by wire.c. */
+static void decode_req(const st_buf_t *b, st_arena_t *a, st_kp_req_header_t *h, st_kreader_t *r)
+{
+    assert_true(b->len >= 4);
+    assert_int_equal(st_be32(b->data), b->len - 4);
+    st_kreader_init(r, b->data + 4, b->len - 4, a);
+    assert_int_equal(st_kp_req_header_decode(r, 2, h), 0);
+}
+
+static void test_fetch_req(void **state)
+{
+    (void)state;
+    st_rwire_part_t parts[] = {
+        {"a", 0, 5, 100, -1},
+        {"a", 3, 5, 7, -1},
+        {"b", 1, 2, 0, -1},
+    };
+    st_rwire_fetch_t fr = {42, 500, 1, 8 << 20, 1 << 20};
+    st_buf_t b;
+    st_buf_init(&b);
+    assert_int_equal(st_rwire_fetch_req(&b, 99, "strata-replica-42", &fr, parts, 3), 0);
+    st_arena_t a;
+    st_arena_init(&a, 0);
+    st_kp_req_header_t h;
+    st_kreader_t r;
+    decode_req(&b, &a, &h, &r);
+    assert_int_equal(h.request_api_key, ST_KP_API_FETCH);
+    assert_int_equal(h.request_api_version, 12);
+    assert_int_equal(h.correlation_id, 99);
+    assert_true(st_kstr_eq(h.client_id, "strata-replica-42"));
+    st_kp_fetch_req_t req;
+    assert_int_equal(st_kp_fetch_req_decode(&r, 12, &req), 0);
+    assert_int_equal(st_kreader_left(&r), 0);
+    assert_int_equal(req.replica_id, 42);
+    assert_int_equal(req.max_wait_ms, 500);
+    assert_int_equal(req.min_bytes, 1);
+    assert_int_equal(req.max_bytes, 8 << 20);
+    assert_int_equal(req.isolation_level, 0);
+    assert_int_equal(req.session_id, 0);
+    assert_int_equal(req.session_epoch, -1);
+    assert_int_equal(req.topics_count, 2);
+    assert_true(st_kstr_eq(req.topics[0].topic, "a"));
+    assert_int_equal(req.topics[0].partitions_count, 2);
+    assert_int_equal(req.topics[0].partitions[1].partition, 3);
+    assert_int_equal(req.topics[0].partitions[1].fetch_offset, 7);
+    assert_int_equal(req.topics[0].partitions[1].current_leader_epoch, 5);
+    assert_int_equal(req.topics[0].partitions[1].log_start_offset, -1);
+    assert_int_equal(req.topics[0].partitions[1].partition_max_bytes, 1 << 20);
+    assert_true(st_kstr_eq(req.topics[1].topic, "b"));
+    assert_int_equal(req.topics[1].partitions[0].current_leader_epoch, 2);
+    st_arena_fini(&a);
+    st_buf_fini(&b);
+}
+
+static void test_epoch_req(void **state)
+{
+    (void)state;
+    st_rwire_part_t parts[] = {{"t", 0, 9, 0, 4}, {"t", 1, 9, 0, 8}};
+    st_buf_t b;
+    st_buf_init(&b);
+    assert_int_equal(st_rwire_epoch_req(&b, 7, "c", 3, parts, 2), 0);
+    st_arena_t a;
+    st_arena_init(&a, 0);
+    st_kp_req_header_t h;
+    st_kreader_t r;
+    decode_req(&b, &a, &h, &r);
+    assert_int_equal(h.request_api_key, ST_KP_API_OFFSET_FOR_LEADER_EPOCH);
+    assert_int_equal(h.request_api_version, 4);
+    st_kp_offset_for_leader_epoch_req_t req;
+    assert_int_equal(st_kp_offset_for_leader_epoch_req_decode(&r, 4, &req), 0);
+    assert_int_equal(req.replica_id, 3);
+    assert_int_equal(req.topics_count, 1);
+    assert_int_equal(req.topics[0].partitions_count, 2);
+    assert_int_equal(req.topics[0].partitions[0].current_leader_epoch, 9);
+    assert_int_equal(req.topics[0].partitions[0].leader_epoch, 4);
+    assert_int_equal(req.topics[0].partitions[1].leader_epoch, 8);
+    st_arena_fini(&a);
+    st_buf_fini(&b);
+}
+
+static void test_whole_batches(void **state)
+{
+    (void)state;
+    uint8_t buf[200];
+    size_t n = put_batch(buf, 10, 3, 4);
+    n += put_batch(buf + n, 13, 2, 6);
+    int32_t epoch = -1;
+    int64_t next = -1;
+    assert_int_equal(st_rwire_whole_batches(buf, n, &epoch, &next), 122);
+    assert_int_equal(epoch, 6);
+    assert_int_equal(next, 15);
+    /* a partial batch at the end is left out, whatever part of it came */
+    for (size_t cut = 1; cut < 61; cut++) {
+        epoch = -1;
+        next = -1;
+        assert_int_equal(st_rwire_whole_batches(buf, n - cut, &epoch, &next), 61);
+        assert_int_equal(epoch, 4);
+        assert_int_equal(next, 13);
+    }
+    assert_int_equal(st_rwire_whole_batches(buf, 60, &epoch, &next), 0);
+    st_put_be32(buf + 8, 10); /* a length below the header's */
+    assert_int_equal(st_rwire_whole_batches(buf, n, &epoch, &next), 0);
+}
+
+static void test_cut(void **state)
+{
+    (void)state;
+    /* same epoch, the leader's is longer or equal: nothing to cut */
+    st_rwire_cut_t c = st_rwire_cut(100, 5, 5, 120);
+    assert_false(c.truncate);
+    c = st_rwire_cut(100, 5, 5, 100);
+    assert_false(c.truncate);
+    /* same epoch, the leader's ends earlier */
+    c = st_rwire_cut(100, 5, 5, 90);
+    assert_true(c.truncate);
+    assert_int_equal(c.offset, 90);
+    assert_int_equal(c.end_epoch, -1);
+    /* the log has an epoch the leader never had: cut to where the leader's epoch ends here */
+    c = st_rwire_cut(100, 5, 3, 120);
+    assert_true(c.truncate);
+    assert_int_equal(c.offset, 100);
+    assert_int_equal(c.end_epoch, 3);
+    c = st_rwire_cut(100, 5, 3, 80);
+    assert_int_equal(c.offset, 80);
+    assert_int_equal(c.end_epoch, 3);
+    /* the leader knows no epoch that old: everything goes */
+    c = st_rwire_cut(100, 5, -1, -1);
+    assert_true(c.truncate);
+    assert_int_equal(c.offset, 0);
+}
+
+/* ---- the fetcher against a fake leader ---- */
+
+typedef struct calls {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int appends, truncates, hws;
+    int shard;
+    int32_t epoch, end_epoch;
+    int64_t offset, hw;
+    uint8_t *records;
+    size_t len;
+} calls_t;
+
+static calls_t calls = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void h_append(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
+                     int32_t leader_epoch, uint8_t *records, size_t len, int64_t leader_hw)
+{
+    (void)arg, (void)topic_id, (void)partition;
+    pthread_mutex_lock(&calls.mu);
+    calls.appends++;
+    calls.shard = shard;
+    calls.epoch = leader_epoch;
+    free(calls.records);
+    calls.records = records;
+    calls.len = len;
+    calls.hw = leader_hw;
+    pthread_cond_broadcast(&calls.cv);
+    pthread_mutex_unlock(&calls.mu);
+}
+
+static void h_truncate(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
+                       int32_t leader_epoch, int64_t offset, int32_t end_epoch)
+{
+    (void)arg, (void)topic_id, (void)partition;
+    pthread_mutex_lock(&calls.mu);
+    calls.truncates++;
+    calls.shard = shard;
+    calls.epoch = leader_epoch;
+    calls.offset = offset;
+    calls.end_epoch = end_epoch;
+    pthread_cond_broadcast(&calls.cv);
+    pthread_mutex_unlock(&calls.mu);
+}
+
+static void h_hw(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
+                 int32_t leader_epoch, int64_t hw)
+{
+    (void)arg, (void)shard, (void)topic_id, (void)partition, (void)leader_epoch;
+    pthread_mutex_lock(&calls.mu);
+    calls.hws++;
+    calls.hw = hw;
+    pthread_cond_broadcast(&calls.cv);
+    pthread_mutex_unlock(&calls.mu);
+}
+
+/* Waits (at most 5 s) until *counter reaches n. */
+static void wait_calls(int *counter, int n)
+{
+    int64_t until = st_mono_ms() + 5000;
+    pthread_mutex_lock(&calls.mu);
+    while (*counter < n && st_mono_ms() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&calls.cv, &calls.mu, &ts);
+    }
+    int got = *counter;
+    pthread_mutex_unlock(&calls.mu);
+    assert_int_equal(got, n);
+}
+
+/* Reads exactly n bytes within timeout_ms; returns false on timeout or end. */
+static bool read_full(int fd, uint8_t *p, size_t n, int timeout_ms)
+{
+    size_t got = 0;
+    while (got < n) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, timeout_ms) <= 0)
+            return false;
+        ssize_t r = read(fd, p + got, n - got);
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    return true;
+}
+
+/* The next request on fd (5 s at most): its header and body (in *frame, caller frees). */
+static bool next_request(int fd, int timeout_ms, st_arena_t *a, st_kp_req_header_t *h,
+                         st_kreader_t *r, uint8_t **frame)
+{
+    uint8_t sz[4];
+    if (!read_full(fd, sz, 4, timeout_ms))
+        return false;
+    size_t n = st_be32(sz);
+    *frame = malloc(n);
+    assert_non_null(*frame);
+    assert_true(read_full(fd, *frame, n, 5000));
+    st_kreader_init(r, *frame, n, a);
+    assert_int_equal(st_kp_req_header_decode(r, 2, h), 0);
+    return true;
+}
+
+static void send_frame(int fd, st_buf_t *b)
+{
+    st_put_be32(b->data, (uint32_t)(b->len - 4));
+    assert_int_equal(write(fd, b->data, b->len), (ssize_t)b->len);
+}
+
+static void begin_resp(st_buf_t *b, st_kwriter_t *w, int32_t corr)
+{
+    st_buf_clear(b);
+    st_buf_put_be32(b, 0);
+    st_kwriter_init(w, b);
+    st_kp_resp_header_t rh = {corr};
+    assert_int_equal(st_kp_resp_header_encode(w, 1, &rh), 0);
+}
+
+/* Answers a Fetch for partition 0 of "t" with `error`, records rec[0..len), hw. */
+static void answer_fetch(int fd, int32_t corr, int16_t error, const uint8_t *rec, int32_t len,
+                         int64_t hw)
+{
+    st_buf_t b;
+    st_buf_init(&b);
+    st_kwriter_t w;
+    begin_resp(&b, &w, corr);
+    st_kp_fetch_resp_partition_t p;
+    st_kp_fetch_resp_partition_init(&p);
+    p.partition_index = 0;
+    p.error_code = error;
+    p.high_watermark = hw;
+    p.log_start_offset = 0;
+    p.records = (st_krecords_t){rec, rec ? len : -1, NULL};
+    st_kp_fetch_resp_response_t t;
+    st_kp_fetch_resp_response_init(&t);
+    t.topic = st_kstr("t");
+    t.partitions = &p;
+    t.partitions_count = 1;
+    st_kp_fetch_resp_t resp;
+    st_kp_fetch_resp_init(&resp);
+    resp.responses = &t;
+    resp.responses_count = 1;
+    assert_int_equal(st_kp_fetch_resp_encode(&w, 12, &resp), 0);
+    send_frame(fd, &b);
+    st_buf_fini(&b);
+}
+
+static void expect_fetch(int fd, st_arena_t *a, int32_t epoch, int64_t offset, int32_t *corr)
+{
+    st_kp_req_header_t h;
+    st_kreader_t r;
+    uint8_t *frame;
+    assert_true(next_request(fd, 5000, a, &h, &r, &frame));
+    assert_int_equal(h.request_api_key, ST_KP_API_FETCH);
+    st_kp_fetch_req_t req;
+    assert_int_equal(st_kp_fetch_req_decode(&r, h.request_api_version, &req), 0);
+    assert_int_equal(req.replica_id, 7);
+    assert_int_equal(req.topics_count, 1);
+    assert_int_equal(req.topics[0].partitions_count, 1);
+    assert_int_equal(req.topics[0].partitions[0].current_leader_epoch, epoch);
+    assert_int_equal(req.topics[0].partitions[0].fetch_offset, offset);
+    *corr = h.correlation_id;
+    free(frame);
+}
+
+static void test_fetcher_thread(void **state)
+{
+    (void)state;
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(ls, 4), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(ls, (struct sockaddr *)&sa, &sl);
+    int port = ntohs(sa.sin_port);
+
+    st_config_t cfg;
+    assert_int_equal(st_config_init(&cfg), 0);
+    cfg.node_id = 7;
+    st_fetcher_hooks_t hooks = {NULL, h_append, h_truncate, h_hw};
+    st_fetcher_t *f;
+    char err[256];
+    assert_int_equal(st_fetcher_start(&f, &cfg, &hooks, err, sizeof err), 0);
+    st_follow_t fw = {.topic = "t",
+                      .partition = 0,
+                      .shard = 2,
+                      .leader_id = 1,
+                      .leader_host = "127.0.0.1",
+                      .leader_port = port,
+                      .leader_epoch = 5,
+                      .fetch_offset = 10,
+                      .last_epoch = 4};
+    memset(fw.topic_id, 0xab, 16);
+    st_fetcher_follow(f, &fw);
+    st_fetcher_follow(f, &fw); /* the same again: no change, no second request */
+
+    struct pollfd pfd = {ls, POLLIN, 0};
+    assert_int_equal(poll(&pfd, 1, 5000), 1);
+    int fd = accept(ls, NULL, NULL);
+    assert_true(fd >= 0);
+    st_arena_t a;
+    st_arena_init(&a, 0);
+
+    /* 1. OffsetForLeaderEpoch for epoch 4: the leader's epoch 3 ends at 8 */
+    st_kp_req_header_t h;
+    st_kreader_t r;
+    uint8_t *frame;
+    assert_true(next_request(fd, 5000, &a, &h, &r, &frame));
+    assert_int_equal(h.request_api_key, ST_KP_API_OFFSET_FOR_LEADER_EPOCH);
+    st_kp_offset_for_leader_epoch_req_t oreq;
+    assert_int_equal(st_kp_offset_for_leader_epoch_req_decode(&r, h.request_api_version, &oreq), 0);
+    assert_int_equal(oreq.replica_id, 7);
+    assert_int_equal(oreq.topics[0].partitions[0].leader_epoch, 4);
+    assert_int_equal(oreq.topics[0].partitions[0].current_leader_epoch, 5);
+    free(frame);
+    {
+        st_buf_t b;
+        st_buf_init(&b);
+        st_kwriter_t w;
+        begin_resp(&b, &w, h.correlation_id);
+        st_kp_offset_for_leader_epoch_resp_partition_t p;
+        st_kp_offset_for_leader_epoch_resp_partition_init(&p);
+        p.partition = 0;
+        p.leader_epoch = 3;
+        p.end_offset = 8;
+        st_kp_offset_for_leader_epoch_resp_topic_t t = {st_kstr("t"), &p, 1};
+        st_kp_offset_for_leader_epoch_resp_t resp;
+        st_kp_offset_for_leader_epoch_resp_init(&resp);
+        resp.topics = &t;
+        resp.topics_count = 1;
+        assert_int_equal(st_kp_offset_for_leader_epoch_resp_encode(&w, 4, &resp), 0);
+        send_frame(fd, &b);
+        st_buf_fini(&b);
+    }
+    wait_calls(&calls.truncates, 1);
+    assert_int_equal(calls.shard, 2);
+    assert_int_equal(calls.epoch, 5);
+    assert_int_equal(calls.offset, 8);
+    assert_int_equal(calls.end_epoch, 3);
+    /* nothing is fetched before the shard answers */
+    assert_false(read_full(fd, (uint8_t[4]){0}, 4, 200));
+    st_fetcher_position(f, fw.topic_id, 0, 5, 6, 0); /* the local epoch 3 ended at 6 */
+
+    /* 2. Fetch from 6: two whole batches and part of a third */
+    int32_t corr;
+    expect_fetch(fd, &a, 5, 6, &corr);
+    uint8_t rec[200];
+    size_t n = put_batch(rec, 6, 2, 3);
+    n += put_batch(rec + n, 8, 1, 5);
+    put_batch(rec + n, 9, 1, 5);
+    answer_fetch(fd, corr, 0, rec, (int32_t)n + 30, 9);
+    wait_calls(&calls.appends, 1);
+    assert_int_equal(calls.len, n);
+    assert_memory_equal(calls.records, rec, n);
+    assert_int_equal(calls.hw, 9);
+    assert_false(read_full(fd, (uint8_t[4]){0}, 4, 200)); /* waits for the position */
+    st_fetcher_position(f, fw.topic_id, 0, 5, 9, 0);
+
+    /* 3. Fetch from 9: no records, a new high watermark */
+    expect_fetch(fd, &a, 5, 9, &corr);
+    answer_fetch(fd, corr, 0, NULL, -1, 9 + 0);
+    expect_fetch(fd, &a, 5, 9, &corr);
+    answer_fetch(fd, corr, 0, NULL, -1, 9 + 0); /* unchanged: no hook */
+    expect_fetch(fd, &a, 5, 9, &corr);
+    answer_fetch(fd, corr, 0, NULL, -1, 9 + 1);
+    wait_calls(&calls.hws, 1);
+    assert_int_equal(calls.hw, 10);
+
+    /* 4. FENCED_LEADER_EPOCH: no more fetches until a new epoch */
+    expect_fetch(fd, &a, 5, 9, &corr);
+    answer_fetch(fd, corr, ST_KERR_FENCED_LEADER_EPOCH, NULL, -1, -1);
+    assert_false(read_full(fd, (uint8_t[4]){0}, 4, 300));
+    fw.leader_epoch = 6;
+    fw.fetch_offset = 0;
+    fw.last_epoch = -1; /* an empty log: straight to fetching */
+    st_fetcher_follow(f, &fw);
+    expect_fetch(fd, &a, 6, 0, &corr);
+
+    /* 5. unfollowed: the connection closes, nothing more is asked */
+    st_fetcher_unfollow(f, fw.topic_id, 0);
+    uint8_t x;
+    assert_false(read_full(fd, &x, 1, 2000));
+
+    st_fetcher_stop(f);
+    pthread_mutex_lock(&calls.mu);
+    assert_int_equal(calls.appends, 1);
+    assert_int_equal(calls.truncates, 1);
+    assert_int_equal(calls.hws, 1);
+    free(calls.records);
+    calls.records = NULL;
+    pthread_mutex_unlock(&calls.mu);
+    close(fd);
+    close(ls);
+    st_arena_fini(&a);
+    st_config_fini(&cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fetch_req),      cmocka_unit_test(test_epoch_req),
+        cmocka_unit_test(test_whole_batches),  cmocka_unit_test(test_cut),
+        cmocka_unit_test(test_fetcher_thread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
