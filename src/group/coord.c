@@ -146,13 +146,21 @@ void st_group_member_free(st_gcoord_t *c, st_gmember_t *m)
 void st_group_free(st_gcoord_t *c, st_ggroup_t *g)
 {
     ST_ASSERT(!g->writes);
-    size_t k = group_bucket(c, g->id.ptr, g->id.len);
-    for (st_ggroup_t **pp = &c->buckets[k]; *pp; pp = &(*pp)->next)
-        if (*pp == g) {
-            *pp = g->next;
-            c->ngroups--;
-            break;
-        }
+    if (g->unloaded) {
+        for (st_ggroup_t **pp = &c->unloaded; *pp; pp = &(*pp)->next)
+            if (*pp == g) {
+                *pp = g->next;
+                break;
+            }
+    } else {
+        size_t k = group_bucket(c, g->id.ptr, g->id.len);
+        for (st_ggroup_t **pp = &c->buckets[k]; *pp; pp = &(*pp)->next)
+            if (*pp == g) {
+                *pp = g->next;
+                c->ngroups--;
+                break;
+            }
+    }
     st_loop_timer_stop(c->loop, &g->join_timer);
     for (int i = 0; i < g->nmembers; i++)
         st_group_member_free(c, g->members[i]);
@@ -255,6 +263,50 @@ void st_gcoord_list(st_gcoord_t *c, const st_kstr_t *states, int nstates, const 
 
 /* ---- life cycle ---- */
 
+/* Takes g (already out of the table) out of service: its waiting requests are answered
+ * NOT_COORDINATOR (invariant 4), its members and timers dropped; freed now, or by write_done
+ * once its last write in flight completes (invariant 3). */
+static void group_unload(st_gcoord_t *c, st_ggroup_t *g)
+{
+    st_loop_timer_stop(c->loop, &g->join_timer);
+    for (int i = 0; i < g->nmembers; i++) {
+        st_group_answer_join(g->members[i], ST_KERR_NOT_COORDINATOR);
+        st_group_answer_sync(g->members[i], ST_KERR_NOT_COORDINATOR);
+    }
+    while (g->nmembers > 0)
+        st_group_member_free(c, g->members[--g->nmembers]);
+    g->state = G_DEAD;
+    g->unloaded = true;
+    g->next = c->unloaded;
+    c->unloaded = g;
+    if (!g->writes)
+        st_group_free(c, g);
+}
+
+void st_group_drop_partition(st_gcoord_t *c, int32_t partition)
+{
+    for (size_t i = 0; i < c->nbuckets; i++)
+        for (st_ggroup_t **pp = &c->buckets[i]; *pp;) {
+            st_ggroup_t *g = *pp;
+            if (g->partition != partition) {
+                pp = &g->next;
+                continue;
+            }
+            *pp = g->next;
+            c->ngroups--;
+            group_unload(c, g);
+        }
+}
+
+void st_gcoord_unload(st_gcoord_t *c, int32_t partition)
+{
+    if (!st_gcoord_loaded(c, partition))
+        return;
+    c->logs[partition] = NULL;
+    c->epochs[partition] = -1;
+    st_group_drop_partition(c, partition);
+}
+
 int st_gcoord_create(st_gcoord_t **out, st_loop_t *loop, const st_gcoord_config_t *cfg)
 {
     st_gcoord_t *c = calloc(1, sizeof *c);
@@ -269,14 +321,18 @@ int st_gcoord_create(st_gcoord_t **out, st_loop_t *loop, const st_gcoord_config_
     if (c->cfg.expire_check_ms <= 0)
         c->cfg.expire_check_ms = 60000;
     c->logs = calloc((size_t)c->cfg.num_partitions, sizeof *c->logs);
+    c->epochs = malloc((size_t)c->cfg.num_partitions * sizeof *c->epochs);
     c->nbuckets = 64;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
-    if (!c->logs || !c->buckets) {
+    if (!c->logs || !c->epochs || !c->buckets) {
         free(c->logs);
+        free(c->epochs);
         free(c->buckets);
         free(c);
         return -ENOMEM;
     }
+    for (int32_t i = 0; i < c->cfg.num_partitions; i++)
+        c->epochs[i] = -1;
     st_timer_init(&c->expire_timer, st_group_expire_tick, c);
     st_loop_timer_start(loop, &c->expire_timer, c->cfg.expire_check_ms);
     *out = c;
@@ -312,7 +368,12 @@ void st_gcoord_destroy(st_gcoord_t *c)
             g->writes = NULL; /* completed when the logs closed */
             st_group_free(c, g);
         }
+    while (c->unloaded) {
+        c->unloaded->writes = NULL;
+        st_group_free(c, c->unloaded);
+    }
     free(c->buckets);
+    free(c->epochs);
     free(c->logs);
     free(c);
 }

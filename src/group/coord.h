@@ -6,7 +6,19 @@
  * Which groups: group g lives in partition st_gcoord_partition_for(g, N) of __consumer_offsets
  * (Kafka's abs(String.hashCode) % N, so Kafka's tools agree); the shard owning that partition
  * is the coordinator. The Kafka layer routes each request there and hands the partition's log
- * to st_gcoord_load() when the shard opens it.
+ * to st_gcoord_load() when this broker leads the partition (in a cluster, the leader of its
+ * __consumer_offsets partition coordinates a group), and calls st_gcoord_unload() when it no
+ * longer does: another broker's coordinator then loads the same records from its replica.
+ *
+ * Load and unload of a partition (Kafka's onElection / onResignation):
+ *
+ *   not loaded --st_gcoord_load(epoch)--> loaded (serves its groups, writes to its log)
+ *   loaded --st_gcoord_unload--> not loaded: waiting JoinGroup/SyncGroup answered
+ *       NOT_COORDINATOR, members and timers dropped, groups out of the table at once; a group
+ *       with writes in flight is kept aside until they complete (their requests are answered
+ *       as the writes end, invariant 3), then freed
+ *   loaded at epoch e --leadership at another epoch--> unload, then load again (the log may
+ *       have been cut back and rewritten in between, as a follower)
  *
  * Group states and the function behind each transition (Kafka's names):
  *
@@ -87,8 +99,14 @@ void st_gcoord_drain(st_gcoord_t *c);
 
 /* Reads partition `partition`'s log from its start and rebuilds its groups; the coordinator
  * then serves them and writes to that log. Blocking (start-up, or a new empty partition). */
-int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log);
+int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log, int32_t epoch);
 bool st_gcoord_loaded(const st_gcoord_t *c, int32_t partition);
+/* The leader epoch partition `partition` was loaded at (st_gcoord_load's `epoch`), -1 when it
+ * is not loaded. */
+int32_t st_gcoord_epoch(const st_gcoord_t *c, int32_t partition);
+/* Stops serving partition `partition`'s groups (diagram above): every request about them is
+ * NOT_COORDINATOR from now on, until it is loaded again. Nothing when it is not loaded. */
+void st_gcoord_unload(st_gcoord_t *c, int32_t partition);
 
 /* Kafka's partition of a group: abs(Java String.hashCode of the id) % n. */
 int32_t st_gcoord_partition_for(st_kstr_t group_id, int32_t n);

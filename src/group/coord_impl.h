@@ -26,8 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/err.h"
 #include "group/coord.h"
 #include "group/records.h"
+#include "proto/kerr.h"
 
 enum { G_EMPTY, G_PREPARING, G_COMPLETING, G_STABLE, G_DEAD };
 typedef struct st_ggroup st_ggroup_t;
@@ -113,6 +115,8 @@ struct st_ggroup {
     st_goff_t **offs;             /* committed offsets: hash by (topic, partition) */
     size_t noffs, nbuckets;
     bool stored;         /* the group's latest metadata record in the log is a value */
+    bool unloaded;       /* its partition was unloaded: out of the table, in c->unloaded
+                            until its writes complete (then freed) */
     st_gwrite_t *writes; /* in flight, referring to this group, in log order */
     struct st_ggroup *next;
 };
@@ -120,7 +124,9 @@ struct st_ggroup {
 struct st_gcoord {
     st_loop_t *loop;
     st_gcoord_config_t cfg;
-    st_log_t **logs; /* by partition; NULL: not this shard's, or not loaded */
+    st_log_t **logs;       /* by partition; NULL: not this shard's, or not loaded */
+    int32_t *epochs;       /* by partition: the leader epoch it was loaded at (-1: not loaded) */
+    st_ggroup_t *unloaded; /* groups of unloaded partitions with writes in flight (by next) */
     st_ggroup_t **buckets;
     size_t nbuckets, ngroups;
     bool closed;
@@ -223,6 +229,18 @@ static inline st_kbytes_t answer_bytes(st_arena_t *a, const uint8_t *b, int32_t 
     return (st_kbytes_t){p, n};
 }
 
+/* The Kafka error a request gets when its write failed with res (Kafka's mapping for the group
+ * coordinator's appends): the partition's leadership moved or it is offline, NOT_COORDINATOR
+ * (the client finds the new coordinator); otherwise (fewer in-sync replicas than
+ * min.insync.replicas, a storage error) COORDINATOR_NOT_AVAILABLE, which it retries. */
+static inline int16_t write_kerr(int res)
+{
+    if (!res)
+        return 0;
+    return res == ST_E_NOT_LEADER || res == ST_E_CLOSED ? ST_KERR_NOT_COORDINATOR
+                                                        : ST_KERR_COORDINATOR_NOT_AVAILABLE;
+}
+
 /* FNV-1a of n bytes at p, continuing from h (the hash of the tables of groups and offsets). */
 static inline uint64_t fnv1a(const void *p, size_t n, uint64_t h)
 {
@@ -244,6 +262,9 @@ int16_t st_group_lookup(const st_gcoord_t *c, int32_t partition, st_kstr_t id, i
 st_ggroup_t *st_group_create(st_gcoord_t *c, st_kstr_t id, int32_t partition);
 /* Unlinks and frees a group; nothing may refer to it (no write, no waiting request). */
 void st_group_free(st_gcoord_t *c, st_ggroup_t *g);
+/* Takes every group of `partition` out of the table and out of service (st_gcoord_unload,
+ * or a load that failed half way). */
+void st_group_drop_partition(st_gcoord_t *c, int32_t partition);
 /* Frees a member already taken out of its group's array (or never put in it). */
 void st_group_member_free(st_gcoord_t *c, st_gmember_t *m);
 

@@ -329,7 +329,7 @@ static void sync_written(st_gcoord_t *c, st_gwrite_t *w, int res)
         return; /* a rebalance started meanwhile and answered the waiting syncs */
     if (res) {
         for (int i = 0; i < g->nmembers; i++)
-            st_group_answer_sync(g->members[i], ST_KERR_COORDINATOR_NOT_AVAILABLE);
+            st_group_answer_sync(g->members[i], write_kerr(res));
         st_group_prepare_rebalance(c, g);
         st_group_try_complete_join(c, g);
         return;

@@ -114,7 +114,7 @@ static int16_t kerr_of_write(int res)
 {
     if (res == ST_E_TOO_LARGE)
         return ST_KERR_INVALID_COMMIT_OFFSET_SIZE;
-    return res ? ST_KERR_COORDINATOR_NOT_AVAILABLE : 0;
+    return write_kerr(res);
 }
 
 static void commit_written(st_gcoord_t *c, st_gwrite_t *w, int res)
@@ -378,9 +378,9 @@ static int add_tombstones(st_gbatch_t *b, st_ggroup_t *g)
 static void delete_written(st_gcoord_t *c, st_gwrite_t *w, int res)
 {
     (void)c;
-    if (res)
+    if (res && !w->g->unloaded)
         st_group_set_state(w->g, G_EMPTY);
-    *w->error = res ? ST_KERR_COORDINATOR_NOT_AVAILABLE : 0;
+    *w->error = write_kerr(res);
     w->done(w->done_arg);
 }
 

@@ -31,7 +31,7 @@ static void write_done(st_gcoord_t *c, st_gwrite_t *w, int res)
     if (w->cb)
         w->cb(c, w, res);
     st_group_write_free(w);
-    if (g && g->state == G_DEAD && !g->writes)
+    if (g && (g->state == G_DEAD || g->unloaded) && !g->writes)
         st_group_free(c, g);
 }
 
@@ -305,10 +305,12 @@ static void load_record(st_gcoord_t *c, int32_t partition, const st_batch_record
     }
 }
 
-int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log)
+int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log, int32_t epoch)
 {
     if (partition < 0 || partition >= c->cfg.num_partitions)
         return ST_E_INVALID;
+    if (c->logs[partition])
+        return ST_E_EXISTS;
     int64_t t0 = st_mono_ms();
     int64_t off = st_log_start_offset(log), end = st_log_end_offset(log);
     size_t cap = 1 << 20;
@@ -378,6 +380,7 @@ int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log)
     if (rc) {
         ST_ERROR("__consumer_offsets-%d: loading stopped at offset %lld: %s", partition,
                  (long long)off, st_strerror(rc));
+        st_group_drop_partition(c, partition); /* nothing half loaded stays */
         return rc;
     }
     /* Members restored from the log get a session to come back in. */
@@ -396,6 +399,7 @@ int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log)
                 st_group_member_touch(c, g->members[k]);
         }
     c->logs[partition] = log;
+    c->epochs[partition] = epoch;
     if (records)
         ST_INFO("__consumer_offsets-%d: loaded %lld record(s), %d group(s) in %lld ms", partition,
                 (long long)records, ngroups, (long long)(st_mono_ms() - t0));
@@ -405,4 +409,9 @@ int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log)
 bool st_gcoord_loaded(const st_gcoord_t *c, int32_t partition)
 {
     return partition >= 0 && partition < c->cfg.num_partitions && c->logs[partition];
+}
+
+int32_t st_gcoord_epoch(const st_gcoord_t *c, int32_t partition)
+{
+    return st_gcoord_loaded(c, partition) ? c->epochs[partition] : -1;
 }

@@ -4,10 +4,23 @@
  *
  * A group's coordinator is the owner shard of its __consumer_offsets partition
  * (group/coord.h), on the broker that leads that partition (in a cluster; a single broker leads
- * them all). The coordinator of a shard loads each __consumer_offsets partition it owns and
- * this broker leads at start-up and, for a partition created or led later, on first use.
- * A call reaching a shard whose snapshot says this broker no longer leads the partition is
- * answered NOT_COORDINATOR, and the coordinator's writes to it are refused.
+ * them all). Coordination moves with leadership (Kafka's onElection / onResignation):
+ *
+ *   start-up                     each partition the shard owns and this broker leads is loaded
+ *   st_kgroup_leadership(true)   this broker now leads it (or at a new leader epoch): loaded
+ *                                from the local log, which replication kept up to date, before
+ *                                any request for its groups is served (the load blocks the
+ *                                shard while it reads the partition)
+ *   st_kgroup_leadership(false)  unloaded: waiting JoinGroup/SyncGroup are answered
+ *                                NOT_COORDINATOR, its groups dropped (st_gcoord_unload)
+ *   a call on the coordinator    checks the shard's snapshot again: a partition led here but
+ *                                not loaded yet (created later, or the hook not called yet) is
+ *                                loaded now; one no longer led here is unloaded and the call
+ *                                answered NOT_COORDINATOR
+ *
+ * The coordinator's writes go through st_part_append with acks=all, so they are answered once
+ * every in-sync replica has them (a commit is then safe across a failover), and are refused
+ * once leadership has moved.
  *
  * Threads: st_kgroup_start/drain/fini on each shard's own thread; the rest as group_route.h.
  */
@@ -64,19 +77,43 @@ bool st_kgroup_leads(const st_kshard_t *s, int32_t partition)
            t->partitions[partition].shard == s->id && !st_kleader_check(s, t, partition, -1);
 }
 
-/* Loads the partition into this shard's coordinator if the shard owns it, this broker leads it,
- * and it is not loaded yet. */
+/* Unloads the partition from this shard's coordinator if it is loaded. */
+static void detach(st_kshard_t *s, int32_t partition)
+{
+    if (!s->groups || !st_gcoord_loaded(s->groups, partition))
+        return;
+    ST_INFO("%s-%d: no longer led here: its groups are unloaded", ST_OFFSETS_TOPIC, partition);
+    st_gcoord_unload(s->groups, partition);
+}
+
+/* Loads the partition into this shard's coordinator if the shard owns it and this broker leads
+ * it, and it is not loaded yet at the current leader epoch (loaded at another, the log may have
+ * changed meanwhile, as a follower's: it is loaded again). */
 static void attach(st_kshard_t *s, int32_t partition)
 {
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
-    if (!s->groups || !st_kgroup_leads(s, partition) || st_gcoord_loaded(s->groups, partition))
+    if (!s->groups || !st_kgroup_leads(s, partition))
         return;
+    int32_t epoch = t->partitions[partition].leader_epoch;
+    if (st_gcoord_loaded(s->groups, partition)) {
+        if (st_gcoord_epoch(s->groups, partition) == epoch)
+            return;
+        st_gcoord_unload(s->groups, partition);
+    }
     st_part_t *p = st_parts_get(&s->parts, t->id, partition);
     if (!p || !p->log)
         return;
-    int rc = st_gcoord_load(s->groups, partition, p->log);
+    int rc = st_gcoord_load(s->groups, partition, p->log, epoch);
     if (rc)
         ST_ERROR("cannot load %s-%d: %s", ST_OFFSETS_TOPIC, partition, st_strerror(rc));
+}
+
+void st_kgroup_leadership(st_kshard_t *s, int32_t partition, bool leads)
+{
+    if (leads)
+        attach(s, partition);
+    else
+        detach(s, partition);
 }
 
 int st_kgroup_start(st_kshard_t *s)
@@ -208,8 +245,10 @@ static void gcall_run(st_fanout_leg_t *leg)
     st_kshard_t *s = st_kshard_current();
     st_kgroup_call_t *g = leg->data;
     st_fanout_hold(leg); /* exec answers with st_kgroup_call_return, now or later */
-    if (!st_kgroup_leads(s, g->partition))
-        g->partition = -1; /* the snapshot changed since routing: NOT_COORDINATOR */
+    if (g->partition >= 0 && !st_kgroup_leads(s, g->partition)) {
+        detach(s, g->partition); /* leadership moved: whatever was loaded goes */
+        g->partition = -1;       /* the snapshot changed since routing: NOT_COORDINATOR */
+    }
     attach(s, g->partition);
     g->exec(s, g);
 }

@@ -60,6 +60,14 @@ int32_t st_kgroup_coordinator(const st_md_t *md, st_kstr_t group_id);
  * it and this broker leads it, in s's snapshot. On s's thread. */
 bool st_kgroup_leads(const st_kshard_t *s, int32_t partition);
 
+/* Leadership of __consumer_offsets partition `partition` here changed: leads, this broker now
+ * leads it (or leads it at a new leader epoch); !leads, it no longer does. On the shard owning
+ * the partition, after that shard adopted the snapshot saying so (controller.c). Loads the
+ * partition's groups from the local log before any request for them is served, or unloads
+ * them (waiting JoinGroup/SyncGroup answered NOT_COORDINATOR). Nothing when it is already
+ * so; calls for partitions the shard does not own are ignored. */
+void st_kgroup_leadership(st_kshard_t *s, int32_t partition, bool leads);
+
 typedef void (*st_kgroup_ready_fn)(st_kreq_t *r, void *arg);
 /* Creates __consumer_offsets if the snapshot lacks it, then cb(r, arg) (either way). */
 void st_kgroup_ensure_topic(st_kreq_t *r, st_kgroup_ready_fn cb, void *arg);

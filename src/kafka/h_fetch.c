@@ -13,6 +13,15 @@
  *             read saw, sleep until a partition's moves past it (fetch_wait.h) or
  *             max_wait_ms -> ROUND again
  *
+ * A follower's fetch (replica_id >= 0 before v15, replica_state.replica_id from v15) is served
+ * only by the leader, for one of the partition's other replicas (leader.h). On the owner it
+ * first tells the partition where the follower's durable log ends — the offset it fetches from
+ * (st_part_follower_fetched: the high watermark and acks=all waits move on it) — then reads up
+ * to the leader's durable log end, past the high watermark (st_part_read_replica); the answer's
+ * high_watermark is the leader's, which the follower adopts. With nothing to read it waits for
+ * the leader's durable end to move (st_part_add_replica_waiter), not the high watermark, so new
+ * records reach the followers at once. Consumers (replica_id < 0) read up to the high watermark.
+ *
  * In a cluster a partition this broker does not lead (or leads but has not opened yet) is
  * NOT_LEADER_OR_FOLLOWER, and current_leader_epoch is checked against the snapshot's leader epoch
  * (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH), as Kafka does (leader.h); the owner checks again
@@ -56,6 +65,7 @@ typedef struct {
     /* results */
     int16_t error;
     int64_t hw, log_start;
+    int64_t durable;  /* a follower's fetch: the leader's durable end its read saw */
     fetch_rel_t *rel; /* non-NULL when the read returned bytes */
     st_kp_fetch_resp_partition_t *out;
 } fetch_part_t;
@@ -63,6 +73,7 @@ typedef struct {
 struct st_fetch {
     st_kreq_t *r;
     st_kp_fetch_req_t req;
+    int32_t replica_id; /* >= 0: a follower's fetch; -1: a consumer's */
     st_kp_fetch_resp_t resp;
     int nparts;
     fetch_part_t *parts;
@@ -116,13 +127,35 @@ static void fetch_release_all(st_fetch_t *f)
 
 /* ---- per-owner step ---- */
 
-static void fetch_read_one(st_kshard_t *s, fetch_part_t *fp, int origin)
+/* A follower's read on the leader: its fetch offset is its durable log end, which the
+ * partition learns before the read (the high watermark may move on it), then the read goes up
+ * to the leader's durable end. An offset outside the leader's log tells nothing about the
+ * follower: OFFSET_OUT_OF_RANGE, and the follower truncates or starts over. */
+static int16_t fetch_read_replica(st_part_t *p, int32_t replica, fetch_part_t *fp,
+                                  st_part_read_t *rd)
+{
+    int16_t e = st_kleader_follower_local(p, replica);
+    if (e)
+        return e;
+    if (p->log && fp->fetch_offset >= st_log_start_offset(p->log) &&
+        fp->fetch_offset <= st_log_end_offset(p->log))
+        st_part_follower_fetched(p, replica, fp->fetch_offset, st_mono_ms());
+    fp->durable = st_part_durable_end(p);
+    e = st_part_read_replica(p, fp->fetch_offset, fp->max_bytes, rd);
+    rd->hw = p->hw; /* the follower's high watermark follows the leader's */
+    return e;
+}
+
+static void fetch_read_one(st_kshard_t *s, st_fetch_t *f, fetch_part_t *fp, int origin)
 {
     st_part_t *p = st_parts_get(&s->parts, fp->topic_id, fp->partition);
     if ((fp->error = st_kleader_local(s, p)))
         return;
     st_part_read_t rd = {.hw = fp->hw, .log_start = fp->log_start};
-    fp->error = st_part_read(p, fp->fetch_offset, fp->max_bytes, &rd);
+    if (f->replica_id >= 0)
+        fp->error = fetch_read_replica(p, f->replica_id, fp, &rd);
+    else
+        fp->error = st_part_read(p, fp->fetch_offset, fp->max_bytes, &rd);
     fp->hw = rd.hw;
     fp->log_start = rd.log_start;
     if (fp->error || rd.read.bytes == 0)
@@ -147,7 +180,7 @@ static void fetch_run(st_fanout_leg_t *leg)
     st_fetch_t *f = leg->data;
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].owner == s->id)
-            fetch_read_one(s, &f->parts[i], f->r->shard->id);
+            fetch_read_one(s, f, &f->parts[i], f->r->shard->id);
 }
 
 typedef struct {
@@ -156,7 +189,8 @@ typedef struct {
     int waiter;
     uint8_t topic_id[16];
     int32_t partition;
-    int64_t hw; /* the high watermark the fetch's last read saw */
+    int32_t replica_id; /* >= 0: a follower's fetch, waiting on the durable end */
+    int64_t seen;       /* the high watermark (durable end) the fetch's last read saw */
 } fetch_reg_t;
 
 static void fetch_reg_on_owner(st_msg_t *m)
@@ -164,8 +198,11 @@ static void fetch_reg_on_owner(st_msg_t *m)
     fetch_reg_t *g = (fetch_reg_t *)m;
     st_kshard_t *s = st_kshard_current();
     st_part_t *p = st_parts_get(&s->parts, g->topic_id, g->partition);
-    if (p && p->log && !st_kleader_local(s, p))
-        st_part_add_waiter(p, g->waiter, g->hw);
+    bool ok = p && p->log && !st_kleader_local(s, p);
+    if (ok && g->replica_id >= 0 && !st_kleader_follower_local(p, g->replica_id))
+        st_part_add_replica_waiter(p, g->waiter, g->seen);
+    else if (ok && g->replica_id < 0)
+        st_part_add_waiter(p, g->waiter, g->seen);
     else
         st_fetch_notify(s, g->waiter, g->topic_id, g->partition);
     free(g);
@@ -222,10 +259,12 @@ static void fetch_wait(st_fetch_t *f)
         g->waiter = s->id;
         memcpy(g->topic_id, fp->topic_id, 16);
         g->partition = fp->partition;
-        /* Wait for data past what this round saw: the high watermark its read stopped at.
-         * (The fetch offset would be wrong whenever some data is there already: the owner
-         * would see data past it and wake the fetch at once, round after round.) */
-        g->hw = fp->hw;
+        g->replica_id = f->replica_id;
+        /* Wait for data past what this round saw: the high watermark its read stopped at (a
+         * follower's: the durable end). (The fetch offset would be wrong whenever some data is
+         * there already: the owner would see data past it and wake the fetch at once, round
+         * after round.) */
+        g->seen = f->replica_id >= 0 ? fp->durable : fp->hw;
         st_mesh_send(s->b->mesh, s->id, fp->owner, &g->msg, fetch_reg_on_owner);
     }
     f->waiting = true;
@@ -417,10 +456,12 @@ void st_fetch_notify(st_kshard_t *owner, int waiter, const uint8_t topic_id[16],
 /* ---- the handler ---- */
 
 /* The error refusing partition qp of mt (NULL: unknown) before any owner reads it, or 0. */
-static int16_t fetch_check(st_kreq_t *r, const st_md_topic_t *mt,
+static int16_t fetch_check(st_kreq_t *r, const st_fetch_t *f, const st_md_topic_t *mt,
                            const st_kp_fetch_req_partition_t *qp, int owner)
 {
     int16_t e = st_kleader_check(r->shard, mt, qp->partition, qp->current_leader_epoch);
+    if (!e && f->replica_id >= 0)
+        e = st_kleader_follower(r->shard, mt, qp->partition, f->replica_id);
     if (e || owner >= 0)
         return e;
     return mt || r->api_version < 13 ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION
@@ -435,6 +476,9 @@ void st_kh_fetch(st_kreq_t *r)
         return;
     }
     f->r = r;
+    f->replica_id = r->api_version >= 15 ? f->req.replica_state.replica_id : f->req.replica_id;
+    if (f->replica_id < 0)
+        f->replica_id = -1; /* -2 (a debugging consumer) and others read as consumers do */
     st_kp_fetch_resp_init(&f->resp);
     st_timer_init(&f->timer, fetch_timeout, f);
     st_task_init(&f->rerun, fetch_rerun, f);
@@ -497,7 +541,7 @@ void st_kh_fetch(st_kreq_t *r)
             fp->owner = st_kshard_owner(mt, qp->partition);
             if (mt)
                 memcpy(fp->topic_id, mt->id, 16);
-            fp->error = fetch_check(r, mt, qp, fp->owner);
+            fp->error = fetch_check(r, f, mt, qp, fp->owner);
             if (fp->error)
                 fp->owner = -1; /* answered here: no owner reads it */
         }

@@ -4,6 +4,10 @@
  * partition, where this broker does not lead (leader.h), and current_leader_epoch (ListOffsets,
  * OffsetForLeaderEpoch) is checked against the snapshot's leader epoch.
  *
+ * OffsetForLeaderEpoch answers followers (replica_id >= 0, asking where their log diverged
+ * from the leader's before they fetch) exactly as consumers: from the leader's epoch cache,
+ * which covers the whole log (st_part_end_for_epoch), and only on the leader.
+ *
  * ListOffsets answers within what consumers may read (below the high watermark):
  *   -1 latest: the high watermark      -2 earliest, -4 earliest local, -5: the log start
  *   -3 max timestamp: that record      t >= 0: first record with timestamp >= t, else -1

@@ -13,6 +13,12 @@
  * that auto-creation could not create here (NOT_CONTROLLER: the active controller creates it)
  * stays UNKNOWN_TOPIC_OR_PARTITION, which producers retry.
  *
+ * acks=all in a cluster waits for every in-sync replica (partition.h, replication): fewer in
+ * sync than the topic's min.insync.replicas is NOT_ENOUGH_REPLICAS before anything is written,
+ * the ISR shrinking below it while waiting NOT_ENOUGH_REPLICAS_AFTER_APPEND, and leadership
+ * moving while waiting NOT_LEADER_OR_FOLLOWER (with the new leader from v10), each with an
+ * error_message saying which.
+ *
  * A compacted topic refuses keyless records (the partition checks); the answer lists the
  * keyless records of the first batch holding any in record_errors (KIP-467, v8+), each with
  * its index within that batch and Kafka's text.
@@ -59,13 +65,31 @@ struct st_produce {
     st_fanout_leg_t *legs; /* one per shard */
 };
 
-/* An append is as durable as acks asked (partition.h). */
+/* The error_message of an append whose wait ended in error `err` (Kafka error kerr). */
+static const char *prod_wait_why(int16_t kerr, int err)
+{
+    switch (kerr) {
+    case ST_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        return "written, but the in-sync replicas fell below min.insync.replicas before all of "
+               "them had it";
+    case ST_KERR_NOT_LEADER_OR_FOLLOWER:
+        return "this broker lost the partition's leadership before every in-sync replica had "
+               "the records";
+    default:
+        return st_strerror(err);
+    }
+}
+
+/* An append is as durable as acks asked (partition.h), or its wait failed: with acks=all,
+ * ST_E_FEW_REPLICAS (the ISR shrank below min.insync.replicas) or ST_E_NOT_LEADER (leadership
+ * moved); the records are in the log either way, and an idempotent producer's retry is
+ * answered as a duplicate. */
 static void prod_durable(void *arg, int err)
 {
     prod_part_t *pp = arg;
     if (err) {
         pp->error = st_kerr_from(err);
-        pp->why = st_strerror(err);
+        pp->why = prod_wait_why(pp->error, err);
     }
     st_fanout_release(pp->leg);
 }

@@ -44,6 +44,28 @@ int16_t st_kleader_local(const st_kshard_t *s, const st_part_t *p)
     return leads ? 0 : ST_KERR_NOT_LEADER_OR_FOLLOWER;
 }
 
+int16_t st_kleader_follower(const st_kshard_t *s, const st_md_topic_t *t, int32_t partition,
+                            int32_t replica)
+{
+    const st_md_partition_t *p = md_part(t, partition);
+    if (!p)
+        return 0;
+    bool ok = s->b->cfg->clustered && replica != (int32_t)s->b->cfg->node_id &&
+              st_md_is_replica(p, replica);
+    return ok ? 0 : ST_KERR_NOT_LEADER_OR_FOLLOWER;
+}
+
+int16_t st_kleader_follower_local(const st_part_t *p, int32_t replica)
+{
+    const st_part_repl_t *r = &p->repl;
+    if (!r->on || !r->role.leader || replica == r->role.self)
+        return ST_KERR_NOT_LEADER_OR_FOLLOWER;
+    for (int i = 0; i < r->role.nreplicas; i++)
+        if (r->role.replicas[i] == replica)
+            return 0;
+    return ST_KERR_NOT_LEADER_OR_FOLLOWER;
+}
+
 bool st_kleader_current(const st_kshard_t *s, const uint8_t topic_id[16], int32_t partition,
                         int16_t error, int32_t *leader_id, int32_t *leader_epoch)
 {

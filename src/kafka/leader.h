@@ -18,6 +18,11 @@
  * Shards swap snapshots one after another, so the owner shard checks again with its own
  * (st_kleader_local) before it touches the partition.
  *
+ * A follower's fetch (Fetch with a replica id >= 0) passes the same check, and then the
+ * replica must be one of the partition's other replicas: in the request shard's snapshot
+ * (st_kleader_follower) and in the role the owner's partition holds (st_kleader_follower_local).
+ * Anything else (a single broker, an unknown id, this broker's own) is NOT_LEADER_OR_FOLLOWER.
+ *
  * Threads: any shard, with that shard's snapshot (s->md).
  */
 #ifndef ST_KAFKA_LEADER_H
@@ -41,6 +46,17 @@ int16_t st_kleader_check(const st_kshard_t *s, const st_md_topic_t *t, int32_t p
  * broker; NOT_LEADER_OR_FOLLOWER in a cluster, for a partition missing or no longer led by
  * this broker in this shard's snapshot. Does not look at p->log. */
 int16_t st_kleader_local(const st_kshard_t *s, const st_part_t *p);
+
+/* On the request's shard, after st_kleader_check passed: 0 when broker `replica` is another
+ * replica of partition `partition` of t (NULL: unknown; the handler answers for that), else
+ * NOT_LEADER_OR_FOLLOWER. */
+int16_t st_kleader_follower(const st_kshard_t *s, const st_md_topic_t *t, int32_t partition,
+                            int32_t replica);
+
+/* On the owner shard, after st_kleader_local passed: 0 when partition p leads in its role
+ * (partition.h, replication) and broker `replica` is another of its replicas, else
+ * NOT_LEADER_OR_FOLLOWER. */
+int16_t st_kleader_follower_local(const st_part_t *p, int32_t replica);
 
 /* KIP-951: the partition's leader and leader epoch in s's snapshot, for an answer in a cluster
  * that sends the client elsewhere (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH). False, with

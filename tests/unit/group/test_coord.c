@@ -84,7 +84,7 @@ static void fx_open_log(fx_t *f)
 static void fx_coord(fx_t *f)
 {
     assert_int_equal(st_gcoord_create(&f->c, f->loop, &f->cfg), 0);
-    assert_int_equal(st_gcoord_load(f->c, 0, f->log), 0);
+    assert_int_equal(st_gcoord_load(f->c, 0, f->log, 0), 0);
 }
 
 static int fx_setup(void **state)
@@ -1059,6 +1059,130 @@ static void test_delete_group_with_commit_in_flight(void **state)
 
 /* An idempotent producer's batch the cleaner emptied stays in the log with no records (as
  * Kafka keeps it); loading walks past it. */
+/* Leadership moves away and comes back (st_gcoord_unload, then st_gcoord_load at a new epoch):
+ * waiting JoinGroup/SyncGroup are answered NOT_COORDINATOR at once, every request about the
+ * partition's groups is NOT_COORDINATOR while it is unloaded, a commit in flight is still
+ * answered once durable (its group, out of the table, freed then), and loading again rebuilds
+ * every group from the log, that commit included. */
+static void test_unload_and_reload(void **state)
+{
+    fx_t *f = *state;
+    assert_int_equal(st_gcoord_epoch(f->c, 0), 0);
+    join_t j1, j2;
+    char *m1 = join_dynamic(f, &j1, "g1");
+    assert_int_equal(j1.resp.error_code, 0);
+    sync_t s1;
+    const char *ids[] = {m1};
+    const char *asg[] = {"A1"};
+    sync_req(f, &s1, "g1", m1, 1, 1, ids, asg);
+    if (!s1.done)
+        run_until(f, &s1.done, 5000);
+    assert_int_equal(s1.resp.error_code, 0);
+    assert_int_equal(commit1(f, "g1", m1, 1, "t", 0, 5, ""), 0);
+    /* a second member's join waits for m1 to rejoin */
+    join_dynamic(f, &j2, "g1");
+    assert_int_equal(j2.done, 0);
+    /* "g3": the leader's SyncGroup waits for its assignment's write */
+    join_t j3;
+    char *m3 = join_dynamic(f, &j3, "g3");
+    assert_int_equal(j3.resp.error_code, 0);
+    f->hold_syncs = true;
+    sync_t s3;
+    const char *ids3[] = {m3};
+    sync_req(f, &s3, "g3", m3, 1, 1, ids3, asg);
+    assert_int_equal(s3.done, 0);
+    /* "g2": a commit from outside any generation, in flight */
+    st_goffset_t p = {.topic = st_kstr("t"), .partition = 1, .offset = 9, .leader_epoch = -1};
+    st_goffsets_t o = {.group_id = st_kstr("g2"),
+                       .member_id = ST_KSTR_EMPTY,
+                       .group_instance_id = ST_KSTR_NULL,
+                       .generation = -1,
+                       .n = 1,
+                       .parts = &p};
+    int committed = 0;
+    st_gcoord_commit(f->c, 0, &o, on_done, &committed);
+    assert_int_equal(committed, 0);
+    assert_int_equal(st_gcoord_group_count(f->c), 3);
+
+    st_gcoord_unload(f->c, 0);
+    assert_false(st_gcoord_loaded(f->c, 0));
+    assert_int_equal(st_gcoord_epoch(f->c, 0), -1);
+    assert_int_equal(st_gcoord_group_count(f->c), 0);
+    assert_int_equal(j2.done, 1);
+    assert_int_equal(j2.resp.error_code, ST_KERR_NOT_COORDINATOR);
+    assert_int_equal(s3.done, 1);
+    assert_int_equal(s3.resp.error_code, ST_KERR_NOT_COORDINATOR);
+    assert_int_equal(committed, 0); /* its write is still in flight */
+    assert_int_equal(heartbeat(f, "g1", m1, 1, NULL), ST_KERR_NOT_COORDINATOR);
+    assert_int_equal(commit1(f, "g1", m1, 1, "t", 0, 6, ""), ST_KERR_NOT_COORDINATOR);
+    st_goffset_t q = {.topic = st_kstr("t"), .partition = 0};
+    st_goffsets_t fo = {.group_id = st_kstr("g1"), .n = 1, .parts = &q};
+    st_gcoord_fetch(f->c, 0, &fo, &f->a);
+    assert_int_equal(fo.error, ST_KERR_NOT_COORDINATOR);
+    st_gcoord_unload(f->c, 0); /* twice: nothing */
+
+    fx_release_syncs(f);
+    assert_int_equal(committed, 1);
+    assert_int_equal(p.error, 0); /* durable: answered as written */
+    assert_int_equal(s3.done, 1); /* answered once only */
+
+    /* led again, at a later epoch */
+    assert_int_equal(st_gcoord_load(f->c, 0, f->log, 4), 0);
+    assert_int_equal(st_gcoord_epoch(f->c, 0), 4);
+    assert_int_equal(st_gcoord_load(f->c, 0, f->log, 5), ST_E_EXISTS);
+    assert_int_equal(fetch1(f, "g1", "t", 0, NULL, 0), 5);
+    assert_int_equal(fetch1(f, "g2", "t", 1, NULL, 0), 9);
+    /* g1 came back Stable with m1, whose session runs again */
+    assert_int_equal(heartbeat(f, "g1", m1, 1, NULL), 0);
+    assert_int_equal(commit1(f, "g1", m1, 1, "t", 0, 7, ""), 0);
+    assert_int_equal(fetch1(f, "g1", "t", 0, NULL, 0), 7);
+}
+
+/* What the partition layer's append refuses with becomes the answer Kafka gives for a
+ * coordinator's failed write: leadership moved (or offline) NOT_COORDINATOR, too few in-sync
+ * replicas COORDINATOR_NOT_AVAILABLE. */
+static int append_refused(void *ctx, int32_t partition, uint8_t *data, size_t len,
+                          void (*done)(void *arg, int res), void *arg)
+{
+    (void)partition;
+    (void)data;
+    (void)len;
+    (void)done;
+    (void)arg;
+    return *(int *)ctx;
+}
+
+static void test_write_errors_map_as_kafka(void **state)
+{
+    fx_t *f = *state;
+    static int refusal;
+    fx_close_all(f);
+    f->cfg.append = append_refused;
+    f->cfg.ctx = &refusal;
+    fx_open_log(f);
+    fx_coord(f);
+    refusal = ST_E_NOT_LEADER;
+    assert_int_equal(commit1(f, "g", NULL, -1, "t", 0, 1, ""), ST_KERR_NOT_COORDINATOR);
+    refusal = ST_E_CLOSED;
+    assert_int_equal(commit1(f, "g", NULL, -1, "t", 0, 1, ""), ST_KERR_NOT_COORDINATOR);
+    refusal = ST_E_FEW_REPLICAS;
+    assert_int_equal(commit1(f, "g", NULL, -1, "t", 0, 1, ""), ST_KERR_COORDINATOR_NOT_AVAILABLE);
+    refusal = ST_E_TOO_LARGE;
+    assert_int_equal(commit1(f, "g", NULL, -1, "t", 0, 1, ""), ST_KERR_INVALID_COMMIT_OFFSET_SIZE);
+    /* the leader's SyncGroup whose assignment cannot be written */
+    join_t j;
+    char *m = join_dynamic(f, &j, "s");
+    assert_int_equal(j.resp.error_code, 0);
+    refusal = ST_E_NOT_LEADER;
+    sync_t sy;
+    const char *ids[] = {m};
+    const char *asg[] = {"A"};
+    sync_req(f, &sy, "s", m, 1, 1, ids, asg);
+    assert_int_equal(sy.done, 1);
+    assert_int_equal(sy.resp.error_code, ST_KERR_NOT_COORDINATOR);
+    f->cfg.append = NULL;
+}
+
 static void test_load_after_clean_with_empty_batch(void **state)
 {
     fx_t *f = *state;
@@ -1233,6 +1357,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cleaned_log_rebuilds_state, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_cleaning_shrinks_repeated_commits, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_unload_and_reload, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_write_errors_map_as_kafka, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_delete_group_with_commit_in_flight, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_load_after_clean_with_empty_batch, fx_setup,

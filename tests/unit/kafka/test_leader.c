@@ -1,5 +1,6 @@
 /* Unit tests for kafka/leader: who may serve a partition, on a single broker and in a cluster,
- * the KIP-951 hints, and the group coordinator's broker (group_route.h). */
+ * which followers may fetch from it, the KIP-951 hints, the group coordinator's broker
+ * (group_route.h), and the layout of a cluster's producer ids (pid.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 
 #include "kafka/group_route.h"
 #include "kafka/leader.h"
+#include "kafka/pid.h"
 #include "proto/kerr.h"
 
 /* A snapshot of brokers 1, 2 (fenced) and 3 (rack "r3"), and topic "t" of three partitions:
@@ -124,6 +126,72 @@ static void test_owner_rechecks(void **state)
     assert_int_equal(st_kleader_local(&f->s, &part), ST_KERR_NOT_LEADER_OR_FOLLOWER);
 }
 
+static void test_follower_fetch(void **state)
+{
+    fixture_t *f = *state;
+    /* Partition 0 (replicas 1,2,3) is led here: brokers 2 and 3 follow it, whatever their
+     * fencing (a fenced follower fetches to catch up). */
+    assert_int_equal(st_kleader_follower(&f->s, f->t, 0, 2), 0);
+    assert_int_equal(st_kleader_follower(&f->s, f->t, 0, 3), 0);
+    assert_int_equal(st_kleader_follower(&f->s, f->t, 0, 1), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    assert_int_equal(st_kleader_follower(&f->s, f->t, 0, 4), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    /* partition 2 (replicas 1,3): broker 2 is no replica */
+    assert_int_equal(st_kleader_follower(&f->s, f->t, 2, 2), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    /* unknown topic or partition: the handler's own answer */
+    assert_int_equal(st_kleader_follower(&f->s, NULL, 0, 2), 0);
+    assert_int_equal(st_kleader_follower(&f->s, f->t, 3, 2), 0);
+    /* a single broker has no followers */
+    f->cfg.clustered = false;
+    assert_int_equal(st_kleader_follower(&f->s, f->t, 0, 2), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    f->cfg.clustered = true;
+
+    /* On the owner: the partition's own role. */
+    st_part_t part = {.index = 0, .topic = "t"};
+    assert_int_equal(st_kleader_follower_local(&part, 2), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    part.repl.on = true;
+    part.repl.role = (st_part_role_t){
+        .leader = true, .self = 1, .leader_id = 1, .nreplicas = 3, .replicas = {1, 2, 3}};
+    assert_int_equal(st_kleader_follower_local(&part, 2), 0);
+    assert_int_equal(st_kleader_follower_local(&part, 3), 0);
+    assert_int_equal(st_kleader_follower_local(&part, 1), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    assert_int_equal(st_kleader_follower_local(&part, 5), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    part.repl.role.leader = false; /* a follower serves no follower */
+    part.repl.role.leader_id = 2;
+    assert_int_equal(st_kleader_follower_local(&part, 3), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+}
+
+static void test_producer_ids(void **state)
+{
+    (void)state;
+    int64_t t = ST_KPID_EPOCH_MS + 123456789;
+    int64_t b1 = st_kpid_base(1, t), b2 = st_kpid_base(2, t);
+    assert_int_equal(b1 >> 53, 1);
+    assert_int_equal(b2 >> 53, 2);
+    assert_int_equal((b1 >> 12) & ((INT64_C(1) << 41) - 1), 123456789);
+    assert_int_equal(b1 & 4095, 0);
+    /* the largest node id that fits, in 2093: still a positive int64 */
+    int64_t last = st_kpid_base(1023, ST_KPID_EPOCH_MS + (INT64_C(1) << 41) - 1);
+    assert_true(last > 0);
+    assert_int_equal(last >> 53, 1023);
+    /* a run: ids from the first one's millisecond, one after another, the counter carrying
+     * into the milliseconds */
+    _Atomic int64_t next = 0;
+    assert_int_equal(st_kpid_next(&next, 1, t), b1);
+    assert_int_equal(st_kpid_next(&next, 1, t + 50), b1 + 1);
+    for (int i = 2; i < 5000; i++)
+        assert_int_equal(st_kpid_next(&next, 1, t), b1 + i);
+    /* the next run, later than this one handed out: above all of its ids */
+    _Atomic int64_t again = 0;
+    assert_true(st_kpid_next(&again, 1, t + 2) > b1 + 4999);
+    /* another broker's run at the same moment: disjoint */
+    _Atomic int64_t other = 0;
+    int64_t o = st_kpid_next(&other, 2, t);
+    assert_true(o > b1 + 4999 || o + 4999 < b1);
+    /* node ids past 1023 fold (pid.h's limit); a clock before 2024 starts at 0 */
+    assert_int_equal(st_kpid_base(1025, t), st_kpid_base(1, t));
+    assert_int_equal(st_kpid_base(0, 0), 0);
+}
+
 static void test_hints(void **state)
 {
     fixture_t *f = *state;
@@ -177,6 +245,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cluster_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_single_broker_passes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_rechecks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_follower_fetch, setup, teardown),
+        cmocka_unit_test(test_producer_ids),
         cmocka_unit_test_setup_teardown(test_hints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_coordinator, setup, teardown),
     };
