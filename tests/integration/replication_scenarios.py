@@ -779,8 +779,11 @@ class PowerLossTest(ReplicationCase):
             if n.stopped:
                 c.sigcont(nid)
             if not n.alive():
-                if self.fs[nid].proc is None:
-                    self.fs[nid].mount()
+                fs = self.fs[nid]
+                if fs.proc is not None and fs.stats().get("dead"):
+                    fs.unmount()          # a cut an earlier scenario did not recover from
+                if fs.proc is None:
+                    fs.mount()
                 c.start_node(nid)
         c.wait_for_quorum(QUORUM_TIMEOUT)
 
