@@ -37,6 +37,7 @@
 #include "cluster/records.h"
 #include "partition/partition.h"
 #include "kafka/group_route.h"
+#include "kafka/replica_link.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 #include "storage/fs.h"
@@ -230,12 +231,20 @@ static void sweep_one(void *arg, st_part_t *p)
 {
     sweep_t *w = arg;
     const st_md_topic_t *t = st_md_find_id(w->md, p->topic_id);
-    if (!t || p->index >= t->npartitions || !hosts(w->s, &t->partitions[p->index]))
-        st_parts_delete(&w->s->parts, p);
+    if (t && p->index < t->npartitions && hosts(w->s, &t->partitions[p->index]))
+        return;
+    if (w->s->b->cfg->clustered) {
+        st_krepl_unfollow(w->s, p);
+        if (strcmp(p->topic, ST_OFFSETS_TOPIC) == 0)
+            st_kgroup_leadership(w->s, p->index, false);
+    }
+    st_parts_delete(&w->s->parts, p);
 }
 
-/* In a cluster: the partition's role from the snapshot (replication, partition.h). */
-static void set_role(st_kshard_t *s, st_part_t *part, const st_md_topic_t *t, int32_t p)
+/* In a cluster: the partition's role from the snapshot (replication, partition.h), then what
+ * follows from it: fetching from the leader, and for __consumer_offsets the coordinator. */
+static void set_role(st_kshard_t *s, st_part_t *part, const st_md_t *md, const st_md_topic_t *t,
+                     int32_t p)
 {
     const st_config_t *cfg = s->b->cfg;
     const st_md_partition_t *mp = &t->partitions[p];
@@ -253,6 +262,9 @@ static void set_role(st_kshard_t *s, st_part_t *part, const st_md_topic_t *t, in
     memcpy(role.replicas, mp->replicas, sizeof role.replicas);
     memcpy(role.isr, mp->isr, sizeof role.isr);
     st_part_set_role(part, &role);
+    st_krepl_follow(s, part, md);
+    if (t->internal && strcmp(t->name, ST_OFFSETS_TOPIC) == 0)
+        st_kgroup_leadership(s, p, role.leader);
 }
 
 static void ctl_apply_run(st_fanout_leg_t *leg)
@@ -288,7 +300,7 @@ static void ctl_apply_run(st_fanout_leg_t *leg)
                 st_part_reconfigure(part, &lc);
             }
             if (s->b->cfg->clustered && (part = st_parts_get(&s->parts, t->id, p)) != NULL)
-                set_role(s, part, t, p);
+                set_role(s, part, a->md, t, p);
         }
     }
     st_md_unref(old);

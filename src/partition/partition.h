@@ -308,7 +308,8 @@ int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int
                            st_part_done_fn done, void *arg);
 /* Follower: the leader's high watermark moved (an answer without records). */
 void st_part_set_leader_hw(st_part_t *p, int64_t leader_hw);
-/* Follower: cuts the log back to `offset` (where it diverged from the leader's). */
+/* Follower: cuts the log back to `offset` (where it diverged from the leader's); an offset
+ * past the log end (the leader's log starts beyond it) restarts the log empty there. */
 int st_part_truncate(st_part_t *p, int64_t offset);
 /* The log end that is durable here (what a follower reports to its leader). */
 int64_t st_part_durable_end(const st_part_t *p);

@@ -194,11 +194,13 @@ int st_part_truncate(st_part_t *p, int64_t offset)
         return ST_E_INVALID; /* a leader's log is the reference */
     int64_t start = st_log_start_offset(p->log), end = st_log_end_offset(p->log);
     int rc = 0;
-    if (offset < start)
+    /* below the log start, or past the end (the leader's log starts beyond ours): start over
+     * empty at offset */
+    if (offset < start || offset > end)
         rc = st_log_truncate_fully(p->log, offset);
     else if (offset < end)
         rc = st_log_truncate_to(p->log, offset);
-    if (rc == 0 && offset < end)
+    if (rc == 0 && offset != end)
         ST_INFO("%s-%d: truncated to %lld (log end was %lld) to match the leader", p->topic,
                 p->index, (long long)offset, (long long)end);
     st_part_update_hw(p);
