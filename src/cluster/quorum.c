@@ -385,6 +385,12 @@ static bool alter_duty(st_quorum_t *q)
             applied++;
             ST_INFO("metadata: %s-%d ISR now has %d member(s) (asked by its leader %d)", c->name,
                     a->partition, a->nisr, a->leader);
+        } else if (c && a->partition >= 0 && a->partition < t->npartitions) {
+            const st_md_partition_t *mp = &t->partitions[a->partition];
+            ST_INFO("metadata: %s-%d ISR change from %d refused (leader %d epoch %d/%d, "
+                    "partition epoch %d/%d)",
+                    t->name, a->partition, a->leader, mp->leader, a->leader_epoch, mp->leader_epoch,
+                    a->partition_epoch, mp->partition_epoch);
         }
     }
     q->npending_alters = 0;
@@ -638,11 +644,13 @@ static char *hb_message(st_quorum_t *q, json_t *create, json_t *alter)
     char inc[17];
     snprintf(inc, sizeof inc, "%016" PRIx64, q->incarnation);
     json_t *j = json_pack(
-        "{s:i,s:s,s:s,s:i,s:s?,s:s,s:b,s:I,s:O?}", "id", self_id(q), "inc", inc, "host",
+        "{s:i,s:s,s:s,s:i,s:s?,s:s,s:b,s:I,s:O?,s:O?}", "id", self_id(q), "inc", inc, "host",
         c->advertised_host, "port", c->advertised_port ? c->advertised_port : q->kafka_port, "rack",
         *c->broker_rack ? c->broker_rack : NULL, "raft", q->self_addr, "voter", c->role_controller,
         "applied", (json_int_t)raft_last_applied(&q->raft), "create", create, "alter", alter);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    if (!text)
+        ST_WARN("metadata: cannot encode this node's heartbeat");
     json_decref(j);
     return text;
 }
