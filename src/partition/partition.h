@@ -289,6 +289,9 @@ int16_t st_part_end_for_epoch(st_part_t *p, int32_t epoch, int32_t current_epoch
  * leadership answers its waiting appends NOT_LEADER_OR_FOLLOWER.
  */
 
+/* Shutdown: every acks=all append still waiting for the ISR is answered
+ * NOT_LEADER_OR_FOLLOWER (the client retries on the next leader), so connections can close. */
+void st_parts_release_acks(st_parts_t *t);
 /* Sets the partition's role (on every metadata change that concerns it). A new leadership
  * (not leader before, or a new epoch) forgets the followers' positions. */
 void st_part_set_role(st_part_t *p, const st_part_role_t *role);

@@ -219,3 +219,14 @@ int32_t st_part_latest_epoch(const st_part_t *p)
 {
     return p->log ? st_log_latest_epoch(p->log) : -1;
 }
+
+static void release_one(void *arg, st_part_t *p)
+{
+    (void)arg;
+    fail_acks(p, ST_E_NOT_LEADER);
+}
+
+void st_parts_release_acks(st_parts_t *t)
+{
+    st_parts_each(t, release_one, NULL);
+}
