@@ -152,6 +152,10 @@ class Workload:
             "bootstrap.servers": bootstrap, "client.id": CLIENT_PREFIX + "producer",
             "enable.idempotence": True, "acks": "all", "linger.ms": 5,
             "message.timeout.ms": MESSAGE_TIMEOUT_MS, "retry.backoff.ms": 100,
+            # A SIGSTOPped leader keeps its connections open: an idempotent producer moves a
+            # partition to its new leader only once the requests in flight to the old one time
+            # out (librdkafka's default is 30 s), so time them out sooner.
+            "request.timeout.ms": 5000, "socket.timeout.ms": 10000,
             "topic.metadata.refresh.interval.ms": 2000, "queue.buffering.max.messages": 20000})
         self.group = unique("group")
         self.consumer = Consumer({
@@ -160,12 +164,13 @@ class Workload:
             "enable.auto.commit": True, "auto.commit.interval.ms": 1000,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
             "fetch.wait.max.ms": 100, "enable.partition.eof": False,
-            "topic.metadata.refresh.interval.ms": 2000})
+            "socket.timeout.ms": 10000, "topic.metadata.refresh.interval.ms": 2000})
         self.lock = threading.Lock()
         self.sent = 0
         self.seq = [0] * partitions
         self.acked = {}          # (partition, value) -> (offset, produced at, acknowledged at)
-        self.errors = []         # (partition, value, error)
+        self.errors = []         # (partition, value, error) from delivery reports
+        self.produce_errors = []  # (partition, value, error) raised by produce() itself
         self.consumed = []       # (partition, offset, value)
         self.consumer_errors = []
         self.producing = threading.Event()
@@ -212,6 +217,11 @@ class Workload:
                                       on_delivery=self._cb(p, value, time.monotonic()))
             except BufferError:
                 self.producer.poll(0.05)
+                continue
+            except Exception as e:   # e.g. _UNKNOWN_TOPIC from stale metadata: it reached us
+                with self.lock:
+                    self.produce_errors.append((p, value, str(e)))
+                self.producer.poll(0.1)
                 continue
             self.seq[p] += 1
             self.sent += 1
@@ -285,6 +295,7 @@ class Workload:
             pass
         self.producer.purge()
         self.producer.flush(5)
+        self.producer = self.consumer = None     # their connections end with them
 
     def acks_after(self, t0, partition=None):
         """(produced at, acknowledged at) of the acknowledged records produced at or after t0."""
@@ -307,6 +318,7 @@ class Workload:
             acked = dict(self.acked)
             consumed = list(self.consumed)
             errors = list(self.errors)
+            produce_errors = list(self.produce_errors)
         at = {}          # (partition, offset) -> value, as consumed
         redelivered = 0
         for p, o, v in consumed:
@@ -330,7 +342,7 @@ class Workload:
                     break
         figures = {"acknowledged": len(acked), "consumed": len(at), "lost": len(lost),
                    "duplicated": len(dups), "redelivered": redelivered,
-                   "errors": len(errors), "sent": self.sent}
+                   "errors": len(errors) + len(produce_errors), "sent": self.sent}
         problems = []
         if lost:
             lost.sort()
@@ -342,6 +354,9 @@ class Workload:
         if errors:
             problems.append("%d delivery errors reached the application, e.g. %s"
                             % (len(errors), errors[:5]))
+        if produce_errors:
+            problems.append("produce() raised %d times, e.g. %s"
+                            % (len(produce_errors), produce_errors[:3]))
         if self.fatal:
             problems.append("the idempotent producer hit a fatal error: %s" % self.fatal)
         return figures, problems
@@ -741,7 +756,10 @@ class PowerLossTest(ReplicationCase):
                 m = os.path.join(cls.tmp, "mnt-%d" % nid)
                 os.makedirs(b)
                 os.makedirs(m)
-                cls.fs[nid] = pl.DropFS(b, m, os.path.join(cls.tmp, "dropfs-%d.log" % nid))
+                # The metadata log's writer (raft_uv) makes each write durable by itself
+                # (RWF_DSYNC), which FUSE does not pass on: dropfs is told so.
+                cls.fs[nid] = pl.DropFS(b, m, os.path.join(cls.tmp, "dropfs-%d.log" % nid),
+                                        ["--sync-writes", "/__cluster_metadata-0/"])
                 cls.fs[nid].mount()
                 mounts[nid] = m
             cls.cluster = Cluster(3, sets=CLUSTER_SETS, name="repl-power", data_dirs=mounts)

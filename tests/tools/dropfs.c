@@ -2,7 +2,8 @@
  * dropfs.c — a FUSE pass-through file system that forgets, on command, everything a power cut
  * would: what was written but never synced.
  *
- *     dropfs [--zero-tail] [--random SEED] [--trace] BACKING MOUNTPOINT [fuse options]
+ *     dropfs [--zero-tail] [--random SEED] [--trace] [--sync-writes PREFIX] BACKING MOUNTPOINT
+ *            [fuse options]
  *
  * It serves BACKING at MOUNTPOINT (in the foreground, one request at a time) and keeps, beside
  * the real files, a record of what is not yet durable. Writing "cut" to the control file
@@ -35,6 +36,11 @@
  * 1/2 (an overwritten page keeps its new bytes or gets its old ones back; a page past the
  * durable size keeps its bytes or reads zeros; the size is kept); directory entries are still
  * all undone.
+ *
+ * Writes that are durable when they complete: a write (or fallocate) through a descriptor
+ * opened with O_SYNC or O_DSYNC, or to a file whose mount path starts with the --sync-writes
+ * PREFIX, is synced as it is made. The prefix is for writers that ask for durability per write
+ * (pwritev2 with RWF_DSYNC, as libraft's raft_uv does), which FUSE does not pass on.
  *
  * Journal entries hold O_PATH descriptors of their directories, and undo records a descriptor
  * of their file, so renames of files and directories after an operation do not confuse its
@@ -112,13 +118,14 @@ typedef struct dirop {
 } dirop_t;
 
 static struct {
-    int root;       /* O_PATH on BACKING */
-    int trash;      /* O_PATH on BACKING/.dropfs-trash */
-    bool zero_tail; /* --zero-tail */
-    bool random;    /* --random */
-    unsigned seed;  /* ... its generator's state */
-    bool dead;      /* cut: the power is off until the next mount */
-    bool trace;     /* --trace: every change and sync on stderr */
+    int root;                /* O_PATH on BACKING */
+    int trash;               /* O_PATH on BACKING/.dropfs-trash */
+    bool zero_tail;          /* --zero-tail */
+    bool random;             /* --random */
+    unsigned seed;           /* ... its generator's state */
+    bool dead;               /* cut: the power is off until the next mount */
+    bool trace;              /* --trace: every change and sync on stderr */
+    const char *sync_prefix; /* --sync-writes: writes to paths starting so are durable at once */
     uint64_t trash_seq;
     dirty_t *dirty;
     dirop_t *head, *tail;
@@ -809,6 +816,14 @@ static int dfs_read(const char *path, char *buf, size_t size, off_t off, struct 
     return n < 0 ? -errno : (int)n;
 }
 
+/* True if a write through fi to path is durable once made (see the top of the file). */
+static bool write_is_durable(const char *path, const struct fuse_file_info *fi)
+{
+    if (fi->flags & (O_SYNC | O_DSYNC))
+        return true;
+    return g.sync_prefix && path && strncmp(path, g.sync_prefix, strlen(g.sync_prefix)) == 0;
+}
+
 static int dfs_write(const char *path, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
@@ -825,7 +840,11 @@ static int dfs_write(const char *path, const char *buf, size_t size, off_t off,
     trace("write %s ino %ju at %jd, %zu bytes", path ? path : "-", (uintmax_t)d->ino, (intmax_t)off,
           size);
     ssize_t n = pwrite((int)fi->fh, buf, size, off);
-    return n < 0 ? -errno : (int)n;
+    if (n < 0)
+        return -errno;
+    if (write_is_durable(path, fi))
+        dirty_sync((int)fi->fh);
+    return (int)n;
 }
 
 static int dfs_fallocate(const char *path, int mode, off_t off, off_t len,
@@ -1097,11 +1116,11 @@ static const struct fuse_operations dfs_ops = {
 
 static int usage(void)
 {
-    fprintf(
-        stderr,
-        "usage: dropfs [--zero-tail] [--random SEED] [--trace] BACKING MOUNTPOINT [fuse options]\n"
-        "  then: echo cut > MOUNTPOINT/.dropfs   (drop what is not durable)\n"
-        "        cat MOUNTPOINT/.dropfs          (counters, and what the last cut did)\n");
+    fprintf(stderr,
+            "usage: dropfs [--zero-tail] [--random SEED] [--trace] [--sync-writes PREFIX]\n"
+            "              BACKING MOUNTPOINT [fuse options]\n"
+            "  then: echo cut > MOUNTPOINT/.dropfs   (drop what is not durable)\n"
+            "        cat MOUNTPOINT/.dropfs          (counters, and what the last cut did)\n");
     return 2;
 }
 
@@ -1113,6 +1132,8 @@ int main(int argc, char **argv)
             g.zero_tail = true;
         } else if (strcmp(argv[i], "--trace") == 0) {
             g.trace = true;
+        } else if (strcmp(argv[i], "--sync-writes") == 0 && i + 1 < argc) {
+            g.sync_prefix = argv[++i];
         } else if (strcmp(argv[i], "--random") == 0 && i + 1 < argc) {
             g.random = true;
             g.seed = (unsigned)strtoul(argv[++i], NULL, 0);
