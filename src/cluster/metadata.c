@@ -276,6 +276,7 @@ st_md_t *st_md_clone(const st_md_t *s)
     if (!md)
         return NULL;
     md->version = s->version + 1;
+    md->self_incarnation = s->self_incarnation;
     for (int i = 0; i < s->nbrokers; i++)
         if (st_md_put_broker(md, &s->brokers[i]))
             goto fail;

@@ -62,6 +62,7 @@ typedef struct st_md {
     int64_t version;
     char *cluster_id;
     int32_t controller_id;
+    uint64_t self_incarnation; /* cluster: this node's incarnation (cluster/quorum.h), 0 else */
     int nbrokers;
     st_md_broker_t *brokers;
     int ntopics;

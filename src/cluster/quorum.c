@@ -698,6 +698,7 @@ static void publish(st_quorum_t *q)
         return;
     md->version = (int64_t)raft_last_applied(&q->raft);
     md->controller_id = lid;
+    md->self_incarnation = q->incarnation;
     q->dirty = false;
     q->published_leader = lid;
     q->hooks.publish(q->hooks.arg, md);

@@ -37,6 +37,7 @@
 #include "cluster/records.h"
 #include "partition/partition.h"
 #include "kafka/group_route.h"
+#include "kafka/handlers.h"
 #include "kafka/replica_link.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
@@ -273,6 +274,7 @@ static void ctl_apply_run(st_fanout_leg_t *leg)
     ctl_apply_t *a = leg->data;
     st_md_t *old = s->md;
     s->md = st_md_ref(a->md);
+    st_kmetadata_ready(s, false);
     sweep_t w = {s, a->md};
     st_parts_each(&s->parts, sweep_one, &w);
     for (int i = 0; i < a->md->ntopics; i++) {
@@ -1072,6 +1074,7 @@ static void isr_tick_one(void *arg, st_part_t *p)
 
 void st_ctl_tick(st_kshard_t *s)
 {
+    st_kmetadata_ready(s, false);
     if (!s->b->quorum || atomic_load(&s->b->quorum_stopped))
         return;
     isr_tick_t w = {s, st_mono_ms()};

@@ -14,6 +14,7 @@
  */
 #include "kafka/autocreate.h"
 #include "kafka/handlers.h"
+#include "base/clock.h"
 #include "kafka/controller.h"
 #include "kafka/leader.h"
 #include "proto/kerr.h"
@@ -136,8 +137,55 @@ oom:
     st_kreq_fail(r, "out of memory");
 }
 
+/* A Metadata request waiting for this broker to catch up (shard.h md_parked). */
+typedef struct st_md_park {
+    st_kreq_t *r;
+    struct st_md_park *next;
+} md_park_t;
+
+#define MD_WAIT_MAX_MS 10000
+
+void st_kmetadata_ready(st_kshard_t *s, bool force)
+{
+    const st_config_t *cfg = s->b->cfg;
+    if (s->md_ready || !cfg->clustered)
+        return;
+    const st_md_broker_t *me = st_md_broker(s->md, (int32_t)cfg->node_id);
+    bool caught_up = me && !me->fenced && me->incarnation == s->md->self_incarnation;
+    bool waited = s->md_wait_since && st_mono_ms() - s->md_wait_since > MD_WAIT_MAX_MS;
+    if (!caught_up && !waited && !force)
+        return;
+    s->md_ready = true;
+    md_park_t *p = s->md_parked;
+    s->md_parked = NULL;
+    while (p) {
+        md_park_t *next = p->next;
+        st_kh_metadata(p->r);
+        free(p);
+        p = next;
+    }
+}
+
+/* Parks r until the broker has caught up; false when it may be answered now. */
+static bool metadata_park(st_kreq_t *r)
+{
+    st_kshard_t *s = r->shard;
+    if (s->md_ready || !s->b->cfg->clustered)
+        return false;
+    md_park_t *p = malloc(sizeof *p);
+    if (!p)
+        return false;
+    if (!s->md_wait_since)
+        s->md_wait_since = st_mono_ms();
+    *p = (md_park_t){r, s->md_parked};
+    s->md_parked = p;
+    return true;
+}
+
 void st_kh_metadata(st_kreq_t *r)
 {
+    if (metadata_park(r))
+        return;
     metadata_t *m = st_arena_zalloc(&r->arena, sizeof *m);
     if (!m || st_kp_metadata_req_decode(&r->body, r->api_version, &m->req)) {
         st_kreq_fail(r, "malformed Metadata request");

@@ -27,6 +27,11 @@ const st_khandler_t *st_khandler_find(int16_t api_key);
 
 void st_kh_api_versions(st_kreq_t *r);
 void st_kh_metadata(st_kreq_t *r);
+/* Cluster: Metadata requests wait until this broker has caught up with the metadata log since
+ * it started (its registration of this run is in its snapshot, unfenced), so that a
+ * restarting broker never tells a client that topics do not exist; at most 10 s, and no
+ * longer once shutdown begins (force). Call on each snapshot change and tick. */
+void st_kmetadata_ready(st_kshard_t *s, bool force);
 void st_kh_produce(st_kreq_t *r);
 void st_kh_fetch(st_kreq_t *r);
 void st_kh_list_offsets(st_kreq_t *r);

@@ -44,6 +44,7 @@ static void dispatch(st_kreq_t *r)
 static void shard_drain(st_kshard_t *s)
 {
     st_parts_release_acks(&s->parts); /* acks=all waiting on followers that are stopping */
+    st_kmetadata_ready(s, true);      /* Metadata waiting for the broker to catch up */
     st_fetch_cancel_all(s);           /* long polls answer now with what they have */
     st_kgroup_drain(s);               /* waiting joins and syncs answer now */
 }
