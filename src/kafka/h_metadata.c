@@ -15,6 +15,7 @@
 #include "kafka/autocreate.h"
 #include "kafka/handlers.h"
 #include "base/clock.h"
+#include "base/log.h"
 #include "kafka/controller.h"
 #include "kafka/leader.h"
 #include "proto/kerr.h"
@@ -126,9 +127,13 @@ static void metadata_answer(st_kreq_t *r, void *arg)
         const st_md_topic_t *t = all                ? md->topics[i]
                                  : q->name.len >= 0 ? st_md_find(md, q->name.ptr, q->name.len)
                                                     : st_md_find_id(md, q->topic_id.b);
-        if (!t)
+        if (!t) {
             missing_topic(m, i, &resp.topics[i]);
-        else if (fill_topic(r, md, t, &resp.topics[i]))
+            if (r->shard->b->cfg->clustered)
+                ST_DEBUG("Metadata: topic %.*s unknown here (metadata version %lld)",
+                         (int)(req->topics[i].name.len > 0 ? req->topics[i].name.len : 0),
+                         req->topics[i].name.ptr, (long long)md->version);
+        } else if (fill_topic(r, md, t, &resp.topics[i]))
             goto oom;
     }
     ST_KREQ_RESPOND(r, metadata, &resp);
@@ -151,7 +156,10 @@ void st_kmetadata_ready(st_kshard_t *s, bool force)
     if (s->md_ready || !cfg->clustered)
         return;
     const st_md_broker_t *me = st_md_broker(s->md, (int32_t)cfg->node_id);
-    bool caught_up = me && !me->fenced && me->incarnation == s->md->self_incarnation;
+    /* (the snapshot a broker starts with, before the quorum published one, has no
+     * incarnation: it says nothing yet) */
+    bool caught_up =
+        me && !me->fenced && s->md->self_incarnation && me->incarnation == s->md->self_incarnation;
     bool waited = s->md_wait_since && st_mono_ms() - s->md_wait_since > MD_WAIT_MAX_MS;
     if (!caught_up && !waited && !force)
         return;

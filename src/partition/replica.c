@@ -164,8 +164,11 @@ bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, in
     for (int i = 0; i < ro->nreplicas; i++) {
         int32_t m = ro->replicas[i];
         bool stays = m == ro->self || (in_isr(ro, m) && now_ms - r->caught_up_ms[i] <= lag_max_ms);
-        /* a replica joins once its durable log reaches the high watermark (Kafka's rule) */
-        bool joins = !in_isr(ro, m) && m != ro->self && r->pos[i] >= 0 && r->pos[i] >= p->hw;
+        /* a replica joins once its durable log reaches the high watermark (Kafka's rule) and
+         * it is fetching (caught up lately: a stopped one's old position does not count, and
+         * one just back does not leave again at the next tick) */
+        bool joins = !in_isr(ro, m) && m != ro->self && r->pos[i] >= 0 && r->pos[i] >= p->hw &&
+                     now_ms - r->caught_up_ms[i] <= lag_max_ms;
         if (stays || joins)
             isr[n++] = m;
         changed |= (stays || joins) != in_isr(ro, m);
