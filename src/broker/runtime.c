@@ -412,6 +412,24 @@ static void kshard_quorum(st_kshard_t *s)
     b->hooks->quorum_answers(s);
 }
 
+bool st_kshard_stalled(st_kshard_t *s)
+{
+    const st_config_t *cfg = s->b->cfg;
+    if (!cfg->clustered)
+        return false;
+    int64_t now = st_mono_ms(), session = cfg->broker_session_timeout_ms;
+    if (!s->stall_version && s->last_tick_ms && now - s->last_tick_ms > session) {
+        s->stall_version = s->md->version + 1;
+        s->stall_since = now;
+        ST_WARN("this shard was frozen for %lld ms: it leads nothing until the metadata shows "
+                "this broker unfenced again",
+                (long long)(now - s->last_tick_ms));
+    }
+    if (s->stall_version && now - s->stall_since > 2 * session)
+        s->stall_version = 0; /* no newer metadata came (a whole cluster frozen together) */
+    return s->stall_version != 0;
+}
+
 void st_broker_post(st_broker_t *b, int shard, st_ext_call_t *c)
 {
     st_kshard_t *s = b->shards[shard];
@@ -519,6 +537,8 @@ static void wake_fetches(void *arg, int waiter, const uint8_t topic_id[16], int3
 static void kshard_tick(st_timer_t *t)
 {
     st_kshard_t *s = t->data;
+    st_kshard_stalled(s); /* a freeze is noticed before the tick forgets it */
+    s->last_tick_ms = st_mono_ms();
     st_parts_tick(&s->parts);
     if (s->b->hooks->shard_tick)
         s->b->hooks->shard_tick(s);

@@ -66,6 +66,11 @@ struct st_kshard {
      * metadata log since it started (kafka/h_metadata.c) */
     bool md_ready;
     int64_t md_wait_since;
+    /* cluster: a shard frozen past a broker session (SIGSTOP, a stalled machine) may have been
+     * fenced meanwhile; it leads nothing until a newer snapshot shows it unfenced
+     * (kafka/leader.c) */
+    int64_t last_tick_ms;
+    int64_t stall_version, stall_since;
     struct st_md_park *md_parked;
     st_kshard_stats_t stats;
 };

@@ -926,8 +926,13 @@ static int start_raft(st_quorum_t *q)
             return q_fail(q, -EIO, "cannot bootstrap the metadata quorum", raft_strerror(rc));
     }
     rc = raft_start(&q->raft);
-    if (rc)
-        return q_fail(q, -EIO, "cannot start the metadata quorum", raft_errmsg(&q->raft));
+    if (rc) {
+        const char *why = raft_errmsg(&q->raft);
+        char line[600];
+        snprintf(line, sizeof line, "%s (%s:%d)", why && *why ? why : raft_strerror(rc),
+                 c->controller_host, c->controller_port);
+        return q_fail(q, -EIO, "cannot start the metadata quorum", line);
+    }
     q->raft_up = true;
     return 0;
 }

@@ -38,6 +38,7 @@
 #include "partition/partition.h"
 #include "kafka/group_route.h"
 #include "kafka/handlers.h"
+#include "kafka/leader.h"
 #include "kafka/replica_link.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
@@ -275,6 +276,7 @@ static void ctl_apply_run(st_fanout_leg_t *leg)
     st_md_t *old = s->md;
     s->md = st_md_ref(a->md);
     st_kmetadata_ready(s, false);
+    st_kleader_unstall(s);
     sweep_t w = {s, a->md};
     st_parts_each(&s->parts, sweep_one, &w);
     for (int i = 0; i < a->md->ntopics; i++) {

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "broker/runtime.h"
 #include "proto/kerr.h"
 
 static const st_md_partition_t *md_part(const st_md_topic_t *t, int32_t partition)
@@ -10,6 +11,20 @@ static const st_md_partition_t *md_part(const st_md_topic_t *t, int32_t partitio
     if (!t || partition < 0 || partition >= t->npartitions)
         return NULL;
     return &t->partitions[partition];
+}
+
+static bool stale(const st_kshard_t *s)
+{
+    return st_kshard_stalled((st_kshard_t *)s); /* the shard's own state, on its thread */
+}
+
+void st_kleader_unstall(st_kshard_t *s)
+{
+    if (!s->stall_version || s->md->version < s->stall_version)
+        return;
+    const st_md_broker_t *me = st_md_broker(s->md, (int32_t)s->b->cfg->node_id);
+    if (me && !me->fenced)
+        s->stall_version = 0;
 }
 
 int16_t st_kleader_check(const st_kshard_t *s, const st_md_topic_t *t, int32_t partition,
@@ -25,7 +40,7 @@ int16_t st_kleader_check(const st_kshard_t *s, const st_md_topic_t *t, int32_t p
         return ST_KERR_FENCED_LEADER_EPOCH;
     if (current_epoch > p->leader_epoch)
         return ST_KERR_UNKNOWN_LEADER_EPOCH;
-    if (p->leader != self || p->shard < 0)
+    if (p->leader != self || p->shard < 0 || stale(s))
         return ST_KERR_NOT_LEADER_OR_FOLLOWER;
     return 0;
 }
@@ -41,7 +56,7 @@ int16_t st_kleader_local(const st_kshard_t *s, const st_part_t *p)
         return ST_KERR_NOT_LEADER_OR_FOLLOWER;
     const st_md_partition_t *mp = md_part(t, p->index);
     bool leads = mp && mp->leader == (int32_t)s->b->cfg->node_id && mp->shard == s->id;
-    return leads ? 0 : ST_KERR_NOT_LEADER_OR_FOLLOWER;
+    return leads && !stale(s) ? 0 : ST_KERR_NOT_LEADER_OR_FOLLOWER;
 }
 
 int16_t st_kleader_follower(const st_kshard_t *s, const st_md_topic_t *t, int32_t partition,

@@ -26,6 +26,7 @@ not; `data_dirs={id: path}` puts a node's log.dirs where the test wants it (a dr
 
 import json
 import os
+import random
 import signal
 import socket
 import sys
@@ -56,6 +57,12 @@ def _bind(kind, port):
         return None
 
 
+# Ports are drawn below the kernel's ephemeral range (32768-60999 here), where the kernel never
+# puts the local end of an outgoing connection: a node killed and restarted later finds its
+# ports still free, whatever connections the cluster and its clients opened meanwhile.
+PORT_LOW, PORT_HIGH = 20000, 32000
+
+
 def free_ports(count, udp_too=()):
     """`count` distinct ports on 127.0.0.1 free for TCP a moment ago; those whose index is in
     `udp_too` are also free for UDP. The sockets are held until all are picked, so the ports
@@ -63,8 +70,10 @@ def free_ports(count, udp_too=()):
     held, ports = [], []
     try:
         while len(ports) < count:
-            t = _bind(socket.SOCK_STREAM, 0)
-            port = t.getsockname()[1]
+            port = random.randrange(PORT_LOW, PORT_HIGH)
+            t = _bind(socket.SOCK_STREAM, port)
+            if t is None:
+                continue
             held.append(t)
             if len(ports) in udp_too:
                 u = _bind(socket.SOCK_DGRAM, port)
