@@ -1,0 +1,681 @@
+/*
+ * Unit tests for partition/replica.c (and the replication seams of append.c), without a
+ * network: a leader's high watermark over its ISR and the acks=all appends waiting for it,
+ * min.insync.replicas, losing leadership, ISR changes to ask for, and a follower's appends of
+ * the leader's batches, its high watermark, truncation and idempotent producer state.
+ *
+ * The partition table runs on a real loop; its storage env is storage's test env over faultfs
+ * with sync completions held (tenv defer): durability arrives only when a test completes the
+ * held syncs (settle), so every step between "written" and "durable" can be looked at.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "io/loop.h"
+#include "partition/partition.h"
+#include "proto/kerr.h"
+#include "storage/testutil.h"
+
+#define SELF     1 /* the leader's id in the leader tests */
+#define LAG_MS   10000
+#define RETRY_MS 500
+
+static const uint8_t TOPIC_ID[16] = {0x51, 0x7a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+
+typedef struct fx {
+    tenv_t t;
+    st_loop_t *loop;
+    st_parts_t parts;
+    st_part_t *p;
+    int wakes; /* shards woken for fetches */
+} fx_t;
+
+/* An append's (or a replica append's) completion. */
+typedef struct answer {
+    int calls;
+    int err;
+} answer_t;
+
+static void on_done(void *arg, int err)
+{
+    answer_t *a = arg;
+    a->calls++;
+    a->err = err;
+}
+
+static void on_wake(void *arg, int waiter, const uint8_t topic_id[16], int32_t index)
+{
+    (void)waiter;
+    (void)topic_id;
+    (void)index;
+    ((fx_t *)arg)->wakes++;
+}
+
+static fx_t *fx_open(void)
+{
+    fx_t *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    tenv_init(&f->t, 7);
+    f->t.defer = true;
+    assert_int_equal(st_loop_create(&f->loop, 64), 0);
+    st_parts_config_t pc = {
+        .log_dirs = "/data",
+        .nshards = 1,
+        .producer_ids_max = 1000,
+        .producer_id_expiration_ms = 86400000,
+        .cleaner_enable = false,
+        .cleaner_threads = 1,
+        .cleaner_io_max_bytes_per_second = INT64_MAX,
+        .cleaner_dedupe_buffer_size = 1 << 20,
+        .wake = on_wake,
+        .wake_arg = f,
+    };
+    st_parts_init(&f->parts, f->loop, &f->t.env, &pc);
+    st_log_config_t lc;
+    st_log_config_default(&lc);
+    assert_int_equal(lc.flush_policy, ST_FLUSH_STRICT);
+    assert_int_equal(st_parts_open(&f->parts, "rt", TOPIC_ID, 0, &lc, &f->p), 0);
+    assert_non_null(f->p->log);
+    return f;
+}
+
+/* Completes the held syncs, and those the completions issue (the next group-commit rounds),
+ * until none is left. Bounded: a round that never ends fails the test. */
+static void settle(fx_t *f)
+{
+    for (int i = 0; i < 100 && f->t.nq > 0; i++)
+        tenv_complete(&f->t, (size_t)-1);
+    assert_int_equal(f->t.nq, 0);
+}
+
+static void fx_close(fx_t *f)
+{
+    settle(f);
+    f->t.defer = false; /* closing syncs complete inline */
+    st_parts_fini(&f->parts);
+    st_loop_destroy(f->loop);
+    tenv_fini(&f->t);
+    free(f);
+}
+
+/* A role over replicas {1, 2, 3}; this broker leads when self == leader_id. */
+static st_part_role_t role_of(int32_t self, int32_t leader_id, int32_t leader_epoch,
+                              int32_t partition_epoch, int32_t min_isr, const int32_t *isr,
+                              int16_t nisr)
+{
+    st_part_role_t r;
+    memset(&r, 0, sizeof r);
+    r.leader = self == leader_id;
+    r.self = self;
+    r.leader_id = leader_id;
+    r.leader_epoch = leader_epoch;
+    r.partition_epoch = partition_epoch;
+    r.min_isr = min_isr;
+    r.nreplicas = 3;
+    for (int i = 0; i < 3; i++)
+        r.replicas[i] = i + 1;
+    r.nisr = nisr;
+    memcpy(r.isr, isr, (size_t)nisr * sizeof *isr);
+    return r;
+}
+
+static const int32_t ISR_ALL[] = {1, 2, 3};
+static const int32_t ISR_SELF[] = {SELF};
+
+/* A producer's batch of `count` records (no producer id). */
+static bool produce(fx_t *f, int32_t count, st_acks_t acks, st_part_append_res_t *res, answer_t *a)
+{
+    st_buf_t b;
+    st_buf_init(&b);
+    tb_batch(&b, count, 8, 1000, 'p');
+    bool later = st_part_append(f->p, b.data, b.len, acks, res, on_done, a);
+    st_buf_fini(&b);
+    return later;
+}
+
+/* Appends to b a batch of `count` records stamped as a leader stamps them (base offset,
+ * partition leader epoch) and, for pid >= 0, an idempotent producer's fields. A producer's own
+ * batch is base_offset 0, leader_epoch -1. */
+static void stamped(st_buf_t *b, int32_t count, int64_t base_offset, int32_t leader_epoch,
+                    int64_t pid, int16_t producer_epoch, int32_t base_sequence)
+{
+    size_t start = b->len;
+    assert_true(tb_batch(b, count, 8, 2000, 'r') > 0);
+    uint8_t *h = b->data + start;
+    st_put_be64(h + ST_BATCH_OFF_BASE_OFFSET, (uint64_t)base_offset);
+    st_put_be32(h + ST_BATCH_OFF_LEADER_EPOCH, (uint32_t)leader_epoch);
+    if (pid >= 0) {
+        st_put_be64(h + ST_BATCH_OFF_PRODUCER_ID, (uint64_t)pid);
+        st_put_be16(h + ST_BATCH_OFF_PRODUCER_EPOCH, (uint16_t)producer_epoch);
+        st_put_be32(h + ST_BATCH_OFF_BASE_SEQUENCE, (uint32_t)base_sequence);
+    }
+    tb_fix_crc(h);
+}
+
+/* An idempotent producer's batch (pid 42, epoch 0) sent to the partition as a leader. */
+static bool produce_seq(fx_t *f, int32_t count, int32_t base_sequence, st_part_append_res_t *res,
+                        answer_t *a)
+{
+    st_buf_t b;
+    st_buf_init(&b);
+    stamped(&b, count, 0, -1, 42, 0, base_sequence);
+    bool later = st_part_append(f->p, b.data, b.len, ST_ACKS_LEADER, res, on_done, a);
+    st_buf_fini(&b);
+    return later;
+}
+
+static int64_t log_end(const fx_t *f)
+{
+    return st_log_end_offset(f->p->log);
+}
+
+/* 1. acks=all waits for every ISR member; the high watermark is the smallest durable end over
+ * the ISR, unknown followers hold it, and it never moves back. */
+static void test_leader_acks_all_waits_for_isr(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    assert_int_equal(p->hw, 0);
+
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    assert_true(produce(f, 3, ST_ACKS_ALL, &res, &a));
+    assert_int_equal(res.error, 0);
+    assert_int_equal(res.base_offset, 0);
+    assert_int_equal(log_end(f), 3);
+    assert_int_equal(st_part_latest_epoch(p), 5); /* stamped with the leader epoch */
+    settle(f);
+    assert_int_equal(st_part_durable_end(p), 3);
+    /* durable here, but the followers have not been heard from: the hw stays where it was */
+    assert_int_equal(p->hw, 0);
+    assert_int_equal(a.calls, 0);
+
+    int64_t now = st_mono_ms();
+    st_part_follower_fetched(p, 2, 3, now);
+    assert_int_equal(p->hw, 0); /* 3 is still unknown */
+    assert_int_equal(a.calls, 0);
+    st_part_follower_fetched(p, 3, 2, now);
+    assert_int_equal(p->hw, 2); /* the smallest over the ISR */
+    assert_int_equal(a.calls, 0);
+    st_part_add_waiter(p, 0, p->hw);
+    f->wakes = 0;
+    st_part_follower_fetched(p, 3, 3, now);
+    assert_int_equal(p->hw, 3);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.err, 0);
+    assert_int_equal(f->wakes, 1); /* the waiting fetch was told once */
+
+    /* The followers report past the leader's own durable end: the leader's counts too. */
+    answer_t b = {0, 0};
+    assert_true(produce(f, 2, ST_ACKS_ALL, &res, &b));
+    assert_int_equal(res.base_offset, 3);
+    st_part_follower_fetched(p, 2, 5, now);
+    st_part_follower_fetched(p, 3, 5, now);
+    assert_int_equal(p->hw, 3);
+    assert_int_equal(b.calls, 0);
+    settle(f);
+    assert_int_equal(p->hw, 5);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(b.err, 0);
+
+    /* A follower reporting less (a stale fetch) never moves it back. */
+    st_part_follower_fetched(p, 3, 4, now);
+    assert_int_equal(p->hw, 5);
+    st_part_follower_fetched(p, 2, 0, now);
+    assert_int_equal(p->hw, 5);
+
+    /* acks=1 waits only for this replica's durability, not for the ISR. */
+    answer_t c = {0, 0};
+    assert_true(produce(f, 1, ST_ACKS_LEADER, &res, &c));
+    settle(f);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(c.err, 0);
+    assert_int_equal(st_part_durable_end(p), 6);
+    assert_int_equal(p->hw, 5); /* follower 2 said 0, follower 3 said 4: held at 5 */
+    st_part_follower_fetched(p, 2, 6, now);
+    st_part_follower_fetched(p, 3, 6, now);
+    assert_int_equal(p->hw, 6);
+
+    /* A new leadership (a new epoch) forgets the positions: unknown followers hold the hw. */
+    r = role_of(SELF, SELF, 6, 2, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    assert_int_equal(p->hw, 6);
+    answer_t d = {0, 0};
+    assert_true(produce(f, 2, ST_ACKS_ALL, &res, &d));
+    settle(f);
+    assert_int_equal(st_part_durable_end(p), 8);
+    assert_int_equal(st_part_latest_epoch(p), 6);
+    assert_int_equal(p->hw, 6);
+    st_part_follower_fetched(p, 2, 8, now);
+    assert_int_equal(p->hw, 6);
+    assert_int_equal(d.calls, 0);
+    st_part_follower_fetched(p, 3, 7, now);
+    assert_int_equal(p->hw, 7);
+    assert_int_equal(d.calls, 0);
+    st_part_follower_fetched(p, 3, 8, now);
+    assert_int_equal(p->hw, 8);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.err, 0);
+
+    /* Replicas outside the ISR do not hold the hw; ids not among the replicas are ignored. */
+    const int32_t isr12[] = {1, 2};
+    r = role_of(SELF, SELF, 6, 3, 2, isr12, 2);
+    st_part_set_role(p, &r);
+    answer_t e = {0, 0};
+    assert_true(produce(f, 1, ST_ACKS_ALL, &res, &e));
+    settle(f);
+    st_part_follower_fetched(p, 9, 0, now);
+    assert_int_equal(p->hw, 8);
+    st_part_follower_fetched(p, 2, 9, now);
+    assert_int_equal(p->hw, 9);
+    assert_int_equal(e.calls, 1);
+    assert_int_equal(e.err, 0);
+    fx_close(f);
+}
+
+/* 2. min.insync.replicas: refused before anything is written; a waiting append whose ISR
+ * shrank below it is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND once the hw passes it. */
+static void test_min_insync_replicas(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_SELF, 1);
+    st_part_set_role(p, &r);
+
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    assert_false(produce(f, 3, ST_ACKS_ALL, &res, &a));
+    assert_int_equal(res.error, ST_KERR_NOT_ENOUGH_REPLICAS);
+    assert_int_equal(res.error, 19);
+    assert_int_equal(res.err, ST_E_FEW_REPLICAS);
+    assert_int_equal(res.appended_bytes, 0);
+    assert_int_equal(log_end(f), 0);
+    assert_int_equal(f->t.nq, 0); /* nothing to sync either */
+    settle(f);
+    assert_int_equal(a.calls, 0);
+
+    /* acks=1 is not subject to it; the ISR of one has the hw follow the leader alone. */
+    assert_true(produce(f, 3, ST_ACKS_LEADER, &res, &a));
+    assert_int_equal(res.error, 0);
+    settle(f);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.err, 0);
+    assert_int_equal(p->hw, 3);
+
+    /* The ISR grows back; an acks=all append waits for it. */
+    r = role_of(SELF, SELF, 5, 2, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    int64_t now = st_mono_ms();
+    st_part_follower_fetched(p, 2, 3, now);
+    st_part_follower_fetched(p, 3, 3, now);
+    answer_t b = {0, 0};
+    assert_true(produce(f, 2, ST_ACKS_ALL, &res, &b));
+    assert_int_equal(res.error, 0);
+    assert_int_equal(log_end(f), 5);
+    st_part_follower_fetched(p, 2, 5, now);
+    /* The ISR shrinks below min.insync.replicas while the append waits (not yet durable). */
+    r = role_of(SELF, SELF, 5, 3, 2, ISR_SELF, 1);
+    st_part_set_role(p, &r);
+    assert_int_equal(b.calls, 0);
+    assert_int_equal(p->hw, 3);
+    settle(f);
+    assert_int_equal(p->hw, 5);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(b.err, ST_E_FEW_REPLICAS);
+    assert_int_equal(st_kerr_from(b.err), ST_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND);
+    assert_int_equal(log_end(f), 5); /* it is in the log */
+
+    /* Shrinking to exactly min.insync.replicas is fine. */
+    r = role_of(SELF, SELF, 5, 4, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    answer_t c = {0, 0};
+    assert_true(produce(f, 1, ST_ACKS_ALL, &res, &c));
+    settle(f);
+    assert_int_equal(c.calls, 0);
+    const int32_t isr12[] = {1, 2};
+    r = role_of(SELF, SELF, 5, 5, 2, isr12, 2);
+    st_part_set_role(p, &r);
+    assert_int_equal(c.calls, 0); /* 2 is still at 5 */
+    st_part_follower_fetched(p, 2, 6, now);
+    assert_int_equal(p->hw, 6);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(c.err, 0);
+    fx_close(f);
+}
+
+/* 3. Losing leadership answers the waiting appends NOT_LEADER; a follower refuses producers. */
+static void test_losing_leadership(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+
+    st_part_append_res_t res;
+    answer_t a = {0, 0}, b = {0, 0};
+    assert_true(produce(f, 3, ST_ACKS_ALL, &res, &a));
+    settle(f);                                         /* durable here, waiting for the ISR */
+    assert_true(produce(f, 2, ST_ACKS_ALL, &res, &b)); /* not even durable here yet */
+    assert_int_equal(a.calls, 0);
+    assert_int_equal(b.calls, 0);
+
+    r = role_of(SELF, 2, 6, 2, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.err, ST_E_NOT_LEADER);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(b.err, ST_E_NOT_LEADER);
+    assert_int_equal(st_kerr_from(a.err), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    settle(f);
+    assert_int_equal(a.calls, 1); /* answered once, not again at durability */
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(p->hw, 0); /* a follower's hw is the leader's, which it does not know */
+
+    /* Producers' appends to a follower are refused, whatever their acks; nothing is written. */
+    st_acks_t acks[] = {ST_ACKS_NONE, ST_ACKS_LEADER, ST_ACKS_ALL};
+    for (int i = 0; i < 3; i++) {
+        answer_t c = {0, 0};
+        assert_false(produce(f, 1, acks[i], &res, &c));
+        assert_int_equal(res.error, ST_KERR_NOT_LEADER_OR_FOLLOWER);
+        assert_int_equal(res.err, ST_E_NOT_LEADER);
+        assert_int_equal(log_end(f), 5);
+        settle(f);
+        assert_int_equal(c.calls, 0);
+    }
+
+    /* Leader again: a shutdown answers its waiting appends NOT_LEADER too. */
+    r = role_of(SELF, SELF, 7, 3, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    answer_t d = {0, 0};
+    assert_true(produce(f, 1, ST_ACKS_ALL, &res, &d));
+    assert_int_equal(res.base_offset, 5);
+    settle(f);
+    assert_int_equal(d.calls, 0);
+    st_parts_release_acks(&f->parts);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.err, ST_E_NOT_LEADER);
+    fx_close(f);
+}
+
+/* 4. ISR changes: a lagging member leaves, a caught-up fetching replica joins, and a change
+ * asked for at a partition epoch is not asked again before retry_ms. */
+static void test_isr_change_due(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    int64_t t0 = st_mono_ms(); /* no earlier than the new leadership's "caught up" */
+
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    assert_true(produce(f, 3, ST_ACKS_LEADER, &res, &a));
+    settle(f);
+    assert_int_equal(a.calls, 1);
+
+    int32_t isr[ST_PART_MAX_REPLICAS];
+    int16_t nisr = -1;
+    assert_false(st_part_isr_change_due(p, t0, LAG_MS, RETRY_MS, isr, &nisr));
+    /* Both followers fetch from 0 (the log end then was 3); 2 catches up, 3 stays at 0. */
+    st_part_follower_fetched(p, 2, 0, t0 + 10);
+    st_part_follower_fetched(p, 3, 0, t0 + 10);
+    st_part_follower_fetched(p, 2, 3, t0 + 20);
+    st_part_follower_fetched(p, 3, 0, t0 + 20);
+    assert_int_equal(p->hw, 0);
+    st_part_follower_fetched(p, 2, 3, t0 + 10 + LAG_MS);
+    assert_false(st_part_isr_change_due(p, t0 + 10 + LAG_MS, LAG_MS, RETRY_MS, isr, &nisr));
+    assert_int_equal(nisr, -1);
+
+    /* 3 has not caught up for more than lag_max_ms: it leaves. */
+    int64_t t1 = t0 + 11 + LAG_MS;
+    assert_true(st_part_isr_change_due(p, t1, LAG_MS, RETRY_MS, isr, &nisr));
+    assert_int_equal(nisr, 2);
+    assert_int_equal(isr[0], 1);
+    assert_int_equal(isr[1], 2);
+    /* Asked at this partition epoch: not again before retry_ms, then again. */
+    nisr = -1;
+    assert_false(st_part_isr_change_due(p, t1 + RETRY_MS - 1, LAG_MS, RETRY_MS, isr, &nisr));
+    assert_int_equal(nisr, -1);
+    assert_true(st_part_isr_change_due(p, t1 + RETRY_MS, LAG_MS, RETRY_MS, isr, &nisr));
+    assert_int_equal(nisr, 2);
+
+    /* The controller applies it (same leader epoch: the positions are kept). */
+    int64_t t2 = t1 + RETRY_MS;
+    r = role_of(SELF, SELF, 5, 2, 2, isr, nisr);
+    st_part_set_role(p, &r);
+    assert_int_equal(p->hw, 3); /* 3 no longer holds it */
+    assert_false(st_part_isr_change_due(p, t2, LAG_MS, RETRY_MS, isr, &nisr));
+
+    /* 3 fetches again but is below the hw: it does not join. */
+    st_part_follower_fetched(p, 3, 2, t2);
+    assert_false(st_part_isr_change_due(p, t2, LAG_MS, RETRY_MS, isr, &nisr));
+    /* It reaches the hw, then stops fetching: an old position does not make it join. */
+    st_part_follower_fetched(p, 3, 3, t2 + 1);
+    int64_t t3 = t2 + 2 + LAG_MS;
+    st_part_follower_fetched(p, 2, 3, t3);
+    assert_false(st_part_isr_change_due(p, t3, LAG_MS, RETRY_MS, isr, &nisr));
+    /* Fetching again at the hw: it joins (a new partition epoch: no retry wait). */
+    st_part_follower_fetched(p, 3, 3, t3 + 1);
+    assert_true(st_part_isr_change_due(p, t3 + 1, LAG_MS, RETRY_MS, isr, &nisr));
+    assert_int_equal(nisr, 3);
+    assert_int_equal(isr[0], 1);
+    assert_int_equal(isr[1], 2);
+    assert_int_equal(isr[2], 3);
+
+    /* A follower is never asked. */
+    r = role_of(SELF, 2, 6, 3, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    assert_false(st_part_isr_change_due(p, t3 + 10 * LAG_MS, LAG_MS, RETRY_MS, isr, &nisr));
+    fx_close(f);
+}
+
+/* Reads the follower's log from 0 and checks each batch's base offset and leader epoch. */
+static void check_batches(fx_t *f, const int64_t *bases, const int32_t *epochs, int n)
+{
+    st_buf_t b;
+    st_buf_init(&b);
+    int64_t next;
+    assert_int_equal(tb_read_all(f->p->log, 0, 1 << 20, &b, &next), 0);
+    int i = 0;
+    for (size_t pos = 0; pos < b.len; i++) {
+        st_batch_hdr_t h;
+        assert_int_equal(st_batch_check(b.data + pos, b.len - pos, &h), 0);
+        assert_true(i < n);
+        assert_int_equal(h.base_offset, bases[i]);
+        assert_int_equal(h.partition_leader_epoch, epochs[i]);
+        pos += (size_t)st_batch_size(&h);
+    }
+    assert_int_equal(i, n);
+    st_buf_fini(&b);
+}
+
+static st_part_role_t follower_role(int32_t leader_epoch, int32_t partition_epoch)
+{
+    return role_of(2, 1, leader_epoch, partition_epoch, 2, ISR_ALL, 3);
+}
+
+/* 5. A follower keeps the leader's offsets, answers once durable, follows the leader's hw
+ * capped by its own durable end, and truncates. */
+static void test_follower(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = follower_role(5, 1);
+    st_part_set_role(p, &r);
+
+    st_buf_t b;
+    st_buf_init(&b);
+    stamped(&b, 3, 0, 4, -1, 0, 0);
+    stamped(&b, 2, 3, 5, -1, 0, 0);
+    answer_t a = {0, 0};
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 2, on_done, &a), 0);
+    st_buf_fini(&b);
+    assert_int_equal(log_end(f), 5);
+    assert_int_equal(a.calls, 0); /* not durable yet */
+    assert_int_equal(p->hw, 0);
+    settle(f);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.err, 0);
+    assert_int_equal(st_part_durable_end(p), 5);
+    assert_int_equal(p->hw, 2); /* the leader's */
+    assert_int_equal(st_part_latest_epoch(p), 5);
+    check_batches(f, (const int64_t[]){0, 3}, (const int32_t[]){4, 5}, 2);
+
+    /* A first batch that is not at the log end is refused; nothing is written. */
+    answer_t c = {0, 0};
+    st_buf_init(&b);
+    stamped(&b, 1, 3, 5, -1, 0, 0); /* overlaps */
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 5, on_done, &c), ST_E_OUT_OF_RANGE);
+    st_buf_fini(&b);
+    settle(f);
+    assert_int_equal(c.calls, 0);
+    assert_int_equal(log_end(f), 5);
+    assert_int_equal(p->hw, 2);
+
+    /* The leader's hw, capped by the durable end here. */
+    st_part_set_leader_hw(p, 4);
+    assert_int_equal(p->hw, 4);
+    st_part_set_leader_hw(p, 100);
+    assert_int_equal(p->hw, 5);
+    st_buf_init(&b);
+    stamped(&b, 2, 5, 5, -1, 0, 0);
+    answer_t d = {0, 0};
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 7, on_done, &d), 0);
+    st_buf_fini(&b);
+    assert_int_equal(log_end(f), 7);
+    assert_int_equal(p->hw, 5); /* written, not durable: not readable */
+    settle(f);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.err, 0);
+    assert_int_equal(p->hw, 7);
+
+    /* Truncation to where the logs diverged: the hw follows the cut. */
+    assert_int_equal(st_part_truncate(p, 3), 0);
+    assert_int_equal(log_end(f), 3);
+    assert_int_equal(st_part_durable_end(p), 3);
+    assert_int_equal(p->hw, 3);
+    assert_int_equal(st_part_latest_epoch(p), 4);
+    check_batches(f, (const int64_t[]){0}, (const int32_t[]){4}, 1);
+    /* At the log end: nothing changes. */
+    assert_int_equal(st_part_truncate(p, 3), 0);
+    assert_int_equal(log_end(f), 3);
+    /* Past the log end (the leader's log starts beyond it): the log restarts empty there. */
+    assert_int_equal(st_part_truncate(p, 100), 0);
+    assert_int_equal(st_log_start_offset(p->log), 100);
+    assert_int_equal(log_end(f), 100);
+    assert_int_equal(st_part_durable_end(p), 100);
+    st_part_set_leader_hw(p, 120);
+    assert_int_equal(p->hw, 100);
+    st_buf_init(&b);
+    stamped(&b, 2, 100, 6, -1, 0, 0);
+    answer_t e = {0, 0};
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 120, on_done, &e), 0);
+    st_buf_fini(&b);
+    settle(f);
+    assert_int_equal(e.calls, 1);
+    assert_int_equal(e.err, 0);
+    assert_int_equal(log_end(f), 102);
+    assert_int_equal(p->hw, 102);
+
+    /* A leader's log is the reference: it is never truncated, and takes no replica batches. */
+    r = role_of(2, 2, 7, 2, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    assert_int_equal(st_part_truncate(p, 100), ST_E_INVALID);
+    st_buf_init(&b);
+    stamped(&b, 1, 102, 7, -1, 0, 0);
+    answer_t g = {0, 0};
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 102, on_done, &g), ST_E_INVALID);
+    st_buf_fini(&b);
+    assert_int_equal(log_end(f), 102);
+    assert_int_equal(g.calls, 0);
+    fx_close(f);
+}
+
+/* 5'. Replicated batches carry their producers' state: after a role change, a retry of a batch
+ * the follower replicated is answered as a duplicate; a truncation forgets the batches it cut. */
+static void test_follower_producer_state(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = follower_role(5, 1);
+    st_part_set_role(p, &r);
+
+    st_buf_t b;
+    st_buf_init(&b);
+    stamped(&b, 3, 0, 5, 42, 0, 0); /* seq 0-2 at 0-2 */
+    stamped(&b, 1, 3, 5, 42, 0, 3); /* seq 3 at 3 */
+    stamped(&b, 2, 4, 5, 42, 0, 4); /* seq 4-5 at 4-5 */
+    answer_t a = {0, 0};
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 6, on_done, &a), 0);
+    st_buf_fini(&b);
+    settle(f);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(log_end(f), 6);
+    /* The leader had not kept seq 4-5: the follower cuts them. */
+    assert_int_equal(st_part_truncate(p, 4), 0);
+    assert_int_equal(log_end(f), 4);
+
+    /* This broker becomes the leader. */
+    r = role_of(2, 2, 6, 2, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    st_part_append_res_t res;
+    answer_t c = {0, 0};
+    /* The producer's retry of seq 0-2: a duplicate, answered with where it went. */
+    assert_false(produce_seq(f, 3, 0, &res, &c));
+    assert_int_equal(res.error, 0);
+    assert_int_equal(res.base_offset, 0);
+    assert_int_equal(res.appended_bytes, 0);
+    assert_int_equal(log_end(f), 4);
+    assert_false(produce_seq(f, 1, 3, &res, &c));
+    assert_int_equal(res.error, 0);
+    assert_int_equal(res.base_offset, 3);
+    assert_int_equal(res.appended_bytes, 0);
+    /* Out of order: the next is 4 */
+    assert_false(produce_seq(f, 1, 6, &res, &c));
+    assert_int_equal(res.error, ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    assert_int_equal(log_end(f), 4);
+    /* seq 4-5 were cut: no duplicate, appended again at the log end at the new epoch. */
+    assert_true(produce_seq(f, 2, 4, &res, &c));
+    assert_int_equal(res.error, 0);
+    assert_int_equal(res.base_offset, 4);
+    assert_true(res.appended_bytes > 0);
+    assert_int_equal(log_end(f), 6);
+    settle(f);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(c.err, 0);
+    assert_int_equal(st_part_latest_epoch(p), 6);
+    /* And that one is now a duplicate in turn. */
+    assert_false(produce_seq(f, 2, 4, &res, &c));
+    assert_int_equal(res.error, 0);
+    assert_int_equal(res.base_offset, 4);
+    assert_int_equal(log_end(f), 6);
+    fx_close(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_leader_acks_all_waits_for_isr),
+        cmocka_unit_test(test_min_insync_replicas),
+        cmocka_unit_test(test_losing_leadership),
+        cmocka_unit_test(test_isr_change_due),
+        cmocka_unit_test(test_follower),
+        cmocka_unit_test(test_follower_producer_state),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
