@@ -303,7 +303,8 @@ void st_part_follower_fetched(st_part_t *p, int32_t replica, int64_t offset, int
 bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, int64_t retry_ms,
                             int32_t *isr, int16_t *nisr);
 /* Follower: appends the leader's batches records[0..len) with their offsets; the first must
- * start at the log end (else ST_E_OUT_OF_RANGE, nothing written). leader_hw is the leader's
+ * start at or after the log end (a compacted leader's log has gaps; a batch starting before it
+ * is ST_E_OUT_OF_RANGE, nothing written). leader_hw is the leader's
  * high watermark from the same answer. Returns 0 and calls done(arg, err) once the batches
  * are durable (before returning when they already are, under write caching), or returns an
  * error and never calls done. */

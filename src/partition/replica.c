@@ -84,8 +84,11 @@ int64_t st_part_repl_hw(st_part_t *p, int64_t local)
     st_part_repl_t *r = &p->repl;
     if (!r->on)
         return local;
-    if (!r->role.leader)
-        return local < r->leader_hw ? local : r->leader_hw;
+    if (!r->role.leader) {
+        int64_t hw = local < r->leader_hw ? local : r->leader_hw;
+        int64_t start = st_log_start_offset(p->log); /* never below the log (a restart) */
+        return hw < start ? start : hw;
+    }
     int64_t hw = local;
     for (int i = 0; i < r->role.nisr; i++) {
         int32_t m = r->role.isr[i];
