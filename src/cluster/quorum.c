@@ -387,10 +387,10 @@ static bool alter_duty(st_quorum_t *q)
                     a->partition, a->nisr, a->leader);
         } else if (c && a->partition >= 0 && a->partition < t->npartitions) {
             const st_md_partition_t *mp = &t->partitions[a->partition];
-            ST_INFO("metadata: %s-%d ISR change from %d refused (leader %d epoch %d/%d, "
-                    "partition epoch %d/%d)",
-                    t->name, a->partition, a->leader, mp->leader, a->leader_epoch, mp->leader_epoch,
-                    a->partition_epoch, mp->partition_epoch);
+            ST_DEBUG("metadata: %s-%d ISR change from %d refused (leader %d epoch %d/%d, "
+                     "partition epoch %d/%d)",
+                     t->name, a->partition, a->leader, mp->leader, a->leader_epoch,
+                     mp->leader_epoch, a->partition_epoch, mp->partition_epoch);
         }
     }
     q->npending_alters = 0;

@@ -1069,8 +1069,8 @@ static void isr_tick_one(void *arg, st_part_t *p)
     a.leader = p->repl.role.self;
     a.leader_epoch = p->repl.role.leader_epoch;
     a.partition_epoch = p->repl.role.partition_epoch;
-    ST_INFO("%s-%d: asking the controller for an ISR of %d (was %d)", p->topic, p->index, a.nisr,
-            p->repl.role.nisr);
+    ST_DEBUG("%s-%d: asking the controller for an ISR of %d (was %d)", p->topic, p->index, a.nisr,
+             p->repl.role.nisr);
     st_quorum_alter_isr(w->s->b->quorum, &a);
 }
 
