@@ -421,6 +421,7 @@ bool st_kshard_stalled(st_kshard_t *s)
     if (!s->stall_version && s->last_tick_ms && now - s->last_tick_ms > session) {
         s->stall_version = s->md->version + 1;
         s->stall_since = now;
+        s->stall_seen_fenced = false;
         ST_WARN("this shard was frozen for %lld ms: it leads nothing until the metadata shows "
                 "this broker unfenced again",
                 (long long)(now - s->last_tick_ms));

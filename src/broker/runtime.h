@@ -70,8 +70,8 @@ int st_broker_start(st_broker_t *b);
 int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen);
 /* On shard s's thread, in a cluster: whether its loop was frozen (SIGSTOP, a stalled machine)
  * for more than a broker session since its last tick, so that it may have been fenced and
- * replaced without hearing it yet. Stays true until a newer snapshot shows this broker
- * unfenced (kafka/leader.c st_kleader_unstall) or two sessions pass. */
+ * replaced without hearing it yet. Stays true until the snapshots show this broker fenced and
+ * then unfenced again (kafka/leader.c st_kleader_unstall), or two sessions pass. */
 bool st_kshard_stalled(st_kshard_t *s);
 
 /* Any thread: runs c->fn on shard `shard`'s thread before it next sleeps (calls posted to one

@@ -71,6 +71,7 @@ struct st_kshard {
      * (kafka/leader.c) */
     int64_t last_tick_ms;
     int64_t stall_version, stall_since;
+    bool stall_seen_fenced;
     struct st_md_park *md_parked;
     st_kshard_stats_t stats;
 };

@@ -105,7 +105,7 @@ struct st_quorum {
     bool stop;
     /* the active controller */
     bool leader, ready, busy;
-    int64_t leader_since, last_rebalance;
+    int64_t leader_since, last_rebalance, last_tick;
     st_quorum_req_t *queue, *queue_tail;
     char pending_hints[Q_MAX_HINTS][256];
     int npending_hints;
@@ -720,6 +720,13 @@ static void on_tick(uv_timer_t *t)
     st_quorum_t *q = t->data;
     if (!q->raft_up || q->closing)
         return;
+    /* This thread was frozen (SIGSTOP, a stalled machine): the brokers' silence meanwhile is
+     * its own deafness, so nobody is fenced for it; a full session counts from now. */
+    int64_t now = st_mono_ms();
+    if (q->last_tick && now - q->last_tick > q->cfg->broker_session_timeout_ms)
+        for (int i = 0; i < q->npeers; i++)
+            q->peers[i].last_ms = now;
+    q->last_tick = now;
     if (st_mono_ms() - q->last_hb_sent >= q->cfg->broker_heartbeat_interval_ms)
         hb_send(q, NULL, NULL);
     controller_step(q);

@@ -74,7 +74,8 @@ int st_kleader_brokers(st_arena_t *a, const st_md_t *md, const int32_t *ids, int
  * a replica on any other broker is offline. */
 bool st_kleader_live(const st_md_t *md, int32_t node_id);
 
-/* On a new snapshot: ends a freeze's abstention once the snapshot shows this broker unfenced. */
+/* On a new snapshot: ends a freeze's abstention once the snapshots have shown this broker
+ * fenced and then unfenced again. */
 void st_kleader_unstall(st_kshard_t *s);
 
 #endif
