@@ -609,16 +609,44 @@ static char *ctl_report(size_t *len)
     return text;
 }
 
-typedef struct {
+typedef struct ctl_handle {
     char *text; /* the report, made at open */
     size_t len;
+    struct ctl_handle *prev, *next; /* every open one: an unmount may come before a release */
 } ctl_handle_t;
+
+static ctl_handle_t *ctl_open_handles;
+
+static void ctl_free(ctl_handle_t *h)
+{
+    if (h->prev)
+        h->prev->next = h->next;
+    else
+        ctl_open_handles = h->next;
+    if (h->next)
+        h->next->prev = h->prev;
+    free(h->text);
+    free(h);
+}
+
+/* FUSE's destroy: the kernel may not have sent the release of a control handle closed just
+ * before the unmount. */
+static void dfs_destroy(void *private_data)
+{
+    (void)private_data;
+    while (ctl_open_handles)
+        ctl_free(ctl_open_handles);
+}
 
 static int ctl_open(struct fuse_file_info *fi)
 {
     ctl_handle_t *h = calloc(1, sizeof *h);
     if (!h)
         return -ENOMEM;
+    h->next = ctl_open_handles;
+    if (h->next)
+        h->next->prev = h;
+    ctl_open_handles = h;
     h->text = ctl_report(&h->len);
     fi->fh = (uint64_t)(uintptr_t)h;
     fi->direct_io = 1;
@@ -886,9 +914,7 @@ static int dfs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 static int dfs_release(const char *path, struct fuse_file_info *fi)
 {
     if (is_ctl(path)) {
-        ctl_handle_t *h = (ctl_handle_t *)(uintptr_t)fi->fh;
-        free(h->text);
-        free(h);
+        ctl_free((ctl_handle_t *)(uintptr_t)fi->fh);
         return 0;
     }
     close((int)fi->fh);
@@ -1092,6 +1118,7 @@ static int dfs_releasedir(const char *path, struct fuse_file_info *fi)
 
 static const struct fuse_operations dfs_ops = {
     .init = dfs_init,
+    .destroy = dfs_destroy,
     .getattr = dfs_getattr,
     .statfs = dfs_statfs,
     .chmod = dfs_chmod,
