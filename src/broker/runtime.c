@@ -418,7 +418,12 @@ bool st_kshard_stalled(st_kshard_t *s)
     if (!cfg->clustered)
         return false;
     int64_t now = st_mono_ms(), session = cfg->broker_session_timeout_ms;
-    if (!s->stall_version && s->last_tick_ms && now - s->last_tick_ms > session) {
+    /* a shard merely busy (opening thousands of partitions) is not frozen: the quorum thread,
+     * which a whole-process freeze stops too, kept running */
+    st_quorum_t *q = s->b->quorum;
+    bool quorum_frozen = !q || now - st_quorum_alive_ms(q) > session / 2 ||
+                         st_quorum_frozen_ms(q) >= s->last_tick_ms; /* it woke first */
+    if (!s->stall_version && s->last_tick_ms && now - s->last_tick_ms > session && quorum_frozen) {
         s->stall_version = s->md->version + 1;
         s->stall_since = now;
         s->stall_seen_fenced = false;

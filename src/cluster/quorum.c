@@ -119,6 +119,7 @@ struct st_quorum {
     _Atomic int32_t info_leader;
     _Atomic uint64_t info_term;
     _Atomic int64_t info_applied, info_snapshot;
+    _Atomic int64_t alive_ms, frozen_ms;
 };
 
 static int32_t self_id(const st_quorum_t *q)
@@ -723,10 +724,13 @@ static void on_tick(uv_timer_t *t)
     /* This thread was frozen (SIGSTOP, a stalled machine): the brokers' silence meanwhile is
      * its own deafness, so nobody is fenced for it; a full session counts from now. */
     int64_t now = st_mono_ms();
-    if (q->last_tick && now - q->last_tick > q->cfg->broker_session_timeout_ms)
+    if (q->last_tick && now - q->last_tick > q->cfg->broker_session_timeout_ms) {
+        atomic_store(&q->frozen_ms, now);
         for (int i = 0; i < q->npeers; i++)
             q->peers[i].last_ms = now;
+    }
     q->last_tick = now;
+    atomic_store(&q->alive_ms, now);
     if (st_mono_ms() - q->last_hb_sent >= q->cfg->broker_heartbeat_interval_ms)
         hb_send(q, NULL, NULL);
     controller_step(q);
@@ -1028,6 +1032,7 @@ int st_quorum_start(st_quorum_t **out, const st_config_t *cfg, const char *clust
         !q->incarnation)
         q->incarnation = (uint64_t)st_wall_ms() | 1;
     atomic_init(&q->info_leader, -1);
+    atomic_init(&q->alive_ms, st_mono_ms());
     q->state = st_md_new("", -1);
     q->alters = calloc(Q_MAX_ALTERS, sizeof *q->alters);
     q->pending_alters = calloc(Q_MAX_ALTERS, sizeof *q->pending_alters);
@@ -1105,6 +1110,16 @@ void st_quorum_alter_isr(st_quorum_t *q, const st_rec_alter_t *alter)
         uv_async_send(&q->async);
     }
     pthread_mutex_unlock(&q->mu);
+}
+
+int64_t st_quorum_alive_ms(st_quorum_t *q)
+{
+    return atomic_load(&q->alive_ms);
+}
+
+int64_t st_quorum_frozen_ms(st_quorum_t *q)
+{
+    return atomic_load(&q->frozen_ms);
 }
 
 void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out)

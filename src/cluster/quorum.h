@@ -91,6 +91,12 @@ typedef struct st_quorum_info {
     int64_t snapshot; /* log index of the last snapshot taken or installed */
     bool voter;
 } st_quorum_info_t;
+/* Any thread: when the quorum thread last ran its tick (monotonic ms): a whole process frozen
+ * (SIGSTOP) stops it too, a busy shard does not. */
+int64_t st_quorum_alive_ms(st_quorum_t *q);
+/* Any thread: when the quorum thread last found itself frozen for a broker session (0: never). */
+int64_t st_quorum_frozen_ms(st_quorum_t *q);
+
 /* Any thread: where the quorum stands. */
 void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out);
 
