@@ -485,7 +485,18 @@ class ReplicationCase(unittest.TestCase):
             self.fail("%s: %d records without a delivery report\n%s"
                       % (scenario, w.sent - len(w.acked) - len(w.errors), c.logs()))
         self.wait_isr_full(self.topic, timeout=45)
-        ends = w.produce_markers()
+        try:
+            ends = w.produce_markers()
+        except WaitTimeout as e:
+            # what each broker says of the partitions, and its log: the cause of a marker that
+            # is never acknowledged is on the brokers' side of the wait
+            views = {}
+            for n in c.nodes:
+                try:
+                    views[n] = c.metadata(n)["topics"].get(self.topic)
+                except Exception as me:      # a node down: say so, keep the others
+                    views[n] = "no answer: %s" % me
+            raise WaitTimeout("%s\nmetadata per node: %s\n%s" % (e, views, c.logs(60))) from None
         c.wait(lambda: w.consumed_through(ends), 45, "the group to read through the markers %s"
                % ends, state=lambda: "consumer errors: %s" % w.consumer_errors[-5:])
         figures, problems = w.check()
