@@ -209,6 +209,12 @@ bool st_md_is_replica(const st_md_partition_t *p, int32_t node)
     return false;
 }
 
+bool st_md_broker_live(const st_md_t *md, int32_t node)
+{
+    const st_md_broker_t *b = st_md_broker(md, node);
+    return b && !b->fenced;
+}
+
 bool st_md_in_isr(const st_md_partition_t *p, int32_t node)
 {
     for (int i = 0; i < p->nisr; i++)

@@ -83,6 +83,9 @@ int st_md_put_broker(st_md_t *md, const st_md_broker_t *b);
 /* True when broker `node` is listed in p's replicas (or ISR). */
 bool st_md_is_replica(const st_md_partition_t *p, int32_t node);
 bool st_md_in_isr(const st_md_partition_t *p, int32_t node);
+/* True when broker `node` is registered and not fenced: it may lead and host replicas,
+ * Metadata lists it, and a replica on any other broker is offline. */
+bool st_md_broker_live(const st_md_t *md, int32_t node);
 /* Adds a topic (takes ownership of t, which must be heap-built with st_md_topic_new). */
 int st_md_add_topic(st_md_t *md, st_md_topic_t *t);
 /* Removes and frees a topic; returns ST_E_NOT_FOUND if absent. */

@@ -277,8 +277,8 @@ static st_md_t *with_broker(const st_md_t *state, const st_md_broker_t *b)
     return md;
 }
 
-/* Records a broker's new registration or fencing, with the leaderships that follow. */
-static int change_broker(st_quorum_t *q, const st_md_broker_t *b, bool rejoin)
+/* Records a broker's new registration, fencing or unfencing, with the leaderships that follow. */
+static int change_broker(st_quorum_t *q, const st_md_broker_t *b)
 {
     st_md_t *md = with_broker(q->state, b);
     if (!md)
@@ -286,10 +286,7 @@ static int change_broker(st_quorum_t *q, const st_md_broker_t *b, bool rejoin)
     json_t *records = json_array();
     json_array_append_new(records, st_rec_broker(b));
     bool unclean = q->cfg->unclean_leader_election_enable;
-    if (rejoin)
-        st_rec_rejoin(md, b->node_id, unclean, records);
-    else
-        st_rec_reelect_all(md, unclean, records);
+    st_rec_reelect_all(md, unclean, records);
     st_md_unref(md);
     int rc = propose(q, records, NULL);
     json_decref(records);
@@ -319,7 +316,7 @@ static bool broker_duty(st_quorum_t *q)
         ST_INFO("metadata: broker %d registers (%s:%d%s%s), %s", p->id, p->host, p->port,
                 nb.rack ? ", rack " : "", nb.rack ? nb.rack : "",
                 nb.fenced ? "fenced until it catches up" : "unfenced");
-        return change_broker(q, &nb, !nb.fenced) == 0;
+        return change_broker(q, &nb) == 0;
     }
     for (int i = 0; i < q->state->nbrokers; i++) {
         const st_md_broker_t *b = &q->state->brokers[i];
@@ -335,7 +332,7 @@ static bool broker_duty(st_quorum_t *q)
             p->catch_up = 0;
             ST_WARN("metadata: broker %d silent for %lld ms: fenced, its leaderships move",
                     b->node_id, (long long)(now - p->last_ms));
-            return change_broker(q, &nb, false) == 0;
+            return change_broker(q, &nb) == 0;
         }
         if (b->fenced && !silent && p->incarnation == b->incarnation) {
             if (!p->catch_up)
@@ -345,7 +342,7 @@ static bool broker_duty(st_quorum_t *q)
             nb.fenced = false;
             ST_INFO("metadata: broker %d is back and caught up (log index %lld): unfenced",
                     b->node_id, (long long)p->applied);
-            return change_broker(q, &nb, true) == 0;
+            return change_broker(q, &nb) == 0;
         }
     }
     return false;

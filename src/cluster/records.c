@@ -309,12 +309,6 @@ int st_rec_restore(st_md_t *md, const void *buf, size_t len)
 
 /* ---- decisions ---- */
 
-static bool live(const st_md_t *md, int32_t node)
-{
-    const st_md_broker_t *b = st_md_broker(md, node);
-    return b && !b->fenced;
-}
-
 int st_rec_live_brokers(const st_md_t *md)
 {
     int n = 0;
@@ -438,7 +432,7 @@ static void isr_shrink(const st_md_t *md, st_md_partition_t *p)
     int32_t keep = st_md_in_isr(p, p->leader) ? p->leader : p->isr[0];
     int16_t n = 0;
     for (int i = 0; i < p->nisr; i++)
-        if (live(md, p->isr[i]))
+        if (st_md_broker_live(md, p->isr[i]))
             p->isr[n++] = p->isr[i];
     if (n == 0)
         p->isr[n++] = keep;
@@ -450,13 +444,13 @@ bool st_rec_elect(const st_md_t *md, st_md_partition_t *p, bool unclean)
     st_md_partition_t was = *p;
     isr_shrink(md, p);
     int32_t leader = -1;
-    if (p->leader >= 0 && live(md, p->leader) && st_md_in_isr(p, p->leader))
+    if (p->leader >= 0 && st_md_broker_live(md, p->leader) && st_md_in_isr(p, p->leader))
         leader = p->leader;
     for (int r = 0; leader < 0 && r < p->nreplicas; r++)
-        if (live(md, p->replicas[r]) && st_md_in_isr(p, p->replicas[r]))
+        if (st_md_broker_live(md, p->replicas[r]) && st_md_in_isr(p, p->replicas[r]))
             leader = p->replicas[r];
     for (int r = 0; leader < 0 && unclean && r < p->nreplicas; r++)
-        if (live(md, p->replicas[r])) {
+        if (st_md_broker_live(md, p->replicas[r])) {
             leader = p->replicas[r];
             p->nisr = 1;
             p->isr[0] = leader;
@@ -476,7 +470,7 @@ bool st_rec_elect_preferred(const st_md_t *md, st_md_partition_t *p)
     if (p->nreplicas == 0)
         return false;
     int32_t pref = p->replicas[0];
-    if (p->leader == pref || !live(md, pref) || !st_md_in_isr(p, pref))
+    if (p->leader == pref || !st_md_broker_live(md, pref) || !st_md_in_isr(p, pref))
         return false;
     p->leader = pref;
     p->leader_epoch++;
@@ -505,12 +499,6 @@ int st_rec_reelect_all(const st_md_t *md, bool unclean, json_t *records)
         }
     }
     return n;
-}
-
-int st_rec_rejoin(const st_md_t *md, int32_t node, bool unclean, json_t *records)
-{
-    (void)node; /* md shows it live: the elections see it */
-    return st_rec_reelect_all(md, unclean, records);
 }
 
 /* Whether broker `node` leads fewer of its preferred partitions than pct percent allows. */
@@ -573,7 +561,7 @@ int st_rec_alter_isr(const st_md_t *md, st_md_topic_t *t, const st_rec_alter_t *
     for (int i = 0; i < a->nisr; i++) {
         int32_t m = a->isr[i];
         has_leader |= m == a->leader;
-        if (!st_md_is_replica(p, m) || (!st_md_in_isr(p, m) && !live(md, m)))
+        if (!st_md_is_replica(p, m) || (!st_md_in_isr(p, m) && !st_md_broker_live(md, m)))
             return ST_E_INVALID;
         for (int j = 0; j < i; j++)
             if (a->isr[j] == m)

@@ -71,12 +71,6 @@ bool st_rec_elect(const st_md_t *md, st_md_partition_t *p, bool unclean);
 /* Elects the preferred replica (the first) when it is live and in the ISR. */
 bool st_rec_elect_preferred(const st_md_t *md, st_md_partition_t *p);
 
-/* Broker `node` is back (unfenced): leaderless partitions elect again (an ISR whose last
- * member it was gets its leader back). It rejoins other ISRs only once its leader sees it
- * caught up (AlterPartition). Appends the changed topics' records; md must show node
- * unfenced. */
-int st_rec_rejoin(const st_md_t *md, int32_t node, bool unclean, json_t *records);
-
 /* Preferred leader election for every broker whose share of partitions it should lead
  * (first replica) but does not exceeds pct percent: appends the changed topics' records.
  * Returns how many. */
@@ -97,6 +91,8 @@ typedef struct st_rec_alter {
 int st_rec_alter_isr(const st_md_t *md, st_md_topic_t *t, const st_rec_alter_t *alter);
 
 /* Appends to `records` a topic record for every topic with a partition st_rec_elect changes
+ * (after a fencing, and after an unfencing: leaderless partitions elect again, an ISR whose last
+ * member came back gets its leader back; other ISRs take it back through AlterPartition)
  * under md's fencing (md already reflects the broker changes). Returns how many. */
 int st_rec_reelect_all(const st_md_t *md, bool unclean, json_t *records);
 

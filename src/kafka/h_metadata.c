@@ -42,7 +42,7 @@ static int fill_partition(st_kreq_t *r, const st_md_t *md, const st_md_partition
     p->offline_replicas = ids + mp->nreplicas + mp->nisr;
     p->offline_replicas_count = 0;
     for (int i = 0; i < mp->nreplicas; i++)
-        if (!st_kleader_live(md, mp->replicas[i]))
+        if (!st_md_broker_live(md, mp->replicas[i]))
             p->offline_replicas[p->offline_replicas_count++] = mp->replicas[i];
     return 0;
 }

@@ -101,12 +101,6 @@ bool st_kleader_current(const st_kshard_t *s, const uint8_t topic_id[16], int32_
     return true;
 }
 
-bool st_kleader_live(const st_md_t *md, int32_t node_id)
-{
-    const st_md_broker_t *b = st_md_broker(md, node_id);
-    return b && !b->fenced;
-}
-
 int st_kleader_brokers(st_arena_t *a, const st_md_t *md, const int32_t *ids, int n,
                        const st_md_broker_t ***out)
 {

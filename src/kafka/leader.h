@@ -70,10 +70,6 @@ bool st_kleader_current(const st_kshard_t *s, const uint8_t topic_id[16], int32_
 int st_kleader_brokers(st_arena_t *a, const st_md_t *md, const int32_t *ids, int n,
                        const st_md_broker_t ***out);
 
-/* True when broker node_id is registered and not fenced: Metadata and DescribeCluster list it;
- * a replica on any other broker is offline. */
-bool st_kleader_live(const st_md_t *md, int32_t node_id);
-
 /* On a new snapshot: ends a freeze's abstention once the snapshots have shown this broker
  * fenced and then unfenced again. */
 void st_kleader_unstall(st_kshard_t *s);

@@ -180,7 +180,6 @@ static void on_durable(void *arg, int res)
 
 static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
                    st_part_append_res_t *res, st_part_done_fn done, void *arg);
-static bool acks_all_now(st_part_t *p, st_part_append_res_t *res);
 
 bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
                     st_part_append_res_t *res, st_part_done_fn done, void *arg)
@@ -287,7 +286,7 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
     if (over_isr) {
         st_part_update_hw(p);
         if (p->hw > last_offset)
-            return acks_all_now(p, res);
+            return false; /* the ISR has it already (its size was checked before appending) */
         if (st_part_acks_all_wait(p, last_offset + 1, done, arg)) {
             res->error = ST_KERR_UNKNOWN_SERVER_ERROR;
             res->err = -ENOMEM;
@@ -298,17 +297,6 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
     if (rc == 0)
         return answer;
     st_part_update_hw(p);
-    return false;
-}
-
-/* An acks=all append the ISR already has: answered now, with the ISR's size checked. */
-static bool acks_all_now(st_part_t *p, st_part_append_res_t *res)
-{
-    if (p->repl.role.nisr < p->repl.role.min_isr) {
-        res->error = ST_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND;
-        res->err = ST_E_FEW_REPLICAS;
-        res->why = "fewer in-sync replicas than min.insync.replicas";
-    }
     return false;
 }
 

@@ -232,7 +232,7 @@ static void test_fence_and_rejoin_records(void **state)
     fence(md, 1, false);
     r = json_array();
     /* back, but it rejoins the ISRs only once its leaders see it caught up (AlterPartition) */
-    assert_int_equal(st_rec_rejoin(md, 1, false, r), 0);
+    assert_int_equal(st_rec_reelect_all(md, false, r), 0);
     json_decref(r);
     t = st_md_find(md, "t", 1);
     assert_false(st_md_in_isr(&t->partitions[0], 1));

@@ -216,9 +216,9 @@ static void test_hints(void **state)
     assert_string_equal(b[1]->rack, "r3");
     st_arena_fini(&a);
 
-    assert_true(st_kleader_live(f->md, 1));
-    assert_false(st_kleader_live(f->md, 2));
-    assert_false(st_kleader_live(f->md, 4));
+    assert_true(st_md_broker_live(f->md, 1));
+    assert_false(st_md_broker_live(f->md, 2));
+    assert_false(st_md_broker_live(f->md, 4));
 }
 
 static void test_group_coordinator(void **state)
