@@ -146,10 +146,13 @@ void st_part_follower_fetched(st_part_t *p, int32_t replica, int64_t offset, int
     if (!r->on || !r->role.leader || k < 0 || !p->log)
         return;
     r->pos[k] = offset;
-    /* caught up: it reached the log end its previous fetch saw (Kafka's rule) */
-    if (offset >= r->target[k] || offset >= st_log_end_offset(p->log))
+    /* Caught up: it reached the end its previous fetch saw (Kafka's rule). A follower reads
+     * only up to the leader's durable end, so that is the end it is measured against: a leader
+     * whose own syncs are slow must not push healthy followers out of the ISR. */
+    int64_t end = st_part_durable_end(p);
+    if (offset >= r->target[k] || offset >= end)
         r->caught_up_ms[k] = now_ms;
-    r->target[k] = st_log_end_offset(p->log);
+    r->target[k] = end;
     st_part_update_hw(p);
 }
 

@@ -482,6 +482,49 @@ static void test_isr_change_due(void **state)
     fx_close(f);
 }
 
+/* 4b. A leader whose own syncs are slow: its followers read only up to its durable end, so
+ * reaching that end is caught up, and they stay in the ISR however far its log end runs ahead. */
+static void test_slow_leader_keeps_followers(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    int64_t t0 = st_mono_ms();
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    assert_true(produce(f, 3, ST_ACKS_LEADER, &res, &a));
+    settle(f);
+    assert_int_equal(st_part_durable_end(p), 3);
+    /* More records whose sync never completes while the followers fetch. */
+    answer_t b = {0, 0};
+    assert_true(produce(f, 4, ST_ACKS_LEADER, &res, &b));
+    assert_int_equal(log_end(f), 7);
+    assert_int_equal(st_part_durable_end(p), 3);
+    int32_t isr[ST_PART_MAX_REPLICAS];
+    int16_t nisr = -1;
+    for (int64_t t = t0 + 10; t <= t0 + 3 * LAG_MS; t += LAG_MS / 4) {
+        st_part_follower_fetched(p, 2, 3, t);
+        st_part_follower_fetched(p, 3, 3, t);
+        assert_false(st_part_isr_change_due(p, t, LAG_MS, RETRY_MS, isr, &nisr));
+    }
+    assert_int_equal(nisr, -1);
+    /* A follower that stays below the durable end does leave. */
+    int64_t t1 = t0 + 3 * LAG_MS;
+    for (int64_t t = t1 + LAG_MS / 4; t <= t1 + 2 * LAG_MS; t += LAG_MS / 4) {
+        st_part_follower_fetched(p, 2, 3, t);
+        st_part_follower_fetched(p, 3, 1, t);
+    }
+    assert_true(st_part_isr_change_due(p, t1 + 2 * LAG_MS, LAG_MS, RETRY_MS, isr, &nisr));
+    assert_int_equal(nisr, 2);
+    assert_int_equal(isr[0], 1);
+    assert_int_equal(isr[1], 2);
+    settle(f);
+    assert_int_equal(b.calls, 1);
+    fx_close(f);
+}
+
 /* Reads the follower's log from 0 and checks each batch's base offset and leader epoch. */
 static void check_batches(fx_t *f, const int64_t *bases, const int32_t *epochs, int n)
 {
@@ -674,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_min_insync_replicas),
         cmocka_unit_test(test_losing_leadership),
         cmocka_unit_test(test_isr_change_due),
+        cmocka_unit_test(test_slow_leader_keeps_followers),
         cmocka_unit_test(test_follower),
         cmocka_unit_test(test_follower_producer_state),
     };
