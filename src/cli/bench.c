@@ -6,7 +6,11 @@
  *   (merged at the end), send --count messages (or for --duration) of --size bytes. Latency is
  *   delivery-report time minus send time; with --rate, minus the message's *intended* send
  *   time (start + i/rate), so a stalled broker shows up in the tail instead of silently
- *   slowing the senders down (no coordinated omission).
+ *   slowing the senders down (no coordinated omission). --partitioner picks where record i
+ *   (counted over all producers) goes: sticky (no key, no partition: librdkafka's sticky
+ *   partitioner fills one partition's batch at a time), roundrobin (no key, partition
+ *   i % partitions, set explicitly) or keyed (key "k<i % keys>", partition chosen by the
+ *   client's partitioner from the key, as keyed traffic is).
  * consume: one consumer reads the topic from the start until --count messages, the end of
  *   every partition, or --duration, whichever comes first.
  * e2e: a consumer starts at the current end of every partition, then producers run as in
@@ -28,6 +32,9 @@
 #include "cli/common.h"
 #include "cli/hist.h"
 
+enum { BENCH_STICKY, BENCH_ROUNDROBIN, BENCH_KEYED };
+static const char *const partitioner_names[] = {"sticky", "roundrobin", "keyed"};
+
 typedef struct bench_cfg {
     const char *topic;
     int64_t partitions;  /* for creation; 0 = leave as is */
@@ -37,6 +44,9 @@ typedef struct bench_cfg {
     double rate;         /* messages/s in all, 0 = as fast as possible */
     int64_t producers;
     const char *acks, *linger, *batch, *compression;
+    int partitioner; /* BENCH_STICKY, BENCH_ROUNDROBIN, BENCH_KEYED */
+    int64_t keys;    /* keyed: distinct keys (0 = the topic's partition count) */
+    int nparts;      /* the topic's partition count, once known */
     bool json;
     bool e2e; /* stamp payloads for the consumer */
 } bench_cfg_t;
@@ -48,6 +58,7 @@ typedef struct bench_worker {
     rd_kafka_t *rk;
     st_cli_hist_t *hist;
     int64_t count; /* messages this worker sends (0 = until deadline) */
+    int64_t index; /* this worker's number: its record i is record i * producers + index */
     double rate;   /* this worker's share of --rate */
     int64_t start_ns, deadline_ns;
     _Atomic uint64_t sent, acked, failed;
@@ -109,11 +120,21 @@ static void *producer_main(void *arg)
         }
         if (c->e2e && c->size >= 8)
             memcpy(payload, &t, 8);
+        int64_t rec = i * c->producers + w->index; /* over all producers */
+        int32_t part = RD_KAFKA_PARTITION_UA;
+        char key[24];
+        size_t keylen = 0;
+        if (c->partitioner == BENCH_ROUNDROBIN)
+            part = (int32_t)(rec % c->nparts);
+        else if (c->partitioner == BENCH_KEYED)
+            keylen = (size_t)snprintf(key, sizeof(key), "k%" PRId64, rec % c->keys);
         for (;;) {
-            rd_kafka_resp_err_t err = rd_kafka_producev(
-                w->rk, RD_KAFKA_V_TOPIC(c->topic), RD_KAFKA_V_VALUE(payload, (size_t)c->size),
-                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE((void *)(intptr_t)t),
-                RD_KAFKA_V_END);
+            rd_kafka_resp_err_t err =
+                rd_kafka_producev(w->rk, RD_KAFKA_V_TOPIC(c->topic), RD_KAFKA_V_PARTITION(part),
+                                  RD_KAFKA_V_KEY(keylen ? key : NULL, keylen),
+                                  RD_KAFKA_V_VALUE(payload, (size_t)c->size),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                  RD_KAFKA_V_OPAQUE((void *)(intptr_t)t), RD_KAFKA_V_END);
             if (!err)
                 break;
             if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && !st_cli_stop) {
@@ -275,13 +296,25 @@ static void print_summary(const bench_cfg_t *c, const char *mode, uint64_t msgs,
     double mps = secs > 0 ? (double)msgs / secs : 0,
            mbs = secs > 0 ? (double)bytes / secs / 1e6 : 0;
     double ms = 1e6;
+    /* The size reported is what the messages counted held on average (consume reads whatever
+     * the topic holds, whatever --size says). */
+    double avg = msgs ? (double)bytes / (double)msgs : (double)c->size;
+    char size[32];
+    if (avg == (double)(int64_t)avg)
+        snprintf(size, sizeof(size), "%" PRId64, (int64_t)avg);
+    else
+        snprintf(size, sizeof(size), "%.1f", avg);
     if (c->json) {
-        printf("{\"mode\":\"%s\",\"topic\":\"%s\",\"size\":%" PRId64 ",\"messages\":%" PRIu64
+        printf("{\"mode\":\"%s\",\"topic\":\"%s\",\"size\":%s,\"messages\":%" PRIu64
                ",\"bytes\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"seconds\":%.3f,"
                "\"msgs_per_sec\":%.1f,\"mb_per_sec\":%.3f,\"rate\":%.1f,\"producers\":%" PRId64
-               ",\"acks\":\"%s\"",
-               mode, c->topic, c->size, msgs, bytes, failed, secs, mps, mbs, c->rate, c->producers,
-               c->acks);
+               ",\"acks\":\"%s\",\"partitions\":%d",
+               mode, c->topic, size, msgs, bytes, failed, secs, mps, mbs, c->rate, c->producers,
+               c->acks, c->nparts);
+        if (strcmp(mode, "consume"))
+            printf(",\"partitioner\":\"%s\"", partitioner_names[c->partitioner]);
+        if (strcmp(mode, "consume") && c->partitioner == BENCH_KEYED)
+            printf(",\"keys\":%" PRId64, c->keys);
         if (startup_s >= 0)
             printf(",\"first_message_seconds\":%.3f", startup_s);
         if (h && h->total)
@@ -293,8 +326,14 @@ static void print_summary(const bench_cfg_t *c, const char *mode, uint64_t msgs,
         printf("}\n");
         return;
     }
-    printf("%s: %" PRIu64 " messages of %" PRId64 " bytes in %.2f s%s\n", mode, msgs, c->size, secs,
-           failed ? " (some failed)" : "");
+    printf("%s: %" PRIu64 " messages of %s bytes%s in %.2f s%s\n", mode, msgs, size,
+           avg == (double)(int64_t)avg ? "" : " on average", secs, failed ? " (some failed)" : "");
+    if (strcmp(mode, "consume")) {
+        printf("  partitions  %d, %s", c->nparts, partitioner_names[c->partitioner]);
+        if (c->partitioner == BENCH_KEYED)
+            printf(" over %" PRId64 " keys", c->keys);
+        printf("\n");
+    }
     printf("  throughput  %.1f msgs/s  %.2f MB/s\n", mps, mbs);
     if (failed)
         printf("  failed      %" PRIu64 "\n", failed);
@@ -360,7 +399,7 @@ static void reader_stop(bench_reader_t *r)
     free(r->eof);
 }
 
-static int run_bench(const bench_cfg_t *c, const char *mode)
+static int run_bench(bench_cfg_t *c, const char *mode)
 {
     int rc = ST_CLI_FAIL;
     rd_kafka_t *admin = st_cli_admin_client();
@@ -370,6 +409,9 @@ static int run_bench(const bench_cfg_t *c, const char *mode)
     st_cli_client_destroy(admin);
     if (nparts < 0)
         return ST_CLI_FAIL;
+    c->nparts = nparts;
+    if (!c->keys)
+        c->keys = nparts;
     bool produce = strcmp(mode, "consume") != 0;
     bench_reader_t reader = {0};
     st_cli_hist_t *rhist = NULL;
@@ -397,6 +439,7 @@ static int run_bench(const bench_cfg_t *c, const char *mode)
     for (size_t i = 0; i < nw; i++) {
         bench_worker_t *w = &ws[i];
         w->cfg = c;
+        w->index = (int64_t)i;
         w->hist = malloc(sizeof(*w->hist));
         st_cli_hist_init(w->hist);
         w->count = c->count ? c->count / (int64_t)nw + ((int64_t)i < c->count % (int64_t)nw) : 0;
@@ -421,7 +464,7 @@ static int run_bench(const bench_cfg_t *c, const char *mode)
         pthread_create(&w->th, NULL, producer_main, w);
     }
     /* Progress, once a second, until every worker and the reader are done. */
-    uint64_t last = 0;
+    uint64_t last = 0, last_bytes = 0;
     int64_t tick = start, producers_done_ns = 0;
     for (;;) {
         bool running = false;
@@ -449,15 +492,17 @@ static int run_bench(const bench_cfg_t *c, const char *mode)
             break;
         if (t - tick >= 1000000000) {
             uint64_t cur = produce ? acked : atomic_load(&reader.got);
+            uint64_t cur_bytes = produce ? acked * (uint64_t)c->size : atomic_load(&reader.bytes);
             double el = (double)(t - start) / 1e9;
             fprintf(stderr, "%6.1fs  %10" PRIu64 " msgs  %10.1f msgs/s  %8.2f MB/s%s", el, cur,
                     (double)(cur - last) / ((double)(t - tick) / 1e9),
-                    (double)(cur - last) * (double)c->size / ((double)(t - tick) / 1e9) / 1e6,
+                    (double)(cur_bytes - last_bytes) / ((double)(t - tick) / 1e9) / 1e6,
                     produce ? "" : "\n");
             if (produce)
                 fprintf(stderr, "  in flight %" PRIu64 "%s\n", sent - acked - failed,
                         failed ? "  FAILURES" : "");
             last = cur;
+            last_bytes = cur_bytes;
             tick = t;
         }
         struct timespec ts = {0, 20000000};
@@ -514,19 +559,20 @@ reader_done:
 
 static int bench_main(int argc, char **argv, const char *mode)
 {
-    char usage[256];
+    char usage[320];
     snprintf(usage, sizeof(usage),
              "bench %s [--topic T] [--partitions N] [--size B] [--count N | --duration D] "
              "[--rate R] [--producers P] [--acks A] [--linger MS] [--batch B] "
-             "[--compression C] [--json]",
-             mode);
+             "[--compression C]%s [--json]",
+             mode,
+             strcmp(mode, "consume") ? " [--partitioner sticky|roundrobin|keyed] [--keys N]" : "");
     bench_cfg_t c = {.topic = "strata-bench",
                      .size = 100,
                      .producers = 1,
                      .acks = "all",
                      .compression = "none",
                      .e2e = !strcmp(mode, "e2e")};
-    const char *size_s = NULL, *dur_s = NULL, *batch_s = NULL;
+    const char *size_s = NULL, *dur_s = NULL, *batch_s = NULL, *part_s = "sticky";
     int64_t rate = 0;
     st_cli_strlist_t pos = {0};
     const st_cli_opt_t opts[] = {
@@ -545,6 +591,10 @@ static int bench_main(int argc, char **argv, const char *mode)
         {'B', "batch", ST_CLI_OPT_STR, &batch_s, "BYTES", "batch.size (librdkafka's default)"},
         {'z', "compression", ST_CLI_OPT_STR, &c.compression, "CODEC",
          "none, gzip, snappy, lz4, zstd (none)"},
+        {0, "partitioner", ST_CLI_OPT_STR, &part_s, "HOW",
+         "sticky (no key; default), roundrobin (partition i % N), keyed (key k<i % keys>)"},
+        {0, "keys", ST_CLI_OPT_INT, &c.keys, "N",
+         "keyed: distinct keys (default: the topic's partition count)"},
         {'j', "json", ST_CLI_OPT_FLAG, &c.json, NULL, "print the summary as one JSON object"},
         ST_CLI_OPT_END,
     };
@@ -576,6 +626,15 @@ static int bench_main(int argc, char **argv, const char *mode)
         snprintf(bbuf, sizeof(bbuf), "%" PRId64, b);
         c.batch = bbuf;
     }
+    c.partitioner = -1;
+    for (int i = 0; i < (int)(sizeof(partitioner_names) / sizeof(partitioner_names[0])); i++)
+        if (!strcmp(part_s, partitioner_names[i]))
+            c.partitioner = i;
+    if (c.partitioner < 0)
+        return st_cli_usage_error(
+            usage, "--partitioner wants sticky, roundrobin or keyed, not '%s'", part_s);
+    if (c.keys < 0 || (c.keys && c.partitioner != BENCH_KEYED))
+        return st_cli_usage_error(usage, "--keys wants a positive count, with --partitioner keyed");
     c.rate = (double)rate;
     return run_bench(&c, mode);
 }

@@ -316,6 +316,73 @@ class CliAgainstServer(harness.ServerTestCase):
                     if re.match(r"^\d+\s", ln))
         self.assertEqual(total, 20500)
 
+    @staticmethod
+    def partition_counts(describe_out):
+        """{partition: messages} from `topic describe`."""
+        return {int(ln.split()[0]): int(ln.split()[-1]) for ln in describe_out.splitlines()
+                if re.match(r"^\d+\s", ln)}
+
+    def test_bench_consume_reports_real_size(self):
+        # The summary gives what the messages read held (average bytes), not --size's default.
+        t = self.unique()
+        self.ok("bench", "produce", "--topic", t, "-n", "300", "--size", "1k")
+        c = json.loads(self.ok("bench", "consume", "--topic", t, "--json"))
+        self.assertEqual((c["messages"], c["bytes"], c["size"]), (300, 300 * 1024, 1024))
+        self.assertIn("consume: 300 messages of 1024 bytes in ", self.ok("bench", "consume",
+                                                                          "--topic", t))
+        self.ok("produce", t, stdin="ab\n")          # 2 bytes: 301 messages, 307,202 bytes
+        c = json.loads(self.ok("bench", "consume", "--topic", t, "--json"))
+        self.assertEqual((c["messages"], c["bytes"]), (301, 300 * 1024 + 2))
+        self.assertAlmostEqual(c["size"], (300 * 1024 + 2) / 301, places=1)
+        self.assertIn("consume: 301 messages of 1020.6 bytes on average in ",
+                      self.ok("bench", "consume", "--topic", t))
+
+    def test_bench_partitioners(self):
+        # roundrobin: record i to partition i % 4, set explicitly, so exactly 100 each.
+        t = self.unique()
+        s = json.loads(self.ok("bench", "produce", "--topic", t, "--partitions", "4", "-n", "400",
+                               "--size", "64", "--partitioner", "roundrobin", "--json"))
+        self.assertEqual((s["messages"], s["partitions"], s["partitioner"]),
+                         (400, 4, "roundrobin"))
+        self.assertEqual(self.partition_counts(self.ok("topic", "describe", t)),
+                         {0: 100, 1: 100, 2: 100, 3: 100})
+        got = self.ok("consume", t, "-F", "%K").split()
+        self.assertEqual(got, ["-1"] * 400)         # no keys
+        # Two producers share the sequence: record i * 2 + worker, still 100 per partition.
+        t2 = self.unique()
+        self.ok("bench", "produce", "--topic", t2, "--partitions", "4", "-n", "400", "--size",
+                "64", "--partitioner", "roundrobin", "--producers", "2")
+        self.assertEqual(self.partition_counts(self.ok("topic", "describe", t2)),
+                         {0: 100, 1: 100, 2: 100, 3: 100})
+        # keyed: key k<i % 6>, 400 records -> k0..k3 67 times, k4, k5 66; every key on one
+        # partition (the client's hash), the partition counts adding up.
+        t3 = self.unique()
+        s = json.loads(self.ok("bench", "produce", "--topic", t3, "--partitions", "4", "-n",
+                               "400", "--size", "64", "--partitioner", "keyed", "--keys", "6",
+                               "--json"))
+        self.assertEqual((s["messages"], s["partitioner"], s["keys"]), (400, "keyed", 6))
+        rows = [ln.split() for ln in self.ok("consume", t3, "-F", "%k %p").splitlines()]
+        per_key = {}
+        for k, p in rows:
+            per_key.setdefault(k, []).append(int(p))
+        self.assertEqual({k: len(v) for k, v in per_key.items()},
+                         {"k0": 67, "k1": 67, "k2": 67, "k3": 67, "k4": 66, "k5": 66})
+        for k, ps in per_key.items():
+            self.assertEqual(len(set(ps)), 1, (k, sorted(set(ps))))
+        counts = self.partition_counts(self.ok("topic", "describe", t3))
+        self.assertEqual(sum(counts.values()), 400)
+        for p, n in counts.items():
+            self.assertEqual(n, sum(len(v) for v in per_key.values() if v[0] == p), p)
+        # sticky (the default): no keys, partitions chosen by the client.
+        t4 = self.unique()
+        s = json.loads(self.ok("bench", "produce", "--topic", t4, "--partitions", "4", "-n",
+                               "400", "--size", "64", "--json"))
+        self.assertEqual((s["messages"], s["partitioner"]), (400, "sticky"))
+        self.assertEqual(sum(self.partition_counts(self.ok("topic", "describe", t4)).values()),
+                         400)
+        self.fails(2, "bench", "produce", "--topic", t4, "--partitioner", "hash")
+        self.fails(2, "bench", "produce", "--topic", t4, "--keys", "3")
+
     def test_bench_against_separate_client(self):
         # bench/cli_compare.py runs the same workload through `strata bench produce` and a
         # plain confluent-kafka loop; here only that both complete with the same counts (the
