@@ -253,6 +253,7 @@ static void st_admin_on_tick(void *arg, st_kshard_t *s)
     snap->md = st_md_ref(s->md);
     st_loop_times(s->loop, &snap->busy_ns, &snap->total_ns);
     snap->slow_tasks = st_loop_slow_tasks(s->loop);
+    st_loop_iter_hist(s->loop, snap->loop_iter, &snap->loop_iter_sum_ns);
     /* Only this shard publishes into its slot, so its current snapshot cannot be freed under
      * us: it is the previous one, for the busy ratio over the interval. */
     const st_admin_snap_t *prev = atomic_load(&slot->cur);

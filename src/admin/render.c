@@ -280,6 +280,22 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
         st_prom_label_t l[] = {{"shard", sh}};
         st_prom_sample(p, "", l, 1, (double)v->snaps[i]->busy_ns / 1e9);
     }
+    st_prom_family(p, "strata_shard_loop_iteration_seconds", "histogram",
+                   "Busy time of each event-loop iteration: from the wait returning to the next "
+                   "wait (everything else on the shard waits this long; idle time and wake-up "
+                   "delay are not counted).");
+    double iter_bounds_s[ST_LOOP_ITER_BUCKETS];
+    for (int b = 0; b < ST_LOOP_ITER_BUCKETS; b++)
+        iter_bounds_s[b] = (double)st_loop_iter_bounds_ns[b] / 1e9;
+    for (int i = 0; i < v->nshards; i++) {
+        if (!v->snaps[i])
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t l[] = {{"shard", sh}};
+        st_prom_histogram(p, l, 1, iter_bounds_s, v->snaps[i]->loop_iter, ST_LOOP_ITER_BUCKETS,
+                          (double)v->snaps[i]->loop_iter_sum_ns / 1e9);
+    }
     st_prom_family(p, "strata_shard_snapshot_age_seconds", "gauge",
                    "Age of the shard's published metrics snapshot (partition, group, loop and "
                    "connection figures lag by this much).");

@@ -33,6 +33,7 @@
 
 #include "base/arena.h"
 #include "cluster/metadata.h"
+#include "io/loop.h"
 
 #define ST_ADMIN_PUBLISH_MS 1000
 
@@ -89,6 +90,8 @@ typedef struct st_admin_snap {
     int64_t busy_ns, total_ns;
     double busy_ratio; /* busy / elapsed since the previous snapshot */
     uint64_t slow_tasks;
+    uint64_t loop_iter[ST_LOOP_ITER_BUCKETS + 1]; /* busy span per iteration (io/loop.h) */
+    int64_t loop_iter_sum_ns;
     /* connections */
     uint64_t connections, accepted, closed, net_bytes_in, net_bytes_out, frames_too_large;
     /* owned state */

@@ -179,6 +179,28 @@ uint64_t st_loop_slow_tasks(const st_loop_t *l)
     return l->slow;
 }
 
+const int64_t st_loop_iter_bounds_ns[ST_LOOP_ITER_BUCKETS] = {
+    10000,   25000,    50000,    100000,   250000,    500000,    1000000,   2500000,
+    5000000, 10000000, 25000000, 50000000, 100000000, 250000000, 500000000, 1000000000,
+};
+
+void st_note_iter(st_loop_t *l, int64_t now)
+{
+    int64_t ns = now - l->woke_ns;
+    int i = 0;
+    /* Most iterations are short: the scan stops in the first few buckets. */
+    while (i < ST_LOOP_ITER_BUCKETS && ns > st_loop_iter_bounds_ns[i])
+        i++;
+    l->iter[i]++;
+    l->iter_sum_ns += ns;
+}
+
+void st_loop_iter_hist(const st_loop_t *l, uint64_t *counts, int64_t *sum_ns)
+{
+    memcpy(counts, l->iter, sizeof l->iter);
+    *sum_ns = l->iter_sum_ns;
+}
+
 /* ---- timers: binary min-heap ---- */
 
 static void st_heap_swap(st_loop_t *l, int a, int b)
@@ -404,15 +426,20 @@ static void st_run_tasks(st_loop_t *l)
 int st_loop_run(st_loop_t *l)
 {
     st_cur_loop = l;
+    /* The first iteration's span starts now; later ones when their wait returns. t0 is the
+     * clock read that ended the previous completions (the same moment). */
+    int64_t t0 = st_mono_ns();
+    l->woke_ns = t0;
     while (!l->stop) {
-        int64_t t0 = st_mono_ns();
         st_run_timers(l);
         st_run_tasks(l);
         for (int i = 0; i < l->nhooks; i++)
             l->hooks[i].fn(l->hooks[i].arg);
         if (l->stop)
             break;
-        l->busy_ns += st_mono_ns() - t0;
+        int64_t t1 = st_mono_ns();
+        l->busy_ns += t1 - t0;
+        st_note_iter(l, t1);
 
         if (l->ep) {
             int64_t wait = -1;
@@ -421,12 +448,13 @@ int st_loop_run(st_loop_t *l)
             else if (l->heap_len > 0)
                 wait =
                     l->heap[0]->due_ns - st_mono_ns() > 0 ? l->heap[0]->due_ns - st_mono_ns() : 0;
-            int rc = st_ep_wait(l, wait);
+            int rc = st_ep_wait(l, wait); /* sets woke_ns, runs and counts completions */
             if (rc < 0) {
                 ST_ERROR("epoll wait failed: %s", strerror(-rc));
                 st_cur_loop = NULL;
                 return rc;
             }
+            t0 = st_mono_ns();
             continue;
         }
         struct __kernel_timespec ts, *tsp = NULL;
@@ -450,6 +478,7 @@ int st_loop_run(st_loop_t *l)
             return rc;
         }
         t0 = st_mono_ns();
+        l->woke_ns = t0;
         unsigned head, n = 0;
         io_uring_for_each_cqe(&l->ring, head, cqe)
         {
@@ -464,7 +493,9 @@ int st_loop_run(st_loop_t *l)
             }
         }
         io_uring_cq_advance(&l->ring, n);
-        l->busy_ns += st_mono_ns() - t0;
+        int64_t t2 = st_mono_ns();
+        l->busy_ns += t2 - t0;
+        t0 = t2;
     }
     st_cur_loop = NULL;
     l->stop = false; /* a stopped loop may run again (tests drive a loop in steps) */

@@ -15,6 +15,15 @@
  * Loop iteration:   run due timers -> run deferred tasks -> before-sleep hooks
  *                   -> submit + wait (until a completion, a wake-up or the next timer)
  *                   -> run completions
+ *
+ * Iteration time: the loop keeps a histogram of its busy span per iteration, from the moment
+ * the wait returns to the moment the next wait starts (completions, then timers, tasks and
+ * hooks), measured with the clock reads the busy-time figure already makes. That span is how
+ * long everything else on the shard waited: a long one is a broker stall (a slow callback, a
+ * burst of work, or the thread preempted while busy). The wake-to-wake interval would mostly
+ * measure sleep (an idle shard wakes for its next timer), and the delay between an event and
+ * the thread running again (scheduling noise on a busy machine) falls inside the wait, so it
+ * is not counted here.
  */
 #ifndef ST_IO_LOOP_H
 #define ST_IO_LOOP_H
@@ -78,6 +87,13 @@ int st_loop_add_before_sleep(st_loop_t *l, void (*fn)(void *arg), void *arg);
 void st_loop_times(const st_loop_t *l, int64_t *busy_ns, int64_t *total_ns);
 /* Counts callbacks (completions, timers, tasks) that ran longer than 500 µs. */
 uint64_t st_loop_slow_tasks(const st_loop_t *l);
+
+/* Upper bounds (ns, inclusive) of the iteration-time histogram's buckets: 10 µs to 1 s. */
+#define ST_LOOP_ITER_BUCKETS 16
+extern const int64_t st_loop_iter_bounds_ns[ST_LOOP_ITER_BUCKETS];
+/* The loop's iteration-time histogram since it was created: counts[ST_LOOP_ITER_BUCKETS + 1]
+ * (not cumulative; the last counts the spans above the last bound) and their sum in ns. */
+void st_loop_iter_hist(const st_loop_t *l, uint64_t *counts, int64_t *sum_ns);
 
 /* Operations. Each returns 0 once queued (cb will run), or -errno (cb will not run). */
 int st_loop_accept(st_loop_t *l, st_io_t *io, int fd);

@@ -248,6 +248,7 @@ int st_ep_wait(st_loop_t *l, int64_t timeout_ns)
     if (n < 0 && errno != EINTR)
         return -errno;
     int64_t t0 = st_mono_ns();
+    l->woke_ns = t0;
     /* Cancelled operations first: their descriptors may already be gone. */
     st_io_t *io = ep->done_head;
     ep->done_head = ep->done_tail = NULL;

@@ -64,6 +64,9 @@ struct st_loop {
     int heap_len, heap_cap;
     st_task_t *task_head, *task_tail;
     int64_t busy_ns, start_ns;
+    int64_t woke_ns;                         /* when the last wait returned */
+    uint64_t iter[ST_LOOP_ITER_BUCKETS + 1]; /* busy span per iteration, see loop.h */
+    int64_t iter_sum_ns;
     uint64_t slow;
     uint64_t inflight;
     st_ep_t *ep; /* non-NULL: the epoll backend */
@@ -71,6 +74,8 @@ struct st_loop {
 
 void st_loop_wake_done(st_io_t *io, int res);
 void st_note_slow(st_loop_t *l, int64_t t0);
+/* Records one iteration's busy span: from l->woke_ns to `now`, when the loop goes to wait. */
+void st_note_iter(st_loop_t *l, int64_t now);
 
 int st_ep_init(st_loop_t *l);
 void st_ep_fini(st_loop_t *l);

@@ -109,6 +109,39 @@ class AdminHttpTest(ServerTestCase):
         self.assertGreater(m.sum("strata_kafka_sent_bytes_total"), 300 * 100)
         self.assertGreater(m.sum("strata_kafka_connections_accepted_total"), 0)
 
+    def test_loop_iteration_histogram_counts(self):
+        # strata_shard_loop_iteration_seconds: one histogram per shard, cumulative buckets,
+        # +Inf = _count, and the counts grow as the shards work (snapshots are published once
+        # a second, so wait for a later one rather than a fixed time).
+        def series(m):
+            out = {}
+            for shard in ("0", "1"):
+                b = sorted(((float(lab["le"]), v) for lab, v in
+                            m.find("strata_shard_loop_iteration_seconds_bucket")
+                            if lab.get("shard") == shard), key=lambda x: x[0])
+                out[shard] = (b, m.value("strata_shard_loop_iteration_seconds_count",
+                                         shard=shard),
+                              m.value("strata_shard_loop_iteration_seconds_sum", shard=shard))
+            return out
+        before = series(ac.scrape(self.admin))
+        for shard, (b, count, total) in before.items():
+            self.assertEqual(len(b), 17, b)             # 16 bounds, 10 us .. 1 s, and +Inf
+            self.assertEqual((b[0][0], b[-2][0], b[-1][0]), (1e-05, 1.0, float("inf")))
+            self.assertEqual(b[-1][1], count)
+            self.assertTrue(all(x[1] <= y[1] for x, y in zip(b, b[1:])), b)
+            self.assertGreaterEqual(total, 0)   # the snapshot before serving may count none
+        topic = self.unique()
+        kc.create_topic(self.bootstrap, topic, 2)
+        p = kc.producer(self.bootstrap)
+        kc.produce_all(p, topic, [{"value": b"v" * 100, "partition": i % 2} for i in range(200)])
+        del p
+
+        def grown():
+            now = series(ac.scrape(self.admin))
+            return all(now[s][1] > before[s][1] and now[s][2] > before[s][2]
+                       for s in now) and now
+        wait_until(grown, 10, "loop iteration counts to grow on both shards")
+
     def test_promtool_accepts_the_exposition(self):
         promtool = shutil.which("promtool")
         if not promtool:

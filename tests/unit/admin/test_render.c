@@ -47,6 +47,11 @@ static int setup(void **state)
         f->snaps[s]->taken_ns = 1000000000;
         f->snaps[s]->busy_ratio = 0.25 * (s + 1);
         f->snaps[s]->connections = 3 + (uint64_t)s;
+        /* loop iterations: 5 up to 10 us, 2 in (1 ms, 2.5 ms], 1 above 1 s */
+        f->snaps[s]->loop_iter[0] = 5;
+        f->snaps[s]->loop_iter[7] = 2;
+        f->snaps[s]->loop_iter[ST_LOOP_ITER_BUCKETS] = (uint64_t)s;
+        f->snaps[s]->loop_iter_sum_ns = 4000000 + (int64_t)s * 1500000000;
         f->stats[s] = calloc(1, sizeof *f->stats[s]);
         f->live[s].stats = f->stats[s];
         f->live[s].mesh_sent = 10 + (uint64_t)s;
@@ -221,6 +226,16 @@ static void test_metrics_exposition_and_figures(void **state)
     assert_line(t, "strata_storage_fsync_duration_seconds_count{shard=\"1\"} 4");
     /* shards */
     assert_line(t, "strata_shard_busy_ratio{shard=\"1\"} 0.5");
+    /* loop iteration busy time: cumulative, seconds, one series per shard */
+    assert_line(t, "# TYPE strata_shard_loop_iteration_seconds histogram");
+    assert_line(t, "strata_shard_loop_iteration_seconds_bucket{shard=\"0\",le=\"1e-05\"} 5");
+    assert_line(t, "strata_shard_loop_iteration_seconds_bucket{shard=\"0\",le=\"0.001\"} 5");
+    assert_line(t, "strata_shard_loop_iteration_seconds_bucket{shard=\"0\",le=\"0.0025\"} 7");
+    assert_line(t, "strata_shard_loop_iteration_seconds_bucket{shard=\"1\",le=\"1\"} 7");
+    assert_line(t, "strata_shard_loop_iteration_seconds_bucket{shard=\"1\",le=\"+Inf\"} 8");
+    assert_line(t, "strata_shard_loop_iteration_seconds_count{shard=\"0\"} 7");
+    assert_line(t, "strata_shard_loop_iteration_seconds_count{shard=\"1\"} 8");
+    assert_line(t, "strata_shard_loop_iteration_seconds_sum{shard=\"1\"} 1.504");
     assert_line(t, "strata_shard_mesh_sent_total{shard=\"0\"} 10");
     assert_line(t, "strata_shard_mesh_received_total{shard=\"1\"} 21");
     assert_line(t, "strata_kafka_connections{shard=\"1\"} 4");

@@ -207,6 +207,57 @@ static void test_deferred_tasks_run_once_in_order(void **state)
     st_loop_destroy(l);
 }
 
+static void spin_timer(st_timer_t *t)
+{
+    (void)t;
+    int64_t until = st_mono_ns() + 3000000; /* 3 ms busy */
+    while (st_mono_ns() < until)
+        ;
+}
+
+static void stop_timer(st_timer_t *t)
+{
+    st_loop_stop(t->data);
+}
+
+/* The iteration histogram counts busy spans, not the waits between them: a 3 ms callback
+ * lands above 2.5 ms, and the 200 ms idle wait before the second timer is not counted. */
+static void test_iteration_histogram_counts_busy_spans(void **state)
+{
+    (void)state;
+    st_loop_t *l;
+    assert_int_equal(st_loop_create(&l, 64), 0);
+    uint64_t c[ST_LOOP_ITER_BUCKETS + 1];
+    int64_t sum;
+    st_loop_iter_hist(l, c, &sum);
+    for (int i = 0; i <= ST_LOOP_ITER_BUCKETS; i++)
+        assert_int_equal(c[i], 0);
+    assert_int_equal(sum, 0);
+    st_timer_t spin, stop;
+    st_timer_init(&spin, spin_timer, NULL);
+    st_timer_init(&stop, stop_timer, l);
+    st_loop_timer_start(l, &spin, 1);
+    st_loop_timer_start(l, &stop, 200);
+    int64_t t0 = st_mono_ns();
+    assert_int_equal(st_loop_run(l), 0);
+    int64_t elapsed = st_mono_ns() - t0;
+    assert_true(elapsed >= 200000000);
+    st_loop_iter_hist(l, c, &sum);
+    uint64_t total = 0, slow = 0;
+    for (int i = 0; i <= ST_LOOP_ITER_BUCKETS; i++) {
+        total += c[i];
+        if (i > 0 && st_loop_iter_bounds_ns[i - 1] >= 2500000)
+            slow += c[i];
+    }
+    assert_true(total >= 2); /* the first iteration, and the one that ran the spin */
+    assert_true(slow >= 1);
+    assert_true(sum >= 3000000);
+    assert_true(sum < elapsed - 150000000); /* the waits are not in it */
+    for (int i = 1; i < ST_LOOP_ITER_BUCKETS; i++)
+        assert_true(st_loop_iter_bounds_ns[i] > st_loop_iter_bounds_ns[i - 1]);
+    st_loop_destroy(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -214,6 +265,7 @@ int main(void)
         cmocka_unit_test(test_file_write_fsync_read),
         cmocka_unit_test(test_mesh_ping_pong),
         cmocka_unit_test(test_deferred_tasks_run_once_in_order),
+        cmocka_unit_test(test_iteration_histogram_counts_busy_spans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
