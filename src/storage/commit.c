@@ -98,6 +98,7 @@ static void round_done(st_log_t *log)
             log->ckpt_dirty = true; /* synced again by a later round */
         st_log_fire_list(&log->ckpt_round_waiters, err);
     }
+    st_journal_file_round_done(log, err == 0 && !log->sync_retry);
     if (err == 0 && log->sync_retry) {
         /* Some sync could not be submitted: nothing is cut, nothing counts as durable yet;
          * st_log_tick (or the next append) starts the round again. */
@@ -116,6 +117,10 @@ static void round_done(st_log_t *log)
             log->recovery_point = log->sync_rp;
             st_log_ckpt_write(log);
         }
+        /* What the journal made durable past the synced files counts now too. */
+        int64_t jd = log->jl.jdurable < log->end ? log->jl.jdurable : log->end;
+        if (log->durable >= log->jl.base && jd > log->durable)
+            log->durable = jd;
         st_log_fire_waiters(log, log->durable, INT64_MAX, 0);
     } else if (log->durable < log->end) {
         ST_ERROR("storage: %s: fdatasync failed (%s); cutting the log back to offset %" PRId64
@@ -127,7 +132,7 @@ static void round_done(st_log_t *log)
                  st_strerror(err));
     }
     if (!log->closed && st_log_needs_sync(log))
-        st_log_round_start(log);
+        st_log_sync_start(log);
     st_log_unref(log);
 }
 
@@ -173,11 +178,18 @@ static int sync_file(st_log_t *log, st_file_t *f)
     return 0;
 }
 
+/*
+ * Index files are synced only for segments the round moves the recovery point past (base
+ * below sync_rp): open rebuilds the indexes of every segment at or past the recovery point
+ * after a crash (open_segments scans them), so syncing those would buy nothing. A segment
+ * keeps idx_dirty until a round that moves the point past it; in steady state a round is one
+ * fdatasync per partition (the active .log), not three.
+ */
 void st_log_round_start(st_log_t *log)
 {
     if (log->closed || log->sync_pending > 0 || log->stuck_err)
         return;
-    if (log->end <= log->durable && !(log->ckpt_dirty && log->ckpt_waiters))
+    if (log->end <= log->durable && !(log->ckpt_dirty && log->ckpt_waiters) && !log->jl.has_need)
         return;
     log->sync_pending = 1; /* guard: completion waits until every submit is made */
     log->refs++;
@@ -185,16 +197,18 @@ void st_log_round_start(st_log_t *log)
     log->sync_retry = false;
     log->sync_target = log->end;
     log->sync_rp = st_log_active(log)->base_offset;
+    for (int i = 0; i < log->nsegs; i++)
+        if (log->segs[i]->log_dirty && log->sync_rp > log->segs[i]->base_offset)
+            log->sync_rp = log->segs[i]->base_offset;
+    st_journal_file_round_start(log);
     for (int i = 0; i < log->nsegs; i++) {
         st_segment_t *s = log->segs[i];
-        if (s->log_dirty && log->sync_rp > s->base_offset)
-            log->sync_rp = s->base_offset;
         if (s->log_dirty) {
             s->log_dirty = false;
             if (sync_file(log, s->log) < 0)
                 s->log_dirty = log->sync_retry = true;
         }
-        if (s->idx_dirty) {
+        if (s->idx_dirty && s->base_offset < log->sync_rp) {
             s->idx_dirty = false;
             if ((sync_file(log, s->oidx_file) | sync_file(log, s->tidx_file)) < 0)
                 s->idx_dirty = log->sync_retry = true;
@@ -226,7 +240,7 @@ int st_log_wait_durable(st_log_t *log, int64_t end_offset, st_log_durable_fn cb,
         return 1;
     if (log->cfg.flush_policy == ST_FLUSH_WRITE_CACHING)
         return 1;
-    st_log_round_start(log);
+    st_log_sync_start(log);
     if (end_offset <= log->durable)
         return 1;
     if (log->closed)
@@ -274,8 +288,49 @@ int st_log_flush(st_log_t *log)
 {
     if (log->closed)
         return ST_E_CLOSED;
-    st_log_round_start(log);
+    st_log_sync_start(log);
     return 0;
+}
+
+void st_log_sync_start(st_log_t *log)
+{
+    if (!st_journal_active(log)) {
+        st_log_round_start(log);
+        return;
+    }
+    /* Bytes written before the journal took over (base) are the per-file round's. */
+    if (log->durable < log->jl.base || (log->ckpt_dirty && log->ckpt_waiters))
+        st_log_round_start(log);
+    if (!log->closed && log->jl.written_end > log->durable)
+        st_journal_kick(log);
+}
+
+/*
+ * The journal's round completed for this log. Success: the journaled offsets below target
+ * are durable, once everything before the journal took over is (invariant 3 of journal.h).
+ * Failure: as a failed fdatasync of a per-file round, the log is cut back to its durable
+ * offset; the journal has turned itself off, so later rounds are per-file.
+ */
+void st_log_journal_done(st_log_t *log, int64_t target, int err)
+{
+    if (log->closed)
+        return;
+    if (err == 0) {
+        if (target > log->jl.jdurable)
+            log->jl.jdurable = target;
+        int64_t jd = log->jl.jdurable < log->end ? log->jl.jdurable : log->end;
+        if (log->durable >= log->jl.base && jd > log->durable && !log->stuck_err) {
+            log->durable = jd;
+            st_log_fire_waiters(log, log->durable, INT64_MAX, 0);
+        }
+    } else if (log->durable < log->end) {
+        ST_ERROR("storage: %s: journal fdatasync failed (%s); cutting the log back to offset"
+                 " %" PRId64 " from %" PRId64,
+                 log->dir, st_strerror(err), log->durable, log->end);
+        st_log_cut_back(log, log->durable, err);
+    }
+    if (!log->closed && st_log_needs_sync(log))
+        st_log_sync_start(log);
 }
 
 bool st_log_sync_in_flight(const st_log_t *log)
@@ -321,6 +376,7 @@ void st_log_after_cut(st_log_t *log, int64_t new_end, int err)
         log->durable = new_end;
     if (log->sync_pending > 0 && log->sync_target > new_end)
         log->sync_target = new_end;
+    st_journal_truncated(log, new_end, false);
     st_log_ckpt_lower(log, st_log_active(log)->base_offset);
     if (st_log_epochs_truncate_end(log, new_end))
         st_log_epochs_write(log, false);

@@ -65,6 +65,7 @@ void st_storage_env_init(st_storage_env_t *env, st_fs_t fs, int max_open_files)
     env->now_ctx = NULL;
     env->sync_submit = st_storage_sync_inline;
     env->sync_ctx = env;
+    env->journal = NULL;
     st_fdcache_init(&env->fdcache, fs, max_open_files > 0 ? max_open_files : 1024);
 }
 

@@ -33,11 +33,13 @@ typedef struct st_storage_env {
     void *now_ctx;
     int (*sync_submit)(void *ctx, int fd, st_sync_done_fn done, void *arg);
     void *sync_ctx;
-    st_fdcache_t fdcache; /* descriptors of this env's files */
+    st_fdcache_t fdcache;       /* descriptors of this env's files */
+    struct st_journal *journal; /* the shard's journal (journal.h), NULL: none */
 } st_storage_env_t;
 
 /* Defaults: the given fs, st_wall_ms, inline fdatasync through fs, a cache of max_open_files
- * descriptors (<= 0: 1024). Replace now_ms/sync_submit afterwards as needed. */
+ * descriptors (<= 0: 1024), no journal (st_journal_open adds one). Replace now_ms/sync_submit
+ * afterwards as needed. */
 void st_storage_env_init(st_storage_env_t *env, st_fs_t fs, int max_open_files);
 /* Every log of this env must be closed first. */
 void st_storage_env_fini(st_storage_env_t *env);

@@ -78,7 +78,7 @@ int st_log_set_config(st_log_t *log, const st_log_config_t *cfg)
     /* Switching to strict must sync what write-caching acknowledged; waiters queued under
      * strict keep their promise after a switch to write-caching (needs_sync counts them). */
     if (st_log_needs_sync(log))
-        st_log_round_start(log);
+        st_log_sync_start(log);
     return 0;
 }
 
@@ -318,6 +318,7 @@ static int do_append(st_log_t *log, uint8_t *records, size_t len, const st_batch
     rc = maybe_roll(log, (int64_t)len, first, last);
     if (rc < 0)
         return rc;
+    int64_t prev_end = log->end;
     rc =
         st_segment_append(st_log_active(log), records, len, hdrs, n, log->cfg.index_interval_bytes);
     if (rc < 0) {
@@ -325,6 +326,11 @@ static int do_append(st_log_t *log, uint8_t *records, size_t len, const st_batch
         return rc;
     }
     log->end = last + 1;
+    /* The journal's copy starts at the old end (a replica append may leave a gap before its
+     * first batch: replay appends it at that end just the same). A log that cannot journal it
+     * falls back to syncing its files (journal.c). */
+    if (log->jl.j)
+        st_journal_append(log, records, len, prev_end, log->end);
     log->cut_err = 0;
     bool epochs_changed = false;
     for (int i = 0; i < n; i++)
@@ -335,7 +341,7 @@ static int do_append(st_log_t *log, uint8_t *records, size_t len, const st_batch
         st_log_epochs_write(log, false);
     log->unflushed_msgs += last - first + 1;
     if (st_log_needs_sync(log))
-        st_log_round_start(log);
+        st_log_sync_start(log);
     return 0;
 }
 
@@ -837,6 +843,7 @@ int st_log_truncate_fully(st_log_t *log, int64_t new_start)
     if (log->sync_pending > 0)
         log->sync_target = new_start;
     log->end = new_start;
+    st_journal_truncated(log, new_start, true);
     ckpt_sync_now(log);
     if (log->on_cut && new_start < old_end)
         log->on_cut(log->on_cut_arg, new_start);
@@ -871,7 +878,8 @@ int st_log_tick(st_log_t *log)
         return ST_E_CLOSED;
     st_log_unstick(log);
     if (st_log_needs_sync(log))
-        st_log_round_start(log);
+        st_log_sync_start(log);
+    st_journal_tick(log);
     st_segment_t *a = st_log_active(log);
     if (log->cfg.segment_ms > 0 && a->size > 0 &&
         st_log_now(log) - roll_base_ms(a) > log->cfg.segment_ms) {

@@ -6,6 +6,7 @@
 #ifndef ST_STORAGE_LOG_IMPL_H
 #define ST_STORAGE_LOG_IMPL_H
 
+#include "storage/journal.h"
 #include "storage/log.h"
 #include "storage/meta.h"
 #include "storage/segment.h"
@@ -65,6 +66,8 @@ struct st_log {
     int64_t clean_point;        /* first offset the cleaner has not seen (strata.checkpoint) */
     struct st_clean_job *clean; /* the cleaning in progress, NULL when none */
     st_log_clean_stats_t clean_stats;
+
+    st_journal_log_t jl; /* the env's journal (journal.c), when it has one */
 };
 
 /* The active (last) segment. */
@@ -101,8 +104,14 @@ void st_log_after_front_change(st_log_t *log);
 
 /* commit.c */
 bool st_log_needs_sync(const st_log_t *log);
-/* Starts a group-commit round if none is in flight and anything is unsynced. */
+/* Starts a per-file group-commit round (one fdatasync per dirty file) if none is in flight and
+ * anything is unsynced. */
 void st_log_round_start(st_log_t *log);
+/* Starts what makes the appended bytes durable: the journal's round for what the journal
+ * holds, a per-file round for anything before it (or for everything without a journal). */
+void st_log_sync_start(st_log_t *log);
+/* The journal's round that covered the log's offsets below target completed with err. */
+void st_log_journal_done(st_log_t *log, int64_t target, int err);
 /* Calls the waiters durable up to `durable` (res 0) or, with res != 0, those above limit. */
 void st_log_fire_waiters(st_log_t *log, int64_t durable, int64_t limit, int res);
 void st_log_fire_list(log_waiter_t **list, int res);

@@ -341,6 +341,14 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
     if (epochs_changed)
         st_log_epochs_write(log, false);
     load_partition_metadata(log);
+    if (env->journal) {
+        /* A fence names entries of an earlier run's journal, replayed (and emptied) before
+         * any log opens with a journal: it has done its work. */
+        if ((rc = st_log_path(log, ST_JOURNAL_FENCE_FILE, p, sizeof p)) < 0)
+            goto fail;
+        if ((rc = fs->ops->unlink(fs->ctx, p)) < 0 && rc != -ENOENT)
+            goto fail;
+    }
 
     /* Whatever recovery kept is made durable before it is promised to anyone. */
     for (int i = 0; i < log->nsegs; i++) {
@@ -364,6 +372,7 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
     if ((rc = st_log_ckpt_write(log)) < 0)
         goto fail;
     log->last_sync_ms = st_log_now(log);
+    st_journal_attach(log);
     ST_DEBUG_ASSERT(st_log_check(log));
     *out = log;
     return 0;
@@ -437,6 +446,7 @@ int st_log_close(st_log_t *log)
         if (r < 0)
             rc = r;
     }
+    st_journal_detach(log, rc == 0);
     log->closed = true;
     st_log_fire_waiters(log, rc == 0 ? INT64_MAX : -1, INT64_MIN, rc == 0 ? 0 : rc);
     st_log_fire_list(&log->ckpt_waiters, rc);
@@ -485,6 +495,7 @@ int st_log_delete(st_log_t *log)
                  st_strerror(rc));
         gone[0] = 0;
     }
+    st_journal_detach(log, true); /* its entries: replay skips a directory that is gone */
     log->closed = true;
     st_log_fire_waiters(log, -1, INT64_MIN, ST_E_CLOSED);
     st_log_fire_list(&log->ckpt_waiters, ST_E_CLOSED);

@@ -1,0 +1,1200 @@
+/*
+ * journal.c — the shard's write-ahead journal (journal.h: layout, invariants), and its replay
+ * at start-up.
+ *
+ * Life of an append on a journaled log (strict flush mode, env->journal set):
+ *
+ *   st_log_append -> segment pwrite -> st_journal_append: entry pwrite at the head, the log
+ *       queued for the next round
+ *   st_log_wait_durable -> st_log_sync_start -> st_journal_kick -> round_start: the queue
+ *       becomes the round (each log's target: what it had journaled), the header (tail) is
+ *       written, one fdatasync of the journal file is submitted
+ *   round_done -> st_log_journal_done for each log of the round: durable moves to the target,
+ *       waiters fire; a failed sync cuts those logs back and turns the journal off for good
+ *
+ * Space. Entries of a log stay needed until a per-file round of that log, started after they
+ * were written, completed (st_journal_file_round_done). The tail is the oldest needed entry;
+ * the header written with each round records it, and space is reused only up to the tail of
+ * the last header that was synced (durable_tail), so a crash at any point replays from a
+ * header whose entries are all still there. When the journal is more than half full, each
+ * round starts per-file rounds for the logs holding the oldest half (sweep). An append that
+ * does not fit is not journaled: the log falls back to per-file rounds until one of them
+ * covered everything it wrote meanwhile (st_journal_file_round_start turns it back on). The
+ * last RESERVE bytes are kept for truncate entries. A truncation that does not fit even so
+ * writes a fence file into the partition directory, synced, before it returns.
+ */
+#include "storage/journal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/crc32c.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "storage/log_impl.h"
+
+#define HDR_SLOT      4096
+#define DATA_OFF      (2 * HDR_SLOT)
+#define HDR_SIZE      64
+#define ENTRY_HDR     64
+#define HDR_MAGIC     0x53544a48u /* "STJH" */
+#define ENTRY_MAGIC   0x53544a45u /* "STJE" */
+#define FENCE_MAGIC   0x53544a46u /* "STJF" */
+#define FENCE_SIZE    24
+#define KIND_APPEND   1
+#define KIND_TRUNCATE 2
+#define KIND_RESET    3
+#define FLAG_TOPIC_ID 1
+
+struct st_journal {
+    st_storage_env_t *env;
+    char *path;
+    char *dir;
+    int fd;
+    int64_t cap;       /* bytes of the data area */
+    int64_t reserve;   /* the last bytes of free space, for truncate entries only */
+    uint64_t run_id;   /* tells this run's entries from another's (fence files) */
+    uint64_t next_seq; /* of the next entry */
+    int64_t head;      /* logical position of the next entry */
+    int64_t tail;      /* oldest needed byte, and the sequence of its entry */
+    uint64_t tail_seq;
+    int64_t hdr_tail;     /* tail in the header last written */
+    bool hdr_written;     /* a header was written in this run */
+    uint64_t hdr_gen;     /* its generation */
+    int64_t round_tail;   /* the header of the round in flight says this */
+    int64_t durable_tail; /* the header last synced says this: space reuse stops here */
+    bool pinned;          /* entries a failed close left: kept for replay, never overwritten */
+    int64_t pin_pos;
+    uint64_t pin_seq;
+    st_log_t *logs;  /* attached logs (jl.next/prev) */
+    int nneeds;      /* of them, those holding needed entries */
+    st_log_t *queue; /* to join the next round (jl.qnext) */
+    st_log_t *round; /* in the round in flight (jl.rnext), each holding a reference */
+    bool in_flight;
+    bool want_round; /* a header-only round, to make freed space reusable */
+    bool starved;    /* an append did not fit since the last header reached the disk */
+    bool sweeping;
+    bool failed;
+    bool closed;
+    int refs; /* the owner + a round in flight */
+    st_journal_stats_t st;
+};
+
+static int64_t pad8(int64_t n)
+{
+    return (n + 7) & ~(int64_t)7;
+}
+
+static int64_t used(const st_journal_t *j)
+{
+    return j->head - j->durable_tail;
+}
+
+/* The partition's directory name, as replay finds it under the data directory. */
+static const char *log_name(const st_log_t *log)
+{
+    const char *s = strrchr(log->dir, '/');
+    return s ? s + 1 : log->dir;
+}
+
+static void journal_free(st_journal_t *j)
+{
+    if (j->fd >= 0)
+        j->env->fs.ops->close(j->env->fs.ctx, j->fd);
+    free(j->path);
+    free(j->dir);
+    free(j);
+}
+
+static void journal_unref(st_journal_t *j)
+{
+    if (--j->refs == 0)
+        journal_free(j);
+}
+
+bool st_journal_failed(const st_journal_t *j)
+{
+    return j->failed;
+}
+
+void st_journal_stats(const st_journal_t *j, st_journal_stats_t *out)
+{
+    *out = j->st;
+    out->used = used(j);
+    out->capacity = j->cap;
+}
+
+/* ---- needs and the tail ------------------------------------------------------------------ */
+
+static void tail_update(st_journal_t *j)
+{
+    int64_t t = j->head;
+    uint64_t ts = j->next_seq;
+    if (j->pinned && j->pin_pos < t) {
+        t = j->pin_pos;
+        ts = j->pin_seq;
+    }
+    for (st_log_t *l = j->logs; l; l = l->jl.next)
+        if (l->jl.has_need && l->jl.need_pos < t) {
+            t = l->jl.need_pos;
+            ts = l->jl.need_seq;
+        }
+    j->tail = t;
+    j->tail_seq = ts;
+}
+
+/* The log's entries below sequence `below` are covered: its need moves to the first entry
+ * written after, if any. */
+static void release_need(st_log_t *log, uint64_t below)
+{
+    st_journal_log_t *jl = &log->jl;
+    st_journal_t *j = jl->j;
+    if (!jl->has_need || jl->need_seq >= below)
+        return;
+    bool was_tail = jl->need_pos <= j->tail;
+    if (jl->pf_after && jl->after_seq >= below) {
+        jl->need_pos = jl->after_pos;
+        jl->need_seq = jl->after_seq;
+        jl->need_ms = jl->after_ms;
+    } else {
+        jl->has_need = false;
+        j->nneeds--;
+    }
+    if (was_tail)
+        tail_update(j);
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+static void journal_fail(st_journal_t *j, int err, const char *what)
+{
+    if (j->failed)
+        return;
+    j->failed = true;
+    ST_ERROR("storage: journal %s: %s failed (%s); the journal is off until restart, every log"
+             " syncs its own files from now on",
+             j->path, what, st_strerror(err));
+    for (st_log_t *l = j->logs; l; l = l->jl.next)
+        l->jl.on = false;
+    while (j->queue) {
+        st_log_t *l = j->queue;
+        j->queue = l->jl.qnext;
+        l->jl.qnext = NULL;
+        l->jl.queued = false;
+    }
+}
+
+static void encode_header(const st_journal_t *j, uint64_t gen, uint8_t *b)
+{
+    memset(b, 0, HDR_SIZE);
+    st_put_be32(b, HDR_MAGIC);
+    st_put_be16(b + 8, 1);
+    st_put_be64(b + 16, gen);
+    st_put_be64(b + 24, (uint64_t)j->cap);
+    st_put_be64(b + 32, j->run_id);
+    st_put_be64(b + 40, (uint64_t)j->tail);
+    st_put_be64(b + 48, j->tail_seq);
+    st_put_be32(b + 4, st_crc32c(0, b + 8, HDR_SIZE - 8));
+}
+
+static int write_header(st_journal_t *j)
+{
+    uint8_t b[HDR_SIZE];
+    uint64_t gen = j->hdr_gen + 1;
+    encode_header(j, gen, b);
+    int rc = st_fs_pwrite_full(&j->env->fs, j->fd, b, sizeof b, (int64_t)(gen % 2) * HDR_SLOT);
+    if (rc < 0)
+        return rc;
+    j->hdr_gen = gen;
+    j->hdr_tail = j->tail;
+    j->hdr_written = true;
+    return 0;
+}
+
+/*
+ * Where an entry of n bytes goes: its logical position (skipping to the next lap when it
+ * would straddle the end of the area), or -1 when it would reach bytes still needed, keeping
+ * `reserve` bytes free.
+ */
+static int64_t place(const st_journal_t *j, int64_t n, int64_t reserve)
+{
+    int64_t pos = j->head, phys = pos % j->cap;
+    if (phys + n > j->cap)
+        pos += j->cap - phys;
+    if (pos + n - j->durable_tail > j->cap - reserve)
+        return -1;
+    return pos;
+}
+
+/* Writes one entry for log. 0, ST_E_FULL (no room), ST_E_TOO_LARGE, or an I/O error (the
+ * journal is then off). */
+static int write_entry(st_journal_t *j, st_log_t *log, int kind, int64_t first, int64_t next,
+                       const uint8_t *data, size_t len, int64_t reserve)
+{
+    const char *name = log_name(log);
+    size_t nl = strlen(name);
+    if (nl > NAME_MAX)
+        return ST_E_TOO_LARGE;
+    int64_t length = ENTRY_HDR + (int64_t)nl + (int64_t)len;
+    if (length > UINT32_MAX || pad8(length) > j->cap)
+        return ST_E_TOO_LARGE;
+    int64_t pos = place(j, pad8(length), reserve);
+    if (pos < 0)
+        return ST_E_FULL;
+    uint8_t h[ENTRY_HDR + NAME_MAX];
+    memset(h, 0, ENTRY_HDR);
+    uint64_t seq = j->next_seq;
+    st_put_be32(h, ENTRY_MAGIC);
+    st_put_be32(h + 8, (uint32_t)length);
+    h[12] = (uint8_t)kind;
+    h[13] = log->has_topic_id ? FLAG_TOPIC_ID : 0;
+    st_put_be16(h + 14, (uint16_t)nl);
+    st_put_be64(h + 16, seq);
+    st_put_be64(h + 24, (uint64_t)first);
+    st_put_be64(h + 32, (uint64_t)next);
+    if (log->has_topic_id)
+        memcpy(h + 40, log->topic_id, 16);
+    st_put_be32(h + 56, (uint32_t)len);
+    memcpy(h + ENTRY_HDR, name, nl);
+    uint32_t crc = st_crc32c(0, h + 8, ENTRY_HDR - 8 + nl);
+    if (len > 0)
+        crc = st_crc32c(crc, data, len);
+    st_put_be32(h + 4, crc);
+    int64_t at = DATA_OFF + pos % j->cap;
+    int rc = st_fs_pwrite_full(&j->env->fs, j->fd, h, ENTRY_HDR + nl, at);
+    if (rc == 0 && len > 0)
+        rc = st_fs_pwrite_full(&j->env->fs, j->fd, data, len, at + ENTRY_HDR + (int64_t)nl);
+    if (rc < 0) {
+        /* Bytes after a torn entry would never be replayed: no more entries at all. */
+        journal_fail(j, rc, "a write");
+        return rc;
+    }
+    j->next_seq++;
+    j->head = pos + pad8(length);
+    j->st.entries++;
+    st_journal_log_t *jl = &log->jl;
+    int64_t now = st_log_now(log);
+    jl->last_seq = seq;
+    if (!jl->has_need) {
+        jl->has_need = true;
+        jl->need_pos = pos;
+        jl->need_seq = seq;
+        jl->need_ms = now;
+        if (j->nneeds++ == 0 && !j->pinned) {
+            j->tail = pos; /* nothing was needed: the tail was the head */
+            j->tail_seq = seq;
+        }
+    }
+    if (jl->pf_seq != 0 && !jl->pf_after) {
+        jl->pf_after = true;
+        jl->after_pos = pos;
+        jl->after_seq = seq;
+        jl->after_ms = now;
+    }
+    if (!jl->queued) {
+        jl->queued = true;
+        jl->qnext = j->queue;
+        j->queue = log;
+    }
+    return 0;
+}
+
+/* ---- rounds ------------------------------------------------------------------------------ */
+
+static void round_start(st_journal_t *j);
+
+/* Resources, not the disk (as commit.c's): retried by the next kick or tick. */
+static bool transient(int err)
+{
+    return err == -EMFILE || err == -ENFILE || err == -ENOMEM || err == -EAGAIN || err == -EBUSY ||
+           err == -EINTR;
+}
+
+/* Starts per-file rounds for the logs holding the oldest half of the used space. */
+static void sweep(st_journal_t *j)
+{
+    if (j->sweeping || used(j) <= j->cap / 2)
+        return;
+    int64_t limit = j->durable_tail + used(j) / 2;
+    int n = 0;
+    for (st_log_t *l = j->logs; l; l = l->jl.next)
+        if (l->jl.has_need && l->jl.need_pos <= limit && l->sync_pending == 0)
+            n++;
+    if (n == 0)
+        return;
+    st_log_t **v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return;
+    int k = 0;
+    for (st_log_t *l = j->logs; l && k < n; l = l->jl.next)
+        if (l->jl.has_need && l->jl.need_pos <= limit && l->sync_pending == 0) {
+            l->refs++;
+            v[k++] = l;
+        }
+    j->sweeping = true;
+    for (int i = 0; i < k; i++) {
+        if (!v[i]->closed)
+            st_log_round_start(v[i]);
+        st_log_unref(v[i]);
+    }
+    j->sweeping = false;
+    free(v);
+}
+
+static void round_done(void *arg, int res)
+{
+    st_journal_t *j = arg;
+    j->in_flight = false;
+    st_log_t *list = j->round;
+    j->round = NULL;
+    if (res == 0) {
+        if (j->round_tail > j->durable_tail)
+            j->durable_tail = j->round_tail;
+        if (j->starved && j->hdr_tail > j->durable_tail)
+            j->want_round = true;
+        j->starved = false;
+    } else {
+        journal_fail(j, res, "fdatasync");
+    }
+    while (list) {
+        st_log_t *l = list;
+        list = l->jl.rnext;
+        l->jl.rnext = NULL;
+        l->jl.in_round = false;
+        st_log_journal_done(l, l->jl.round_target, res);
+        st_log_unref(l);
+    }
+    if (!j->closed && !j->failed) {
+        round_start(j);
+        sweep(j);
+    }
+    journal_unref(j);
+}
+
+static void round_start(st_journal_t *j)
+{
+    if (j->in_flight || j->failed || j->closed || (!j->queue && !j->want_round))
+        return;
+    if (!j->hdr_written || j->tail != j->hdr_tail) {
+        int rc = write_header(j);
+        if (rc < 0) {
+            journal_fail(j, rc, "a header write");
+            return;
+        }
+    }
+    j->want_round = false;
+    j->round_tail = j->hdr_tail;
+    st_log_t *list = j->queue;
+    j->queue = NULL;
+    for (st_log_t *l = list; l; l = l->jl.qnext) {
+        l->jl.queued = false;
+        l->jl.in_round = true;
+        l->jl.round_target = l->jl.written_end;
+        l->jl.rnext = l->jl.qnext;
+        l->refs++;
+    }
+    for (st_log_t *l = list; l; l = l->jl.rnext)
+        l->jl.qnext = NULL;
+    j->round = list;
+    j->in_flight = true;
+    j->refs++;
+    j->st.rounds++;
+    int rc = j->env->sync_submit(j->env->sync_ctx, j->fd, round_done, j);
+    if (rc < 0) {
+        j->in_flight = false;
+        j->refs--;
+        j->st.rounds--;
+        j->round = NULL;
+        /* Back to the queue: nothing was synced. */
+        while (list) {
+            st_log_t *l = list;
+            list = l->jl.rnext;
+            l->jl.rnext = NULL;
+            l->jl.in_round = false;
+            if (!l->closed && l->jl.j == j) {
+                l->jl.queued = true;
+                l->jl.qnext = j->queue;
+                j->queue = l;
+            }
+            st_log_unref(l);
+        }
+        if (!transient(rc))
+            journal_fail(j, rc, "submitting fdatasync");
+    }
+}
+
+/* ---- the log's calls --------------------------------------------------------------------- */
+
+void st_journal_attach(st_log_t *log)
+{
+    st_journal_t *j = log->env->journal;
+    if (!j || j->closed)
+        return;
+    st_journal_log_t *jl = &log->jl;
+    memset(jl, 0, sizeof *jl);
+    jl->j = j;
+    jl->on = !j->failed;
+    jl->base = jl->written_end = jl->jdurable = log->end;
+    jl->next = j->logs;
+    if (j->logs)
+        j->logs->jl.prev = log;
+    j->logs = log;
+}
+
+void st_journal_detach(st_log_t *log, bool close_ok)
+{
+    st_journal_log_t *jl = &log->jl;
+    st_journal_t *j = jl->j;
+    if (!j)
+        return;
+    if (jl->prev)
+        jl->prev->jl.next = jl->next;
+    else
+        j->logs = jl->next;
+    if (jl->next)
+        jl->next->jl.prev = jl->prev;
+    jl->next = jl->prev = NULL;
+    if (jl->queued) {
+        for (st_log_t **pp = &j->queue; *pp; pp = &(*pp)->jl.qnext)
+            if (*pp == log) {
+                *pp = jl->qnext;
+                break;
+            }
+        jl->queued = false;
+        jl->qnext = NULL;
+    }
+    if (jl->has_need && !close_ok) {
+        ST_ERROR("storage: %s: closed without its final sync; its journal entries are kept for"
+                 " replay at the next start",
+                 log->dir);
+        if (!j->pinned || jl->need_pos < j->pin_pos) {
+            j->pinned = true;
+            j->pin_pos = jl->need_pos;
+            j->pin_seq = jl->need_seq;
+        }
+    }
+    bool was_tail = jl->has_need && jl->need_pos <= j->tail;
+    if (jl->has_need)
+        j->nneeds--;
+    jl->has_need = false;
+    jl->on = false;
+    jl->j = NULL; /* in_round stays: the round holds a reference and skips a closed log */
+    if (was_tail)
+        tail_update(j);
+}
+
+static bool usable(const st_log_t *log)
+{
+    const st_journal_log_t *jl = &log->jl;
+    return jl->j && !jl->j->failed && !jl->j->closed && !jl->pinned &&
+           log->cfg.flush_policy == ST_FLUSH_STRICT;
+}
+
+bool st_journal_active(const st_log_t *log)
+{
+    return usable(log) && log->jl.on;
+}
+
+int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t first, int64_t next)
+{
+    st_journal_log_t *jl = &log->jl;
+    if (!jl->j)
+        return ST_E_CLOSED;
+    st_journal_t *j = jl->j;
+    int rc = ST_E_CLOSED;
+    if (usable(log) && jl->on) {
+        rc = write_entry(j, log, KIND_APPEND, first, next, data, len, j->reserve);
+        if (rc == 0) {
+            jl->written_end = next;
+            return 0;
+        }
+        if (rc == ST_E_FULL || rc == ST_E_TOO_LARGE)
+            j->starved = true;
+    }
+    /* Not journaled: everything from here is synced by per-file rounds until one of them
+     * covers it (st_journal_file_round_start turns the journal back on). */
+    if (jl->on)
+        j->st.fallbacks++;
+    jl->on = false;
+    return rc;
+}
+
+/* Records in the partition directory that the log's entries of this run below the journal's
+ * next sequence must not be replayed. Blocking (a synced atomic write): only when the journal
+ * cannot take a truncate entry. */
+static int write_fence(st_journal_t *j, st_log_t *log)
+{
+    uint8_t b[FENCE_SIZE];
+    st_put_be32(b, FENCE_MAGIC);
+    st_put_be64(b + 8, j->run_id);
+    st_put_be64(b + 16, j->next_seq);
+    st_put_be32(b + 4, st_crc32c(0, b + 8, FENCE_SIZE - 8));
+    int rc = st_fs_write_file_atomic(&log->env->fs, log->dir, ST_JOURNAL_FENCE_FILE, b, sizeof b);
+    if (rc == 0)
+        j->st.fences++;
+    return rc;
+}
+
+void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset)
+{
+    st_journal_log_t *jl = &log->jl;
+    st_journal_t *j = jl->j;
+    if (!j)
+        return;
+    if (jl->jdurable > new_end)
+        jl->jdurable = new_end;
+    if (jl->round_target > new_end)
+        jl->round_target = new_end;
+    if (jl->base > new_end)
+        jl->base = new_end;
+    jl->written_end = new_end;
+    if (reset) {
+        jl->base = jl->jdurable = new_end;
+    }
+    if (jl->last_seq == 0)
+        return; /* no entry of this log in the journal: nothing to replay wrongly */
+    int rc = ST_E_CLOSED;
+    if (!j->failed && !j->closed) {
+        rc = write_entry(j, log, reset ? KIND_RESET : KIND_TRUNCATE, new_end, new_end, NULL, 0, 0);
+        if (rc == 0)
+            return;
+    }
+    rc = write_fence(j, log);
+    if (rc < 0) {
+        ST_ERROR("storage: %s: cannot record its truncation to %" PRId64 " in the journal nor in"
+                 " %s (%s); the journal is off for this log, and a crash before its next clean"
+                 " close may replay truncated records",
+                 log->dir, new_end, ST_JOURNAL_FENCE_FILE, st_strerror(rc));
+        jl->pinned = true;
+        jl->on = false;
+    }
+}
+
+void st_journal_kick(st_log_t *log)
+{
+    st_journal_t *j = log->jl.j;
+    if (j && (log->jl.queued || j->want_round))
+        round_start(j);
+}
+
+void st_journal_file_round_start(st_log_t *log)
+{
+    st_journal_log_t *jl = &log->jl;
+    st_journal_t *j = jl->j;
+    if (!j)
+        return;
+    jl->pf_seq = j->next_seq;
+    jl->pf_after = false;
+    /* The round covers every byte written so far: journaling may resume after them. */
+    if (!jl->on && usable(log) && used(j) <= j->cap / 2) {
+        jl->on = true;
+        jl->base = jl->written_end = jl->jdurable = log->end;
+    }
+}
+
+void st_journal_file_round_done(st_log_t *log, bool ok)
+{
+    st_journal_log_t *jl = &log->jl;
+    st_journal_t *j = jl->j;
+    if (!j)
+        return;
+    uint64_t below = jl->pf_seq;
+    jl->pf_seq = 0;
+    if (!ok || below == 0)
+        return;
+    int64_t old_tail = j->tail;
+    release_need(log, below);
+    jl->pf_after = false;
+    if (j->tail != old_tail && j->starved && !j->in_flight) {
+        j->want_round = true;
+        round_start(j);
+    }
+}
+
+void st_journal_tick(st_log_t *log)
+{
+    st_journal_log_t *jl = &log->jl;
+    st_journal_t *j = jl->j;
+    if (!j)
+        return;
+    if (jl->queued && !j->in_flight)
+        round_start(j); /* a submission refused for want of resources */
+    if (jl->has_need && log->sync_pending == 0 &&
+        st_log_now(log) - jl->need_ms >= ST_JOURNAL_SEGMENT_SYNC_MS)
+        st_log_round_start(log);
+}
+
+/* ---- open and close ---------------------------------------------------------------------- */
+
+static int sync_parent_dir(st_fs_t *fs, const char *dir)
+{
+    char p[PATH_MAX];
+    size_t n = strlen(dir);
+    if (n >= sizeof p)
+        return -ENAMETOOLONG;
+    memcpy(p, dir, n + 1);
+    char *slash = strrchr(p, '/');
+    if (!slash)
+        return fs->ops->fsync_dir(fs->ctx, ".");
+    if (slash == p)
+        slash[1] = 0;
+    else
+        *slash = 0;
+    return fs->ops->fsync_dir(fs->ctx, p);
+}
+
+int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int64_t bytes,
+                    st_journal_t **out)
+{
+    st_fs_t *fs = &env->fs;
+    if (bytes < ST_JOURNAL_MIN_BYTES)
+        bytes = ST_JOURNAL_MIN_BYTES;
+    bytes &= ~(int64_t)7;
+    st_journal_t *j = calloc(1, sizeof *j);
+    if (!j)
+        return -ENOMEM;
+    j->env = env;
+    j->fd = -1;
+    j->refs = 1;
+    j->cap = bytes;
+    j->reserve = bytes / 16 < (1 << 20) ? bytes / 16 : (1 << 20);
+    j->next_seq = 1;
+    j->tail_seq = 1;
+    j->run_id = ((uint64_t)st_storage_now(env) << 12) ^ (uint64_t)(shard & 0xfff);
+    char p[PATH_MAX];
+    int rc = -ENAMETOOLONG;
+    int r = snprintf(p, sizeof p, "%s/%s", data_dir, ST_JOURNAL_DIR);
+    if (r < 0 || (size_t)r >= sizeof p || !(j->dir = strdup(p)))
+        goto fail;
+    r = snprintf(p, sizeof p, "%s/shard-%d.wal", j->dir, shard);
+    if (r < 0 || (size_t)r >= sizeof p || !(j->path = strdup(p)))
+        goto fail;
+    rc = fs->ops->mkdir(fs->ctx, j->dir);
+    if (rc == 0)
+        rc = sync_parent_dir(fs, j->dir);
+    if (rc < 0 && rc != -EEXIST)
+        goto fail;
+    rc = fs->ops->open(fs->ctx, j->path, ST_FS_RDWR | ST_FS_CREAT);
+    if (rc < 0)
+        goto fail;
+    j->fd = rc;
+    int64_t size = 0;
+    if ((rc = fs->ops->fsize(fs->ctx, j->fd, &size)) < 0)
+        goto fail;
+    if (size > 0) {
+        ST_ERROR("storage: journal %s holds entries not replayed (st_journal_recover did not"
+                 " empty it); left alone, this shard runs without a journal",
+                 j->path);
+        rc = ST_E_EXISTS;
+        goto fail;
+    }
+    if ((rc = fs->ops->fsync_dir(fs->ctx, j->dir)) < 0)
+        goto fail;
+    env->journal = j;
+    *out = j;
+    return 0;
+fail:
+    if (rc != ST_E_EXISTS)
+        ST_ERROR("storage: cannot open the journal in %s: %s", data_dir, st_strerror(rc));
+    journal_free(j);
+    return rc;
+}
+
+int st_journal_close(st_journal_t *j)
+{
+    st_fs_t *fs = &j->env->fs;
+    int rc = 0;
+    if (j->logs)
+        ST_WARN("storage: journal %s closed with logs still open", j->path);
+    if (j->pinned) {
+        ST_WARN("storage: journal %s keeps entries of a log whose close failed; not emptied",
+                j->path);
+    } else {
+        rc = fs->ops->ftruncate(fs->ctx, j->fd, 0);
+        if (rc == 0)
+            rc = fs->ops->fdatasync(fs->ctx, j->fd);
+        if (rc < 0)
+            ST_WARN("storage: cannot empty the journal %s: %s (replayed harmlessly at the next"
+                    " start)",
+                    j->path, st_strerror(rc));
+    }
+    while (j->logs)
+        st_journal_detach(j->logs, true);
+    j->closed = true;
+    if (j->env->journal == j)
+        j->env->journal = NULL;
+    journal_unref(j);
+    return rc;
+}
+
+/* ---- recovery ---------------------------------------------------------------------------- */
+
+typedef struct jentry {
+    int file;
+    uint64_t seq;
+    int64_t data_at; /* file offset of the batch bytes */
+    uint32_t data_len;
+    int kind;
+    bool has_tid;
+    int64_t first, next;
+    uint8_t tid[16];
+    char *name;
+} jentry_t;
+
+typedef struct jfile {
+    char *path;
+    uint64_t run_id;
+    int fd;
+} jfile_t;
+
+typedef struct recover {
+    st_fs_t fs;
+    const char *data_dir;
+    jfile_t *files;
+    int nfiles, capfiles;
+    jentry_t *e;
+    size_t n, cap;
+    st_journal_recovery_t *out;
+    int err;
+} recover_t;
+
+static bool decode_header(const uint8_t *b, uint64_t *gen, int64_t *cap, uint64_t *run_id,
+                          int64_t *tail, uint64_t *tail_seq)
+{
+    if (st_be32(b) != HDR_MAGIC || st_be32(b + 4) != st_crc32c(0, b + 8, HDR_SIZE - 8) ||
+        st_be16(b + 8) != 1)
+        return false;
+    *gen = st_be64(b + 16);
+    *cap = (int64_t)st_be64(b + 24);
+    *run_id = st_be64(b + 32);
+    *tail = (int64_t)st_be64(b + 40);
+    *tail_seq = st_be64(b + 48);
+    return *cap >= 64 && *cap <= ((int64_t)1 << 46) && *tail >= 0;
+}
+
+/* Reads the entry at logical position pos if it is valid and has sequence seq: 1 and the
+ * entry (name malloc'd), 0 if not. */
+static int read_entry(recover_t *rc, int fd, int64_t cap, int64_t pos, uint64_t seq, jentry_t *e,
+                      int64_t *length)
+{
+    int64_t phys = pos % cap;
+    if (phys + ENTRY_HDR > cap)
+        return 0;
+    uint8_t h[ENTRY_HDR];
+    ssize_t n = st_fs_pread_full(&rc->fs, fd, h, sizeof h, DATA_OFF + phys);
+    if (n != (ssize_t)sizeof h || st_be32(h) != ENTRY_MAGIC || st_be64(h + 16) != seq)
+        return 0;
+    int64_t len = st_be32(h + 8);
+    size_t nl = st_be16(h + 14);
+    uint32_t dl = st_be32(h + 56);
+    if (len < ENTRY_HDR || phys + pad8(len) > cap || (int64_t)(ENTRY_HDR + nl + dl) != len ||
+        nl == 0 || nl > NAME_MAX || h[12] < KIND_APPEND || h[12] > KIND_RESET)
+        return 0;
+    uint8_t *rest = malloc((size_t)(len - 8));
+    if (!rest)
+        return -ENOMEM;
+    memcpy(rest, h + 8, ENTRY_HDR - 8);
+    n = st_fs_pread_full(&rc->fs, fd, rest + ENTRY_HDR - 8, (size_t)(len - ENTRY_HDR),
+                         DATA_OFF + phys + ENTRY_HDR);
+    if (n != len - ENTRY_HDR || st_crc32c(0, rest, (size_t)(len - 8)) != st_be32(h + 4)) {
+        free(rest);
+        return 0;
+    }
+    char *name = malloc(nl + 1);
+    if (!name) {
+        free(rest);
+        return -ENOMEM;
+    }
+    memcpy(name, rest + ENTRY_HDR - 8, nl);
+    name[nl] = 0;
+    free(rest);
+    if (memchr(name, '/', nl) || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+        strlen(name) != nl) {
+        free(name);
+        return 0;
+    }
+    e->seq = seq;
+    e->kind = h[12];
+    e->has_tid = (h[13] & FLAG_TOPIC_ID) != 0;
+    e->first = (int64_t)st_be64(h + 24);
+    e->next = (int64_t)st_be64(h + 32);
+    memcpy(e->tid, h + 40, 16);
+    e->data_len = dl;
+    e->data_at = DATA_OFF + phys + ENTRY_HDR + (int64_t)nl;
+    e->name = name;
+    *length = len;
+    return 1;
+}
+
+static int push_entry(recover_t *rc, const jentry_t *e)
+{
+    if (rc->n == rc->cap) {
+        size_t cap = rc->cap ? rc->cap * 2 : 256;
+        jentry_t *ne = realloc(rc->e, cap * sizeof *ne);
+        if (!ne)
+            return -ENOMEM;
+        rc->e = ne;
+        rc->cap = cap;
+    }
+    rc->e[rc->n++] = *e;
+    return 0;
+}
+
+/* Collects the valid entries of one journal file, from the tail of its newest header. */
+static int scan_file(recover_t *rc, int fi)
+{
+    jfile_t *f = &rc->files[fi];
+    uint8_t b[2][HDR_SIZE];
+    uint64_t gen[2] = {0, 0}, run[2], tseq[2];
+    int64_t cap[2], tail[2];
+    bool ok[2];
+    for (int s = 0; s < 2; s++) {
+        ssize_t n = st_fs_pread_full(&rc->fs, f->fd, b[s], HDR_SIZE, (int64_t)s * HDR_SLOT);
+        ok[s] = n == HDR_SIZE && decode_header(b[s], &gen[s], &cap[s], &run[s], &tail[s], &tseq[s]);
+    }
+    int s = ok[0] && (!ok[1] || gen[0] > gen[1]) ? 0 : 1;
+    if (!ok[s]) {
+        int64_t size = 0;
+        rc->fs.ops->fsize(rc->fs.ctx, f->fd, &size);
+        if (size > 0) {
+            ST_WARN("storage: journal %s has no valid header; nothing replayed from it", f->path);
+            rc->out->warnings++;
+        }
+        return 0;
+    }
+    f->run_id = run[s];
+    int64_t pos = tail[s];
+    uint64_t seq = tseq[s];
+    int64_t start = pos;
+    for (;;) {
+        jentry_t e = {.file = fi};
+        int64_t len = 0;
+        int r = read_entry(rc, f->fd, cap[s], pos, seq, &e, &len);
+        if (r == 0 && pos % cap[s] != 0) {
+            int64_t lap = pos + (cap[s] - pos % cap[s]);
+            r = read_entry(rc, f->fd, cap[s], lap, seq, &e, &len);
+            if (r == 1)
+                pos = lap;
+        }
+        if (r < 0)
+            return r;
+        if (r == 0)
+            break;
+        if ((r = push_entry(rc, &e)) < 0) {
+            free(e.name);
+            return r;
+        }
+        rc->out->entries++;
+        pos += pad8(len);
+        seq++;
+        if (pos - start >= cap[s])
+            break;
+    }
+    return 0;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const jentry_t *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    if (x->file != y->file)
+        return x->file < y->file ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+static int noop_cb(void *arg, const char *name, int is_dir)
+{
+    (void)arg;
+    (void)name;
+    (void)is_dir;
+    return 0;
+}
+
+/* Applies one append entry: the batches at or past the log end. 0, or 1 when replay of this
+ * partition must stop (gap, mismatch, or the log refused them). */
+static int apply_append(recover_t *rc, st_log_t *log, const jentry_t *e)
+{
+    int64_t end = st_log_end_offset(log);
+    if (e->next <= end)
+        return 0;
+    if (e->first > end) {
+        ST_WARN("storage: journal replay: %s: entry %" PRIu64 " starts at %" PRId64
+                " past the log end %" PRId64 "; the rest of its entries are not replayed",
+                e->name, e->seq, e->first, end);
+        return 1;
+    }
+    uint8_t *d = malloc(e->data_len ? e->data_len : 1);
+    if (!d)
+        return -ENOMEM;
+    ssize_t n = st_fs_pread_full(&rc->fs, rc->files[e->file].fd, d, e->data_len, e->data_at);
+    int res = 0;
+    if (n != (ssize_t)e->data_len) {
+        res = 1;
+        goto out;
+    }
+    size_t pos = 0;
+    while (pos < e->data_len) {
+        st_batch_hdr_t h;
+        if (st_batch_check(d + pos, e->data_len - pos, &h) < 0) {
+            res = 1;
+            goto out;
+        }
+        if (st_batch_last_offset(&h) >= end) {
+            if (h.base_offset < end) {
+                ST_WARN("storage: journal replay: %s: a batch of entry %" PRIu64
+                        " straddles the log end %" PRId64 "; stopping",
+                        e->name, e->seq, end);
+                res = 1;
+                goto out;
+            }
+            break;
+        }
+        pos += (size_t)st_batch_size(&h);
+    }
+    if (pos < e->data_len) {
+        int r = st_log_append_replica(log, d + pos, e->data_len - pos, NULL);
+        if (r < 0) {
+            ST_WARN("storage: journal replay: %s: entry %" PRIu64 " not appended: %s", e->name,
+                    e->seq, st_strerror(r));
+            res = 1;
+            goto out;
+        }
+        rc->out->applied++;
+    }
+out:
+    free(d);
+    return res;
+}
+
+static int read_fence(st_fs_t *fs, const char *dir, uint64_t *run_id, uint64_t *seq)
+{
+    char p[PATH_MAX];
+    int r = snprintf(p, sizeof p, "%s/%s", dir, ST_JOURNAL_FENCE_FILE);
+    if (r < 0 || (size_t)r >= sizeof p)
+        return -ENAMETOOLONG;
+    uint8_t *d;
+    size_t n;
+    int rc = st_fs_read_file(fs, p, 4096, &d, &n);
+    if (rc < 0)
+        return rc;
+    rc = n == FENCE_SIZE && st_be32(d) == FENCE_MAGIC &&
+                 st_be32(d + 4) == st_crc32c(0, d + 8, FENCE_SIZE - 8)
+             ? 0
+             : ST_E_CORRUPT;
+    if (rc == 0) {
+        *run_id = st_be64(d + 8);
+        *seq = st_be64(d + 16);
+    }
+    free(d);
+    return rc;
+}
+
+/* Replays entries e[0..n) (one partition, in order) into its log. */
+static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, size_t n)
+{
+    char dir[PATH_MAX];
+    int r = snprintf(dir, sizeof dir, "%s/%s", rc->data_dir, e[0].name);
+    if (r < 0 || (size_t)r >= sizeof dir)
+        return 0;
+    if (rc->fs.ops->listdir(rc->fs.ctx, dir, noop_cb, NULL) < 0) {
+        ST_INFO("storage: journal replay: %s is gone (deleted); its %zu entries are skipped",
+                e[0].name, n);
+        return 0;
+    }
+    uint8_t tid[16];
+    bool has_tid = st_storage_read_topic_id(env, dir, tid) == 0;
+    uint64_t fence_run = 0, fence_seq = 0;
+    int fr = read_fence(&rc->fs, dir, &fence_run, &fence_seq);
+    if (fr < 0 && fr != -ENOENT) {
+        /* Unreadable: a truncation this journal could not record may lie behind it. */
+        ST_WARN("storage: journal replay: %s: %s unreadable (%s); its entries are skipped",
+                e[0].name, ST_JOURNAL_FENCE_FILE, st_strerror(fr));
+        rc->out->warnings++;
+        return 0;
+    }
+    size_t keep = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool fenced = fr == 0 && rc->files[e[i].file].run_id == fence_run && e[i].seq < fence_seq;
+        bool other = e[i].has_tid && has_tid && memcmp(e[i].tid, tid, 16) != 0;
+        if (!fenced && !other)
+            e[keep++] = e[i];
+    }
+    if (keep < n)
+        ST_INFO("storage: journal replay: %s: %zu entries skipped (a later incarnation of the"
+                " partition, or fenced off by a truncation)",
+                e[0].name, n - keep);
+    if (keep == 0)
+        return 0;
+    st_log_config_t cfg;
+    st_log_config_default(&cfg);
+    /* Replay appends only; the log is closed synced at the end. compact keeps open from
+     * moving the start of a compacted log up to its first segment. */
+    cfg.flush_policy = ST_FLUSH_WRITE_CACHING;
+    cfg.compact = true;
+    cfg.segment_ms = -1;
+    st_log_t *log;
+    r = st_log_open(env, dir, &cfg, &log);
+    if (r < 0) {
+        ST_WARN("storage: journal replay: %s does not open (%s); its journal entries are lost",
+                e[0].name, st_strerror(r));
+        rc->out->warnings++;
+        return 0;
+    }
+    rc->out->partitions++;
+    for (size_t i = 0; i < keep; i++) {
+        int res = 0;
+        if (e[i].kind == KIND_APPEND) {
+            res = apply_append(rc, log, &e[i]);
+        } else if (e[i].kind == KIND_TRUNCATE) {
+            if (e[i].first < st_log_end_offset(log)) {
+                res = st_log_truncate_to(log, e[i].first) < 0;
+                rc->out->applied++;
+            }
+        } else if (st_log_start_offset(log) != e[i].first || st_log_end_offset(log) != e[i].first) {
+            res = st_log_truncate_fully(log, e[i].first) < 0;
+            rc->out->applied++;
+        }
+        if (res < 0) {
+            st_log_close(log);
+            return res;
+        }
+        if (res > 0) {
+            rc->out->warnings++;
+            break;
+        }
+    }
+    r = st_log_close(log);
+    if (r < 0) {
+        ST_WARN("storage: journal replay: %s: final sync failed: %s", e[0].name, st_strerror(r));
+        rc->out->warnings++;
+    }
+    return 0;
+}
+
+static int list_wal_cb(void *arg, const char *name, int is_dir)
+{
+    recover_t *rc = arg;
+    size_t nl = strlen(name);
+    if (is_dir || nl < 5 || strcmp(name + nl - 4, ".wal") != 0)
+        return 0;
+    if (rc->nfiles == rc->capfiles) {
+        int cap = rc->capfiles ? rc->capfiles * 2 : 8;
+        jfile_t *nf = realloc(rc->files, (size_t)cap * sizeof *nf);
+        if (!nf) {
+            rc->err = -ENOMEM;
+            return 1;
+        }
+        rc->files = nf;
+        rc->capfiles = cap;
+    }
+    char p[PATH_MAX];
+    int r = snprintf(p, sizeof p, "%s/%s/%s", rc->data_dir, ST_JOURNAL_DIR, name);
+    if (r < 0 || (size_t)r >= sizeof p)
+        return 0;
+    jfile_t *f = &rc->files[rc->nfiles];
+    f->path = strdup(p);
+    f->fd = -1;
+    f->run_id = 0;
+    if (!f->path) {
+        rc->err = -ENOMEM;
+        return 1;
+    }
+    rc->nfiles++;
+    return 0;
+}
+
+/*
+ * Recovery: every journal file's entries from its header's tail, grouped by partition
+ * directory and in sequence order; each partition that has entries is opened (the usual
+ * recovery of its segments: torn tails cut), the entries applied (truncate: cut to its offset
+ * if the log is longer; reset: start over empty at it; append: the batches at or past the log
+ * end, as replica appends; one that starts past the end is a gap and ends that partition's
+ * replay), the log closed synced. Only then are the journal files emptied: a crash during
+ * recovery replays the same entries again onto logs that already hold them, changing nothing.
+ */
+int st_journal_recover(st_fs_t fs, const char *data_dir, st_journal_recovery_t *out)
+{
+    st_journal_recovery_t dummy;
+    if (!out)
+        out = &dummy;
+    memset(out, 0, sizeof *out);
+    recover_t rc = {.fs = fs, .data_dir = data_dir, .out = out};
+    char jdir[PATH_MAX];
+    int r = snprintf(jdir, sizeof jdir, "%s/%s", data_dir, ST_JOURNAL_DIR);
+    if (r < 0 || (size_t)r >= sizeof jdir)
+        return 0;
+    r = fs.ops->listdir(fs.ctx, jdir, list_wal_cb, &rc);
+    if (r == -ENOENT)
+        return 0;
+    if (r < 0 && r != 1) {
+        ST_WARN("storage: cannot list %s (%s); no journal replayed", jdir, st_strerror(r));
+        out->warnings++;
+        return 0;
+    }
+    int err = rc.err;
+    for (int i = 0; i < rc.nfiles && err == 0; i++) {
+        jfile_t *f = &rc.files[i];
+        f->fd = fs.ops->open(fs.ctx, f->path, ST_FS_RDWR);
+        if (f->fd < 0) {
+            ST_WARN("storage: cannot open the journal %s: %s", f->path, st_strerror(f->fd));
+            out->warnings++;
+            continue;
+        }
+        out->files++;
+        err = scan_file(&rc, i);
+    }
+    if (err == 0 && rc.n > 0) {
+        qsort(rc.e, rc.n, sizeof *rc.e, cmp_entry);
+        st_storage_env_t env;
+        st_storage_env_init(&env, fs, 64);
+        for (size_t i = 0; i < rc.n && err == 0;) {
+            size_t k = i + 1;
+            while (k < rc.n && strcmp(rc.e[k].name, rc.e[i].name) == 0)
+                k++;
+            if (rc.e[k - 1].file != rc.e[i].file)
+                ST_WARN("storage: journal replay: %s has entries in more than one journal"
+                        " file; replayed file by file",
+                        rc.e[i].name);
+            err = replay_partition(&rc, &env, rc.e + i, k - i);
+            i = k;
+        }
+        st_storage_env_fini(&env);
+    }
+    if (err == 0) {
+        for (int i = 0; i < rc.nfiles; i++) {
+            jfile_t *f = &rc.files[i];
+            if (f->fd < 0)
+                continue;
+            int x = fs.ops->ftruncate(fs.ctx, f->fd, 0);
+            if (x == 0)
+                x = fs.ops->fdatasync(fs.ctx, f->fd);
+            if (x < 0) {
+                ST_WARN("storage: cannot empty the journal %s: %s", f->path, st_strerror(x));
+                out->warnings++;
+            }
+        }
+        if (rc.nfiles > 0)
+            fs.ops->fsync_dir(fs.ctx, jdir);
+        if (out->entries > 0)
+            ST_INFO("storage: journal replay: %" PRId64 " entries in %d file(s), %d partition(s)"
+                    " replayed into, %" PRId64 " applied",
+                    out->entries, out->files, out->partitions, out->applied);
+    }
+    for (size_t i = 0; i < rc.n; i++)
+        free(rc.e[i].name);
+    free(rc.e);
+    for (int i = 0; i < rc.nfiles; i++) {
+        if (rc.files[i].fd >= 0)
+            fs.ops->close(fs.ctx, rc.files[i].fd);
+        free(rc.files[i].path);
+    }
+    free(rc.files);
+    return err;
+}

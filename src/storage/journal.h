@@ -1,0 +1,162 @@
+/*
+ * journal.h — the shard's write-ahead journal: one fdatasync per group-commit round for every
+ * partition log of a storage env, instead of one per dirty file per log (issue 15).
+ *
+ * BookKeeper's journal/ledger split. Appends still go to the segments (reads sendfile from
+ * them, and their bytes stay exactly Kafka's), and also, copied, into one file per shard
+ * written sequentially and circularly:
+ *
+ *   <log.dirs>/.journal/shard-<k>.wal
+ *
+ * A strict-mode log whose env has a journal counts an append as durable once the journal's
+ * round that covers its entry completed; its segment files are synced lazily (a per-file round
+ * in the background when the journal is half full and the log holds old entries, from
+ * st_log_tick when its oldest entry is a few seconds old, and at close). Each per-file round
+ * that completes releases the log's entries written before it started; the journal's tail
+ * (the oldest byte still needed) follows the oldest entry any open log still needs.
+ *
+ * File layout (all integers big-endian; docs/format.md "journal"):
+ *
+ *   byte 0      header slot 0 (64 bytes used of a 4 KiB page)
+ *   byte 4096   header slot 1 (the slots alternate; the valid one of higher generation wins)
+ *   byte 8192   the data area, `capacity` bytes, used circularly:
+ *
+ *       logical position p (grows forever) lives at byte 8192 + p % capacity; an entry never
+ *       straddles the end of the area (the writer skips to the next lap instead)
+ *
+ *   header:  0 magic "STJH" | 4 CRC-32C of bytes 8..63 | 8 version u16 = 1 | 10 zero u16
+ *            12 zero u32 | 16 generation u64 | 24 capacity i64 | 32 run id u64
+ *            40 tail position i64 | 48 tail sequence u64 | 56 zero u64
+ *   entry:   0 magic "STJE" | 4 CRC-32C of bytes 8..length-1 | 8 length u32 (padded to 8)
+ *            12 kind u8 (1 append, 2 truncate, 3 reset) | 13 flags u8 (bit 0: topic id)
+ *            14 name length u16 | 16 sequence u64 | 24 first offset i64 | 32 next offset i64
+ *            40 topic id (16) | 56 data length u32 | 60 zero u32
+ *            64 partition directory name (e.g. "orders-3") | batch bytes | zero padding
+ *
+ * Invariants:
+ *   1. Sequence numbers of a journal's entries increase by one in file order from the tail.
+ *   2. tail <= every needed entry's position; bytes from the tail recorded in the last synced
+ *      header (durable_tail) up to head are never overwritten, so replay from any header that
+ *      reached the disk sees every entry written after it, in order, up to the first torn one.
+ *   3. A log's durable offset moves past its journaled bytes only when every byte before them
+ *      (written while it was not journaling) was synced by a per-file round: durable stays a
+ *      prefix.
+ *   4. Every move of a log's end backwards is either a truncate/reset entry or, when the
+ *      journal cannot take one, a fence file (strata.journal-fence: run id + sequence, synced)
+ *      so replay ignores the log's older entries.
+ *
+ * Threads: a journal belongs to its env's shard, like every log of that env. Recovery
+ * (st_journal_recover) runs once at start-up, before any shard opens logs.
+ */
+#ifndef ST_STORAGE_JOURNAL_H
+#define ST_STORAGE_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "storage/env.h"
+#include "storage/log.h"
+
+typedef struct st_journal st_journal_t;
+
+#define ST_JOURNAL_DIR        ".journal"
+#define ST_JOURNAL_FENCE_FILE "strata.journal-fence"
+/* Smallest capacity accepted (st_journal_open rounds up to it). */
+#define ST_JOURNAL_MIN_BYTES (64 * 1024)
+/* A per-file round is started from st_log_tick for a log whose oldest entry is this old. */
+#define ST_JOURNAL_SEGMENT_SYNC_MS 3000
+
+/* Per-log journal state, embedded in st_log_t (log_impl.h); journal.c owns it. */
+typedef struct st_journal_log {
+    st_journal_t *j;            /* NULL: not attached */
+    struct st_log *next, *prev; /* the journal's attached logs */
+    struct st_log *qnext;       /* the journal's queue for the next round */
+    struct st_log *rnext;       /* the round in flight */
+    bool on;                    /* appends are journaled now */
+    bool queued, in_round;      /* on the lists above */
+    bool pinned;                /* the journal must never be used for this log again */
+    int64_t base;               /* offsets >= base the log wrote are in the journal (when on) */
+    int64_t written_end;        /* offsets below it are journaled */
+    int64_t jdurable;           /* journal rounds made the journaled offsets below it durable */
+    int64_t round_target;       /* the round in flight covers offsets below this */
+    uint64_t last_seq;          /* this log's last entry, 0: none in this run */
+    bool has_need;              /* holds entries no per-file round covered yet */
+    int64_t need_pos;           /* the oldest of them: logical position, sequence, time */
+    uint64_t need_seq;
+    int64_t need_ms;
+    uint64_t pf_seq;   /* entries below this sequence are covered by the per-file round */
+    bool pf_after;     /* an entry was written since that round started: */
+    int64_t after_pos; /*   the first one */
+    uint64_t after_seq;
+    int64_t after_ms;
+} st_journal_log_t;
+
+/* ---- the broker's calls ------------------------------------------------------------------ */
+
+/*
+ * Creates <data_dir>/.journal/shard-<shard>.wal (capacity `bytes`, at least
+ * ST_JOURNAL_MIN_BYTES) and hands it to env (env->journal): logs opened with env from now on
+ * journal their appends. The file must be empty (st_journal_recover empties it): a non-empty
+ * one holds entries not replayed yet and is left alone (ST_E_EXISTS). Blocking: start-up.
+ */
+int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int64_t bytes,
+                    st_journal_t **out);
+/*
+ * After every log of the env was closed (each synced): empties the file (ftruncate 0,
+ * fdatasync), detaches from the env and frees (once a round still in flight completes).
+ * Returns the reset's result. Blocking: shutdown.
+ */
+int st_journal_close(st_journal_t *j);
+/* True once a journal write or sync failed: the logs use per-file rounds for good. */
+bool st_journal_failed(const st_journal_t *j);
+
+typedef struct st_journal_stats {
+    uint64_t rounds;    /* journal syncs submitted */
+    uint64_t entries;   /* entries written */
+    uint64_t fallbacks; /* appends a log could not journal (full, off) */
+    uint64_t fences;    /* truncations recorded by a fence file */
+    int64_t used;       /* bytes from the durable tail to the head */
+    int64_t capacity;
+} st_journal_stats_t;
+void st_journal_stats(const st_journal_t *j, st_journal_stats_t *out);
+
+typedef struct st_journal_recovery {
+    int files;       /* journal files read */
+    int64_t entries; /* valid entries found */
+    int partitions;  /* partitions replayed into */
+    int64_t applied; /* entries that changed a log */
+    int warnings;    /* corrupt files, gaps, partitions that did not open */
+} st_journal_recovery_t;
+
+/*
+ * Replays every journal file in <data_dir>/.journal into the partition logs (see journal.c),
+ * closes each log synced, then empties the journal files. Never fails the start: what cannot
+ * be read or applied is logged and skipped. Returns 0, or -ENOMEM. Blocking: start-up, before
+ * any shard opens a log. The number of shards may differ from the run that wrote them.
+ */
+int st_journal_recover(st_fs_t fs, const char *data_dir, st_journal_recovery_t *out);
+
+/* ---- storage-internal: the log's files (log.c, commit.c, open.c) ------------------------- */
+
+/* open/close/delete: joins env->journal (if any) / leaves it. close_ok false keeps the log's
+ * entries needed for good (its final sync failed: only replay can still save them). */
+void st_journal_attach(st_log_t *log);
+void st_journal_detach(st_log_t *log, bool close_ok);
+/* Whether the log's next append would be journaled (a hint; st_journal_append decides). */
+bool st_journal_active(const st_log_t *log);
+/* After the batches [first, next) were written to the segment: journals them. Returns 0 when
+ * journaled, < 0 when not (the log then falls back to per-file rounds). */
+int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t first, int64_t next);
+/* After the log's end moved down to new_end (reset: the log restarted empty at new_end):
+ * a truncate entry, or a fence file when the journal cannot take one. */
+void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset);
+/* Starts the journal's round (or leaves the log queued for the next one). */
+void st_journal_kick(st_log_t *log);
+/* A per-file round of the log starts / completed (ok: every file synced without error). */
+void st_journal_file_round_start(st_log_t *log);
+void st_journal_file_round_done(st_log_t *log, bool ok);
+/* From st_log_tick: a per-file round for old entries. */
+void st_journal_tick(st_log_t *log);
+
+#endif
