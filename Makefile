@@ -16,7 +16,7 @@ deps:
 	@scripts/deps.sh build
 
 release: deps
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=OFF >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=OFF -DSTRATA_SANITIZE=OFF >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: release
@@ -61,7 +61,7 @@ fuzz:
 
 bench: release
 	@scripts/deps.sh test
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=OFF >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=OFF -DSTRATA_SANITIZE=OFF >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 	@for b in bench/run_*.sh; do [ -x "$$b" ] && BUILD=$(BUILD) $$b; done; true
 
