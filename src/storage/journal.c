@@ -77,7 +77,6 @@ struct st_journal {
     st_log_t *round; /* in the round in flight (jl.rnext), each holding a reference */
     bool in_flight;
     bool want_round; /* a header-only round, to make freed space reusable */
-    bool starved;    /* an append did not fit since the last header reached the disk */
     bool sweeping;
     bool failed;
     bool closed;
@@ -355,9 +354,8 @@ static void round_done(void *arg, int res)
     if (res == 0) {
         if (j->round_tail > j->durable_tail)
             j->durable_tail = j->round_tail;
-        if (j->starved && j->hdr_tail > j->durable_tail)
-            j->want_round = true;
-        j->starved = false;
+        if (j->tail > j->durable_tail && used(j) > j->cap / 2)
+            j->want_round = true; /* the tail moved meanwhile: make that space reusable */
     } else {
         journal_fail(j, res, "fdatasync");
     }
@@ -513,8 +511,6 @@ int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t fi
             jl->written_end = next;
             return 0;
         }
-        if (rc == ST_E_FULL || rc == ST_E_TOO_LARGE)
-            j->starved = true;
     }
     /* Not journaled: everything from here is synced by per-file rounds until one of them
      * covers it (st_journal_file_round_start turns the journal back on). */
@@ -525,8 +521,8 @@ int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t fi
 }
 
 /* Records in the partition directory that the log's entries of this run below the journal's
- * next sequence must not be replayed. Blocking (a synced atomic write): only when the journal
- * cannot take a truncate entry. */
+ * next sequence must not be replayed (its segments, synced, hold all they said). Blocking (a
+ * synced atomic write): only when the journal cannot take a truncate entry. */
 static int write_fence(st_journal_t *j, st_log_t *log)
 {
     uint8_t b[FENCE_SIZE];
@@ -561,10 +557,23 @@ void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset)
     int rc = ST_E_CLOSED;
     if (!j->failed && !j->closed) {
         rc = write_entry(j, log, reset ? KIND_RESET : KIND_TRUNCATE, new_end, new_end, NULL, 0, 0);
-        if (rc == 0)
+        if (rc == 0) {
+            round_start(j); /* cheap, and rare: the cut reaches the disk promptly */
             return;
+        }
     }
-    rc = write_fence(j, log);
+    /* No entry: the segments are synced now, cut included, so that every earlier entry of
+     * this log is covered by them and the fence can tell replay to ignore them all. */
+    rc = 0;
+    for (int i = 0; i < log->nsegs && rc == 0; i++) {
+        st_segment_t *s = log->segs[i];
+        if (s->log_dirty && (rc = st_file_sync_now(s->log)) == 0)
+            s->log_dirty = false;
+    }
+    if (rc == 0)
+        rc = write_fence(j, log);
+    if (rc == 0)
+        release_need(log, j->next_seq);
     if (rc < 0) {
         ST_ERROR("storage: %s: cannot record its truncation to %" PRId64 " in the journal nor in"
                  " %s (%s); the journal is off for this log, and a crash before its next clean"
@@ -610,7 +619,9 @@ void st_journal_file_round_done(st_log_t *log, bool ok)
     int64_t old_tail = j->tail;
     release_need(log, below);
     jl->pf_after = false;
-    if (j->tail != old_tail && j->starved && !j->in_flight) {
+    if (j->tail != old_tail && used(j) > j->cap / 2) {
+        /* Space is reusable once a header saying so is synced: a round with no entries if
+         * need be (over half full only, so at most about one per sweep). */
         j->want_round = true;
         round_start(j);
     }
@@ -761,7 +772,19 @@ typedef struct recover {
     size_t n, cap;
     st_journal_recovery_t *out;
     int err;
+    bool keep; /* an I/O error: do not empty the journal files */
 } recover_t;
+
+/* An I/O error while replaying a partition: the journal files are kept (not emptied), so the
+ * next start replays them again; the shards run without a journal meanwhile. */
+static int keep_files(recover_t *rc, const char *name, int err)
+{
+    ST_WARN("storage: journal replay: %s: %s; the journal files are kept for the next start", name,
+            st_strerror(err));
+    rc->out->warnings++;
+    rc->keep = true;
+    return 0;
+}
 
 static bool decode_header(const uint8_t *b, uint64_t *gen, int64_t *cap, uint64_t *run_id,
                           int64_t *tail, uint64_t *tail_seq)
@@ -787,6 +810,8 @@ static int read_entry(recover_t *rc, int fd, int64_t cap, int64_t pos, uint64_t 
         return 0;
     uint8_t h[ENTRY_HDR];
     ssize_t n = st_fs_pread_full(&rc->fs, fd, h, sizeof h, DATA_OFF + phys);
+    if (n < 0)
+        return (int)n;
     if (n != (ssize_t)sizeof h || st_be32(h) != ENTRY_MAGIC || st_be64(h + 16) != seq)
         return 0;
     int64_t len = st_be32(h + 8);
@@ -801,6 +826,10 @@ static int read_entry(recover_t *rc, int fd, int64_t cap, int64_t pos, uint64_t 
     memcpy(rest, h + 8, ENTRY_HDR - 8);
     n = st_fs_pread_full(&rc->fs, fd, rest + ENTRY_HDR - 8, (size_t)(len - ENTRY_HDR),
                          DATA_OFF + phys + ENTRY_HDR);
+    if (n < 0) {
+        free(rest);
+        return (int)n;
+    }
     if (n != len - ENTRY_HDR || st_crc32c(0, rest, (size_t)(len - 8)) != st_be32(h + 4)) {
         free(rest);
         return 0;
@@ -881,8 +910,10 @@ static int scan_file(recover_t *rc, int fi)
             if (r == 1)
                 pos = lap;
         }
-        if (r < 0)
+        if (r == -ENOMEM)
             return r;
+        if (r < 0)
+            return keep_files(rc, f->path, r);
         if (r == 0)
             break;
         if ((r = push_entry(rc, &e)) < 0) {
@@ -917,8 +948,8 @@ static int noop_cb(void *arg, const char *name, int is_dir)
     return 0;
 }
 
-/* Applies one append entry: the batches at or past the log end. 0, or 1 when replay of this
- * partition must stop (gap, mismatch, or the log refused them). */
+/* Applies one append entry: the batches at or past the log end. 0, 1 when replay of this
+ * partition must stop (gap, mismatch, or the log refused them), or an I/O error. */
 static int apply_append(recover_t *rc, st_log_t *log, const jentry_t *e)
 {
     int64_t end = st_log_end_offset(log);
@@ -936,7 +967,7 @@ static int apply_append(recover_t *rc, st_log_t *log, const jentry_t *e)
     ssize_t n = st_fs_pread_full(&rc->fs, rc->files[e->file].fd, d, e->data_len, e->data_at);
     int res = 0;
     if (n != (ssize_t)e->data_len) {
-        res = 1;
+        res = n < 0 ? (int)n : -EIO;
         goto out;
     }
     size_t pos = 0;
@@ -960,6 +991,10 @@ static int apply_append(recover_t *rc, st_log_t *log, const jentry_t *e)
     }
     if (pos < e->data_len) {
         int r = st_log_append_replica(log, d + pos, e->data_len - pos, NULL);
+        if (r < 0 && r > -4096) {
+            res = r; /* an I/O error: the journal is kept for another try */
+            goto out;
+        }
         if (r < 0) {
             ST_WARN("storage: journal replay: %s: entry %" PRIu64 " not appended: %s", e->name,
                     e->seq, st_strerror(r));
@@ -1003,22 +1038,20 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, s
     int r = snprintf(dir, sizeof dir, "%s/%s", rc->data_dir, e[0].name);
     if (r < 0 || (size_t)r >= sizeof dir)
         return 0;
-    if (rc->fs.ops->listdir(rc->fs.ctx, dir, noop_cb, NULL) < 0) {
+    r = rc->fs.ops->listdir(rc->fs.ctx, dir, noop_cb, NULL);
+    if (r == -ENOENT) {
         ST_INFO("storage: journal replay: %s is gone (deleted); its %zu entries are skipped",
                 e[0].name, n);
         return 0;
     }
+    if (r < 0)
+        return keep_files(rc, e[0].name, r);
     uint8_t tid[16];
     bool has_tid = st_storage_read_topic_id(env, dir, tid) == 0;
     uint64_t fence_run = 0, fence_seq = 0;
     int fr = read_fence(&rc->fs, dir, &fence_run, &fence_seq);
-    if (fr < 0 && fr != -ENOENT) {
-        /* Unreadable: a truncation this journal could not record may lie behind it. */
-        ST_WARN("storage: journal replay: %s: %s unreadable (%s); its entries are skipped",
-                e[0].name, ST_JOURNAL_FENCE_FILE, st_strerror(fr));
-        rc->out->warnings++;
-        return 0;
-    }
+    if (fr < 0 && fr != -ENOENT) /* a truncation the journal could not record lies behind */
+        return keep_files(rc, e[0].name, fr);
     size_t keep = 0;
     for (size_t i = 0; i < n; i++) {
         bool fenced = fr == 0 && rc->files[e[i].file].run_id == fence_run && e[i].seq < fence_seq;
@@ -1041,6 +1074,8 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, s
     cfg.segment_ms = -1;
     st_log_t *log;
     r = st_log_open(env, dir, &cfg, &log);
+    if (r < 0 && r != ST_E_CORRUPT)
+        return keep_files(rc, e[0].name, r);
     if (r < 0) {
         ST_WARN("storage: journal replay: %s does not open (%s); its journal entries are lost",
                 e[0].name, st_strerror(r));
@@ -1054,16 +1089,20 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, s
             res = apply_append(rc, log, &e[i]);
         } else if (e[i].kind == KIND_TRUNCATE) {
             if (e[i].first < st_log_end_offset(log)) {
-                res = st_log_truncate_to(log, e[i].first) < 0;
+                res = st_log_truncate_to(log, e[i].first);
                 rc->out->applied++;
             }
         } else if (st_log_start_offset(log) != e[i].first || st_log_end_offset(log) != e[i].first) {
-            res = st_log_truncate_fully(log, e[i].first) < 0;
+            res = st_log_truncate_fully(log, e[i].first);
             rc->out->applied++;
+        }
+        if (res == -ENOMEM) {
+            st_log_close(log);
+            return res;
         }
         if (res < 0) {
             st_log_close(log);
-            return res;
+            return keep_files(rc, e[0].name, res);
         }
         if (res > 0) {
             rc->out->warnings++;
@@ -1071,10 +1110,8 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, s
         }
     }
     r = st_log_close(log);
-    if (r < 0) {
-        ST_WARN("storage: journal replay: %s: final sync failed: %s", e[0].name, st_strerror(r));
-        rc->out->warnings++;
-    }
+    if (r < 0)
+        return keep_files(rc, e[0].name, r);
     return 0;
 }
 
@@ -1167,7 +1204,9 @@ int st_journal_recover(st_fs_t fs, const char *data_dir, st_journal_recovery_t *
         }
         st_storage_env_fini(&env);
     }
-    if (err == 0) {
+    if (err == 0 && rc.keep)
+        ST_WARN("storage: journal replay incomplete; %s kept for the next start", jdir);
+    if (err == 0 && !rc.keep) {
         for (int i = 0; i < rc.nfiles; i++) {
             jfile_t *f = &rc.files[i];
             if (f->fd < 0)

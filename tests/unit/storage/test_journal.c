@@ -1,0 +1,553 @@
+/*
+ * Unit tests for storage/journal: one sync per group-commit round whatever the number of logs,
+ * waiters only after the journal's sync, crash + replay (acknowledged batches back,
+ * byte-identical, in order), truncations never undone by replay (entries and fences), a full
+ * journal, a failed journal sync, a corrupt entry, a recreated partition, a crash during
+ * replay, segments synced lazily by the tick.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "storage/journal.h"
+#include "testutil.h"
+
+#define NLOGS_MAX 64
+#define WAL       "/data/.journal/shard-0.wal"
+
+typedef struct jt {
+    tenv_t t;
+    st_journal_t *j;
+    st_log_t *logs[NLOGS_MAX];
+    st_buf_t expect[NLOGS_MAX]; /* every acknowledged batch of each log, as appended */
+    int n;
+} jt_t;
+
+static st_log_config_t cfg_default(void)
+{
+    st_log_config_t c;
+    st_log_config_default(&c);
+    return c;
+}
+
+static void dir_of(int i, char *buf, size_t n)
+{
+    snprintf(buf, n, "/data/t-%d", i);
+}
+
+static st_log_t *open_i(jt_t *x, int i)
+{
+    char d[64];
+    dir_of(i, d, sizeof d);
+    st_log_config_t c = cfg_default();
+    st_log_t *log = NULL;
+    assert_int_equal(st_log_open(&x->t.env, d, &c, &log), 0);
+    return log;
+}
+
+static void jt_init(jt_t *x, uint64_t seed, int n, int64_t bytes)
+{
+    memset(x, 0, sizeof *x);
+    tenv_init(&x->t, seed);
+    x->n = n;
+    if (bytes > 0)
+        assert_int_equal(st_journal_open(&x->t.env, "/data", 0, bytes, &x->j), 0);
+    for (int i = 0; i < n; i++) {
+        x->logs[i] = open_i(x, i);
+        st_buf_init(&x->expect[i]);
+    }
+}
+
+/* The process dies: everything not synced is gone. The logs and journal are freed (every call
+ * fails now), the fs restarted. */
+static void jt_crash(jt_t *x, st_crash_mode_t mode)
+{
+    if (!st_faultfs_crashed(x->t.ff))
+        st_faultfs_crash_mode(x->t.ff, mode);
+    for (int i = 0; i < x->n; i++) {
+        if (x->logs[i])
+            st_log_close(x->logs[i]);
+        x->logs[i] = NULL;
+    }
+    if (x->j)
+        st_journal_close(x->j);
+    x->j = NULL;
+    tenv_complete(&x->t, (size_t)-1);
+    st_faultfs_restart(x->t.ff);
+}
+
+static void jt_fini(jt_t *x)
+{
+    for (int i = 0; i < x->n; i++) {
+        if (x->logs[i])
+            assert_int_equal(st_log_close(x->logs[i]), 0);
+        st_buf_fini(&x->expect[i]);
+    }
+    if (x->j)
+        assert_int_equal(st_journal_close(x->j), 0);
+    tenv_fini(&x->t);
+}
+
+/* Appends one batch to log i; returns its base offset; the bytes as written go to *last. */
+static int64_t app(jt_t *x, int i, int32_t count, size_t vlen, uint8_t fill, st_buf_t *last)
+{
+    st_buf_t b;
+    st_buf_init(&b);
+    tb_batch(&b, count, vlen, 1000 + fill, fill);
+    st_log_append_info_t info;
+    assert_int_equal(st_log_append(x->logs[i], b.data, b.len, 1, &info, NULL), 0);
+    if (last) {
+        last->len = 0;
+        st_buf_append(last, b.data, b.len);
+    }
+    st_buf_fini(&b);
+    return info.base_offset;
+}
+
+typedef struct waiter {
+    int calls;
+    int res;
+} waiter_t;
+
+static void on_durable(void *arg, int res)
+{
+    waiter_t *w = arg;
+    w->calls++;
+    w->res = res;
+}
+
+/* Appends and waits (inline syncs): the batch is acknowledged, remembered in expect[i]. */
+static int64_t app_acked(jt_t *x, int i, int32_t count, size_t vlen, uint8_t fill)
+{
+    st_buf_t b;
+    st_buf_init(&b);
+    int64_t base = app(x, i, count, vlen, fill, &b);
+    waiter_t w = {0, 0};
+    int rc = st_log_wait_durable(x->logs[i], base + count, on_durable, &w);
+    assert_int_equal(rc, 1);
+    st_buf_append(&x->expect[i], b.data, b.len);
+    st_buf_fini(&b);
+    return base;
+}
+
+static void read_log(st_log_t *log, st_buf_t *out)
+{
+    int64_t off = st_log_start_offset(log);
+    while (off < st_log_end_offset(log)) {
+        int64_t next;
+        assert_int_equal(tb_read_all(log, off, 1 << 24, out, &next), 0);
+        assert_true(next > off);
+        off = next;
+    }
+}
+
+/* After a crash: replay, reopen every log; each holds exactly what was acknowledged, or
+ * (at_least) starts with it. */
+static void jt_recover_check(jt_t *x, bool at_least, st_journal_recovery_t *rec)
+{
+    st_journal_recovery_t r;
+    assert_int_equal(st_journal_recover(x->t.env.fs, "/data", &r), 0);
+    if (rec)
+        *rec = r;
+    assert_int_equal(st_journal_open(&x->t.env, "/data", 0, 4 << 20, &x->j), 0);
+    for (int i = 0; i < x->n; i++) {
+        x->logs[i] = open_i(x, i);
+        st_buf_t got;
+        st_buf_init(&got);
+        read_log(x->logs[i], &got);
+        if (at_least)
+            assert_true(got.len >= x->expect[i].len);
+        else
+            assert_int_equal(got.len, x->expect[i].len);
+        assert_memory_equal(got.data, x->expect[i].data, x->expect[i].len);
+        st_buf_fini(&got);
+    }
+}
+
+/* ---- group commit ------------------------------------------------------------------------ */
+
+/* 64 logs, one journal: a round is one sync however many logs wrote before it started, and no
+ * waiter hears of durability before that sync completed. */
+static void test_one_sync_per_round(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 1, 64, 8 << 20);
+    x.t.defer = true;
+    uint64_t fsyncs0 = st_faultfs_calls(x.t.ff, ST_FAULT_FDATASYNC);
+    uint64_t submits0 = x.t.submits;
+    waiter_t w[64];
+    memset(w, 0, sizeof w);
+    for (int round = 0; round < 3; round++) {
+        /* Log 0 starts a round at once; the other 63 append while it is in flight. */
+        for (int i = 0; i < 64; i++) {
+            int64_t base = app(&x, i, 2, 50, (uint8_t)(round * 64 + i), NULL);
+            assert_int_equal(st_log_wait_durable(x.logs[i], base + 2, on_durable, &w[i]), 0);
+        }
+        uint64_t s = x.t.submits;
+        for (int i = 0; i < 64; i++)
+            assert_int_equal(w[i].calls, round);
+        assert_int_equal(tenv_complete(&x.t, 1), 1); /* the round in flight */
+        /* Completing it issued exactly one more sync, for the 63 (or 64) logs queued. */
+        assert_int_equal(x.t.submits, s + 1);
+        for (int i = 1; i < 64; i++)
+            assert_int_equal(w[i].calls, round); /* not before their round's sync */
+        assert_int_equal(tenv_complete(&x.t, 1), 1);
+        for (int i = 0; i < 64; i++) {
+            assert_int_equal(w[i].calls, round + 1);
+            assert_int_equal(w[i].res, 0);
+            assert_int_equal(st_log_durable_offset(x.logs[i]), (round + 1) * 2);
+        }
+        assert_int_equal(x.t.nq, 0);
+    }
+    uint64_t syncs = x.t.submits - submits0;
+    uint64_t fsyncs = st_faultfs_calls(x.t.ff, ST_FAULT_FDATASYNC) - fsyncs0;
+    st_journal_stats_t st;
+    st_journal_stats(x.j, &st);
+    print_message("journal: 64 logs x 3 appends: %llu rounds, %llu syncs (%.2f per round)\n",
+                  (unsigned long long)st.rounds, (unsigned long long)syncs,
+                  (double)syncs / (double)st.rounds);
+    assert_int_equal(syncs, st.rounds);
+    assert_int_equal(fsyncs, syncs);
+    /* First round of each pass: log 0 alone; second: every other log, in one sync. */
+    assert_true(st.rounds <= 6);
+    x.t.defer = false;
+    jt_fini(&x);
+}
+
+/* The same load without a journal: a sync per log per round (the issue). */
+static void test_without_journal_syncs_per_log(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 2, 16, 0);
+    x.t.defer = true;
+    uint64_t s0 = x.t.submits;
+    waiter_t w[16];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < 16; i++) {
+        int64_t base = app(&x, i, 2, 50, (uint8_t)i, NULL);
+        assert_int_equal(st_log_wait_durable(x.logs[i], base + 2, on_durable, &w[i]), 0);
+    }
+    assert_true(x.t.submits - s0 >= 16);
+    tenv_complete(&x.t, (size_t)-1);
+    x.t.defer = false;
+    jt_fini(&x);
+}
+
+/* ---- crash and replay -------------------------------------------------------------------- */
+
+static void test_crash_replays_acknowledged(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < ST_CRASH__COUNT; mode++) {
+        jt_t x;
+        jt_init(&x, 10 + (uint64_t)mode, 8, 4 << 20);
+        uint64_t seg_syncs0 = st_faultfs_calls(x.t.ff, ST_FAULT_FDATASYNC);
+        for (int k = 0; k < 30; k++)
+            app_acked(&x, k % 8, 1 + k % 4, 20 + (size_t)k * 7, (uint8_t)k);
+        st_journal_stats_t st;
+        st_journal_stats(x.j, &st);
+        /* Only the journal was synced: the segments were never. */
+        assert_int_equal(st_faultfs_calls(x.t.ff, ST_FAULT_FDATASYNC) - seg_syncs0, st.rounds);
+        /* Unacknowledged appends may or may not come back. */
+        app(&x, 0, 3, 10, 'u', NULL);
+        jt_crash(&x, (st_crash_mode_t)mode);
+        st_journal_recovery_t rec;
+        jt_recover_check(&x, true, &rec);
+        assert_true(rec.entries >= 30);
+        assert_int_equal(rec.partitions, 8);
+        jt_fini(&x);
+    }
+}
+
+/* A truncated suffix never comes back, and what replaced it is what replay finds. */
+static void test_truncate_never_undone(void **state)
+{
+    (void)state;
+    for (int with_append = 0; with_append < 2; with_append++) {
+        jt_t x;
+        jt_init(&x, 20, 1, 4 << 20);
+        app_acked(&x, 0, 2, 30, 'a');
+        size_t keep = x.expect[0].len;
+        int64_t cut = app_acked(&x, 0, 2, 30, 'b');
+        app_acked(&x, 0, 2, 30, 'c');
+        assert_int_equal(st_log_truncate_to(x.logs[0], cut), 0);
+        x.expect[0].len = keep;
+        if (with_append) {
+            app_acked(&x, 0, 3, 40, 'd');
+            app_acked(&x, 0, 1, 40, 'e');
+        }
+        jt_crash(&x, ST_CRASH_DROP);
+        jt_recover_check(&x, false, NULL);
+        jt_fini(&x);
+    }
+}
+
+/* A truncation the journal cannot take (its write fails) leaves a fence; replay honours it. */
+static void test_truncate_fence(void **state)
+{
+    (void)state;
+    bool fenced = false;
+    for (int skip = 0; skip < 6 && !fenced; skip++) {
+        jt_t x;
+        jt_init(&x, 30, 1, 4 << 20);
+        app_acked(&x, 0, 2, 30, 'a');
+        size_t keep = x.expect[0].len;
+        int64_t cut = app_acked(&x, 0, 2, 30, 'b');
+        st_faultfs_fail(x.t.ff, ST_FAULT_PWRITE, EIO, skip, 1);
+        st_log_truncate_to(x.logs[0], cut);
+        st_faultfs_clear(x.t.ff);
+        st_journal_stats_t st;
+        st_journal_stats(x.j, &st);
+        if (st.fences == 1) {
+            fenced = true;
+            assert_true(st_journal_failed(x.j));
+            x.expect[0].len = keep;
+            jt_crash(&x, ST_CRASH_DROP);
+            assert_true(st_faultfs_exists(x.t.ff, "/data/t-0/" ST_JOURNAL_FENCE_FILE));
+            jt_recover_check(&x, false, NULL);
+            /* Open with a journal removed the fence: its run is over. */
+            assert_false(st_faultfs_exists(x.t.ff, "/data/t-0/" ST_JOURNAL_FENCE_FILE));
+            jt_fini(&x);
+        } else {
+            x.t.defer = false;
+            jt_crash(&x, ST_CRASH_DROP);
+            st_journal_recover(x.t.env.fs, "/data", NULL);
+            jt_fini(&x);
+        }
+    }
+    assert_true(fenced);
+}
+
+/* A journal too small for the load: appends fall back to per-file rounds and are durable all
+ * the same; the journal takes over again once space is back. */
+static void test_journal_full_falls_back(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 40, 4, ST_JOURNAL_MIN_BYTES);
+    x.t.defer = true;
+    waiter_t w[200];
+    memset(w, 0, sizeof w);
+    int n = 0;
+    st_journal_stats_t st;
+    for (; n < 200; n++) {
+        st_buf_t b;
+        st_buf_init(&b);
+        int64_t base = app(&x, n % 4, 4, 500, (uint8_t)n, &b);
+        st_buf_append(&x.expect[n % 4], b.data, b.len);
+        st_buf_fini(&b);
+        int rc = st_log_wait_durable(x.logs[n % 4], base + 4, on_durable, &w[n]);
+        assert_true(rc == 0 || rc == 1);
+        if (rc == 1)
+            w[n].calls = 1;
+        st_journal_stats(x.j, &st);
+        if (st.fallbacks > 0 && n > 150)
+            break;
+    }
+    assert_true(st.fallbacks > 0);
+    for (int guard = 0; x.t.nq > 0 && guard < 10000; guard++)
+        tenv_complete(&x.t, 1);
+    for (int i = 0; i <= n && i < 200; i++) {
+        assert_int_equal(w[i].calls, 1);
+        assert_int_equal(w[i].res, 0);
+    }
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(st_log_durable_offset(x.logs[i]), st_log_end_offset(x.logs[i]));
+    x.t.defer = false;
+    print_message("full: used %lld of %lld, fallbacks %llu\n", (long long)st.used,
+                  (long long)st.capacity, (unsigned long long)st.fallbacks);
+    /* And now the journal again. */
+    uint64_t e0 = st.entries;
+    for (int k = 0; k < 8; k++)
+        app_acked(&x, k % 4, 1, 100, (uint8_t)(200 + k));
+    st_journal_stats(x.j, &st);
+    assert_true(st.entries > e0);
+    jt_crash(&x, ST_CRASH_DROP);
+    jt_recover_check(&x, false, NULL);
+    jt_fini(&x);
+}
+
+/* A failed journal sync: the logs of that round are cut back, the journal goes off, the logs
+ * carry on with per-file rounds. */
+static void test_failed_journal_sync(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 50, 2, 4 << 20);
+    app_acked(&x, 0, 2, 30, 'a');
+    app_acked(&x, 1, 2, 30, 'b');
+    int64_t end0 = st_log_end_offset(x.logs[0]);
+    st_faultfs_fail(x.t.ff, ST_FAULT_FDATASYNC, EIO, 0, 1);
+    st_buf_t b;
+    st_buf_init(&b);
+    app(&x, 0, 2, 30, 'x', &b);
+    st_buf_fini(&b);
+    /* The inline sync failed inside the append: the batch is gone again. */
+    assert_int_equal(st_log_end_offset(x.logs[0]), end0);
+    assert_int_equal(st_log_wait_durable(x.logs[0], end0 + 2, on_durable, NULL), -EIO);
+    assert_true(st_journal_failed(x.j));
+    uint64_t s0 = x.t.submits;
+    app_acked(&x, 0, 2, 30, 'c');
+    app_acked(&x, 1, 2, 30, 'd');
+    assert_true(x.t.submits - s0 >= 2); /* per-file rounds */
+    jt_crash(&x, ST_CRASH_DROP);
+    jt_recover_check(&x, false, NULL);
+    jt_fini(&x);
+}
+
+/* Replay stops at the first entry that does not check out. */
+static void test_corrupt_entry_stops_replay(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 60, 1, 4 << 20);
+    size_t after2 = 0;
+    for (int k = 0; k < 5; k++) {
+        app_acked(&x, 0, 1, 40, (uint8_t)('a' + k));
+        if (k == 1)
+            after2 = x.expect[0].len;
+    }
+    jt_crash(&x, ST_CRASH_DROP);
+    uint8_t *d;
+    size_t len;
+    assert_int_equal(st_faultfs_get(x.t.ff, WAL, &d, &len), 0);
+    /* Entries from byte 8192: 64-byte header, the name "t-0", the batch, padded to 8. */
+    size_t pos = 8192;
+    for (int k = 0; k < 2; k++)
+        pos += ((size_t)st_be32(d + pos + 8) + 7) & ~(size_t)7;
+    d[pos + 64 + 3 + 70] ^= 0x40; /* inside the third entry's batch */
+    assert_int_equal(st_faultfs_put(x.t.ff, WAL, d, len), 0);
+    free(d);
+    x.expect[0].len = after2;
+    st_journal_recovery_t rec;
+    jt_recover_check(&x, false, &rec);
+    assert_int_equal(rec.entries, 2);
+    jt_fini(&x);
+}
+
+/* Entries of a deleted partition are never replayed into a new one of the same name. */
+static void test_recreated_partition(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 70, 1, 4 << 20);
+    uint8_t id1[16], id2[16];
+    memset(id1, 1, 16);
+    memset(id2, 2, 16);
+    assert_int_equal(st_log_set_topic_id(x.logs[0], id1), 0);
+    app_acked(&x, 0, 3, 30, 'o');
+    app_acked(&x, 0, 3, 30, 'p');
+    assert_int_equal(st_log_delete(x.logs[0]), 0);
+    x.logs[0] = open_i(&x, 0);
+    x.expect[0].len = 0;
+    assert_int_equal(st_log_set_topic_id(x.logs[0], id2), 0);
+    app_acked(&x, 0, 2, 30, 'n');
+    jt_crash(&x, ST_CRASH_DROP);
+    jt_recover_check(&x, false, NULL);
+    jt_fini(&x);
+}
+
+/* A crash at any point of replay, then replay again: the same logs. */
+static void test_crash_during_recovery(void **state)
+{
+    (void)state;
+    for (int64_t at = 0; at < 400; at += 9) {
+        jt_t x;
+        jt_init(&x, 80, 3, 4 << 20);
+        for (int k = 0; k < 12; k++)
+            app_acked(&x, k % 3, 2, 30, (uint8_t)k);
+        int64_t cut = st_log_end_offset(x.logs[1]) - 2;
+        assert_int_equal(st_log_truncate_to(x.logs[1], cut), 0);
+        x.expect[1].len -= x.expect[1].len / 4; /* the last of its four batches */
+        app_acked(&x, 1, 1, 30, 'z');
+        jt_crash(&x, ST_CRASH_DROP);
+        st_faultfs_crash_after(x.t.ff, at, (st_crash_mode_t)(at % ST_CRASH__COUNT));
+        st_journal_recover(x.t.env.fs, "/data", NULL);
+        bool crashed = st_faultfs_crashed(x.t.ff);
+        if (crashed) {
+            st_faultfs_restart(x.t.ff);
+        } else {
+            st_faultfs_crash_after(x.t.ff, -1, ST_CRASH_DROP);
+        }
+        jt_recover_check(&x, false, NULL);
+        jt_fini(&x);
+        if (!crashed)
+            break;
+    }
+}
+
+/* The tick syncs the segments of a log whose entries are a few seconds old: its entries are
+ * released, and a crash then needs no replay for it. */
+static void test_tick_syncs_segments(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 90, 2, 4 << 20);
+    app_acked(&x, 0, 2, 30, 'a');
+    app_acked(&x, 1, 2, 30, 'b');
+    uint64_t f0 = st_faultfs_calls(x.t.ff, ST_FAULT_FDATASYNC);
+    st_log_tick(x.logs[0]);
+    assert_int_equal(st_faultfs_calls(x.t.ff, ST_FAULT_FDATASYNC), f0);
+    x.t.now += ST_JOURNAL_SEGMENT_SYNC_MS + 1;
+    st_log_tick(x.logs[0]);
+    assert_true(st_faultfs_calls(x.t.ff, ST_FAULT_FDATASYNC) > f0);
+    app_acked(&x, 1, 2, 30, 'c'); /* a round: its header moves the tail past log 0 */
+    jt_crash(&x, ST_CRASH_DROP);
+    st_journal_recovery_t rec;
+    jt_recover_check(&x, false, &rec);
+    assert_int_equal(rec.partitions, 1); /* only log 1 */
+    jt_fini(&x);
+}
+
+/* Closed cleanly: nothing to replay, and a missing journal is fine. */
+static void test_clean_close_empties(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 100, 2, 4 << 20);
+    app_acked(&x, 0, 2, 30, 'a');
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(st_log_close(x.logs[i]), 0);
+        x.logs[i] = NULL;
+    }
+    assert_int_equal(st_journal_close(x.j), 0);
+    x.j = NULL;
+    uint8_t *d;
+    size_t len;
+    assert_int_equal(st_faultfs_get(x.t.ff, WAL, &d, &len), 0);
+    assert_int_equal(len, 0);
+    free(d);
+    st_journal_recovery_t rec;
+    assert_int_equal(st_journal_recover(x.t.env.fs, "/data", &rec), 0);
+    assert_int_equal(rec.entries, 0);
+    assert_int_equal(x.t.env.fs.ops->unlink(x.t.env.fs.ctx, WAL), 0);
+    assert_int_equal(st_journal_recover(x.t.env.fs, "/data", &rec), 0);
+    assert_int_equal(rec.files, 0);
+    jt_fini(&x);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_sync_per_round),
+        cmocka_unit_test(test_without_journal_syncs_per_log),
+        cmocka_unit_test(test_crash_replays_acknowledged),
+        cmocka_unit_test(test_truncate_never_undone),
+        cmocka_unit_test(test_truncate_fence),
+        cmocka_unit_test(test_journal_full_falls_back),
+        cmocka_unit_test(test_failed_journal_sync),
+        cmocka_unit_test(test_corrupt_entry_stops_replay),
+        cmocka_unit_test(test_recreated_partition),
+        cmocka_unit_test(test_crash_during_recovery),
+        cmocka_unit_test(test_tick_syncs_segments),
+        cmocka_unit_test(test_clean_close_empties),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
