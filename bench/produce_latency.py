@@ -28,10 +28,11 @@ delivery report, and the Strata/mock ratio. Strata gets a fresh topic per run, d
 better than real data: the codec figures show the cost of the codec path, not of real ratios.
 
 Prints each run on stderr, then Markdown tables of medians (min-max) over the repetitions, with
-the load average, and Strata's event-loop iteration histogram over the whole run
-(strata_shard_loop_iteration_seconds, from /metrics). Every client run has a deadline, the whole
-run a budget (--budget, after which no new run starts), and both servers are stopped by PID on
-the way out, also on failure or SIGTERM/SIGINT.
+the load average, and, from Strata's /metrics over the measured runs, its event-loop iteration
+busy times (strata_shard_loop_iteration_seconds: did the shard stall?) and its fdatasync
+durations (strata_storage_fsync_duration_seconds: did it wait on the disk?). Every client run
+has a deadline, the whole run a budget (--budget, after which no new run starts), and both
+servers are stopped by PID on the way out, also on failure or SIGTERM/SIGINT.
 
     make release      # or: cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release ...
     /usr/bin/python3 bench/produce_latency.py                     # everything, 3 repetitions
@@ -155,24 +156,30 @@ def fmt(s, digits=2):
     return "%.*f (%.*f–%.*f)" % (digits, s[0], digits, s[1], digits, s[2])
 
 
-def iter_hist(port):
-    """Strata's loop iteration histogram summed over shards: [(le, cumulative)], sum, count."""
+HISTS = {"loop_iterations": "strata_shard_loop_iteration_seconds",
+         "fsyncs": "strata_storage_fsync_duration_seconds"}
+
+
+def server_hists(port):
+    """{key: ([(le, cumulative)], sum, count)} of HISTS, each summed over shards."""
     m = ac.scrape(port)
-    by_le = {}
-    for lab, v in m.find("strata_shard_loop_iteration_seconds_bucket"):
-        le = float(lab["le"])
-        by_le[le] = by_le.get(le, 0) + v
-    return (sorted(by_le.items()), m.sum("strata_shard_loop_iteration_seconds_sum"),
-            m.sum("strata_shard_loop_iteration_seconds_count"))
+    out = {}
+    for key, name in HISTS.items():
+        by_le = {}
+        for lab, v in m.find(name + "_bucket"):
+            le = float(lab["le"])
+            by_le[le] = by_le.get(le, 0) + v
+        out[key] = (sorted(by_le.items()), m.sum(name + "_sum"), m.sum(name + "_count"))
+    return out
 
 
 def hist_delta(a, b):
-    """b - a, with the quantiles (bucket upper bounds) p99, p99.9 and the largest bucket used."""
+    """b - a, with the quantiles (bucket upper bounds) p50, p99, p99.9 and the largest used."""
     ba, bb = dict(a[0]), dict(b[0])
     cum = [(le, bb[le] - ba.get(le, 0)) for le in sorted(bb)]
     n = b[2] - a[2]
-    out = {"iterations": n, "busy_s": b[1] - a[1], "buckets": cum}
-    for q, key in ((0.99, "p99_le_s"), (0.999, "p99_9_le_s")):
+    out = {"count": n, "sum_s": b[1] - a[1], "buckets": cum}
+    for q, key in ((0.5, "p50_le_s"), (0.99, "p99_le_s"), (0.999, "p99_9_le_s")):
         out[key] = next((le for le, c in cum if n and c >= q * n), None)
     prev = 0
     out["max_le_s"] = None
@@ -298,7 +305,7 @@ def main():
                                                 "1s", "--linger", args.linger, "--partitioner",
                                                 "roundrobin"], 1 + args.run_timeout)
             log("warm-up %s: p99 %.2f ms" % (sys_, r["latency_ms"]["p99"]))
-        h0 = iter_hist(srv.admin_port)
+        h0 = server_hists(srv.admin_port)
 
         for rep in range(args.reps):
             order = SYSTEMS if rep % 2 == 0 else SYSTEMS[::-1]
@@ -352,10 +359,12 @@ def main():
         log("STOPPED: %s" % failed)
     finally:
         try:
-            meta["loop_iterations"] = hist_delta(h0, iter_hist(srv.admin_port)) \
-                if srv.alive() and h0 is not None else None
+            if srv.alive() and h0 is not None:
+                time.sleep(1.2)   # the loop figures come from a snapshot published each second
+                h1 = server_hists(srv.admin_port)
+                for key in HISTS:
+                    meta[key] = hist_delta(h0[key], h1[key])
         except Exception as e:  # the figures still print
-            meta["loop_iterations"] = None
             log("cannot read /metrics: %r" % (e,))
         if mock is not None:
             mock.send_signal(signal.SIGTERM)
@@ -432,13 +441,14 @@ def report(cases, tp_parts, codecs, runs, meta):
                     parts, z, fmt(st, 1), fmt(mo, 1),
                     "%.2f" % (st[0] / mo[0]) if st and mo and mo[0] else "—",
                     fmt(summarize(per)) if per else "—"))
-    li = meta.get("loop_iterations")
-    if li and li["iterations"]:
-        print("\nStrata event-loop iterations during the measured runs "
-              "(strata_shard_loop_iteration_seconds): %d iterations, %.2f s busy; p99 <= %s s, "
-              "p99.9 <= %s s, longest in the bucket <= %s s." % (
-                  li["iterations"], li["busy_s"], li["p99_le_s"], li["p99_9_le_s"],
-                  li["max_le_s"]))
+    for key, what in (("loop_iterations", "event-loop iterations' busy time"),
+                      ("fsyncs", "fdatasync durations")):
+        h = meta.get(key)
+        if h and h["count"]:
+            print("\nStrata %s during the measured runs (%s, bucket bounds): %d, %.2f s in "
+                  "all; p50 <= %s s, p99 <= %s s, p99.9 <= %s s, longest <= %s s." % (
+                      what, HISTS[key], h["count"], h["sum_s"], h["p50_le_s"], h["p99_le_s"],
+                      h["p99_9_le_s"], h["max_le_s"]))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
@@ -468,6 +469,48 @@ class CliAgainstServer(harness.ServerTestCase):
         self.assertRegex(out, r'<- Metadata v\d+ .*"host":"127\.0\.0\.1","port":%s'
                               % self.bootstrap.split(":")[1])
         self.assertNotIn('"port":%s' % port, out)
+
+
+
+@unittest.skipUnless(CLI, "STRATA_CLI not set (the strata tool is not built)")
+class ProduceLatencyScript(unittest.TestCase):
+    """bench/produce_latency.py end to end, shrunk: its own server and mock, one repetition of
+    one latency case (keyed, so the mock's topics and both partitioners are exercised) and one
+    throughput run; the figures are not judged, only that every run completed and was
+    reported."""
+
+    def test_quick_probe(self):
+        try:
+            import confluent_kafka  # noqa: F401  (harness helpers the script uses need it)
+        except ImportError:
+            self.skipTest("python3-confluent-kafka is not installed")
+        fd, out = tempfile.mkstemp(prefix="probe-", suffix=".json")
+        os.close(fd)
+        script = os.path.join(harness.SRC, "bench", "produce_latency.py")
+        try:
+            r = harness.run_cmd([sys.executable, script, "--reps", "1", "--secs", "1",
+                                 "--cases", "2@3k,2@2", "--tp-count", "2000", "--tp-parts", "2",
+                                 "--codecs", "lz4", "--budget", "120", "--server",
+                                 harness.server_binary(), "--cli", CLI, "--json", out],
+                                timeout=240)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(out) as f:
+                res = json.load(f)
+        finally:
+            if os.path.exists(out):
+                os.unlink(out)
+        self.assertIsNone(res["failed"])
+        got = sorted((x["kind"], x["system"], x["partitions"]) for x in res["runs"])
+        self.assertEqual(got, [("latency", "mock", 2), ("latency", "mock", 3),
+                               ("latency", "strata", 2), ("latency", "strata", 3),
+                               ("throughput", "mock", 2), ("throughput", "strata", 2)])
+        for x in res["runs"]:
+            if x["kind"] == "latency":
+                self.assertTrue(0 < x["p50"] <= x["p99"] <= x["p99_9"], x)
+                self.assertGreater(x["messages"], 0)
+        self.assertGreater(res["meta"]["loop_iterations"]["count"], 0)
+        self.assertIn("| 2 MB/s, 3 partitions, keyed | p99 |", r.stdout)
+        self.assertIn("| 2 | lz4 |", r.stdout)
 
 
 if __name__ == "__main__":
