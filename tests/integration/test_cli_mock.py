@@ -56,7 +56,9 @@ class NoBroker(unittest.TestCase):
     def test_usage_errors_exit_2(self):
         for args in (["produce"], ["consume", "t", "--bogus"], ["topic"], ["nonsense"],
                      ["consume", "t", "--offset", "middle"], ["produce", "t", "--acks", "7"],
-                     ["bench", "produce", "--size", "huge"]):
+                     ["bench", "produce", "--size", "huge"],
+                     ["bench", "produce", "--partitioner", "hash"],
+                     ["bench", "produce", "--keys", "4"]):
             r = run(*args)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn("strata:", r.stderr)
@@ -70,6 +72,13 @@ class NoBroker(unittest.TestCase):
             h = run(*cmd.split(), "--help")
             self.assertEqual(h.returncode, 0, cmd)
             self.assertIn("usage: strata " + cmd, h.stdout)
+        # The partitioners, in the group's overview and the command's options.
+        r = run("bench", "--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("sticky, roundrobin or keyed", r.stdout)
+        r = run("bench", "produce", "--help")
+        self.assertIn("--partitioner HOW", r.stdout)
+        self.assertIn("--keys N", r.stdout)
 
     def test_broker_down(self):
         r = run("topic", "list", "-b", "127.0.0.1:1", "--timeout", "2s")
