@@ -33,6 +33,7 @@
 #include "cluster/quorum.h"
 #include "broker/request.h"
 #include "storage/fs.h"
+#include "storage/journal.h"
 
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER;
@@ -228,6 +229,11 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
              : b->hooks->load_metadata(&b->fs, b->ctl_md, cfg->log_dirs, nshards, err, errlen);
     if (rc)
         goto fail;
+    /* Whatever a crash left in the shards' journals goes into the logs before any opens,
+     * whether the journal is on in this run or not (the shard count may differ too). */
+    st_journal_recovery_t jrec;
+    if (st_journal_recover(b->fs, cfg->log_dirs, &jrec) < 0)
+        ST_WARN("journal recovery ran out of memory; continuing without it");
     if (!cfg->clustered)
         broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
     rc = st_mesh_create(&b->mesh, nshards, 4096);
@@ -380,6 +386,8 @@ static void kshard_shutdown_step(st_kshard_t *s)
     if (s->shutdown_state == 2 &&
         atomic_load_explicit(&b->drained, memory_order_acquire) == b->nshards) {
         st_parts_fini(&s->parts);
+        if (s->env.journal)
+            st_journal_close(s->env.journal); /* every log synced: nothing to replay */
         s->shutdown_state = 3;
         atomic_fetch_add_explicit(&b->closed, 1, memory_order_acq_rel);
         wake_all(b);
@@ -635,6 +643,12 @@ static void *kshard_main(void *arg)
     s->env.sync_submit = sync_submit;
     s->env.sync_ctx = s;
     const st_config_t *cfg = b->cfg;
+    if (cfg->log_journal_bytes > 0) {
+        st_journal_t *j;
+        rc = st_journal_open(&s->env, cfg->log_dirs, s->id, cfg->log_journal_bytes, &j);
+        if (rc)
+            ST_WARN("this shard runs without a journal: %s", st_strerror(rc));
+    }
     st_parts_config_t pc = {
         .log_dirs = cfg->log_dirs,
         .nshards = b->nshards,
@@ -684,6 +698,8 @@ static void *kshard_main(void *arg)
     s->net = NULL;
     if (s->parts.buckets)
         st_parts_fini(&s->parts);
+    if (s->env.journal)
+        st_journal_close(s->env.journal);
     b->hooks->shard_fini(s);
     st_storage_env_fini(&s->env);
     /* The loop itself is destroyed once every shard thread has ended (st_broker_destroy):

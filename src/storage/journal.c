@@ -1072,6 +1072,21 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, s
     cfg.flush_policy = ST_FLUSH_WRITE_CACHING;
     cfg.compact = true;
     cfg.segment_ms = -1;
+    /* The log start as synced (DeleteRecords, retention): open may lower it to a log end
+     * that replay then moves past again; replay puts it back. */
+    int64_t synced_start = -1;
+    {
+        char p[PATH_MAX];
+        uint8_t *d;
+        size_t dn;
+        st_meta_ckpt_t ck;
+        if (snprintf(p, sizeof p, "%s/%s", dir, ST_META_CKPT_FILE) < (int)sizeof p &&
+            st_fs_read_file(&rc->fs, p, 4096, &d, &dn) == 0) {
+            if (st_meta_decode_ckpt(d, dn, &ck) == 0)
+                synced_start = ck.log_start_offset;
+            free(d);
+        }
+    }
     st_log_t *log;
     r = st_log_open(env, dir, &cfg, &log);
     if (r < 0 && r != ST_E_CORRUPT)
@@ -1109,6 +1124,8 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, s
             break;
         }
     }
+    if (synced_start > st_log_start_offset(log) && synced_start <= st_log_end_offset(log))
+        st_log_set_start_offset(log, synced_start);
     r = st_log_close(log);
     if (r < 0)
         return keep_files(rc, e[0].name, r);

@@ -240,6 +240,16 @@ int st_log_roll_to(st_log_t *log, int64_t base)
     int rc = st_segment_flush_indexes(a, true);
     if (rc < 0)
         return rc;
+    /* With a journal the segment's bytes may be durable only there. The new segment's name
+     * must not reach the disk before them: recovery would take it for the log end and skip
+     * the journal's entries below it as already held (a hole). So they are synced now; one
+     * blocking fdatasync per roll, of at most a few seconds' worth (journal.c syncs segments
+     * lazily but steadily). */
+    if (log->jl.j && a->log_dirty && a->size > 0) {
+        if ((rc = st_file_sync_now(a->log)) < 0)
+            return rc;
+        a->log_dirty = false;
+    }
     st_segment_t *s;
     rc = st_segment_create(&log->env->fdcache, log->dir, base, st_log_now(log), &s);
     if (rc < 0)
