@@ -633,6 +633,8 @@ static int bench_main(int argc, char **argv, const char *mode)
     if (c.partitioner < 0)
         return st_cli_usage_error(
             usage, "--partitioner wants sticky, roundrobin or keyed, not '%s'", part_s);
+    if (!strcmp(mode, "consume") && (c.partitioner != BENCH_STICKY || c.keys))
+        return st_cli_usage_error(usage, "--partitioner and --keys are for producing");
     if (c.keys < 0 || (c.keys && c.partitioner != BENCH_KEYED))
         return st_cli_usage_error(usage, "--keys wants a positive count, with --partitioner keyed");
     c.rate = (double)rate;

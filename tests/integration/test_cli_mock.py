@@ -58,7 +58,8 @@ class NoBroker(unittest.TestCase):
                      ["consume", "t", "--offset", "middle"], ["produce", "t", "--acks", "7"],
                      ["bench", "produce", "--size", "huge"],
                      ["bench", "produce", "--partitioner", "hash"],
-                     ["bench", "produce", "--keys", "4"]):
+                     ["bench", "produce", "--keys", "4"],
+                     ["bench", "consume", "--partitioner", "keyed"]):
             r = run(*args)
             self.assertEqual(r.returncode, 2, (args, r.stderr))
             self.assertIn("strata:", r.stderr)
