@@ -205,6 +205,9 @@ def main():
                     help="one repetition, 2 s runs, cases 20@1,20@8, 100,000 records without "
                          "compression: under a minute")
     ap.add_argument("--smp", type=int, default=1, help="strata-server shards")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="strata-server setting (repeatable), e.g. log.journal.bytes=0 to "
+                    "measure without the shard journal")
     ap.add_argument("--budget", type=float, default=600,
                     help="no new run starts after this many seconds (the tables show what ran)")
     ap.add_argument("--run-timeout", type=float, default=60,
@@ -267,7 +270,9 @@ def main():
             "before every acks=all answer; the mock never syncs"}
     meta["data_fs"] = "%s (%s)" % mount_of(top)
     runs = []
-    srv = harness.Server(smp=args.smp, name="latency")
+    sets = dict(kv.split("=", 1) for kv in args.set)
+    meta["server_sets"] = sets
+    srv = harness.Server(smp=args.smp, sets=sets, name="latency")
     mock = None
     failed = None
     h0 = None
@@ -404,6 +409,9 @@ def report(cases, tp_parts, codecs, runs, meta):
               meta["date"], meta["nproc"], meta["reps"], meta["smp"], meta["data_fs"],
               meta["loadavg_start"],
               statistics.median(loads) if loads else 0, meta["loadavg_end"], meta["wall_s"]))
+    if meta.get("server_sets"):
+        print("Strata settings: %s." % ", ".join("%s=%s" % kv
+                                                 for kv in sorted(meta["server_sets"].items())))
     if lat:
         print("\nLatency at a fixed rate (linger.ms %s, %g s per run, from intended send time "
               "to delivery report), ms, median (min–max):\n" % (meta["linger_ms_latency"],
