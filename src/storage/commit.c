@@ -98,7 +98,13 @@ static void round_done(st_log_t *log)
             log->ckpt_dirty = true; /* synced again by a later round */
         st_log_fire_list(&log->ckpt_round_waiters, err);
     }
-    st_journal_file_round_done(log, err == 0 && !log->sync_retry);
+    if (err == 0 && !log->sync_retry) {
+        int fr = st_journal_file_round_done(log, true);
+        if (fr < 0)
+            err = fr;
+    } else {
+        st_journal_file_round_done(log, false);
+    }
     if (err == 0 && log->sync_retry) {
         /* Some sync could not be submitted: nothing is cut, nothing counts as durable yet;
          * st_log_tick (or the next append) starts the round again. */

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "base/buf.h"
 #include "base/crc32c.h"
@@ -48,7 +49,6 @@
 #define FENCE_SIZE    24
 #define KIND_APPEND   1
 #define KIND_TRUNCATE 2
-#define KIND_RESET    3
 #define FLAG_TOPIC_ID 1
 
 struct st_journal {
@@ -71,10 +71,11 @@ struct st_journal {
     bool pinned;          /* entries a failed close left: kept for replay, never overwritten */
     int64_t pin_pos;
     uint64_t pin_seq;
-    st_log_t *logs;  /* attached logs (jl.next/prev) */
-    int nneeds;      /* of them, those holding needed entries */
-    st_log_t *queue; /* to join the next round (jl.qnext) */
-    st_log_t *round; /* in the round in flight (jl.rnext), each holding a reference */
+    struct jname *gone; /* logs that wrote entries and were closed since (by name) */
+    st_log_t *logs;     /* attached logs (jl.next/prev) */
+    int nneeds;         /* of them, those holding needed entries */
+    st_log_t *queue;    /* to join the next round (jl.qnext) */
+    st_log_t *round;    /* in the round in flight (jl.rnext), each holding a reference */
     bool in_flight;
     bool want_round; /* a header-only round, to make freed space reusable */
     bool sweeping;
@@ -83,6 +84,11 @@ struct st_journal {
     int refs; /* the owner + a round in flight */
     st_journal_stats_t st;
 };
+
+typedef struct jname {
+    struct jname *next;
+    char name[];
+} jname_t;
 
 static int64_t pad8(int64_t n)
 {
@@ -103,6 +109,11 @@ static const char *log_name(const st_log_t *log)
 
 static void journal_free(st_journal_t *j)
 {
+    while (j->gone) {
+        jname_t *n = j->gone;
+        j->gone = n->next;
+        free(n);
+    }
     if (j->fd >= 0)
         j->env->fs.ops->close(j->env->fs.ctx, j->fd);
     free(j->path);
@@ -269,8 +280,11 @@ static int write_entry(st_journal_t *j, st_log_t *log, int kind, int64_t first, 
     if (rc == 0 && len > 0)
         rc = st_fs_pwrite_full(&j->env->fs, j->fd, data, len, at + ENTRY_HDR + (int64_t)nl);
     if (rc < 0) {
-        /* Bytes after a torn entry would never be replayed: no more entries at all. */
-        journal_fail(j, rc, "a write");
+        /* The head stays: the next entry overwrites what of this one reached the file (ENOSPC,
+         * mostly). The log falls back meanwhile. */
+        if (j->st.write_errors++ % 1000 == 0)
+            ST_WARN("storage: journal %s: a write failed (%s); the log syncs its own files",
+                    j->path, st_strerror(rc));
         return rc;
     }
     j->next_seq++;
@@ -306,6 +320,7 @@ static int write_entry(st_journal_t *j, st_log_t *log, int kind, int64_t first, 
 /* ---- rounds ------------------------------------------------------------------------------ */
 
 static void round_start(st_journal_t *j);
+static bool usable(const st_log_t *log);
 
 /* Resources, not the disk (as commit.c's): retried by the next kick or tick. */
 static bool transient(int err)
@@ -434,9 +449,12 @@ void st_journal_attach(st_log_t *log)
     if (!j || j->closed)
         return;
     st_journal_log_t *jl = &log->jl;
+    uint64_t fence_seq = jl->fence_seq; /* st_journal_prepare's */
     memset(jl, 0, sizeof *jl);
+    jl->fence_seq = fence_seq;
     jl->j = j;
-    jl->on = !j->failed;
+    jl->j = j;
+    jl->on = usable(log);
     jl->base = jl->written_end = jl->jdurable = log->end;
     jl->next = j->logs;
     if (j->logs)
@@ -474,6 +492,17 @@ void st_journal_detach(st_log_t *log, bool close_ok)
             j->pinned = true;
             j->pin_pos = jl->need_pos;
             j->pin_seq = jl->need_seq;
+        }
+    }
+    if (jl->last_seq != 0 && jl->last_seq >= jl->fence_seq) {
+        const char *name = log_name(log);
+        jname_t *n = j->gone;
+        while (n && strcmp(n->name, name) != 0)
+            n = n->next;
+        if (!n && (n = malloc(sizeof *n + strlen(name) + 1))) {
+            strcpy(n->name, name);
+            n->next = j->gone;
+            j->gone = n;
         }
     }
     bool was_tail = jl->has_need && jl->need_pos <= j->tail;
@@ -523,17 +552,72 @@ int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t fi
 /* Records in the partition directory that the log's entries of this run below the journal's
  * next sequence must not be replayed (its segments, synced, hold all they said). Blocking (a
  * synced atomic write): only when the journal cannot take a truncate entry. */
-static int write_fence(st_journal_t *j, st_log_t *log)
+static int write_fence(st_journal_t *j, st_log_t *log, uint64_t seq)
 {
     uint8_t b[FENCE_SIZE];
     st_put_be32(b, FENCE_MAGIC);
     st_put_be64(b + 8, j->run_id);
-    st_put_be64(b + 16, j->next_seq);
+    st_put_be64(b + 16, seq);
     st_put_be32(b + 4, st_crc32c(0, b + 8, FENCE_SIZE - 8));
     int rc = st_fs_write_file_atomic(&log->env->fs, log->dir, ST_JOURNAL_FENCE_FILE, b, sizeof b);
-    if (rc == 0)
+    if (rc == 0) {
         j->st.fences++;
+        log->jl.fence_seq = seq;
+    }
     return rc;
+}
+
+static int read_fence(st_fs_t *fs, const char *dir, uint64_t *run_id, uint64_t *seq)
+{
+    char p[PATH_MAX];
+    int r = snprintf(p, sizeof p, "%s/%s", dir, ST_JOURNAL_FENCE_FILE);
+    if (r < 0 || (size_t)r >= sizeof p)
+        return -ENAMETOOLONG;
+    uint8_t *d;
+    size_t n;
+    int rc = st_fs_read_file(fs, p, 4096, &d, &n);
+    if (rc < 0)
+        return rc;
+    rc = n == FENCE_SIZE && st_be32(d) == FENCE_MAGIC &&
+                 st_be32(d + 4) == st_crc32c(0, d + 8, FENCE_SIZE - 8)
+             ? 0
+             : ST_E_CORRUPT;
+    if (rc == 0) {
+        *run_id = st_be64(d + 8);
+        *seq = st_be64(d + 16);
+    }
+    free(d);
+    return rc;
+}
+
+int st_journal_prepare(st_log_t *log)
+{
+    st_journal_t *j = log->env->journal;
+    if (!j || j->closed)
+        return 0;
+    const char *name = log_name(log);
+    jname_t *n = j->gone;
+    while (n && strcmp(n->name, name) != 0)
+        n = n->next;
+    if (n)
+        return write_fence(j, log, j->next_seq);
+    uint64_t run = 0, seq = 0;
+    st_fs_t *fs = &log->env->fs;
+    int rc = read_fence(fs, log->dir, &run, &seq);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc == 0 && run == j->run_id) {
+        log->jl.fence_seq = seq; /* this run's: still guards its entries */
+        return 0;
+    }
+    char p[PATH_MAX];
+    int r = snprintf(p, sizeof p, "%s/%s", log->dir, ST_JOURNAL_FENCE_FILE);
+    if (r < 0 || (size_t)r >= sizeof p)
+        return -ENAMETOOLONG;
+    rc = fs->ops->unlink(fs->ctx, p);
+    if (rc == 0)
+        rc = fs->ops->fsync_dir(fs->ctx, log->dir);
+    return rc == -ENOENT ? 0 : rc;
 }
 
 void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset)
@@ -542,21 +626,33 @@ void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset)
     st_journal_t *j = jl->j;
     if (!j)
         return;
+    if (!usable(log))
+        jl->on = false; /* journaling resumes only after a per-file round covers the cut */
     if (jl->jdurable > new_end)
         jl->jdurable = new_end;
     if (jl->round_target > new_end)
         jl->round_target = new_end;
     if (jl->base > new_end)
         jl->base = new_end;
-    jl->written_end = new_end;
-    if (reset) {
-        jl->base = jl->jdurable = new_end;
+    if (jl->on) {
+        jl->written_end = new_end; /* what follows is journaled from there */
+        if (reset)
+            jl->base = jl->jdurable = new_end;
+    } else if (jl->written_end > new_end) {
+        jl->written_end = new_end; /* the journal covers no byte past the fallback */
     }
-    if (jl->last_seq == 0)
-        return; /* no entry of this log in the journal: nothing to replay wrongly */
+    /* Needed when appends after the cut go to the journal (replay must see the cut: the
+     * ftruncate is not synced, the old bytes may still be on disk, and replay would take them
+     * for the new ones), or when older entries of the log could bring cut bytes back. */
+    bool replayable = jl->last_seq != 0 && jl->last_seq >= jl->fence_seq;
+    if (!jl->on && !replayable)
+        return;
     int rc = ST_E_CLOSED;
-    if (!j->failed && !j->closed) {
-        rc = write_entry(j, log, reset ? KIND_RESET : KIND_TRUNCATE, new_end, new_end, NULL, 0, 0);
+    /* A reset (st_log_truncate_fully) is durable on return already (its segments deleted and
+     * created with the directory synced, the checkpoint synced): an entry would let replay
+     * apply the log's older entries onto it first, moving it back. A fence instead. */
+    if (!reset && !j->failed && !j->closed) {
+        rc = write_entry(j, log, KIND_TRUNCATE, new_end, new_end, NULL, 0, 0);
         if (rc == 0) {
             round_start(j); /* cheap, and rare: the cut reaches the disk promptly */
             return;
@@ -571,7 +667,7 @@ void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset)
             s->log_dirty = false;
     }
     if (rc == 0)
-        rc = write_fence(j, log);
+        rc = write_fence(j, log, j->next_seq);
     if (rc == 0)
         release_need(log, j->next_seq);
     if (rc < 0) {
@@ -599,6 +695,7 @@ void st_journal_file_round_start(st_log_t *log)
         return;
     jl->pf_seq = j->next_seq;
     jl->pf_after = false;
+    jl->pf_unjournaled = !jl->on || log->durable < jl->base;
     /* The round covers every byte written so far: journaling may resume after them. */
     if (!jl->on && usable(log) && used(j) <= j->cap / 2) {
         jl->on = true;
@@ -606,16 +703,25 @@ void st_journal_file_round_start(st_log_t *log)
     }
 }
 
-void st_journal_file_round_done(st_log_t *log, bool ok)
+int st_journal_file_round_done(st_log_t *log, bool ok)
 {
     st_journal_log_t *jl = &log->jl;
     st_journal_t *j = jl->j;
     if (!j)
-        return;
+        return 0;
     uint64_t below = jl->pf_seq;
     jl->pf_seq = 0;
     if (!ok || below == 0)
-        return;
+        return 0;
+    if (jl->pf_unjournaled && jl->last_seq != 0 && jl->last_seq >= jl->fence_seq) {
+        /* The segments are synced up to the round's start: the fence may name it. */
+        int rc = write_fence(j, log, below);
+        if (rc < 0) {
+            ST_ERROR("storage: %s: cannot write %s (%s); the sync counts as failed", log->dir,
+                     ST_JOURNAL_FENCE_FILE, st_strerror(rc));
+            return rc;
+        }
+    }
     int64_t old_tail = j->tail;
     release_need(log, below);
     jl->pf_after = false;
@@ -625,6 +731,7 @@ void st_journal_file_round_done(st_log_t *log, bool ok)
         j->want_round = true;
         round_start(j);
     }
+    return 0;
 }
 
 void st_journal_tick(st_log_t *log)
@@ -676,7 +783,10 @@ int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int6
     j->reserve = bytes / 16 < (1 << 20) ? bytes / 16 : (1 << 20);
     j->next_seq = 1;
     j->tail_seq = 1;
-    j->run_id = ((uint64_t)st_storage_now(env) << 12) ^ (uint64_t)(shard & 0xfff);
+    /* Tells this run's fences from older ones: never the same twice, whatever the clock. */
+    if (getrandom(&j->run_id, sizeof j->run_id, GRND_NONBLOCK) != sizeof j->run_id)
+        j->run_id =
+            ((uint64_t)st_storage_now(env) << 20) ^ ((uint64_t)(uintptr_t)j << 4) ^ (uint64_t)shard;
     char p[PATH_MAX];
     int rc = -ENAMETOOLONG;
     int r = snprintf(p, sizeof p, "%s/%s", data_dir, ST_JOURNAL_DIR);
@@ -818,7 +928,7 @@ static int read_entry(recover_t *rc, int fd, int64_t cap, int64_t pos, uint64_t 
     size_t nl = st_be16(h + 14);
     uint32_t dl = st_be32(h + 56);
     if (len < ENTRY_HDR || phys + pad8(len) > cap || (int64_t)(ENTRY_HDR + nl + dl) != len ||
-        nl == 0 || nl > NAME_MAX || h[12] < KIND_APPEND || h[12] > KIND_RESET)
+        nl == 0 || nl > NAME_MAX || h[12] < KIND_APPEND || h[12] > KIND_TRUNCATE)
         return 0;
     uint8_t *rest = malloc((size_t)(len - 8));
     if (!rest)
@@ -956,10 +1066,10 @@ static int apply_append(recover_t *rc, st_log_t *log, const jentry_t *e)
     if (e->next <= end)
         return 0;
     if (e->first > end) {
-        ST_WARN("storage: journal replay: %s: entry %" PRIu64 " starts at %" PRId64
-                " past the log end %" PRId64 "; the rest of its entries are not replayed",
-                e->name, e->seq, e->first, end);
-        return 1;
+        /* The log lacks what came before: bytes never acknowledged (durable is a prefix), or
+         * a later truncate entry realigns it. */
+        rc->out->skipped++;
+        return 0;
     }
     uint8_t *d = malloc(e->data_len ? e->data_len : 1);
     if (!d)
@@ -979,10 +1089,9 @@ static int apply_append(recover_t *rc, st_log_t *log, const jentry_t *e)
         }
         if (st_batch_last_offset(&h) >= end) {
             if (h.base_offset < end) {
-                ST_WARN("storage: journal replay: %s: a batch of entry %" PRIu64
-                        " straddles the log end %" PRId64 "; stopping",
-                        e->name, e->seq, end);
-                res = 1;
+                /* The log holds other batches there: a later state (its truncate entry comes
+                 * later) or unacknowledged bytes. */
+                rc->out->skipped++;
                 goto out;
             }
             break;
@@ -1006,29 +1115,6 @@ static int apply_append(recover_t *rc, st_log_t *log, const jentry_t *e)
 out:
     free(d);
     return res;
-}
-
-static int read_fence(st_fs_t *fs, const char *dir, uint64_t *run_id, uint64_t *seq)
-{
-    char p[PATH_MAX];
-    int r = snprintf(p, sizeof p, "%s/%s", dir, ST_JOURNAL_FENCE_FILE);
-    if (r < 0 || (size_t)r >= sizeof p)
-        return -ENAMETOOLONG;
-    uint8_t *d;
-    size_t n;
-    int rc = st_fs_read_file(fs, p, 4096, &d, &n);
-    if (rc < 0)
-        return rc;
-    rc = n == FENCE_SIZE && st_be32(d) == FENCE_MAGIC &&
-                 st_be32(d + 4) == st_crc32c(0, d + 8, FENCE_SIZE - 8)
-             ? 0
-             : ST_E_CORRUPT;
-    if (rc == 0) {
-        *run_id = st_be64(d + 8);
-        *seq = st_be64(d + 16);
-    }
-    free(d);
-    return rc;
 }
 
 /* Replays entries e[0..n) (one partition, in order) into its log. */
@@ -1056,8 +1142,11 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, s
     for (size_t i = 0; i < n; i++) {
         bool fenced = fr == 0 && rc->files[e[i].file].run_id == fence_run && e[i].seq < fence_seq;
         bool other = e[i].has_tid && has_tid && memcmp(e[i].tid, tid, 16) != 0;
-        if (!fenced && !other)
+        if (!fenced && !other) {
+            jentry_t t = e[keep]; /* a swap: each name stays owned once */
             e[keep++] = e[i];
+            e[i] = t;
+        }
     }
     if (keep < n)
         ST_INFO("storage: journal replay: %s: %zu entries skipped (a later incarnation of the"
@@ -1102,13 +1191,8 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, s
         int res = 0;
         if (e[i].kind == KIND_APPEND) {
             res = apply_append(rc, log, &e[i]);
-        } else if (e[i].kind == KIND_TRUNCATE) {
-            if (e[i].first < st_log_end_offset(log)) {
-                res = st_log_truncate_to(log, e[i].first);
-                rc->out->applied++;
-            }
-        } else if (st_log_start_offset(log) != e[i].first || st_log_end_offset(log) != e[i].first) {
-            res = st_log_truncate_fully(log, e[i].first);
+        } else if (e[i].first < st_log_end_offset(log)) {
+            res = st_log_truncate_to(log, e[i].first);
             rc->out->applied++;
         }
         if (res == -ENOMEM) {

@@ -28,7 +28,7 @@
  *            12 zero u32 | 16 generation u64 | 24 capacity i64 | 32 run id u64
  *            40 tail position i64 | 48 tail sequence u64 | 56 zero u64
  *   entry:   0 magic "STJE" | 4 CRC-32C of bytes 8..length-1 | 8 length u32 (padded to 8)
- *            12 kind u8 (1 append, 2 truncate, 3 reset) | 13 flags u8 (bit 0: topic id)
+ *            12 kind u8 (1 append, 2 truncate) | 13 flags u8 (bit 0: topic id)
  *            14 name length u16 | 16 sequence u64 | 24 first offset i64 | 32 next offset i64
  *            40 topic id (16) | 56 data length u32 | 60 zero u32
  *            64 partition directory name (e.g. "orders-3") | batch bytes | zero padding
@@ -41,9 +41,12 @@
  *   3. A log's durable offset moves past its journaled bytes only when every byte before them
  *      (written while it was not journaling) was synced by a per-file round: durable stays a
  *      prefix.
- *   4. Every move of a log's end backwards is either a truncate/reset entry or, when the
- *      journal cannot take one, a fence file (strata.journal-fence: run id + sequence, synced)
+ *   4. Every move of a log's end backwards is either a truncate entry or (a reset, or when the
+ *      journal cannot take one) a fence file (strata.journal-fence: run id + sequence, synced)
  *      so replay ignores the log's older entries.
+ *   5. Bytes the journal does not hold (a fallback) become durable only through a per-file
+ *      round that, when the log has entries replay could see, first writes a fence: replay
+ *      never applies a truncate entry older than synced bytes it never saw.
  *
  * Threads: a journal belongs to its env's shard, like every log of that env. Recovery
  * (st_journal_recover) runs once at start-up, before any shard opens logs.
@@ -85,9 +88,11 @@ typedef struct st_journal_log {
     int64_t need_pos;           /* the oldest of them: logical position, sequence, time */
     uint64_t need_seq;
     int64_t need_ms;
-    uint64_t pf_seq;   /* entries below this sequence are covered by the per-file round */
-    bool pf_after;     /* an entry was written since that round started: */
-    int64_t after_pos; /*   the first one */
+    uint64_t pf_seq;     /* entries below this sequence are covered by the per-file round */
+    bool pf_unjournaled; /* that round covers bytes the journal does not hold */
+    uint64_t fence_seq;  /* the fence file makes replay ignore entries below this */
+    bool pf_after;       /* an entry was written since that round started: */
+    int64_t after_pos;   /*   the first one */
     uint64_t after_seq;
     int64_t after_ms;
 } st_journal_log_t;
@@ -112,11 +117,12 @@ int st_journal_close(st_journal_t *j);
 bool st_journal_failed(const st_journal_t *j);
 
 typedef struct st_journal_stats {
-    uint64_t rounds;    /* journal syncs submitted */
-    uint64_t entries;   /* entries written */
-    uint64_t fallbacks; /* appends a log could not journal (full, off) */
-    uint64_t fences;    /* truncations recorded by a fence file */
-    int64_t used;       /* bytes from the durable tail to the head */
+    uint64_t rounds;       /* journal syncs submitted */
+    uint64_t entries;      /* entries written */
+    uint64_t write_errors; /* entry writes that failed (the log fell back) */
+    uint64_t fallbacks;    /* appends a log could not journal (full, off) */
+    uint64_t fences;       /* fence files written (truncations, per-file rounds after a fallback) */
+    int64_t used;          /* bytes from the durable tail to the head */
     int64_t capacity;
 } st_journal_stats_t;
 void st_journal_stats(const st_journal_t *j, st_journal_stats_t *out);
@@ -126,6 +132,7 @@ typedef struct st_journal_recovery {
     int64_t entries; /* valid entries found */
     int partitions;  /* partitions replayed into */
     int64_t applied; /* entries that changed a log */
+    int64_t skipped; /* append entries that did not follow on from the log's end */
     int warnings;    /* corrupt files, gaps, partitions that did not open */
 } st_journal_recovery_t;
 
@@ -139,6 +146,11 @@ int st_journal_recover(st_fs_t fs, const char *data_dir, st_journal_recovery_t *
 
 /* ---- storage-internal: the log's files (log.c, commit.c, open.c) ------------------------- */
 
+/* Open, once every segment is synced: the partition's fence file. One from an earlier run was
+ * replayed already and goes; when this run's journal holds entries of an earlier incarnation
+ * of the log (closed and opened again), a new fence makes replay ignore them (they know
+ * nothing of what the new one syncs without them). 0 or an I/O error. */
+int st_journal_prepare(st_log_t *log);
 /* open/close/delete: joins env->journal (if any) / leaves it. close_ok false keeps the log's
  * entries needed for good (its final sync failed: only replay can still save them). */
 void st_journal_attach(st_log_t *log);
@@ -148,14 +160,18 @@ bool st_journal_active(const st_log_t *log);
 /* After the batches [first, next) were written to the segment: journals them. Returns 0 when
  * journaled, < 0 when not (the log then falls back to per-file rounds). */
 int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t first, int64_t next);
-/* After the log's end moved down to new_end (reset: the log restarted empty at new_end):
- * a truncate entry, or a fence file when the journal cannot take one. */
+/* After the log's end moved down to new_end: a truncate entry, or a fence file when the
+ * journal cannot take one, and always for a reset (the log restarted empty at new_end,
+ * durably: st_log_truncate_fully). */
 void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset);
 /* Starts the journal's round (or leaves the log queued for the next one). */
 void st_journal_kick(st_log_t *log);
-/* A per-file round of the log starts / completed (ok: every file synced without error). */
+/* A per-file round of the log starts / completed (ok: every file synced without error). When
+ * the round made bytes the journal does not hold durable while entries of the log could still
+ * be replayed, a fence is written first (a truncate entry replayed onto them would cut them);
+ * its error, if it could not be, is returned: the round then counts as failed. */
 void st_journal_file_round_start(st_log_t *log);
-void st_journal_file_round_done(st_log_t *log, bool ok);
+int st_journal_file_round_done(st_log_t *log, bool ok);
 /* From st_log_tick: a per-file round for old entries. */
 void st_journal_tick(st_log_t *log);
 

@@ -341,14 +341,6 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
     if (epochs_changed)
         st_log_epochs_write(log, false);
     load_partition_metadata(log);
-    if (env->journal) {
-        /* A fence names entries of an earlier run's journal, replayed (and emptied) before
-         * any log opens with a journal: it has done its work. */
-        if ((rc = st_log_path(log, ST_JOURNAL_FENCE_FILE, p, sizeof p)) < 0)
-            goto fail;
-        if ((rc = fs->ops->unlink(fs->ctx, p)) < 0 && rc != -ENOENT)
-            goto fail;
-    }
 
     /* Whatever recovery kept is made durable before it is promised to anyone. */
     for (int i = 0; i < log->nsegs; i++) {
@@ -365,6 +357,8 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
         s->log_dirty = s->idx_dirty = false;
     }
     if ((rc = fs->ops->fsync_dir(fs->ctx, dir)) < 0)
+        goto fail;
+    if ((rc = st_journal_prepare(log)) < 0)
         goto fail;
     log->durable = log->end;
     log->ckpt_max_rp = rp_known ? ck.recovery_point : INT64_MAX;
