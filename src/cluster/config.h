@@ -110,7 +110,7 @@
     X(log_flush_interval_ms, "log.flush.interval.ms", INT, "100", 0, INT64_MAX,                    \
       "with write.caching: sync at least this often")                                              \
     X(log_journal_bytes, "log.journal.bytes", INT, "67108864", 0, INT64_MAX,                       \
-      "per-shard write-ahead journal: one sync per group commit for all partitions (0: off, "     \
+      "per-shard write-ahead journal: one sync per group commit for all partitions (0: off, "      \
       "each partition syncs its own files)")                                                       \
     X(min_insync_replicas, "min.insync.replicas", INT, "1", 1, 32767,                              \
       "replicas that must have a write for acks=all")                                              \
