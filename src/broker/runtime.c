@@ -479,6 +479,8 @@ static void kshard_before_sleep(void *arg)
 {
     st_kshard_t *s = arg;
     kshard_ext_calls(s);
+    if (s->env.journal)
+        st_journal_run(s->env.journal); /* one sync for every append of this iteration */
     if (s->id == 0 && s->b->quorum && s->shutdown_state == 0)
         kshard_quorum(s);
     if (s->shutdown_state >= 2) {
@@ -648,6 +650,8 @@ static void *kshard_main(void *arg)
         rc = st_journal_open(&s->env, cfg->log_dirs, s->id, cfg->log_journal_bytes, &j);
         if (rc)
             ST_WARN("this shard runs without a journal: %s", st_strerror(rc));
+        else
+            st_journal_set_deferred(j, true); /* kshard_before_sleep runs its rounds */
     }
     st_parts_config_t pc = {
         .log_dirs = cfg->log_dirs,

@@ -79,6 +79,9 @@ struct st_journal {
     bool in_flight;
     bool want_round; /* a header-only round, to make freed space reusable */
     bool sweeping;
+    bool completing;  /* round_done is calling back the logs of its round */
+    bool deferred;    /* rounds start from st_journal_run only */
+    bool run_pending; /* st_journal_run has a round to start */
     bool failed;
     bool closed;
     int refs; /* the owner + a round in flight */
@@ -320,6 +323,7 @@ static int write_entry(st_journal_t *j, st_log_t *log, int kind, int64_t first, 
 /* ---- rounds ------------------------------------------------------------------------------ */
 
 static void round_start(st_journal_t *j);
+static void round_want(st_journal_t *j);
 static bool usable(const st_log_t *log);
 
 /* Resources, not the disk (as commit.c's): retried by the next kick or tick. */
@@ -374,6 +378,10 @@ static void round_done(void *arg, int res)
     } else {
         journal_fail(j, res, "fdatasync");
     }
+    /* The callbacks below answer requests, which may append and want a round: it must not
+     * start before this loop is over (it would take logs of this list into the next round,
+     * relinking them, and this loop would then walk that round's list as if synced). */
+    j->completing = true;
     while (list) {
         st_log_t *l = list;
         list = l->jl.rnext;
@@ -382,8 +390,9 @@ static void round_done(void *arg, int res)
         st_log_journal_done(l, l->jl.round_target, res);
         st_log_unref(l);
     }
+    j->completing = false;
     if (!j->closed && !j->failed) {
-        round_start(j);
+        round_want(j);
         sweep(j);
     }
     journal_unref(j);
@@ -391,8 +400,8 @@ static void round_done(void *arg, int res)
 
 static void round_start(st_journal_t *j)
 {
-    if (j->in_flight || j->failed || j->closed || (!j->queue && !j->want_round))
-        return;
+    if (j->in_flight || j->completing || j->failed || j->closed || (!j->queue && !j->want_round))
+        return; /* round_done starts the next one after its callbacks */
     if (!j->hdr_written || j->tail != j->hdr_tail) {
         int rc = write_header(j);
         if (rc < 0) {
@@ -654,7 +663,7 @@ void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset)
     if (!reset && !j->failed && !j->closed) {
         rc = write_entry(j, log, KIND_TRUNCATE, new_end, new_end, NULL, 0, 0);
         if (rc == 0) {
-            round_start(j); /* cheap, and rare: the cut reaches the disk promptly */
+            round_want(j); /* cheap, and rare: the cut reaches the disk promptly */
             return;
         }
     }
@@ -663,7 +672,8 @@ void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset)
     rc = 0;
     for (int i = 0; i < log->nsegs && rc == 0; i++) {
         st_segment_t *s = log->segs[i];
-        if (s->log_dirty && (rc = st_file_sync_now(s->log)) == 0)
+        /* A round in flight may not have synced what it took yet: this does not wait. */
+        if ((s->log_dirty || log->sync_pending > 0) && (rc = st_file_sync_now(s->log)) == 0)
             s->log_dirty = false;
     }
     if (rc == 0)
@@ -680,11 +690,35 @@ void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset)
     }
 }
 
+/* A round is wanted: now, or (deferred) at the host's next st_journal_run. */
+static void round_want(st_journal_t *j)
+{
+    if (j->deferred)
+        j->run_pending = true;
+    else
+        round_start(j);
+}
+
+void st_journal_set_deferred(st_journal_t *j, bool on)
+{
+    j->deferred = on;
+    if (!on && j->run_pending)
+        st_journal_run(j);
+}
+
+void st_journal_run(st_journal_t *j)
+{
+    if (!j->run_pending)
+        return;
+    j->run_pending = false;
+    round_start(j);
+}
+
 void st_journal_kick(st_log_t *log)
 {
     st_journal_t *j = log->jl.j;
     if (j && (log->jl.queued || j->want_round))
-        round_start(j);
+        round_want(j);
 }
 
 void st_journal_file_round_start(st_log_t *log)
@@ -729,7 +763,7 @@ int st_journal_file_round_done(st_log_t *log, bool ok)
         /* Space is reusable once a header saying so is synced: a round with no entries if
          * need be (over half full only, so at most about one per sweep). */
         j->want_round = true;
-        round_start(j);
+        round_want(j);
     }
     return 0;
 }
@@ -741,7 +775,7 @@ void st_journal_tick(st_log_t *log)
     if (!j)
         return;
     if (jl->queued && !j->in_flight)
-        round_start(j); /* a submission refused for want of resources */
+        round_want(j); /* a submission refused for want of resources */
     if (jl->has_need && log->sync_pending == 0 &&
         st_log_now(log) - jl->need_ms >= ST_JOURNAL_SEGMENT_SYNC_MS)
         st_log_round_start(log);

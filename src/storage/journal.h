@@ -113,7 +113,16 @@ int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int6
  * Returns the reset's result. Blocking: shutdown.
  */
 int st_journal_close(st_journal_t *j);
-/* True once a journal write or sync failed: the logs use per-file rounds for good. */
+/*
+ * Deferred rounds: a round is then started only by st_journal_run, which the host calls once
+ * per event-loop iteration before it sleeps (the server's before-sleep hook), so every append
+ * of the iteration, to any partition, shares one fdatasync (a produce to 64 partitions waits
+ * for one sync, not a first one for its first partition and a second for the other 63).
+ * Off by default: a round then starts as soon as something is appended and none is in flight.
+ */
+void st_journal_set_deferred(st_journal_t *j, bool on);
+void st_journal_run(st_journal_t *j);
+/* True once a journal sync failed: the logs use per-file rounds for good. */
 bool st_journal_failed(const st_journal_t *j);
 
 typedef struct st_journal_stats {

@@ -244,8 +244,8 @@ int st_log_roll_to(st_log_t *log, int64_t base)
      * must not reach the disk before them: recovery would take it for the log end and skip
      * the journal's entries below it as already held (a hole). So they are synced now; one
      * blocking fdatasync per roll, of at most a few seconds' worth (journal.c syncs segments
-     * lazily but steadily). */
-    if (log->jl.j && a->log_dirty && a->size > 0) {
+     * lazily but steadily). A round in flight may be syncing it still: synced here too. */
+    if (log->jl.j && a->size > 0 && (a->log_dirty || log->sync_pending > 0)) {
         if ((rc = st_file_sync_now(a->log)) < 0)
             return rc;
         a->log_dirty = false;

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "storage/journal.h"
 #include "testutil.h"
 
@@ -219,6 +220,90 @@ static void test_one_sync_per_round(void **state)
     assert_int_equal(fsyncs, syncs);
     /* First round of each pass: log 0 alone; second: every other log, in one sync. */
     assert_true(st.rounds <= 6);
+    x.t.defer = false;
+    jt_fini(&x);
+}
+
+/* Deferred rounds (the server): every append of a loop iteration shares one sync. */
+static void test_deferred_one_sync_per_iteration(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 3, 64, 8 << 20);
+    st_journal_set_deferred(x.j, true);
+    waiter_t w[64];
+    memset(w, 0, sizeof w);
+    for (int iter = 0; iter < 3; iter++) {
+        uint64_t s0 = x.t.submits;
+        for (int i = 0; i < 64; i++) {
+            int64_t base = app(&x, i, 1, 40, (uint8_t)(iter * 64 + i), NULL);
+            assert_int_equal(st_log_wait_durable(x.logs[i], base + 1, on_durable, &w[i]), 0);
+        }
+        assert_int_equal(x.t.submits, s0); /* nothing before the iteration ends */
+        for (int i = 0; i < 64; i++)
+            assert_int_equal(w[i].calls, iter);
+        st_journal_run(x.j);
+        assert_int_equal(x.t.submits, s0 + 1);
+        for (int i = 0; i < 64; i++) {
+            assert_int_equal(w[i].calls, iter + 1);
+            assert_int_equal(w[i].res, 0);
+        }
+    }
+    print_message("journal, deferred: 64 logs, 1 sync per loop iteration\n");
+    jt_fini(&x);
+}
+
+/* A waiter's callback that appends (a request answered, the next one handled at once) must
+ * not start the next round while the completed one is still calling back its logs. */
+typedef struct chain {
+    jt_t *x;
+    int log;
+    waiter_t *w; /* the waiter of what the callback appends */
+    int calls;
+} chain_t;
+
+static void on_durable_append(void *arg, int res)
+{
+    chain_t *c = arg;
+    c->calls++;
+    assert_int_equal(res, 0);
+    int64_t base = app(c->x, c->log, 1, 10, 'z', NULL);
+    assert_int_equal(st_log_wait_durable(c->x->logs[c->log], base + 1, on_durable, c->w), 0);
+}
+
+static void test_append_in_callback(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 4, 3, 8 << 20);
+    x.t.defer = true;
+    waiter_t w[8];
+    memset(w, 0, sizeof w);
+    int64_t b = app(&x, 0, 1, 10, 'a', NULL); /* round 1: log 0 */
+    assert_int_equal(st_log_wait_durable(x.logs[0], b + 1, on_durable, &w[0]), 0);
+    chain_t c = {&x, 2, &w[5], 0};
+    b = app(&x, 1, 1, 10, 'b', NULL);
+    assert_int_equal(st_log_wait_durable(x.logs[1], b + 1, on_durable, &w[1]), 0);
+    b = app(&x, 0, 1, 10, 'c', NULL);
+    assert_int_equal(st_log_wait_durable(x.logs[0], b + 1, on_durable_append, &c), 0);
+    assert_int_equal(tenv_complete(&x.t, 1), 1); /* round 1 done; round 2: logs 0 and 1 */
+    assert_int_equal(w[0].calls, 1);
+    /* Both append again while round 2 is in flight: queued for round 3. */
+    b = app(&x, 1, 1, 10, 'd', NULL);
+    assert_int_equal(st_log_wait_durable(x.logs[1], b + 1, on_durable, &w[3]), 0);
+    b = app(&x, 0, 1, 10, 'e', NULL);
+    assert_int_equal(st_log_wait_durable(x.logs[0], b + 1, on_durable, &w[4]), 0);
+    assert_int_equal(tenv_complete(&x.t, 1), 1); /* round 2 done; log 0's callback appends */
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(w[1].calls, 1);
+    /* Round 3 is not synced yet: nothing in it may be called durable. */
+    assert_int_equal(w[3].calls, 0);
+    assert_int_equal(w[4].calls, 0);
+    assert_int_equal(w[5].calls, 0);
+    tenv_complete(&x.t, (size_t)-1);
+    assert_int_equal(w[3].calls, 1);
+    assert_int_equal(w[4].calls, 1);
+    assert_int_equal(w[5].calls, 1);
     x.t.defer = false;
     jt_fini(&x);
 }
@@ -562,8 +647,12 @@ static void test_clean_close_empties(void **state)
 
 int main(void)
 {
+    if (!getenv("STORAGE_JOURNAL_LOG"))
+        st_log_set_level(ST_LOG_ERROR + 1); /* crashes and replays log on purpose here */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_sync_per_round),
+        cmocka_unit_test(test_deferred_one_sync_per_iteration),
+        cmocka_unit_test(test_append_in_callback),
         cmocka_unit_test(test_without_journal_syncs_per_log),
         cmocka_unit_test(test_crash_replays_acknowledged),
         cmocka_unit_test(test_roll_then_crash),
