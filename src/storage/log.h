@@ -160,7 +160,9 @@ typedef void (*st_log_durable_fn)(void *arg, int res);
  *              append: after a cut, later appends reuse the offsets.
  * Group commit: one fdatasync covers everything appended before it was issued. In strict mode
  * a sync is issued as soon as data is appended and none is in flight; appends made while one
- * is in flight are covered by the next, issued when it completes.
+ * is in flight are covered by the next, issued when it completes. When the env has a journal
+ * (journal.h) the round is the journal's: one fdatasync of the journal file for every log of
+ * the env that appended before it; the log's own files are synced later, in the background.
  */
 int st_log_wait_durable(st_log_t *log, int64_t end_offset, st_log_durable_fn cb, void *arg);
 /*
@@ -175,7 +177,8 @@ void st_log_set_cut_hook(st_log_t *log, st_log_cut_fn fn, void *arg);
 /* Issues a sync now if anything is unsynced and none is in flight (flush.ms timers). */
 int st_log_flush(st_log_t *log);
 /* Periodic housekeeping (call every ~100 ms to a few seconds): write-caching flush.ms,
- * segment.ms roll of an idle segment, retention. Returns segments deleted, or < 0. */
+ * segment.ms roll of an idle segment, retention, and with a journal the background sync of
+ * segments whose journal entries are a few seconds old. Returns segments deleted, or < 0. */
 int st_log_tick(st_log_t *log);
 bool st_log_sync_in_flight(const st_log_t *log);
 
