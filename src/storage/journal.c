@@ -244,8 +244,8 @@ static int64_t place(const st_journal_t *j, int64_t n, int64_t reserve)
     return pos;
 }
 
-/* Writes one entry for log. 0, ST_E_FULL (no room), ST_E_TOO_LARGE, or an I/O error (the
- * journal is then off). */
+/* Writes one entry for log and queues the log for the next round. 0, ST_E_FULL (no room),
+ * ST_E_TOO_LARGE, or an I/O error (the head stays where it was). */
 static int write_entry(st_journal_t *j, st_log_t *log, int kind, int64_t first, int64_t next,
                        const uint8_t *data, size_t len, int64_t reserve)
 {
