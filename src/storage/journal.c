@@ -47,6 +47,7 @@
 #define ENTRY_MAGIC   0x53544a45u /* "STJE" */
 #define FENCE_MAGIC   0x53544a46u /* "STJF" */
 #define FENCE_SIZE    24
+#define SCRATCH_MAX   (256 * 1024) /* larger entries go in two writes */
 #define KIND_APPEND   1
 #define KIND_TRUNCATE 2
 #define FLAG_TOPIC_ID 1
@@ -84,7 +85,9 @@ struct st_journal {
     bool run_pending; /* st_journal_run has a round to start */
     bool failed;
     bool closed;
-    int refs; /* the owner + a round in flight */
+    int refs;         /* the owner + a round in flight */
+    uint8_t *scratch; /* an entry assembled for one write */
+    size_t scratch_cap;
     st_journal_stats_t st;
 };
 
@@ -119,6 +122,7 @@ static void journal_free(st_journal_t *j)
     }
     if (j->fd >= 0)
         j->env->fs.ops->close(j->env->fs.ctx, j->fd);
+    free(j->scratch);
     free(j->path);
     free(j->dir);
     free(j);
@@ -229,6 +233,22 @@ static int write_header(st_journal_t *j)
     return 0;
 }
 
+/* The scratch buffer holds at least n bytes (grown on demand); false without memory. */
+static bool scratch_fit(st_journal_t *j, size_t n)
+{
+    if (n <= j->scratch_cap)
+        return true;
+    size_t cap = j->scratch_cap ? j->scratch_cap : 4096;
+    while (cap < n)
+        cap *= 2;
+    uint8_t *b = realloc(j->scratch, cap);
+    if (!b)
+        return false;
+    j->scratch = b;
+    j->scratch_cap = cap;
+    return true;
+}
+
 /*
  * Where an entry of n bytes goes: its logical position (skipping to the next lap when it
  * would straddle the end of the area), or -1 when it would reach bytes still needed, keeping
@@ -279,9 +299,18 @@ static int write_entry(st_journal_t *j, st_log_t *log, int kind, int64_t first, 
         crc = st_crc32c(crc, data, len);
     st_put_be32(h + 4, crc);
     int64_t at = DATA_OFF + pos % j->cap;
-    int rc = st_fs_pwrite_full(&j->env->fs, j->fd, h, ENTRY_HDR + nl, at);
-    if (rc == 0 && len > 0)
-        rc = st_fs_pwrite_full(&j->env->fs, j->fd, data, len, at + ENTRY_HDR + (int64_t)nl);
+    int rc;
+    size_t whole = ENTRY_HDR + nl + len;
+    if (len > 0 && whole <= SCRATCH_MAX && scratch_fit(j, whole)) {
+        /* One write instead of two: a produce's batches are mostly small. */
+        memcpy(j->scratch, h, ENTRY_HDR + nl);
+        memcpy(j->scratch + ENTRY_HDR + nl, data, len);
+        rc = st_fs_pwrite_full(&j->env->fs, j->fd, j->scratch, whole, at);
+    } else {
+        rc = st_fs_pwrite_full(&j->env->fs, j->fd, h, ENTRY_HDR + nl, at);
+        if (rc == 0 && len > 0)
+            rc = st_fs_pwrite_full(&j->env->fs, j->fd, data, len, at + ENTRY_HDR + (int64_t)nl);
+    }
     if (rc < 0) {
         /* The head stays: the next entry overwrites what of this one reached the file (ENOSPC,
          * mostly). The log falls back meanwhile. */

@@ -486,6 +486,34 @@ static void test_journal_full_falls_back(void **state)
     jt_fini(&x);
 }
 
+/* When appends no longer fit, a truncation still does: the reserve is for truncate entries. */
+static void test_reserve_for_truncations(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 45, 1, ST_JOURNAL_MIN_BYTES);
+    x.t.defer = true; /* nothing synced: no space comes back */
+    st_journal_stats_t st;
+    int64_t cut = -1;
+    for (int n = 0; n < 100; n++) {
+        int64_t base = app(&x, 0, 2, 400, (uint8_t)n, NULL);
+        if (n == 3)
+            cut = base;
+        st_journal_stats(x.j, &st);
+        if (st.fallbacks > 0)
+            break;
+    }
+    assert_true(st.fallbacks > 0);
+    uint64_t e0 = st.entries, f0 = st.fences;
+    assert_int_equal(st_log_truncate_to(x.logs[0], cut), 0);
+    st_journal_stats(x.j, &st);
+    assert_int_equal(st.entries, e0 + 1); /* the truncate entry, in the reserve */
+    assert_int_equal(st.fences, f0);
+    tenv_complete(&x.t, (size_t)-1);
+    x.t.defer = false;
+    jt_fini(&x);
+}
+
 /* A failed journal sync: the logs of that round are cut back, the journal goes off, the logs
  * carry on with per-file rounds. */
 static void test_failed_journal_sync(void **state)
@@ -659,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_truncate_never_undone),
         cmocka_unit_test(test_truncate_fence),
         cmocka_unit_test(test_journal_full_falls_back),
+        cmocka_unit_test(test_reserve_for_truncations),
         cmocka_unit_test(test_failed_journal_sync),
         cmocka_unit_test(test_corrupt_entry_stops_replay),
         cmocka_unit_test(test_recreated_partition),
