@@ -1195,6 +1195,23 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, s
     }
     if (r < 0)
         return keep_files(rc, e[0].name, r);
+    /* Closed cleanly since (every byte synced, then the marker; an open removes it, durably,
+     * before anything is appended): the segments hold all, and older entries must not apply
+     * (a crash after the close and before the journal was emptied). */
+    char marker[PATH_MAX];
+    r = snprintf(marker, sizeof marker, "%s/%s", dir, ST_META_CLEAN_FILE);
+    if (r < 0 || (size_t)r >= sizeof marker)
+        return 0;
+    int mfd = rc->fs.ops->open(rc->fs.ctx, marker, ST_FS_RDONLY);
+    if (mfd >= 0) {
+        rc->fs.ops->close(rc->fs.ctx, mfd);
+        ST_INFO("storage: journal replay: %s was closed cleanly since; its %zu entries are"
+                " skipped",
+                e[0].name, n);
+        return 0;
+    }
+    if (mfd != -ENOENT)
+        return keep_files(rc, e[0].name, mfd);
     uint8_t tid[16];
     bool has_tid = st_storage_read_topic_id(env, dir, tid) == 0;
     uint64_t fence_run = 0, fence_seq = 0;

@@ -646,6 +646,29 @@ static void test_tick_syncs_segments(void **state)
     jt_fini(&x);
 }
 
+/* A log closed cleanly before a crash that left the journal as it was: its segments hold
+ * everything, and its entries are not applied again. */
+static void test_closed_log_not_replayed(void **state)
+{
+    (void)state;
+    jt_t x;
+    jt_init(&x, 105, 2, 4 << 20);
+    app_acked(&x, 0, 2, 30, 'a');
+    size_t keep = x.expect[0].len;
+    int64_t cut = app_acked(&x, 0, 2, 30, 'b');
+    assert_int_equal(st_log_truncate_to(x.logs[0], cut), 0);
+    x.expect[0].len = keep;
+    app_acked(&x, 0, 1, 30, 'c');
+    app_acked(&x, 1, 1, 30, 'd');
+    assert_int_equal(st_log_close(x.logs[0]), 0);
+    x.logs[0] = NULL;
+    jt_crash(&x, ST_CRASH_DROP);
+    st_journal_recovery_t rec;
+    jt_recover_check(&x, false, &rec);
+    assert_int_equal(rec.partitions, 1); /* log 1 only */
+    jt_fini(&x);
+}
+
 /* Closed cleanly: nothing to replay, and a missing journal is fine. */
 static void test_clean_close_empties(void **state)
 {
@@ -693,6 +716,7 @@ int main(void)
         cmocka_unit_test(test_recreated_partition),
         cmocka_unit_test(test_crash_during_recovery),
         cmocka_unit_test(test_tick_syncs_segments),
+        cmocka_unit_test(test_closed_log_not_replayed),
         cmocka_unit_test(test_clean_close_empties),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
