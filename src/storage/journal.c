@@ -893,9 +893,11 @@ int st_journal_close(st_journal_t *j)
 {
     st_fs_t *fs = &j->env->fs;
     int rc = 0;
-    if (j->logs)
-        ST_WARN("storage: journal %s closed with logs still open", j->path);
-    if (j->pinned) {
+    if (j->logs) {
+        /* Their entries may be all that holds some of their bytes: kept for replay; they
+         * sync their own files from now on. */
+        ST_WARN("storage: journal %s closed with logs still open; not emptied", j->path);
+    } else if (j->pinned) {
         ST_WARN("storage: journal %s keeps entries of a log whose close failed; not emptied",
                 j->path);
     } else {

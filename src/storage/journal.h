@@ -110,7 +110,8 @@ int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int6
 /*
  * After every log of the env was closed (each synced): empties the file (ftruncate 0,
  * fdatasync), detaches from the env and frees (once a round still in flight completes).
- * Returns the reset's result. Blocking: shutdown.
+ * Returns the reset's result. A log still open, or one whose final sync failed, leaves the file
+ * as it is, for the next start to replay. Blocking: shutdown.
  */
 int st_journal_close(st_journal_t *j);
 /*
