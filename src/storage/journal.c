@@ -6,9 +6,10 @@
  *
  *   st_log_append -> segment pwrite -> st_journal_append: entry pwrite at the head, the log
  *       queued for the next round
- *   st_log_wait_durable -> st_log_sync_start -> st_journal_kick -> round_start: the queue
- *       becomes the round (each log's target: what it had journaled), the header (tail) is
- *       written, one fdatasync of the journal file is submitted
+ *   st_log_wait_durable -> st_log_sync_start -> st_journal_kick -> round_start (at once, or
+ *       deferred to the host's st_journal_run once per loop iteration): the queue becomes the
+ *       round (each log's target: what it had journaled), the header (tail) is written, one
+ *       fdatasync of the journal file is submitted
  *   round_done -> st_log_journal_done for each log of the round: durable moves to the target,
  *       waiters fire; a failed sync cuts those logs back and turns the journal off for good
  *
@@ -20,8 +21,16 @@
  * round starts per-file rounds for the logs holding the oldest half (sweep). An append that
  * does not fit is not journaled: the log falls back to per-file rounds until one of them
  * covered everything it wrote meanwhile (st_journal_file_round_start turns it back on). The
- * last RESERVE bytes are kept for truncate entries. A truncation that does not fit even so
+ * last bytes (reserve) are kept for truncate entries. A truncation that does not fit even so
  * writes a fence file into the partition directory, synced, before it returns.
+ *
+ * Replay must never apply an entry to a log that is ahead of it with synced bytes the entry
+ * knows nothing of (a stale truncate entry would cut them). Hence the fences (journal.h,
+ * invariants 4 and 5): after a reset, after a per-file round that made unjournaled bytes
+ * durable, when a log reopens within the run; and replay skips a log closed cleanly since.
+ * What is left for replay: the log's own recovery cuts torn bytes, then every entry of the log
+ * from the tail on, in order; an append that does not follow on from the log end is skipped
+ * (the bytes before it were never acknowledged, or a later truncate entry realigns the log).
  */
 #include "storage/journal.h"
 
