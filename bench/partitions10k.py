@@ -79,8 +79,9 @@ def wait_for(cond, timeout, what):
 
 
 class Server:
-    def __init__(self, binary, data, smp, log):
+    def __init__(self, binary, data, smp, log, sets=()):
         self.binary, self.data, self.smp, self.log = binary, data, smp, log
+        self.sets = list(sets)
         self.port = free_port()
         self.proc = None
 
@@ -89,7 +90,8 @@ class Server:
         self.proc = subprocess.Popen(
             [self.binary, "--smp", str(self.smp), "--set", "log.dirs=" + self.data,
              "--set", "listeners=PLAINTEXT://127.0.0.1:%d" % self.port,
-             "--set", "admin.listen=", "--set", "log.level=warn"],
+             "--set", "admin.listen=", "--set", "log.level=warn"] +
+            [x for kv in self.sets for x in ("--set", kv)],
             stdout=out, stderr=out)
         out.close()
 
@@ -112,6 +114,8 @@ def main():
     ap.add_argument("--topics", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=100)
     ap.add_argument("--smp", type=int, default=2)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="strata-server setting (repeatable), e.g. log.journal.bytes=0")
     ap.add_argument("--idle", type=float, default=3.0)
     a = ap.parse_args()
     total = a.topics * a.partitions
@@ -119,7 +123,7 @@ def main():
     data = os.path.join(a.dir, "data")
     shutil.rmtree(data, ignore_errors=True)
     os.makedirs(data)
-    srv = Server(a.server, data, a.smp, os.path.join(a.dir, "server.log"))
+    srv = Server(a.server, data, a.smp, os.path.join(a.dir, "server.log"), a.set)
     res = {"topics": a.topics, "partitions_per_topic": a.partitions, "partitions": total,
            "smp": a.smp}
     try:
