@@ -543,6 +543,38 @@ static int sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
     return 0;
 }
 
+typedef struct {
+    st_io_t io;
+    st_sync_done_fn done;
+    void *arg;
+} writeback_op_t;
+
+static void writeback_complete(st_io_t *io, int res)
+{
+    writeback_op_t *op = io->data;
+    op->done(op->arg, res);
+    free(op);
+}
+
+/* The storage writeback hook: sync_file_range(SYNC_FILE_RANGE_WRITE) through io_uring, so a
+ * segment's pages go to the disk steadily as they are appended (env.h); nothing waits on it. */
+static int writeback_submit(void *ctx, int fd, int64_t off, int64_t len, st_sync_done_fn done,
+                            void *arg)
+{
+    st_kshard_t *s = ctx;
+    writeback_op_t *op = malloc(sizeof *op);
+    if (!op)
+        return -ENOMEM;
+    op->io.cb = writeback_complete;
+    op->io.data = op;
+    op->done = done;
+    op->arg = arg;
+    int rc = st_loop_writeback(s->loop, &op->io, fd, (uint64_t)off, (uint64_t)len);
+    if (rc)
+        free(op);
+    return rc;
+}
+
 /* The partitions' wake-up of waiting fetches (st_parts_config_t.wake). */
 static void wake_fetches(void *arg, int waiter, const uint8_t topic_id[16], int32_t index)
 {
@@ -644,6 +676,8 @@ static void *kshard_main(void *arg)
     st_storage_env_init(&s->env, b->fs, b->fds_per_shard);
     s->env.sync_submit = sync_submit;
     s->env.sync_ctx = s;
+    s->env.writeback_submit = writeback_submit;
+    s->env.writeback_ctx = s;
     const st_config_t *cfg = b->cfg;
     if (cfg->log_journal_bytes > 0) {
         st_journal_t *j;

@@ -10,6 +10,7 @@
 #include "io/loop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
 #include <stdatomic.h>
@@ -373,6 +374,13 @@ int st_loop_fsync(st_loop_t *l, st_io_t *io, int fd, bool datasync)
 {
     ST_PREP(l, io, io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0),
             ST_EP(io, datasync ? ST_EP_FDATASYNC : ST_EP_FSYNC, fd, NULL, 0, 0));
+}
+
+int st_loop_writeback(st_loop_t *l, st_io_t *io, int fd, uint64_t off, uint64_t len)
+{
+    ST_PREP(l, io,
+            io_uring_prep_sync_file_range(sqe, fd, (unsigned)len, off, SYNC_FILE_RANGE_WRITE),
+            ST_EP(io, ST_EP_SYNC_RANGE, fd, NULL, len, off));
 }
 
 /* Cancellation completions carry no st_io_t of their own. */

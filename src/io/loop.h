@@ -104,6 +104,9 @@ int st_loop_poll(st_loop_t *l, st_io_t *io, int fd, unsigned events);
 int st_loop_read(st_loop_t *l, st_io_t *io, int fd, void *buf, size_t len, uint64_t off);
 int st_loop_write(st_loop_t *l, st_io_t *io, int fd, const void *buf, size_t len, uint64_t off);
 int st_loop_fsync(st_loop_t *l, st_io_t *io, int fd, bool datasync);
+/* Starts the write-out of the dirty pages of [off, off + len) of fd without waiting for it
+ * (sync_file_range SYNC_FILE_RANGE_WRITE; len < 4 GiB): nothing becomes durable. */
+int st_loop_writeback(st_loop_t *l, st_io_t *io, int fd, uint64_t off, uint64_t len);
 /* Asks the kernel to cancel io; its cb still runs (usually with -ECANCELED). */
 int st_loop_cancel(st_loop_t *l, st_io_t *io);
 

@@ -57,6 +57,10 @@ static void *st_ep_worker(void *arg)
         case ST_EP_FSYNC:
             r = fsync(io->ep.fd);
             break;
+        case ST_EP_SYNC_RANGE:
+            r = sync_file_range(io->ep.fd, (off_t)io->ep.off, (off_t)io->ep.len,
+                                SYNC_FILE_RANGE_WRITE);
+            break;
         default:
             r = fdatasync(io->ep.fd);
             break;

@@ -21,6 +21,7 @@ enum {
     ST_EP_WRITE,
     ST_EP_FSYNC,
     ST_EP_FDATASYNC,
+    ST_EP_SYNC_RANGE,
 };
 
 /* One descriptor's waiting operations: at most one reading side and one writing side. */

@@ -50,6 +50,28 @@ int st_storage_sync_file(st_storage_env_t *env, st_file_t *f, st_sync_done_fn do
     return rc;
 }
 
+static void file_written_back(void *arg, int res)
+{
+    (void)res; /* a hint only: a failed write-out shows in the file's next fdatasync */
+    st_file_t *f = arg;
+    st_file_unpin(f);
+    st_file_unref(f);
+}
+
+void st_storage_writeback_file(st_storage_env_t *env, st_file_t *f, int64_t off, int64_t len)
+{
+    if (!env->writeback_submit || len <= 0)
+        return;
+    int fd = st_file_pin(f);
+    if (fd < 0)
+        return;
+    st_file_ref(f);
+    if (env->writeback_submit(env->writeback_ctx, fd, off, len, file_written_back, f) < 0) {
+        st_file_unpin(f);
+        st_file_unref(f);
+    }
+}
+
 int st_storage_sync_inline(void *ctx, int fd, st_sync_done_fn done, void *arg)
 {
     st_storage_env_t *env = ctx;
@@ -65,6 +87,8 @@ void st_storage_env_init(st_storage_env_t *env, st_fs_t fs, int max_open_files)
     env->now_ctx = NULL;
     env->sync_submit = st_storage_sync_inline;
     env->sync_ctx = env;
+    env->writeback_submit = NULL;
+    env->writeback_ctx = NULL;
     env->journal = NULL;
     st_fdcache_init(&env->fdcache, fs, max_open_files > 0 ? max_open_files : 1024);
 }

@@ -16,6 +16,18 @@
  *
  * The default (st_storage_env_init) uses the real clock and runs fdatasync inline: simple, and
  * right for tests and tools, but it blocks; a server replaces sync_submit.
+ *
+ * The writeback hook starts, without waiting for it, the write-out of a range of a file's
+ * dirty pages (sync_file_range(SYNC_FILE_RANGE_WRITE)):
+ *
+ *   int writeback_submit(void *ctx, int fd, int64_t off, int64_t len, st_sync_done_fn done,
+ *                        void *arg)
+ *
+ * with the same contract as sync_submit (0 and done exactly once on the shard, or < 0 and
+ * never done; fd stays open until done ran). Storage ignores its result: it only spreads the
+ * disk's work over time so that a later fdatasync of the file (a lazy per-file round, with a
+ * journal) finds little left to write, and a sync of another file does not queue behind a
+ * burst of it. It makes nothing durable. NULL (the default): nothing is started.
  */
 #ifndef ST_STORAGE_ENV_H
 #define ST_STORAGE_ENV_H
@@ -33,6 +45,9 @@ typedef struct st_storage_env {
     void *now_ctx;
     int (*sync_submit)(void *ctx, int fd, st_sync_done_fn done, void *arg);
     void *sync_ctx;
+    int (*writeback_submit)(void *ctx, int fd, int64_t off, int64_t len, st_sync_done_fn done,
+                            void *arg); /* NULL: none */
+    void *writeback_ctx;
     st_fdcache_t fdcache;       /* descriptors of this env's files */
     struct st_journal *journal; /* the shard's journal (journal.h), NULL: none */
 } st_storage_env_t;
@@ -51,6 +66,13 @@ void st_storage_env_fini(st_storage_env_t *env);
  * before this returns (the inline hook).
  */
 int st_storage_sync_file(st_storage_env_t *env, st_file_t *f, st_sync_done_fn done, void *arg);
+
+/*
+ * Starts the write-out of bytes [off, off + len) of f through env->writeback_submit, holding
+ * the file until it completed; the result is ignored. Does nothing without a hook, or when the
+ * file cannot be pinned or the hook refuses (a hint, never an error).
+ */
+void st_storage_writeback_file(st_storage_env_t *env, st_file_t *f, int64_t off, int64_t len);
 
 /* The default sync hook: fdatasync through env->fs, then done inline. ctx is the env. */
 int st_storage_sync_inline(void *ctx, int fd, st_sync_done_fn done, void *arg);

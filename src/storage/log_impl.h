@@ -11,6 +11,10 @@
 #include "storage/meta.h"
 #include "storage/segment.h"
 
+/* The active segment's appended bytes are handed to the env's writeback hook in steps of this
+ * many (log.c writeback()). */
+#define ST_LOG_WRITEBACK_BYTES (1024 * 1024)
+
 typedef struct log_waiter {
     int64_t offset; /* durable once offsets below it are */
     st_log_durable_fn cb;

@@ -155,6 +155,7 @@ int st_segment_open_as(st_fdcache_t *c, const char *dir, int64_t base, const cha
         st_segment_free(s);
         return rc;
     }
+    s->wb_done = s->size; /* on disk already, or synced by recovery */
     /* An index file that is missing is created empty; load will find it wanting. */
     s->oidx_file->create = true;
     s->tidx_file->create = true;
@@ -493,6 +494,8 @@ int st_segment_recover(st_segment_t *s, int32_t interval, int64_t min_offset, in
         return ST_E_CORRUPT;
     }
     s->size = pos;
+    if (s->wb_done > pos)
+        s->wb_done = pos;
     if (pos < file_size) {
         ST_WARN("storage: recovery cut %s at byte %" PRId64 ": %s; %" PRId64
                 " bytes removed, log now ends at offset %" PRId64,
@@ -662,6 +665,8 @@ int st_segment_truncate(st_segment_t *s, int64_t pos)
     s->tail_unknown = trc < 0; /* memory follows the cut; the next write cuts the file first */
     s->log_dirty = true;
     s->size = pos;
+    if (s->wb_done > pos)
+        s->wb_done = pos;
     /* Recompute what the cut may have changed with a header walk. */
     s->max_timestamp = -1;
     s->max_ts_offset = -1;

@@ -37,6 +37,7 @@ typedef struct st_segment {
     st_file_t *tidx_file;
     st_offidx_t oidx;
     st_timeidx_t tidx;
+    int64_t wb_done;   /* .log bytes below it were handed to the env's writeback hook (<= size) */
     bool log_dirty;    /* .log written or truncated since its last sync was issued */
     bool idx_rewrite;  /* index files must be rewritten whole (after truncation) */
     bool idx_dirty;    /* index files written since their last sync was issued */
