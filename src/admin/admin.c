@@ -17,6 +17,7 @@
 #include "cluster/quorum.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "storage/journal.h"
 
 #define ST_ADMIN_MAX_COLLECTORS 4
 
@@ -260,6 +261,17 @@ static void st_admin_on_tick(void *arg, st_kshard_t *s)
     int64_t dt = prev ? snap->total_ns - prev->total_ns : snap->total_ns;
     int64_t db = prev ? snap->busy_ns - prev->busy_ns : snap->busy_ns;
     snap->busy_ratio = dt > 0 ? (double)db / (double)dt : 0;
+    if (s->env.journal) {
+        st_journal_stats_t js;
+        st_journal_stats(s->env.journal, &js);
+        snap->journal = true;
+        snap->journal_rounds = js.rounds;
+        snap->journal_round_logs = js.round_logs;
+        snap->journal_entries = js.entries;
+        snap->journal_fallbacks = js.fallbacks;
+        snap->journal_used = js.used;
+        snap->journal_capacity = js.capacity;
+    }
     if (s->net) {
         const st_net_stats_t *ns = st_net_stats(s->net);
         snap->connections = st_net_conn_count(s->net);

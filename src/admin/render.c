@@ -235,6 +235,56 @@ static uint64_t f_ring(const st_admin_view_t *v, int i)
     return v->live[i].ring_occupancy;
 }
 
+SNAP_FIG(f_j_rounds, journal_rounds)
+SNAP_FIG(f_j_round_logs, journal_round_logs)
+SNAP_FIG(f_j_entries, journal_entries)
+SNAP_FIG(f_j_fallbacks, journal_fallbacks)
+SNAP_FIG(f_j_used, journal_used)
+SNAP_FIG(f_j_capacity, journal_capacity)
+
+/* The shards' journals (storage/journal.h): only shards that have one get samples. */
+static void journal_metric(st_prom_t *p, const st_admin_view_t *v, const char *name,
+                           const char *type, const char *help, shard_fig_fn fn)
+{
+    st_prom_family(p, name, type, help);
+    for (int i = 0; i < v->nshards; i++) {
+        if (!v->snaps[i] || !v->snaps[i]->journal)
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t l[] = {{"shard", sh}};
+        st_prom_sample_u64(p, "", l, 1, fn(v, i));
+    }
+}
+
+static void journal_metrics(st_prom_t *p, const st_admin_view_t *v)
+{
+    bool any = false;
+    for (int i = 0; i < v->nshards; i++)
+        any |= v->snaps[i] && v->snaps[i]->journal;
+    if (!any)
+        return;
+    journal_metric(p, v, "strata_journal_rounds_total", "counter",
+                   "Journal rounds: fdatasyncs of the shard's journal, each making every append "
+                   "journaled before it durable.",
+                   f_j_rounds);
+    journal_metric(p, v, "strata_journal_round_logs_total", "counter",
+                   "Partition logs the journal rounds covered, summed (logs per round: divide by "
+                   "strata_journal_rounds_total; each would be an fdatasync without the journal).",
+                   f_j_round_logs);
+    journal_metric(p, v, "strata_journal_entries_total", "counter",
+                   "Entries written to the journal (appends and truncations).", f_j_entries);
+    journal_metric(p, v, "strata_journal_fallbacks_total", "counter",
+                   "Appends not journaled (journal full or off): their logs synced their own "
+                   "files until a per-file round covered them.",
+                   f_j_fallbacks);
+    journal_metric(p, v, "strata_journal_used_bytes", "gauge",
+                   "Journal bytes still needed for replay (from the durable tail to the head).",
+                   f_j_used);
+    journal_metric(p, v, "strata_journal_capacity_bytes", "gauge",
+                   "Size of the journal's data area (log.journal.bytes).", f_j_capacity);
+}
+
 static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
 {
     per_shard(p, v, "strata_kafka_connections", "gauge", "Open Kafka connections.", f_conns, true);
@@ -296,6 +346,7 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
         st_prom_histogram(p, l, 1, iter_bounds_s, v->snaps[i]->loop_iter, ST_LOOP_ITER_BUCKETS,
                           (double)v->snaps[i]->loop_iter_sum_ns / 1e9);
     }
+    journal_metrics(p, v);
     st_prom_family(p, "strata_shard_snapshot_age_seconds", "gauge",
                    "Age of the shard's published metrics snapshot (partition, group, loop and "
                    "connection figures lag by this much).");

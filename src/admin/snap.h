@@ -92,6 +92,10 @@ typedef struct st_admin_snap {
     uint64_t slow_tasks;
     uint64_t loop_iter[ST_LOOP_ITER_BUCKETS + 1]; /* busy span per iteration (io/loop.h) */
     int64_t loop_iter_sum_ns;
+    /* the shard's journal (storage/journal.h), when it has one */
+    bool journal;
+    uint64_t journal_rounds, journal_round_logs, journal_entries, journal_fallbacks;
+    int64_t journal_used, journal_capacity;
     /* connections */
     uint64_t connections, accepted, closed, net_bytes_in, net_bytes_out, frames_too_large;
     /* owned state */

@@ -451,7 +451,9 @@ static void round_start(st_journal_t *j)
     j->round_tail = j->hdr_tail;
     st_log_t *list = j->queue;
     j->queue = NULL;
+    uint64_t nlogs = 0;
     for (st_log_t *l = list; l; l = l->jl.qnext) {
+        nlogs++;
         l->jl.queued = false;
         l->jl.in_round = true;
         l->jl.round_target = l->jl.written_end;
@@ -464,11 +466,13 @@ static void round_start(st_journal_t *j)
     j->in_flight = true;
     j->refs++;
     j->st.rounds++;
+    j->st.round_logs += nlogs;
     int rc = j->env->sync_submit(j->env->sync_ctx, j->fd, round_done, j);
     if (rc < 0) {
         j->in_flight = false;
         j->refs--;
         j->st.rounds--;
+        j->st.round_logs -= nlogs;
         j->round = NULL;
         /* Back to the queue: nothing was synced. */
         while (list) {

@@ -11,7 +11,9 @@
  * A strict-mode log whose env has a journal counts an append as durable once the journal's
  * round that covers its entry completed; its segment files are synced lazily (a per-file round
  * in the background when the journal is half full and the log holds old entries, from
- * st_log_tick when its oldest entry is a few seconds old, and at close). Each per-file round
+ * st_log_tick when its oldest entry is a few seconds old, and at close; meanwhile the env's
+ * writeback hook, if any, has started writing them out MiB by MiB, so such a round finds little
+ * left to write and the journal's own syncs do not queue behind it). Each per-file round
  * that completes releases the log's entries written before it started; the journal's tail
  * (the oldest byte still needed) follows the oldest entry any open log still needs.
  *
@@ -128,6 +130,7 @@ bool st_journal_failed(const st_journal_t *j);
 
 typedef struct st_journal_stats {
     uint64_t rounds;       /* journal syncs submitted */
+    uint64_t round_logs;   /* logs those rounds covered, summed (per round: / rounds) */
     uint64_t entries;      /* entries written */
     uint64_t write_errors; /* entry writes that failed (the log fell back) */
     uint64_t fallbacks;    /* appends a log could not journal (full, off) */

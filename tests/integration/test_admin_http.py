@@ -142,6 +142,40 @@ class AdminHttpTest(ServerTestCase):
                        for s in now) and now
         wait_until(grown, 10, "loop iteration counts to grow on both shards")
 
+    def test_journal_metrics_count(self):
+        # Each shard's journal (log.journal.bytes, 64 MiB by default): rounds, entries and the
+        # logs the rounds covered grow with acknowledged produces; used stays within capacity.
+        names = ("rounds_total", "round_logs_total", "entries_total", "fallbacks_total",
+                 "used_bytes", "capacity_bytes")
+
+        def journal(m):
+            return {n: m.sum("strata_journal_" + n) for n in names}
+        m = ac.scrape(self.admin)
+        for n in names:
+            self.assertEqual(sorted(lab["shard"] for lab, _ in m.find("strata_journal_" + n)),
+                             ["0", "1"], n)
+        before = journal(m)
+        self.assertEqual(before["capacity_bytes"], 2 * (64 << 20))
+        topic = self.unique()
+        kc.create_topic(self.bootstrap, topic, 4)
+        p = kc.producer(self.bootstrap)
+        kc.produce_all(p, topic, [{"value": b"v" * 100, "partition": i % 4} for i in range(400)])
+        del p
+
+        def grown():
+            now = journal(ac.scrape(self.admin))
+            return now["entries_total"] >= before["entries_total"] + 4 and now
+        now = wait_until(grown, 10, "journal entries to count the produces")
+        self.assertGreater(now["rounds_total"], before["rounds_total"])
+        # Every round covers at least one log (a round with none only makes space reusable in
+        # a journal over half full).
+        rounds = now["rounds_total"] - before["rounds_total"]
+        logs = now["round_logs_total"] - before["round_logs_total"]
+        self.assertGreaterEqual(logs, rounds)
+        self.assertEqual(now["fallbacks_total"], before["fallbacks_total"])
+        self.assertGreater(now["used_bytes"], 0)
+        self.assertLessEqual(now["used_bytes"], now["capacity_bytes"])
+
     def test_promtool_accepts_the_exposition(self):
         promtool = shutil.which("promtool")
         if not promtool:
