@@ -60,6 +60,9 @@
 #define KIND_APPEND   1
 #define KIND_TRUNCATE 2
 #define FLAG_TOPIC_ID 1
+/* The smallest entry (a header and a one-byte name, padded): a lap holds at most capacity /
+ * ENTRY_MIN entries. */
+#define ENTRY_MIN 72
 
 struct st_journal {
     st_storage_env_t *env;
@@ -825,6 +828,15 @@ void st_journal_tick(st_log_t *log)
 
 /* ---- open and close ---------------------------------------------------------------------- */
 
+/* A decoded header. */
+typedef struct jhdr {
+    uint64_t gen, run_id, tail_seq;
+    int64_t cap, tail;
+} jhdr_t;
+
+static int read_header(st_fs_t *fs, int fd, jhdr_t *h);
+static bool entry_at(st_fs_t *fs, int fd, const jhdr_t *h);
+
 static int sync_parent_dir(st_fs_t *fs, const char *dir)
 {
     char p[PATH_MAX];
@@ -884,11 +896,31 @@ int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int6
     if ((rc = fs->ops->fsize(fs->ctx, j->fd, &size)) < 0)
         goto fail;
     if (size > 0) {
-        ST_ERROR("storage: journal %s holds entries not replayed (st_journal_recover did not"
-                 " empty it); left alone, this shard runs without a journal",
-                 j->path);
-        rc = ST_E_EXISTS;
-        goto fail;
+        /* Kept from an earlier run (a clean close, or replay, leaves the file at its size with a
+         * header that says nothing is to be replayed): its blocks are allocated, so this run's
+         * syncs change no metadata, at least until it grows past them. */
+        jhdr_t h;
+        rc = read_header(fs, j->fd, &h);
+        if (rc == 0 || (rc > 0 && entry_at(fs, j->fd, &h))) {
+            ST_ERROR("storage: journal %s holds entries not replayed (st_journal_recover did not"
+                     " empty it); left alone, this shard runs without a journal",
+                     j->path);
+            rc = ST_E_EXISTS;
+        }
+        if (rc < 0)
+            goto fail;
+        /* Sequence numbers go on from the header's: every byte in the file has a smaller one,
+         * so replay never takes an older lap's entry (or an earlier run's) for this run's. */
+        j->next_seq = j->tail_seq = h.tail_seq;
+        j->hdr_gen = h.gen;
+        if (h.cap == j->cap)
+            j->head = j->tail = j->durable_tail = h.tail;
+        else if ((rc = fs->ops->ftruncate(fs->ctx, j->fd, 0)) < 0)
+            goto fail; /* another capacity: positions start over in an emptied file */
+        /* This run's header reaches the disk before any of its entries: replay never reads
+         * them from a header of another run (whose id the fences would not match). */
+        if ((rc = write_header(j)) < 0 || (rc = fs->ops->fdatasync(fs->ctx, j->fd)) < 0)
+            goto fail;
     }
     if ((rc = fs->ops->fsync_dir(fs->ctx, j->dir)) < 0)
         goto fail;
@@ -914,7 +946,11 @@ int st_journal_close(st_journal_t *j)
         ST_WARN("storage: journal %s keeps entries of a log whose close failed; not emptied",
                 j->path);
     } else {
-        rc = fs->ops->ftruncate(fs->ctx, j->fd, 0);
+        /* Emptied by a header whose tail is the head: no entry carries its sequence. The file
+         * keeps its size (and blocks) for the next run. */
+        j->tail = j->head;
+        j->tail_seq = j->next_seq;
+        rc = write_header(j);
         if (rc == 0)
             rc = fs->ops->fdatasync(fs->ctx, j->fd);
         if (rc < 0)
@@ -949,6 +985,8 @@ typedef struct jfile {
     char *path;
     uint64_t run_id;
     int fd;
+    bool has_hdr; /* hdr: its newest valid header */
+    jhdr_t hdr;
 } jfile_t;
 
 typedef struct recover {
@@ -1048,6 +1086,38 @@ static int read_entry(recover_t *rc, int fd, int64_t cap, int64_t pos, uint64_t 
     return 1;
 }
 
+/* The valid header of higher generation: 1 and h, 0 when neither slot holds one, or an I/O
+ * error. */
+static int read_header(st_fs_t *fs, int fd, jhdr_t *h)
+{
+    bool found = false;
+    for (int s = 0; s < 2; s++) {
+        uint8_t b[HDR_SIZE];
+        jhdr_t x;
+        ssize_t n = st_fs_pread_full(fs, fd, b, HDR_SIZE, (int64_t)s * HDR_SLOT);
+        if (n < 0)
+            return (int)n;
+        if (n == HDR_SIZE && decode_header(b, &x.gen, &x.cap, &x.run_id, &x.tail, &x.tail_seq) &&
+            (!found || x.gen > h->gen)) {
+            *h = x;
+            found = true;
+        }
+    }
+    return found ? 1 : 0;
+}
+
+/* Whether a valid entry starts at the header's tail (entries not replayed yet). An I/O error
+ * counts as one: the file is then left alone. */
+static bool entry_at(st_fs_t *fs, int fd, const jhdr_t *h)
+{
+    recover_t rc = {.fs = *fs};
+    jentry_t e = {0};
+    int64_t len;
+    int r = read_entry(&rc, fd, h->cap, h->tail, h->tail_seq, &e, &len);
+    free(e.name);
+    return r != 0;
+}
+
 static int push_entry(recover_t *rc, const jentry_t *e)
 {
     if (rc->n == rc->cap) {
@@ -1066,16 +1136,11 @@ static int push_entry(recover_t *rc, const jentry_t *e)
 static int scan_file(recover_t *rc, int fi)
 {
     jfile_t *f = &rc->files[fi];
-    uint8_t b[2][HDR_SIZE];
-    uint64_t gen[2] = {0, 0}, run[2], tseq[2];
-    int64_t cap[2], tail[2];
-    bool ok[2];
-    for (int s = 0; s < 2; s++) {
-        ssize_t n = st_fs_pread_full(&rc->fs, f->fd, b[s], HDR_SIZE, (int64_t)s * HDR_SLOT);
-        ok[s] = n == HDR_SIZE && decode_header(b[s], &gen[s], &cap[s], &run[s], &tail[s], &tseq[s]);
-    }
-    int s = ok[0] && (!ok[1] || gen[0] > gen[1]) ? 0 : 1;
-    if (!ok[s]) {
+    jhdr_t h;
+    int r = read_header(&rc->fs, f->fd, &h);
+    if (r < 0)
+        return keep_files(rc, f->path, r);
+    if (r == 0) {
         int64_t size = 0;
         rc->fs.ops->fsize(rc->fs.ctx, f->fd, &size);
         if (size > 0) {
@@ -1084,17 +1149,19 @@ static int scan_file(recover_t *rc, int fi)
         }
         return 0;
     }
-    f->run_id = run[s];
-    int64_t pos = tail[s];
-    uint64_t seq = tseq[s];
+    f->has_hdr = true;
+    f->hdr = h;
+    f->run_id = h.run_id;
+    int64_t pos = h.tail;
+    uint64_t seq = h.tail_seq;
     int64_t start = pos;
     for (;;) {
         jentry_t e = {.file = fi};
         int64_t len = 0;
-        int r = read_entry(rc, f->fd, cap[s], pos, seq, &e, &len);
-        if (r == 0 && pos % cap[s] != 0) {
-            int64_t lap = pos + (cap[s] - pos % cap[s]);
-            r = read_entry(rc, f->fd, cap[s], lap, seq, &e, &len);
+        r = read_entry(rc, f->fd, h.cap, pos, seq, &e, &len);
+        if (r == 0 && pos % h.cap != 0) {
+            int64_t lap = pos + (h.cap - pos % h.cap);
+            r = read_entry(rc, f->fd, h.cap, lap, seq, &e, &len);
             if (r == 1)
                 pos = lap;
         }
@@ -1111,7 +1178,7 @@ static int scan_file(recover_t *rc, int fi)
         rc->out->entries++;
         pos += pad8(len);
         seq++;
-        if (pos - start >= cap[s])
+        if (pos - start >= h.cap)
             break;
     }
     return 0;
@@ -1335,12 +1402,40 @@ static int list_wal_cb(void *arg, const char *name, int is_dir)
     f->path = strdup(p);
     f->fd = -1;
     f->run_id = 0;
+    f->has_hdr = false;
     if (!f->path) {
         rc->err = -ENOMEM;
         return 1;
     }
     rc->nfiles++;
     return 0;
+}
+
+/*
+ * Empties a replayed journal file, synced. One with a valid header keeps its size (its blocks
+ * stay allocated for the next run) and gets a header whose tail sequence is above every entry
+ * the file can hold: any entry written after its newest header lies within one capacity of that
+ * header's tail (space is reused only up to a synced header's tail, and no header on disk is
+ * older than the last synced one), so it carries a sequence below tail_seq + capacity /
+ * ENTRY_MIN + 1, and the next run, going on from there, never meets an old one with the
+ * sequence it expects. One without is truncated to 0.
+ */
+static int empty_file(st_fs_t *fs, jfile_t *f)
+{
+    int rc;
+    if (!f->has_hdr) {
+        rc = fs->ops->ftruncate(fs->ctx, f->fd, 0);
+    } else {
+        st_journal_t j = {.cap = f->hdr.cap, .tail = f->hdr.tail};
+        j.tail_seq = f->hdr.tail_seq + (uint64_t)(f->hdr.cap / ENTRY_MIN) + 1;
+        uint8_t b[HDR_SIZE];
+        uint64_t gen = f->hdr.gen + 1;
+        encode_header(&j, gen, b);
+        rc = st_fs_pwrite_full(fs, f->fd, b, sizeof b, (int64_t)(gen % 2) * HDR_SLOT);
+    }
+    if (rc == 0)
+        rc = fs->ops->fdatasync(fs->ctx, f->fd);
+    return rc;
 }
 
 /*
@@ -1407,9 +1502,7 @@ int st_journal_recover(st_fs_t fs, const char *data_dir, st_journal_recovery_t *
             jfile_t *f = &rc.files[i];
             if (f->fd < 0)
                 continue;
-            int x = fs.ops->ftruncate(fs.ctx, f->fd, 0);
-            if (x == 0)
-                x = fs.ops->fdatasync(fs.ctx, f->fd);
+            int x = empty_file(&fs, f);
             if (x < 0) {
                 ST_WARN("storage: cannot empty the journal %s: %s", f->path, st_strerror(x));
                 out->warnings++;

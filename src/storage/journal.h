@@ -36,7 +36,9 @@
  *            64 partition directory name (e.g. "orders-3") | batch bytes | zero padding
  *
  * Invariants:
- *   1. Sequence numbers of a journal's entries increase by one in file order from the tail.
+ *   1. Sequence numbers of a journal's entries increase by one in file order from the tail, and
+ *      over the file's whole life: each run, and each emptying, goes on above every sequence
+ *      the file holds, so no older lap's or run's bytes carry the sequence replay expects.
  *   2. tail <= every needed entry's position; bytes from the tail recorded in the last synced
  *      header (durable_tail) up to head are never overwritten, so replay from any header that
  *      reached the disk sees every entry written after it, in order, up to the first torn one.
@@ -102,16 +104,20 @@ typedef struct st_journal_log {
 /* ---- the broker's calls ------------------------------------------------------------------ */
 
 /*
- * Creates <data_dir>/.journal/shard-<shard>.wal (capacity `bytes`, at least
+ * Opens or creates <data_dir>/.journal/shard-<shard>.wal (capacity `bytes`, at least
  * ST_JOURNAL_MIN_BYTES) and hands it to env (env->journal): logs opened with env from now on
- * journal their appends. The file must be empty (st_journal_recover empties it): a non-empty
- * one holds entries not replayed yet and is left alone (ST_E_EXISTS). Blocking: start-up.
+ * journal their appends. The file must hold nothing to replay (st_journal_recover and
+ * st_journal_close leave it so, at its size): one that does, or that has no valid header but
+ * is not empty, is left alone (ST_E_EXISTS). A kept file is reused as it is, sequence numbers
+ * going on from its header's (never the whole file written at start); this run's header is
+ * synced first. Blocking: start-up.
  */
 int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int64_t bytes,
                     st_journal_t **out);
 /*
- * After every log of the env was closed (each synced): empties the file (ftruncate 0,
- * fdatasync), detaches from the env and frees (once a round still in flight completes).
+ * After every log of the env was closed (each synced): empties the file (a header whose tail
+ * is the head, synced; the file keeps its size for the next run), detaches from the env and
+ * frees (once a round still in flight completes).
  * Returns the reset's result. A log still open, or one whose final sync failed, leaves the file
  * as it is, for the next start to replay. Blocking: shutdown.
  */

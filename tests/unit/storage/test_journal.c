@@ -670,6 +670,15 @@ static void test_closed_log_not_replayed(void **state)
     jt_fini(&x);
 }
 
+static size_t wal_size(jt_t *x)
+{
+    uint8_t *d;
+    size_t len;
+    assert_int_equal(st_faultfs_get(x->t.ff, WAL, &d, &len), 0);
+    free(d);
+    return len;
+}
+
 /* Closed cleanly: nothing to replay, and a missing journal is fine. */
 static void test_clean_close_empties(void **state)
 {
@@ -683,18 +692,62 @@ static void test_clean_close_empties(void **state)
     }
     assert_int_equal(st_journal_close(x.j), 0);
     x.j = NULL;
-    uint8_t *d;
-    size_t len;
-    assert_int_equal(st_faultfs_get(x.t.ff, WAL, &d, &len), 0);
-    assert_int_equal(len, 0);
-    free(d);
+    /* Emptied by its header; the file keeps its size for the next run. */
+    size_t len = wal_size(&x);
+    assert_true(len > 8192);
     st_journal_recovery_t rec;
     assert_int_equal(st_journal_recover(x.t.env.fs, "/data", &rec), 0);
     assert_int_equal(rec.entries, 0);
+    assert_int_equal(wal_size(&x), len);
     assert_int_equal(x.t.env.fs.ops->unlink(x.t.env.fs.ctx, WAL), 0);
     assert_int_equal(st_journal_recover(x.t.env.fs, "/data", &rec), 0);
     assert_int_equal(rec.files, 0);
     jt_fini(&x);
+}
+
+/*
+ * The journal file outlives a run (a clean close, or replay after a crash, leaves it at its size
+ * with a header that says nothing is to be replayed), and the next run goes on with higher
+ * sequence numbers: replay never takes an older lap's or an earlier run's bytes for one of its
+ * entries, although the positions after its last entry hold older entries of the same size.
+ */
+static void test_kept_file_replays_only_this_run(void **state)
+{
+    (void)state;
+    /* Half a lap: at the positions after the last entry, the first run's entries carry the
+     * sequence numbers a run starting over from 1 at position 0 would expect there. A lap and a
+     * half: the next run's positions hold older entries too. */
+    for (int v = 0; v < 4; v++) {
+        int clean = v % 2, n = v < 2 ? 2000 : 6000;
+        jt_t x;
+        jt_init(&x, 130 + (uint64_t)v, 1, 4 << 20);
+        for (int k = 0; k < n; k++)
+            app_acked(&x, 0, 1, 1000, (uint8_t)k);
+        if (clean) {
+            assert_int_equal(st_log_close(x.logs[0]), 0);
+            x.logs[0] = NULL;
+            assert_int_equal(st_journal_close(x.j), 0);
+            x.j = NULL;
+        } else {
+            jt_crash(&x, ST_CRASH_DROP);
+        }
+        size_t size = wal_size(&x);
+        assert_true(size >= (n < 6000 ? (2 << 20) : (4 << 20)));
+        st_journal_recovery_t rec;
+        jt_recover_check(&x, false, &rec);
+        if (clean)
+            assert_int_equal(rec.entries, 0);
+        else
+            assert_true(rec.entries > 0);
+        assert_int_equal(wal_size(&x), size); /* neither replay nor open cut it */
+        for (int k = 0; k < 50; k++)
+            app_acked(&x, 0, 1, 1000, (uint8_t)(k + 7));
+        jt_crash(&x, ST_CRASH_DROP);
+        jt_recover_check(&x, false, &rec);
+        assert_int_equal(rec.entries, 50); /* this run's, nothing older */
+        assert_int_equal(rec.applied, 50);
+        jt_fini(&x);
+    }
 }
 
 /* ---- writeback --------------------------------------------------------------------------- */
@@ -809,6 +862,7 @@ int main(void)
         cmocka_unit_test(test_tick_syncs_segments),
         cmocka_unit_test(test_closed_log_not_replayed),
         cmocka_unit_test(test_clean_close_empties),
+        cmocka_unit_test(test_kept_file_replays_only_this_run),
         cmocka_unit_test(test_writeback_steady),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
