@@ -684,8 +684,10 @@ static void *kshard_main(void *arg)
         rc = st_journal_open(&s->env, cfg->log_dirs, s->id, cfg->log_journal_bytes, &j);
         if (rc)
             ST_WARN("this shard runs without a journal: %s", st_strerror(rc));
-        else
+        else {
             st_journal_set_deferred(j, true); /* kshard_before_sleep runs its rounds */
+            st_journal_set_min_fanout(j, (int)cfg->log_journal_min_partitions);
+        }
     }
     st_parts_config_t pc = {
         .log_dirs = cfg->log_dirs,

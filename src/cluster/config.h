@@ -112,6 +112,9 @@
     X(log_journal_bytes, "log.journal.bytes", INT, "67108864", 0, INT64_MAX,                       \
       "per-shard write-ahead journal: one sync per group commit for all partitions (0: off, "      \
       "each partition syncs its own files)")                                                       \
+    X(log_journal_min_partitions, "log.journal.min.partitions", INT, "16", 0, 1000000,             \
+      "a shard journals only while it appends to this many partitions per 100 ms "                 \
+      "(fewer: each partition syncs its own files; 0 or 1: always journal)")                       \
     X(min_insync_replicas, "min.insync.replicas", INT, "1", 1, 32767,                              \
       "replicas that must have a write for acks=all")                                              \
     X(offsets_topic_num_partitions, "offsets.topic.num.partitions", INT, "50", 1, 1000,            \

@@ -92,9 +92,16 @@ struct st_journal {
     bool in_flight;
     bool want_round; /* a header-only round, to make freed space reusable */
     bool sweeping;
-    bool completing;  /* round_done is calling back the logs of its round */
-    bool deferred;    /* rounds start from st_journal_run only */
-    bool run_pending; /* st_journal_run has a round to start */
+    bool completing;   /* round_done is calling back the logs of its round */
+    bool deferred;     /* rounds start from st_journal_run only */
+    bool run_pending;  /* st_journal_run has a round to start */
+    int min_fanout;    /* st_journal_set_min_fanout; <= 1: always journal */
+    uint64_t win;      /* fan-out windows (FANOUT_WINDOW_MS) closed so far */
+    int64_t win_start; /* when the current window opened */
+    int win_logs;      /* logs that appended in the current window */
+    int last_logs;     /* ... in the last closed one */
+    int low_windows;   /* consecutive closed windows below min_fanout / 2 */
+    bool spread;       /* the fan-out is high enough: appends are journaled */
     bool failed;
     bool closed;
     int refs;         /* the owner + a round in flight */
@@ -569,6 +576,43 @@ void st_journal_detach(st_log_t *log, bool close_ok)
         tail_update(j);
 }
 
+/* The fan-out rule: logs appended to are counted per window; one window at min_fanout turns
+ * the journal on (cheap: a log starts journaling after its next per-file round); it goes off
+ * only after FANOUT_OFF_WINDOWS windows in a row below half of it, because each log leaving the
+ * journal writes a fence (a synced file) at its next per-file round. */
+#define FANOUT_WINDOW_MS   100
+#define FANOUT_OFF_WINDOWS 30
+
+static void fanout_count(st_journal_t *j, st_log_t *log)
+{
+    int64_t now = st_storage_now(j->env);
+    if (now - j->win_start >= FANOUT_WINDOW_MS) {
+        j->last_logs = j->win_logs;
+        if (j->win_logs >= j->min_fanout) {
+            j->spread = true;
+            j->low_windows = 0;
+        } else if (j->win_logs * 2 < j->min_fanout) {
+            if (++j->low_windows >= FANOUT_OFF_WINDOWS)
+                j->spread = false;
+        } else {
+            j->low_windows = 0;
+        }
+        j->win++;
+        j->win_logs = 0;
+        j->win_start = now;
+    }
+    if (log->jl.iter_mark != j->win + 1) { /* + 1: a fresh log's 0 never matches */
+        log->jl.iter_mark = j->win + 1;
+        j->win_logs++;
+    }
+}
+
+/* Whether appends should go to the journal now (the fan-out rule of deferred mode). */
+static bool wanted(const st_journal_t *j)
+{
+    return !j->deferred || j->min_fanout <= 1 || j->spread;
+}
+
 static bool usable(const st_log_t *log)
 {
     const st_journal_log_t *jl = &log->jl;
@@ -587,8 +631,11 @@ int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t fi
     if (!jl->j)
         return ST_E_CLOSED;
     st_journal_t *j = jl->j;
+    if (j->deferred && j->min_fanout > 1)
+        fanout_count(j, log);
     int rc = ST_E_CLOSED;
-    if (usable(log) && jl->on) {
+    bool want = wanted(j);
+    if (usable(log) && jl->on && want) {
         rc = write_entry(j, log, KIND_APPEND, first, next, data, len, j->reserve);
         if (rc == 0) {
             jl->written_end = next;
@@ -597,7 +644,7 @@ int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t fi
     }
     /* Not journaled: everything from here is synced by per-file rounds until one of them
      * covers it (st_journal_file_round_start turns the journal back on). */
-    if (jl->on)
+    if (jl->on && want)
         j->st.fallbacks++;
     jl->on = false;
     return rc;
@@ -751,6 +798,21 @@ void st_journal_set_deferred(st_journal_t *j, bool on)
         st_journal_run(j);
 }
 
+void st_journal_set_min_fanout(st_journal_t *j, int n)
+{
+    j->min_fanout = n;
+}
+
+int st_journal_fanout(const st_journal_t *j)
+{
+    return j->last_logs;
+}
+
+bool st_journal_spread(const st_journal_t *j)
+{
+    return wanted(j);
+}
+
 void st_journal_run(st_journal_t *j)
 {
     if (!j->run_pending)
@@ -776,7 +838,7 @@ void st_journal_file_round_start(st_log_t *log)
     jl->pf_after = false;
     jl->pf_unjournaled = !jl->on || log->durable < jl->base;
     /* The round covers every byte written so far: journaling may resume after them. */
-    if (!jl->on && usable(log) && used(j) <= j->cap / 2) {
+    if (!jl->on && usable(log) && used(j) <= j->cap / 2 && wanted(j)) {
         jl->on = true;
         jl->base = jl->written_end = jl->jdurable = log->end;
     }

@@ -88,6 +88,7 @@ typedef struct st_journal_log {
     int64_t jdurable;           /* journal rounds made the journaled offsets below it durable */
     int64_t round_target;       /* the round in flight covers offsets below this */
     uint64_t last_seq;          /* this log's last entry, 0: none in this run */
+    uint64_t iter_mark;         /* counted in the journal's iteration of this mark */
     bool has_need;              /* holds entries no per-file round covered yet */
     int64_t need_pos;           /* the oldest of them: logical position, sequence, time */
     uint64_t need_seq;
@@ -130,6 +131,19 @@ int st_journal_close(st_journal_t *j);
  * Off by default: a round then starts as soon as something is appended and none is in flight.
  */
 void st_journal_set_deferred(st_journal_t *j, bool on);
+/*
+ * Deferred mode only: journal appends only while the shard appends to at least `n` distinct
+ * logs per 100 ms window (on after one such window; off after 30 windows in a row below n / 2).
+ * Below that the journal's one sync saves little over the logs' own syncs and costs a second
+ * copy of every byte, so the logs sync their own files (per-file rounds); a log switches back
+ * only once a per-file round covered all it wrote (as after a fallback), and one that leaves the
+ * journal writes a fence at its next per-file round — hence the slow way off. n <= 1: always
+ * journal (the default).
+ */
+void st_journal_set_min_fanout(st_journal_t *j, int n);
+/* Logs appended to in the last closed window, and whether appends are journaled now. */
+int st_journal_fanout(const st_journal_t *j);
+bool st_journal_spread(const st_journal_t *j);
 void st_journal_run(st_journal_t *j);
 /* True once a journal sync failed: the logs use per-file rounds for good. */
 bool st_journal_failed(const st_journal_t *j);

@@ -254,6 +254,85 @@ static void test_deferred_one_sync_per_iteration(void **state)
     jt_fini(&x);
 }
 
+/* One loop iteration (deferred mode), 50 ms after the last: each listed log appends one
+ * acknowledged batch, then the journal runs; every waiter has heard by the end (syncs are
+ * inline here). */
+static void fanout_iteration(jt_t *x, const int *logs, int n, uint8_t fill)
+{
+    x->t.now += 50;
+    waiter_t w[64];
+    memset(w, 0, sizeof w);
+    st_buf_t b[64];
+    for (int k = 0; k < n; k++) {
+        st_buf_init(&b[k]);
+        int64_t base = app(x, logs[k], 1, 30, (uint8_t)(fill + k), &b[k]);
+        int rc = st_log_wait_durable(x->logs[logs[k]], base + 1, on_durable, &w[k]);
+        assert_true(rc == 0 || rc == 1);
+        if (rc == 1)
+            w[k].calls = 1;
+    }
+    st_journal_run(x->j);
+    for (int k = 0; k < n; k++) {
+        assert_int_equal(w[k].calls, 1);
+        assert_int_equal(w[k].res, 0);
+        st_buf_append(&x->expect[logs[k]], b[k].data, b[k].len);
+        st_buf_fini(&b[k]);
+    }
+}
+
+/* The fan-out rule (st_journal_set_min_fanout): appends to one log do not use the journal (no
+ * second copy, the log's own sync); a window of appends spread over many logs switches it on;
+ * back to one log for 30 windows (3 s), it goes off again; whatever the switches, every
+ * acknowledged batch survives a crash. */
+static void test_fanout_rule(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < ST_CRASH__COUNT; mode++) {
+        jt_t x;
+        jt_init(&x, 40 + (uint64_t)mode, 8, 8 << 20);
+        st_journal_set_deferred(x.j, true);
+        st_journal_set_min_fanout(x.j, 4);
+        const int one[] = {0};
+        const int all[] = {0, 1, 2, 3, 4, 5, 6, 7};
+        st_journal_stats_t st;
+        for (int it = 0; it < 10; it++)
+            fanout_iteration(&x, one, 1, (uint8_t)it);
+        st_journal_stats(x.j, &st);
+        assert_int_equal(st.entries, 0); /* one log per iteration: never journaled */
+        assert_false(st_journal_spread(x.j));
+        uint64_t e0 = st.entries;
+        int it = 0;
+        while (!st_journal_spread(x.j) && it < 100)
+            fanout_iteration(&x, all, 8, (uint8_t)(it++ * 8));
+        assert_true(st_journal_spread(x.j));
+        assert_true(it >= 2 && it <= 4); /* the first window that saw the spread */
+        assert_int_equal(st_journal_fanout(x.j), 8);
+        for (int k = 0; k < 5; k++)
+            fanout_iteration(&x, all, 8, (uint8_t)(100 + k * 8));
+        st_journal_stats(x.j, &st);
+        assert_true(st.entries >= e0 + 8 * 4); /* journaled once each log's file round ran */
+        uint64_t rounds = st.rounds;
+        fanout_iteration(&x, all, 8, 200);
+        st_journal_stats(x.j, &st);
+        assert_int_equal(st.rounds, rounds + 1); /* 8 logs, one sync */
+        it = 0;
+        while (st_journal_spread(x.j) && it < 200)
+            fanout_iteration(&x, one, 1, (uint8_t)it++);
+        assert_false(st_journal_spread(x.j));
+        assert_true(it >= 58 && it <= 64); /* 30 windows of 100 ms, not a passing lull */
+        assert_int_equal(st_journal_fanout(x.j), 1);
+        st_journal_stats(x.j, &st);
+        uint64_t e1 = st.entries;
+        for (int k = 0; k < 5; k++)
+            fanout_iteration(&x, one, 1, (uint8_t)(210 + k));
+        st_journal_stats(x.j, &st);
+        assert_int_equal(st.entries, e1);
+        jt_crash(&x, (st_crash_mode_t)mode);
+        jt_recover_check(&x, true, NULL);
+        jt_fini(&x);
+    }
+}
+
 /* A waiter's callback that appends (a request answered, the next one handled at once) must
  * not start the next round while the completed one is still calling back its logs. */
 typedef struct chain {
@@ -847,6 +926,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_sync_per_round),
         cmocka_unit_test(test_deferred_one_sync_per_iteration),
+        cmocka_unit_test(test_fanout_rule),
         cmocka_unit_test(test_append_in_callback),
         cmocka_unit_test(test_without_journal_syncs_per_log),
         cmocka_unit_test(test_crash_replays_acknowledged),
