@@ -15,7 +15,8 @@ unmount and mount again (fresh kernel caches), restart the broker, append a mark
 every partition, read every partition through its marker and check every acknowledged record
 is there at its offset, and no record twice.
 
-    test_powerloss.py [--caching] [--no-stop]  (or STRATA_POWERLOSS_CACHING=1, _NO_STOP=1)
+    test_powerloss.py [--caching] [--no-stop] [--journal]  (or STRATA_POWERLOSS_CACHING=1,
+    _NO_STOP=1, _JOURNAL=1)
 
 --caching runs the same scenario with write.caching=true and a one-hour flush interval: the
 broker then acknowledges before syncing, and the test must fail (acknowledged records lost),
@@ -52,6 +53,13 @@ NO_STOP = os.environ.get("STRATA_POWERLOSS_NO_STOP") == "1"
 if "--no-stop" in sys.argv:
     sys.argv.remove("--no-stop")
     NO_STOP = True
+# --journal: the shards journal every append whatever the partitions appended to
+# (log.journal.min.partitions=1): the few partitions here would otherwise stay below the
+# fan-out at which the journal takes over, and each sync their own files.
+JOURNAL = os.environ.get("STRATA_POWERLOSS_JOURNAL") == "1"
+if "--journal" in sys.argv:
+    sys.argv.remove("--journal")
+    JOURNAL = True
 
 CUTS = 4                  # power cuts in the scenario
 ROUND_RECORDS = 3000      # acknowledged records to reach in each round before the cut
@@ -366,6 +374,8 @@ class PowerLossTest(unittest.TestCase):
                 "auto.create.topics.enable": "false"}
         if CACHING:
             sets.update({"write.caching": "true", "log.flush.interval.ms": "3600000"})
+        if JOURNAL:
+            sets["log.journal.min.partitions"] = "1"
         self.server = Server(smp=2, sets=sets, data_dir=mnt, name="powerloss")
         self.fs.mount()
 
