@@ -18,6 +18,9 @@ from harness import Server, ServerTestCase, port_open, wait_until  # noqa: E402
 
 class AdminHttpTest(ServerTestCase):
     SMP = 2
+    # Every append journaled (the journal metrics test writes to 4 partitions, below the
+    # default fan-out of log.journal.min.partitions=16 at which a shard takes to its journal).
+    SETS = {"log.journal.min.partitions": "1"}
 
     @classmethod
     def setUpClass(cls):
