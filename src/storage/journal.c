@@ -576,8 +576,8 @@ void st_journal_detach(st_log_t *log, bool close_ok)
         tail_update(j);
 }
 
-/* The fan-out rule: logs appended to are counted per window; one window at min_fanout turns
- * the journal on (cheap: a log starts journaling after its next per-file round); it goes off
+/* The fan-out rule: logs appended to are counted per window; the min_fanout-th log of a window
+ * turns the journal on (cheap: a log starts journaling after its next per-file round); it goes off
  * only after FANOUT_OFF_WINDOWS windows in a row below half of it, because each log leaving the
  * journal writes a fence (a synced file) at its next per-file round. */
 #define FANOUT_WINDOW_MS   100
@@ -603,7 +603,12 @@ static void fanout_count(st_journal_t *j, st_log_t *log)
     }
     if (log->jl.iter_mark != j->win + 1) { /* + 1: a fresh log's 0 never matches */
         log->jl.iter_mark = j->win + 1;
-        j->win_logs++;
+        /* On as soon as the window has seen enough logs, not at its end: until then every
+         * append of a spread load waits for its own log's sync. */
+        if (++j->win_logs >= j->min_fanout && !j->spread) {
+            j->spread = true;
+            j->low_windows = 0;
+        }
     }
 }
 

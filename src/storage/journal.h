@@ -133,7 +133,8 @@ int st_journal_close(st_journal_t *j);
 void st_journal_set_deferred(st_journal_t *j, bool on);
 /*
  * Deferred mode only: journal appends only while the shard appends to at least `n` distinct
- * logs per 100 ms window (on after one such window; off after 30 windows in a row below n / 2).
+ * logs per 100 ms window (on at the n-th log of a window; off after 30 windows in a row below
+ * n / 2).
  * Below that the journal's one sync saves little over the logs' own syncs and costs a second
  * copy of every byte, so the logs sync their own files (per-file rounds); a log switches back
  * only once a per-file round covered all it wrote (as after a fallback), and one that leaves the
