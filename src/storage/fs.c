@@ -6,10 +6,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static int px_open(void *ctx, const char *path, int flags)
@@ -125,6 +127,18 @@ static int px_listdir(void *ctx, const char *path,
     return rc;
 }
 
+static ssize_t px_pwrite2(void *ctx, int fd, const void *a, size_t na, const void *b, size_t nb,
+                          int64_t off)
+{
+    (void)ctx;
+    struct iovec iov[2] = {{(void *)(uintptr_t)a, na}, {(void *)(uintptr_t)b, nb}};
+    ssize_t r;
+    do
+        r = pwritev(fd, iov, 2, (off_t)off);
+    while (r < 0 && errno == EINTR);
+    return r < 0 ? -errno : r;
+}
+
 static int px_fsync_dir(void *ctx, const char *path)
 {
     (void)ctx;
@@ -141,6 +155,7 @@ static const st_fs_ops_t px_ops = {
     .close = px_close,
     .pread = px_pread,
     .pwrite = px_pwrite,
+    .pwrite2 = px_pwrite2,
     .fdatasync = px_fdatasync,
     .ftruncate = px_ftruncate,
     .fsize = px_fsize,
@@ -185,6 +200,29 @@ int st_fs_pwrite_full(const st_fs_t *fs, int fd, const void *buf, size_t n, int6
             return -EIO;
         done += (size_t)r;
     }
+    return 0;
+}
+
+int st_fs_pwrite2_full(const st_fs_t *fs, int fd, const void *a, size_t na, const void *b,
+                       size_t nb, int64_t off)
+{
+    size_t done = 0;
+    if (fs->ops->pwrite2) {
+        ssize_t r = fs->ops->pwrite2(fs->ctx, fd, a, na, b, nb, off);
+        if (r < 0)
+            return (int)r;
+        done = (size_t)r; /* a short write goes on below, one buffer at a time */
+    }
+    if (done < na) {
+        int rc =
+            st_fs_pwrite_full(fs, fd, (const uint8_t *)a + done, na - done, off + (int64_t)done);
+        if (rc < 0)
+            return rc;
+        done = na;
+    }
+    if (done < na + nb)
+        return st_fs_pwrite_full(fs, fd, (const uint8_t *)b + (done - na), na + nb - done,
+                                 off + (int64_t)done);
     return 0;
 }
 
@@ -243,4 +281,21 @@ int st_fs_write_file_atomic(const st_fs_t *fs, const char *dir, const char *name
     if (rc < 0)
         fs->ops->unlink(fs->ctx, tmp);
     return rc;
+}
+
+int st_fs_sync_parent(st_fs_t *fs, const char *path)
+{
+    char p[PATH_MAX];
+    size_t n = strlen(path);
+    if (n >= sizeof p)
+        return -ENAMETOOLONG;
+    memcpy(p, path, n + 1);
+    char *slash = strrchr(p, '/');
+    if (!slash)
+        return fs->ops->fsync_dir(fs->ctx, ".");
+    if (slash == p)
+        slash[1] = 0;
+    else
+        *slash = 0;
+    return fs->ops->fsync_dir(fs->ctx, p);
 }

@@ -32,6 +32,9 @@ typedef struct st_fs_ops {
     int (*close)(void *ctx, int fd);
     ssize_t (*pread)(void *ctx, int fd, void *buf, size_t n, int64_t off);
     ssize_t (*pwrite)(void *ctx, int fd, const void *buf, size_t n, int64_t off);
+    /* Optional (NULL: st_fs_pwrite2_full makes two pwrites): both buffers in one call. */
+    ssize_t (*pwrite2)(void *ctx, int fd, const void *a, size_t na, const void *b, size_t nb,
+                       int64_t off);
     int (*fdatasync)(void *ctx, int fd);
     int (*ftruncate)(void *ctx, int fd, int64_t len);
     /* Size of the open file in bytes. */
@@ -61,11 +64,18 @@ ssize_t st_fs_pread_full(const st_fs_t *fs, int fd, void *buf, size_t n, int64_t
 /* Writes all n bytes, looping over short writes; returns 0 or -errno (a short write that makes
  * no progress returns -EIO). On failure some prefix may have been written. */
 int st_fs_pwrite_full(const st_fs_t *fs, int fd, const void *buf, size_t n, int64_t off);
+/* Writes a then b contiguously from off, in one call where the fs has pwrite2; as
+ * st_fs_pwrite_full otherwise. */
+int st_fs_pwrite2_full(const st_fs_t *fs, int fd, const void *a, size_t na, const void *b,
+                       size_t nb, int64_t off);
 /* Reads a whole small file (at most max bytes) into a malloc'd buffer. */
 int st_fs_read_file(const st_fs_t *fs, const char *path, size_t max, uint8_t **data, size_t *len);
 /* Writes path atomically and durably with synchronous calls: path.tmp, fdatasync, rename,
  * directory sync. For small metadata files; blocks, so only at open/close or on a helper. */
 int st_fs_write_file_atomic(const st_fs_t *fs, const char *dir, const char *name, const void *data,
                             size_t len);
+
+/* Syncs the directory holding path (makes its entry for path durable). */
+int st_fs_sync_parent(st_fs_t *fs, const char *path);
 
 #endif

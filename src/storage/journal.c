@@ -56,7 +56,6 @@
 #define ENTRY_MAGIC   0x53544a45u /* "STJE" */
 #define FENCE_MAGIC   0x53544a46u /* "STJF" */
 #define FENCE_SIZE    24
-#define SCRATCH_MAX   (256 * 1024) /* larger entries go in two writes */
 #define KIND_APPEND   1
 #define KIND_TRUNCATE 2
 #define FLAG_TOPIC_ID 1
@@ -104,9 +103,7 @@ struct st_journal {
     bool spread;       /* the fan-out is high enough: appends are journaled */
     bool failed;
     bool closed;
-    int refs;         /* the owner + a round in flight */
-    uint8_t *scratch; /* an entry assembled for one write */
-    size_t scratch_cap;
+    int refs; /* the owner + a round in flight */
     st_journal_stats_t st;
 };
 
@@ -141,7 +138,6 @@ static void journal_free(st_journal_t *j)
     }
     if (j->fd >= 0)
         j->env->fs.ops->close(j->env->fs.ctx, j->fd);
-    free(j->scratch);
     free(j->path);
     free(j->dir);
     free(j);
@@ -252,22 +248,6 @@ static int write_header(st_journal_t *j)
     return 0;
 }
 
-/* The scratch buffer holds at least n bytes (grown on demand); false without memory. */
-static bool scratch_fit(st_journal_t *j, size_t n)
-{
-    if (n <= j->scratch_cap)
-        return true;
-    size_t cap = j->scratch_cap ? j->scratch_cap : 4096;
-    while (cap < n)
-        cap *= 2;
-    uint8_t *b = realloc(j->scratch, cap);
-    if (!b)
-        return false;
-    j->scratch = b;
-    j->scratch_cap = cap;
-    return true;
-}
-
 /*
  * Where an entry of n bytes goes: its logical position (skipping to the next lap when it
  * would straddle the end of the area), or -1 when it would reach bytes still needed, keeping
@@ -318,18 +298,8 @@ static int write_entry(st_journal_t *j, st_log_t *log, int kind, int64_t first, 
         crc = st_crc32c(crc, data, len);
     st_put_be32(h + 4, crc);
     int64_t at = DATA_OFF + pos % j->cap;
-    int rc;
-    size_t whole = ENTRY_HDR + nl + len;
-    if (len > 0 && whole <= SCRATCH_MAX && scratch_fit(j, whole)) {
-        /* One write instead of two: a produce's batches are mostly small. */
-        memcpy(j->scratch, h, ENTRY_HDR + nl);
-        memcpy(j->scratch + ENTRY_HDR + nl, data, len);
-        rc = st_fs_pwrite_full(&j->env->fs, j->fd, j->scratch, whole, at);
-    } else {
-        rc = st_fs_pwrite_full(&j->env->fs, j->fd, h, ENTRY_HDR + nl, at);
-        if (rc == 0 && len > 0)
-            rc = st_fs_pwrite_full(&j->env->fs, j->fd, data, len, at + ENTRY_HDR + (int64_t)nl);
-    }
+    /* Header and batch in one call, the batch not copied. */
+    int rc = st_fs_pwrite2_full(&j->env->fs, j->fd, h, ENTRY_HDR + nl, data, len, at);
     if (rc < 0) {
         /* The head stays: the next entry overwrites what of this one reached the file (ENOSPC,
          * mostly). The log falls back meanwhile. */
@@ -904,23 +874,6 @@ typedef struct jhdr {
 static int read_header(st_fs_t *fs, int fd, jhdr_t *h);
 static bool entry_at(st_fs_t *fs, int fd, const jhdr_t *h);
 
-static int sync_parent_dir(st_fs_t *fs, const char *dir)
-{
-    char p[PATH_MAX];
-    size_t n = strlen(dir);
-    if (n >= sizeof p)
-        return -ENAMETOOLONG;
-    memcpy(p, dir, n + 1);
-    char *slash = strrchr(p, '/');
-    if (!slash)
-        return fs->ops->fsync_dir(fs->ctx, ".");
-    if (slash == p)
-        slash[1] = 0;
-    else
-        *slash = 0;
-    return fs->ops->fsync_dir(fs->ctx, p);
-}
-
 int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int64_t bytes,
                     st_journal_t **out)
 {
@@ -952,7 +905,7 @@ int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int6
         goto fail;
     rc = fs->ops->mkdir(fs->ctx, j->dir);
     if (rc == 0)
-        rc = sync_parent_dir(fs, j->dir);
+        rc = st_fs_sync_parent(fs, j->dir);
     if (rc < 0 && rc != -EEXIST)
         goto fail;
     rc = fs->ops->open(fs->ctx, j->path, ST_FS_RDWR | ST_FS_CREAT);

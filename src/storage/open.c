@@ -74,24 +74,6 @@ static void load_partition_metadata(st_log_t *log)
     free(d);
 }
 
-/* Syncs the directory holding path (its entry for path). */
-static int sync_parent(st_fs_t *fs, const char *path)
-{
-    char p[PATH_MAX];
-    size_t n = strlen(path);
-    if (n >= sizeof p)
-        return -ENAMETOOLONG;
-    memcpy(p, path, n + 1);
-    char *slash = strrchr(p, '/');
-    if (!slash)
-        return fs->ops->fsync_dir(fs->ctx, ".");
-    if (slash == p)
-        slash[1] = 0;
-    else
-        *slash = 0;
-    return fs->ops->fsync_dir(fs->ctx, p);
-}
-
 /* mkdir -p; each directory created is made durable in its parent before going on. */
 static int mkdir_p(st_fs_t *fs, const char *dir)
 {
@@ -107,7 +89,7 @@ static int mkdir_p(st_fs_t *fs, const char *dir)
             int rc = fs->ops->mkdir(fs->ctx, p);
             if (rc < 0 && rc != -EEXIST)
                 return rc;
-            if (rc == 0 && (rc = sync_parent(fs, p)) < 0)
+            if (rc == 0 && (rc = st_fs_sync_parent(fs, p)) < 0)
                 return rc;
             p[i] = c;
         }
@@ -506,7 +488,7 @@ int st_log_delete(st_log_t *log)
     log_release(log);
     rc = st_storage_delete_dir(env, gone[0] ? gone : dir);
     if (rc == 0)
-        rc = sync_parent(&env->fs, dir);
+        rc = st_fs_sync_parent(&env->fs, dir);
     free(dir);
     return rc;
 }
@@ -522,7 +504,7 @@ int st_storage_set_aside(st_storage_env_t *env, const char *dir, const char *suf
         return -ENAMETOOLONG;
     int rc = env->fs.ops->rename(env->fs.ctx, dir, out);
     if (rc == 0)
-        rc = sync_parent(&env->fs, dir);
+        rc = st_fs_sync_parent(&env->fs, dir);
     return rc;
 }
 
