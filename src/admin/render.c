@@ -183,14 +183,32 @@ static void request_metrics(st_prom_t *p, const st_admin_view_t *v)
 /* One counter or gauge family with one sample per shard. */
 typedef uint64_t (*shard_fig_fn)(const st_admin_view_t *v, int i);
 
+/* Which shards a per-shard family samples. */
+typedef enum {
+    SHARD_LIVE,    /* those with live counters */
+    SHARD_SNAP,    /* those with a published snapshot */
+    SHARD_JOURNAL, /* those whose snapshot has a journal (storage/journal.h) */
+} shard_set_t;
+
+static bool shard_in(const st_admin_view_t *v, int i, shard_set_t set)
+{
+    switch (set) {
+    case SHARD_LIVE:
+        return v->live[i].stats != NULL;
+    case SHARD_SNAP:
+        return v->snaps[i] != NULL;
+    case SHARD_JOURNAL:
+        return v->snaps[i] && v->snaps[i]->journal;
+    }
+    return false;
+}
+
 static void per_shard(st_prom_t *p, const st_admin_view_t *v, const char *name, const char *type,
-                      const char *help, shard_fig_fn fn, bool need_snap)
+                      const char *help, shard_fig_fn fn, shard_set_t set)
 {
     st_prom_family(p, name, type, help);
     for (int i = 0; i < v->nshards; i++) {
-        if (need_snap && !v->snaps[i])
-            continue;
-        if (!need_snap && !v->live[i].stats)
+        if (!shard_in(v, i, set))
             continue;
         char sh[16];
         snprintf(sh, sizeof sh, "%d", i);
@@ -242,72 +260,60 @@ SNAP_FIG(f_j_fallbacks, journal_fallbacks)
 SNAP_FIG(f_j_used, journal_used)
 SNAP_FIG(f_j_capacity, journal_capacity)
 
-/* The shards' journals (storage/journal.h): only shards that have one get samples. */
-static void journal_metric(st_prom_t *p, const st_admin_view_t *v, const char *name,
-                           const char *type, const char *help, shard_fig_fn fn)
-{
-    st_prom_family(p, name, type, help);
-    for (int i = 0; i < v->nshards; i++) {
-        if (!v->snaps[i] || !v->snaps[i]->journal)
-            continue;
-        char sh[16];
-        snprintf(sh, sizeof sh, "%d", i);
-        st_prom_label_t l[] = {{"shard", sh}};
-        st_prom_sample_u64(p, "", l, 1, fn(v, i));
-    }
-}
-
 static void journal_metrics(st_prom_t *p, const st_admin_view_t *v)
 {
     bool any = false;
     for (int i = 0; i < v->nshards; i++)
-        any |= v->snaps[i] && v->snaps[i]->journal;
+        any |= shard_in(v, i, SHARD_JOURNAL);
     if (!any)
         return;
-    journal_metric(p, v, "strata_journal_rounds_total", "counter",
-                   "Journal rounds: fdatasyncs of the shard's journal, each making every append "
-                   "journaled before it durable.",
-                   f_j_rounds);
-    journal_metric(p, v, "strata_journal_round_logs_total", "counter",
-                   "Partition logs the journal rounds covered, summed (logs per round: divide by "
-                   "strata_journal_rounds_total; each would be an fdatasync without the journal).",
-                   f_j_round_logs);
-    journal_metric(p, v, "strata_journal_entries_total", "counter",
-                   "Entries written to the journal (appends and truncations).", f_j_entries);
-    journal_metric(p, v, "strata_journal_fallbacks_total", "counter",
-                   "Appends not journaled (journal full or off): their logs synced their own "
-                   "files until a per-file round covered them.",
-                   f_j_fallbacks);
-    journal_metric(p, v, "strata_journal_used_bytes", "gauge",
-                   "Journal bytes still needed for replay (from the durable tail to the head).",
-                   f_j_used);
-    journal_metric(p, v, "strata_journal_capacity_bytes", "gauge",
-                   "Size of the journal's data area (log.journal.bytes).", f_j_capacity);
+    per_shard(p, v, "strata_journal_rounds_total", "counter",
+              "Journal rounds: fdatasyncs of the shard's journal, each making every append "
+              "journaled before it durable.",
+              f_j_rounds, SHARD_JOURNAL);
+    per_shard(p, v, "strata_journal_round_logs_total", "counter",
+              "Partition logs the journal rounds covered, summed (logs per round: divide by "
+              "strata_journal_rounds_total; each would be an fdatasync without the journal).",
+              f_j_round_logs, SHARD_JOURNAL);
+    per_shard(p, v, "strata_journal_entries_total", "counter",
+              "Entries written to the journal (appends and truncations).", f_j_entries,
+              SHARD_JOURNAL);
+    per_shard(p, v, "strata_journal_fallbacks_total", "counter",
+              "Appends not journaled (journal full or off): their logs synced their own "
+              "files until a per-file round covered them.",
+              f_j_fallbacks, SHARD_JOURNAL);
+    per_shard(p, v, "strata_journal_used_bytes", "gauge",
+              "Journal bytes still needed for replay (from the durable tail to the head).",
+              f_j_used, SHARD_JOURNAL);
+    per_shard(p, v, "strata_journal_capacity_bytes", "gauge",
+              "Size of the journal's data area (log.journal.bytes).", f_j_capacity, SHARD_JOURNAL);
 }
 
 static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
 {
-    per_shard(p, v, "strata_kafka_connections", "gauge", "Open Kafka connections.", f_conns, true);
+    per_shard(p, v, "strata_kafka_connections", "gauge", "Open Kafka connections.", f_conns,
+              SHARD_SNAP);
     per_shard(p, v, "strata_kafka_connections_accepted_total", "counter",
-              "Kafka connections accepted.", f_accepted, true);
+              "Kafka connections accepted.", f_accepted, SHARD_SNAP);
     per_shard(p, v, "strata_kafka_connections_closed_total", "counter", "Kafka connections closed.",
-              f_closed, true);
+              f_closed, SHARD_SNAP);
     per_shard(p, v, "strata_kafka_received_bytes_total", "counter",
-              "Bytes read from Kafka connections.", f_net_in, true);
+              "Bytes read from Kafka connections.", f_net_in, SHARD_SNAP);
     per_shard(p, v, "strata_kafka_sent_bytes_total", "counter",
-              "Bytes written to Kafka connections.", f_net_out, true);
+              "Bytes written to Kafka connections.", f_net_out, SHARD_SNAP);
     per_shard(p, v, "strata_kafka_frames_too_large_total", "counter",
-              "Request frames refused for exceeding socket.request.max.bytes.", f_too_large, true);
+              "Request frames refused for exceeding socket.request.max.bytes.", f_too_large,
+              SHARD_SNAP);
     per_shard(p, v, "strata_shard_partitions", "gauge", "Partitions owned by the shard.", f_nparts,
-              true);
+              SHARD_SNAP);
     per_shard(p, v, "strata_shard_slow_tasks_total", "counter",
-              "Event-loop callbacks that ran longer than 500 microseconds.", f_slow, true);
+              "Event-loop callbacks that ran longer than 500 microseconds.", f_slow, SHARD_SNAP);
     per_shard(p, v, "strata_shard_mesh_sent_total", "counter",
-              "Cross-shard messages sent by the shard.", f_sent, false);
+              "Cross-shard messages sent by the shard.", f_sent, SHARD_LIVE);
     per_shard(p, v, "strata_shard_mesh_received_total", "counter",
-              "Cross-shard messages received by the shard.", f_received, false);
+              "Cross-shard messages received by the shard.", f_received, SHARD_LIVE);
     per_shard(p, v, "strata_shard_ring_occupancy", "gauge",
-              "Cross-shard messages waiting in the shard's incoming rings.", f_ring, false);
+              "Cross-shard messages waiting in the shard's incoming rings.", f_ring, SHARD_LIVE);
 
     st_prom_family(p, "strata_shard_busy_ratio", "gauge",
                    "Share of wall time the shard's event loop spent running callbacks, over "
@@ -366,13 +372,13 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
         return;
     per_shard(p, v, "strata_storage_appends_total", "counter",
               "Successful partition log appends (one per partition per Produce).", f_appends,
-              false);
+              SHARD_LIVE);
     per_shard(p, v, "strata_storage_written_bytes_total", "counter",
-              "Record batch bytes appended to partition logs.", f_append_bytes, false);
+              "Record batch bytes appended to partition logs.", f_append_bytes, SHARD_LIVE);
     per_shard(p, v, "strata_storage_fsyncs_total", "counter",
-              "fdatasync calls completed on partition files.", f_fsyncs, false);
+              "fdatasync calls completed on partition files.", f_fsyncs, SHARD_LIVE);
     per_shard(p, v, "strata_storage_fsync_errors_total", "counter", "fdatasync calls that failed.",
-              f_fsync_errors, false);
+              f_fsync_errors, SHARD_LIVE);
     double bounds_s[ST_KSTATS_BUCKETS];
     bounds_seconds(bounds_s);
     st_prom_family(p, "strata_storage_fsync_duration_seconds", "histogram",
