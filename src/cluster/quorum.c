@@ -285,8 +285,7 @@ static int change_broker(st_quorum_t *q, const st_md_broker_t *b)
         return -ENOMEM;
     json_t *records = json_array();
     json_array_append_new(records, st_rec_broker(b));
-    bool unclean = q->cfg->unclean_leader_election_enable;
-    st_rec_reelect_all(md, unclean, records);
+    st_rec_reelect_all(md, q->cfg->unclean_leader_election_enable, records);
     st_md_unref(md);
     int rc = propose(q, records, NULL);
     json_decref(records);
@@ -304,18 +303,22 @@ static bool broker_duty(st_quorum_t *q)
         const st_md_broker_t *b = st_md_broker(q->state, p->id);
         if (!p->incarnation || !registration_differs(b, p))
             continue;
-        if (!p->catch_up)
-            p->catch_up = (int64_t)raft_last_applied(&q->raft);
+        /* A new incarnation registers fenced, whatever it has applied (Kafka's rule): the
+         * fencing moves what it led to a new leader epoch and takes it out of every ISR, so a
+         * restarted leader never acknowledges at its old epoch records only it has; it is
+         * unfenced below once it applied its own registration. A change of address or rack of
+         * the same incarnation keeps its fencing. */
+        bool same = b && b->incarnation == p->incarnation;
         st_md_broker_t nb = {.node_id = p->id,
                              .host = p->host,
                              .port = p->port,
                              .rack = p->rack[0] ? p->rack : NULL,
-                             .fenced = true,
+                             .fenced = same ? b->fenced : true,
                              .incarnation = p->incarnation};
-        nb.fenced = p->applied < p->catch_up;
-        ST_INFO("metadata: broker %d registers (%s:%d%s%s), %s", p->id, p->host, p->port,
+        p->catch_up = 0;
+        ST_INFO("metadata: broker %d registers (%s:%d%s%s)%s", p->id, p->host, p->port,
                 nb.rack ? ", rack " : "", nb.rack ? nb.rack : "",
-                nb.fenced ? "fenced until it catches up" : "unfenced");
+                nb.fenced ? ", fenced until it catches up" : "");
         return change_broker(q, &nb) == 0;
     }
     for (int i = 0; i < q->state->nbrokers; i++) {
@@ -337,7 +340,9 @@ static bool broker_duty(st_quorum_t *q)
         if (b->fenced && !silent && p->incarnation == b->incarnation) {
             if (!p->catch_up)
                 p->catch_up = (int64_t)raft_last_applied(&q->raft);
-            if (p->applied < p->catch_up)
+            /* caught up: it applied its own registration (b->epoch, the entry's index) and
+             * what was committed when its return was seen */
+            if (p->applied < p->catch_up || p->applied < b->epoch)
                 continue;
             nb.fenced = false;
             ST_INFO("metadata: broker %d is back and caught up (log index %lld): unfenced",

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -478,12 +479,21 @@ bool st_rec_elect_preferred(const st_md_t *md, st_md_partition_t *p)
     return true;
 }
 
-int st_rec_reelect_all(const st_md_t *md, bool unclean, json_t *records)
+bool st_rec_unclean_allowed(const st_md_topic_t *t, bool broker_default)
+{
+    const char *v = st_md_topic_config(t, "unclean.leader.election.enable");
+    if (!v)
+        return broker_default;
+    return strcasecmp(v, "true") == 0;
+}
+
+int st_rec_reelect_all(const st_md_t *md, bool unclean_default, json_t *records)
 {
     int n = 0;
     for (int i = 0; i < md->ntopics; i++) {
         const st_md_topic_t *t = md->topics[i];
         st_md_topic_t *c = NULL;
+        bool unclean = st_rec_unclean_allowed(t, unclean_default);
         for (int32_t p = 0; p < t->npartitions; p++) {
             st_md_partition_t np = t->partitions[p];
             if (!st_rec_elect(md, &np, unclean))

@@ -91,9 +91,14 @@ typedef struct st_rec_alter {
 int st_rec_alter_isr(const st_md_t *md, st_md_topic_t *t, const st_rec_alter_t *alter);
 
 /* Appends to `records` a topic record for every topic with a partition st_rec_elect changes
+ * (unclean per topic: st_rec_unclean_allowed)
  * (after a fencing, and after an unfencing: leaderless partitions elect again, an ISR whose last
  * member came back gets its leader back; other ISRs take it back through AlterPartition)
  * under md's fencing (md already reflects the broker changes). Returns how many. */
-int st_rec_reelect_all(const st_md_t *md, bool unclean, json_t *records);
+int st_rec_reelect_all(const st_md_t *md, bool unclean_default, json_t *records);
+
+/* Whether t's partitions may elect an out-of-sync replica: the topic's
+ * unclean.leader.election.enable when it sets one, else the broker default. */
+bool st_rec_unclean_allowed(const st_md_topic_t *t, bool broker_default);
 
 #endif

@@ -263,6 +263,8 @@ static void set_role(st_kshard_t *s, st_part_t *part, const st_md_t *md, const s
         role.min_isr = (int32_t)strtol(mi, NULL, 10);
     memcpy(role.replicas, mp->replicas, sizeof role.replicas);
     memcpy(role.isr, mp->isr, sizeof role.isr);
+    for (int i = 0; i < mp->nreplicas && i < ST_PART_MAX_REPLICAS; i++)
+        role.live[i] = st_md_broker_live(md, mp->replicas[i]);
     st_part_set_role(part, &role);
     st_krepl_follow(s, part, md);
     if (t->internal && strcmp(t->name, ST_OFFSETS_TOPIC) == 0)

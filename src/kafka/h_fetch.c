@@ -16,7 +16,8 @@
  * A follower's fetch (replica_id >= 0 before v15, replica_state.replica_id from v15) is served
  * only by the leader, for one of the partition's other replicas (leader.h). On the owner it
  * first tells the partition where the follower's durable log ends — the offset it fetches from
- * (st_part_follower_fetched: the high watermark and acks=all waits move on it) — then reads up
+ * (st_part_follower_fetch: validated against the leader epochs first, KIP-320; then the high
+ * watermark and acks=all waits move on it) — then reads up
  * to the leader's durable log end, past the high watermark (st_part_read_replica); the answer's
  * high_watermark is the leader's, which the follower adopts. With nothing to read it waits for
  * the leader's durable end to move (st_part_add_replica_waiter), not the high watermark, so new
@@ -61,7 +62,10 @@ typedef struct {
     int32_t partition;
     int64_t fetch_offset;
     int32_t max_bytes;
-    int owner; /* -1: unknown topic or partition */
+    int32_t last_fetched_epoch; /* a follower's: the latest epoch in its log (-1: none) */
+    int64_t replica_log_start;  /* a follower's: its log start */
+    int owner;                  /* -1: unknown topic or partition */
+    st_part_diverging_t div;    /* a follower's log diverges from here (epoch -1: no) */
     /* results */
     int16_t error;
     int64_t hw, log_start;
@@ -127,20 +131,25 @@ static void fetch_release_all(st_fetch_t *f)
 
 /* ---- per-owner step ---- */
 
-/* A follower's read on the leader: its fetch offset is its durable log end, which the
- * partition learns before the read (the high watermark may move on it), then the read goes up
- * to the leader's durable end. An offset outside the leader's log tells nothing about the
- * follower: OFFSET_OUT_OF_RANGE, and the follower truncates or starts over. */
+/* A follower's read on the leader: its fetch offset (its durable log end) and last fetched
+ * epoch are validated against this log first (st_part_follower_fetch, KIP-320): a follower
+ * whose log diverges gets diverging_epoch and no records, one outside the log
+ * OFFSET_OUT_OF_RANGE with the log start and high watermark (follow.h R3). Only then does the
+ * partition take the offset as the follower's position (the high watermark may move on it),
+ * and the read goes up to the leader's durable end. */
 static int16_t fetch_read_replica(st_part_t *p, int32_t replica, fetch_part_t *fp,
                                   st_part_read_t *rd)
 {
     int16_t e = st_kleader_follower_local(p, replica);
     if (e)
         return e;
-    if (p->log && fp->fetch_offset >= st_log_start_offset(p->log) &&
-        fp->fetch_offset <= st_log_end_offset(p->log))
-        st_part_follower_fetched(p, replica, fp->fetch_offset, st_mono_ms());
+    e = st_part_follower_fetch(p, replica, fp->fetch_offset, fp->last_fetched_epoch,
+                               fp->replica_log_start, st_mono_ms(), &fp->div);
+    rd->hw = p->hw;
+    rd->log_start = st_part_log_start(p);
     fp->durable = st_part_durable_end(p);
+    if (e || fp->div.epoch >= 0)
+        return e;
     e = st_part_read_replica(p, fp->fetch_offset, fp->max_bytes, rd);
     rd->hw = p->hw; /* the follower's high watermark follows the leader's */
     return e;
@@ -286,8 +295,8 @@ static void fetch_gathered(void *arg)
     for (int i = 0; i < f->nparts; i++) {
         if (f->parts[i].rel)
             bytes += f->parts[i].rel->read.bytes;
-        if (f->parts[i].error)
-            error = true;
+        if (f->parts[i].error || f->parts[i].div.epoch >= 0)
+            error = true; /* answered at once (a diverging follower too) */
     }
     bool stopping = atomic_load_explicit(&f->r->shard->b->stopping, memory_order_relaxed);
     if (f->final || error || stopping || bytes >= f->req.min_bytes || f->req.max_wait_ms <= 0 ||
@@ -306,6 +315,7 @@ static void fetch_round(st_fetch_t *f)
         fetch_part_t *fp = &f->parts[i];
         fp->error = fp->owner < 0 ? fp->error : 0;
         fp->rel = NULL;
+        fp->div = (st_part_diverging_t){-1, -1};
         st_fanout_owner(&f->fan, f->legs, fp->owner);
     }
     st_fanout_end(&f->fan); /* answers at once when no shard was asked */
@@ -368,9 +378,15 @@ static void fetch_respond(st_fetch_t *f)
         fetch_part_t *fp = &f->parts[i];
         st_kp_fetch_resp_partition_t *o = fp->out;
         o->error_code = fp->error;
-        o->high_watermark = fp->error ? -1 : fp->hw;
-        o->last_stable_offset = fp->error ? -1 : fp->hw;
-        o->log_start_offset = fp->error ? -1 : fp->log_start;
+        /* out of range: where the log is, so a follower knows where to start (follow.h R3) */
+        bool known = !fp->error || (fp->error == ST_KERR_OFFSET_OUT_OF_RANGE && fp->log_start >= 0);
+        o->high_watermark = known ? fp->hw : -1;
+        o->last_stable_offset = known ? fp->hw : -1;
+        o->log_start_offset = known ? fp->log_start : -1;
+        if (!fp->error && fp->div.epoch >= 0) {
+            o->diverging_epoch.epoch = fp->div.epoch;
+            o->diverging_epoch.end_offset = fp->div.end_offset;
+        }
         o->aborted_transactions_count = r->api_version >= 4 ? 0 : -1;
         o->records = (st_krecords_t){NULL, 0, NULL};
         if (!fp->rel)
@@ -538,6 +554,9 @@ void st_kh_fetch(st_kreq_t *r)
             fp->partition = qp->partition;
             fp->fetch_offset = qp->fetch_offset;
             fp->max_bytes = qp->partition_max_bytes;
+            fp->last_fetched_epoch = r->api_version >= 12 ? qp->last_fetched_epoch : -1;
+            fp->replica_log_start = qp->log_start_offset;
+            fp->div = (st_part_diverging_t){-1, -1};
             fp->owner = st_kshard_owner(mt, qp->partition);
             if (mt)
                 memcpy(fp->topic_id, mt->id, 16);

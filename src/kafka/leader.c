@@ -13,9 +13,18 @@ static const st_md_partition_t *md_part(const st_md_topic_t *t, int32_t partitio
     return &t->partitions[partition];
 }
 
+/* Whether this broker may act on its snapshot's leaderships: it must have seen its own
+ * registration (this incarnation) unfenced, which the controller grants only once the broker
+ * applied the metadata up to it (Kafka: a broker serves only once its metadata is current). A
+ * restarted broker replays metadata that may still show it leading at an epoch the cluster
+ * has moved past; a frozen one (SIGSTOP) likewise until the unfencing after its return. */
 static bool stale(const st_kshard_t *s)
 {
-    return st_kshard_stalled((st_kshard_t *)s); /* the shard's own state, on its thread */
+    if (st_kshard_stalled((st_kshard_t *)s)) /* the shard's own state, on its thread */
+        return true;
+    const st_md_broker_t *me = st_md_broker(s->md, (int32_t)s->b->cfg->node_id);
+    return !me || me->fenced || !s->md->self_incarnation ||
+           me->incarnation != s->md->self_incarnation;
 }
 
 void st_kleader_unstall(st_kshard_t *s)
@@ -72,7 +81,8 @@ int16_t st_kleader_follower(const st_kshard_t *s, const st_md_topic_t *t, int32_
     if (!p)
         return 0;
     bool ok = s->b->cfg->clustered && replica != (int32_t)s->b->cfg->node_id &&
-              st_md_is_replica(p, replica);
+              st_md_is_replica(p, replica) && p->leader == (int32_t)s->b->cfg->node_id &&
+              !stale(s);
     return ok ? 0 : ST_KERR_NOT_LEADER_OR_FOLLOWER;
 }
 

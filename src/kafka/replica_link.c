@@ -10,22 +10,18 @@
 #include "base/log.h"
 #include "broker/runtime.h"
 #include "replica/fetcher.h"
-
-enum { JOB_APPEND, JOB_TRUNCATE, JOB_HW };
+#include "replica/follow.h"
 
 /* One thing the fetcher asks of a partition, run on its owner shard. */
 typedef struct krepl_job {
     st_ext_call_t call; /* first: the shard hands this back */
     st_fetcher_t *f;    /* a reference, dropped with the job */
-    int kind;
     uint8_t topic_id[16];
     int32_t partition;
     int32_t leader_epoch;
+    st_rfollow_action_t a;
     uint8_t *records; /* append */
-    size_t len;
-    int64_t hw;     /* append, hw: the leader's high watermark */
-    int64_t offset; /* truncate */
-    int32_t end_epoch;
+    bool want_position;
 } krepl_job_t;
 
 static void job_free(krepl_job_t *j)
@@ -47,9 +43,13 @@ static st_part_t *job_part(st_kshard_t *s, const krepl_job_t *j)
 
 static void job_answer(st_kshard_t *s, krepl_job_t *j, int err)
 {
-    st_part_t *p = st_parts_get(&s->parts, j->topic_id, j->partition);
-    int64_t end = p && p->log ? st_part_durable_end(p) : -1;
-    st_fetcher_position(j->f, j->topic_id, j->partition, j->leader_epoch, end, err);
+    if (j->want_position) {
+        st_part_t *p = st_parts_get(&s->parts, j->topic_id, j->partition);
+        bool on = p && p->log;
+        st_fetcher_position(j->f, j->topic_id, j->partition, j->leader_epoch,
+                            on ? st_part_durable_end(p) : -1, on ? st_part_latest_epoch(p) : -1,
+                            on ? st_part_log_start(p) : -1, err);
+    }
     job_free(j);
 }
 
@@ -64,89 +64,56 @@ static void job_run(st_kshard_t *s, st_ext_call_t *c)
 {
     krepl_job_t *j = (krepl_job_t *)c;
     st_part_t *p = job_part(s, j);
-    if (j->kind == JOB_HW) {
-        if (p)
-            st_part_set_leader_hw(p, j->hw);
-        job_free(j);
-        return;
-    }
     if (!p) {
         job_answer(s, j, ST_E_NOT_LEADER);
         return;
     }
-    if (j->kind == JOB_APPEND) {
+    const st_rfollow_action_t *a = &j->a;
+    switch (a->kind) {
+    case ST_RF_DO_APPEND: {
         /* done may run before this returns (write caching): j is its from here on */
-        int rc = st_part_append_replica(p, j->records, j->len, j->hw, append_done, j);
+        int rc = st_part_append_replica(p, j->records, a->len, a->hw, a->log_start, append_done, j);
         if (rc)
             job_answer(s, j, rc);
         return;
     }
-    int64_t offset = j->offset;
-    if (j->end_epoch >= 0) {
-        int32_t e;
-        int64_t end;
-        if (st_part_end_for_epoch(p, j->end_epoch, -1, &e, &end) == 0 && end >= 0 && end < offset)
-            offset = end;
+    case ST_RF_DO_TRUNCATE:
+        job_answer(s, j, st_part_truncate(p, a->offset, a->end_epoch));
+        return;
+    case ST_RF_DO_RESTART:
+        job_answer(s, j, st_part_restart_at(p, a->offset));
+        return;
+    case ST_RF_DO_HW:
+        job_answer(s, j, st_part_set_leader_hw(p, a->hw, a->log_start));
+        return;
+    default:
+        job_answer(s, j, 0);
+        return;
     }
-    job_answer(s, j, st_part_truncate(p, offset));
 }
 
-static krepl_job_t *job_new(void *arg, int kind, const uint8_t topic_id[16], int32_t partition,
-                            int32_t leader_epoch)
+static void hook_job(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
+                     int32_t leader_epoch, const st_rfollow_action_t *a, uint8_t *records,
+                     bool want_position)
 {
     st_broker_t *b = arg;
     krepl_job_t *j = calloc(1, sizeof *j);
-    if (!j)
-        return NULL;
+    if (!j) {
+        free(records);
+        if (want_position)
+            st_fetcher_position(b->fetcher, topic_id, partition, leader_epoch, -1, -1, -1,
+                                -ENOMEM);
+        return;
+    }
     j->call.fn = job_run;
     j->f = b->fetcher;
     st_fetcher_ref(j->f);
-    j->kind = kind;
     memcpy(j->topic_id, topic_id, 16);
     j->partition = partition;
     j->leader_epoch = leader_epoch;
-    j->end_epoch = -1;
-    return j;
-}
-
-static void hook_append(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
-                        int32_t leader_epoch, uint8_t *records, size_t len, int64_t leader_hw)
-{
-    st_broker_t *b = arg;
-    krepl_job_t *j = job_new(arg, JOB_APPEND, topic_id, partition, leader_epoch);
-    if (!j) {
-        free(records);
-        st_fetcher_position(b->fetcher, topic_id, partition, leader_epoch, -1, -ENOMEM);
-        return;
-    }
+    j->a = *a;
     j->records = records;
-    j->len = len;
-    j->hw = leader_hw;
-    st_broker_post(b, shard, &j->call);
-}
-
-static void hook_truncate(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
-                          int32_t leader_epoch, int64_t offset, int32_t end_epoch)
-{
-    st_broker_t *b = arg;
-    krepl_job_t *j = job_new(arg, JOB_TRUNCATE, topic_id, partition, leader_epoch);
-    if (!j) {
-        st_fetcher_position(b->fetcher, topic_id, partition, leader_epoch, -1, -ENOMEM);
-        return;
-    }
-    j->offset = offset;
-    j->end_epoch = end_epoch;
-    st_broker_post(b, shard, &j->call);
-}
-
-static void hook_leader_hw(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
-                           int32_t leader_epoch, int64_t hw)
-{
-    st_broker_t *b = arg;
-    krepl_job_t *j = job_new(arg, JOB_HW, topic_id, partition, leader_epoch);
-    if (!j)
-        return; /* the next answer brings it again */
-    j->hw = hw;
+    j->want_position = want_position;
     st_broker_post(b, shard, &j->call);
 }
 
@@ -191,7 +158,7 @@ static void release_run(st_kshard_t *s, st_ext_call_t *c)
 int st_krepl_start(st_broker_t *b, char *err, size_t errlen)
 {
     static st_fetcher_hooks_t hooks = {
-        .append = hook_append, .truncate = hook_truncate, .leader_hw = hook_leader_hw};
+        .job = hook_job};
     st_fetcher_hooks_t h = hooks;
     h.arg = b;
     st_fetcher_t *f;
@@ -250,6 +217,7 @@ void st_krepl_follow(st_kshard_t *s, st_part_t *p, const st_md_t *md)
         .leader_epoch = r->leader_epoch,
         .fetch_offset = st_part_durable_end(p),
         .last_epoch = st_part_latest_epoch(p),
+        .log_start = st_part_log_start(p),
     };
     memcpy(fw.topic_id, p->topic_id, 16);
     st_fetcher_follow(f, &fw);

@@ -162,6 +162,7 @@ typedef struct {
     st_part_t *part;
     st_part_done_fn done; /* NULL: only the high watermark waits (acks=0) */
     void *arg;
+    int64_t offset; /* DeleteRecords: the new log start */
 } wait_t;
 
 static void on_durable(void *arg, int res)
@@ -176,6 +177,27 @@ static void on_durable(void *arg, int res)
     st_part_maybe_free(part);
     if (done)
         done(done_arg, res);
+}
+
+/* Whether a DeleteRecords to `offset` must wait for the replicas' log starts. */
+static bool needs_replicas(st_part_t *p, int64_t offset)
+{
+    return p->repl.on && p->repl.role.leader && st_part_low_watermark(p) < offset;
+}
+
+/* The new log start of a DeleteRecords is durable here: on a replicated leader it waits for
+ * the replicas next. */
+static void on_start_durable(void *arg, int res)
+{
+    wait_t *w = arg;
+    st_part_t *part = w->part;
+    if (res == 0 && !part->dead && needs_replicas(part, w->offset) &&
+        st_part_delete_wait(part, w->offset, ST_PART_DELETE_WAIT_MS, w->done, w->arg) == 0) {
+        free(w);
+        part->pending_durable--;
+        return;
+    }
+    on_durable(arg, res);
 }
 
 static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
@@ -268,7 +290,7 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
         res->err = -ENOMEM;
         return false;
     }
-    *w = (wait_t){p, answer && !over_isr ? done : NULL, arg};
+    *w = (wait_t){p, answer && !over_isr ? done : NULL, arg, -1};
     int rc = st_log_wait_durable(p->log, last_offset + 1, on_durable, w);
     if (rc == 0)
         p->pending_durable++;
@@ -301,7 +323,7 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
 }
 
 int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int64_t leader_hw,
-                           st_part_done_fn done, void *arg)
+                           int64_t leader_log_start, st_part_done_fn done, void *arg)
 {
     if (!p->log)
         return ST_E_CLOSED;
@@ -313,10 +335,12 @@ int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int
         return rc;
     record_producers(p, records, len, info.base_offset);
     p->repl.leader_hw = leader_hw;
+    st_part_update_hw(p);
+    st_part_follow_start(p, leader_log_start);
     wait_t *w = malloc(sizeof *w);
     if (!w)
         return -ENOMEM;
-    *w = (wait_t){p, done, arg};
+    *w = (wait_t){p, done, arg, -1};
     rc = st_log_wait_durable(p->log, info.last_offset + 1, on_durable, w);
     if (rc == 0) {
         p->pending_durable++;
@@ -347,14 +371,19 @@ bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_
             *error = ST_KERR_KAFKA_STORAGE_ERROR;
             return false;
         }
-        *w = (wait_t){p, done, arg};
-        rc = st_log_wait_start_durable(p->log, on_durable, w);
+        *w = (wait_t){p, done, arg, off};
+        rc = st_log_wait_start_durable(p->log, on_start_durable, w);
         if (rc == 0) {
             p->pending_durable++;
             return true;
         }
         free(w);
         rc = rc == 1 ? 0 : rc;
+        if (rc == 0 && needs_replicas(p, off)) {
+            rc = st_part_delete_wait(p, off, ST_PART_DELETE_WAIT_MS, done, arg);
+            if (rc == 0)
+                return true;
+        }
     }
     if (rc)
         *error = st_kerr_from(rc);

@@ -96,7 +96,14 @@ typedef struct st_part_role {
     int16_t nreplicas, nisr;
     int32_t replicas[ST_PART_MAX_REPLICAS];
     int32_t isr[ST_PART_MAX_REPLICAS];
+    bool live[ST_PART_MAX_REPLICAS]; /* replicas[i]'s broker is registered and not fenced */
 } st_part_role_t;
+
+/* Where a follower's log diverges from the leader's (Fetch v12+'s diverging_epoch). */
+typedef struct st_part_diverging {
+    int32_t epoch;      /* -1: it does not diverge */
+    int64_t end_offset; /* where the leader's `epoch` ends */
+} st_part_diverging_t;
 
 struct st_acks_wait;
 
@@ -109,9 +116,12 @@ typedef struct st_part_repl {
     int64_t pos[ST_PART_MAX_REPLICAS];
     int64_t caught_up_ms[ST_PART_MAX_REPLICAS];
     int64_t target[ST_PART_MAX_REPLICAS];
+    int64_t start[ST_PART_MAX_REPLICAS]; /* leader: each replica's log start (-1: unknown) */
+    int64_t epoch_start; /* leader: where its leader epoch starts (KAFKA-7128's ISR rule) */
     int32_t isr_asked_pe; /* leader: partition epoch an ISR change was asked at (-1: none) */
     int64_t isr_asked_ms;
     int64_t leader_hw;    /* follower: the leader's high watermark from its last answer */
+    struct st_del_wait *del_head; /* leader: DeleteRecords waiting for the low watermark */
     int64_t durable_seen; /* the durable end replica fetches were last woken for */
     struct st_acks_wait *acks_head, *acks_tail; /* leader: acks=all waiting for the ISR */
 } st_part_repl_t;
@@ -243,7 +253,10 @@ bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
 /* DeleteRecords: moves the log start to `offset` (-1: the high watermark), which may not pass
  * the high watermark. Sets *error and *low_watermark; returns true when done(arg, ...) will be
  * called once the new start is durable (a crash after the answer must not bring the deleted
- * records back), false when the answer is complete now. */
+ * records back) and, on a replicated leader, once every live replica's log start reached it
+ * (followers move theirs from the leader's fetch answers; a leader move must not bring the
+ * records back either; ST_E_TIMEOUT after ST_PART_DELETE_WAIT_MS), false when the answer is
+ * complete now. */
 bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_t *low_watermark,
                             st_part_done_fn done, void *arg);
 
@@ -295,8 +308,15 @@ void st_parts_release_acks(st_parts_t *t);
 /* Sets the partition's role (on every metadata change that concerns it). A new leadership
  * (not leader before, or a new epoch) forgets the followers' positions. */
 void st_part_set_role(st_part_t *p, const st_part_role_t *role);
-/* Leader: replica `replica` fetched from `offset`, so its log is durable below it. */
-void st_part_follower_fetched(st_part_t *p, int32_t replica, int64_t offset, int64_t now_ms);
+/* Leader: replica `replica` fetches from `offset` (its durable log end); the latest epoch in
+ * its log is last_epoch (-1: none) and its log starts at log_start. Validated first (Kafka's
+ * rule, KIP-320): below the leader's log start, or past its log end with no epoch to compare,
+ * is ST_KERR_OFFSET_OUT_OF_RANGE; when the leader's largest epoch <= last_epoch is smaller or
+ * ends before offset, the logs diverge: *div gets that epoch and its end, and 0 is returned.
+ * Only a fetch that neither diverges nor is out of range moves the replica's position (and so
+ * the high watermark, acks=all and the ISR). div->epoch is -1 when it does not diverge. */
+int16_t st_part_follower_fetch(st_part_t *p, int32_t replica, int64_t offset, int32_t last_epoch,
+                               int64_t log_start, int64_t now_ms, st_part_diverging_t *div);
 /* Leader: whether the ISR should change now: members that have not caught up for lag_max_ms
  * leave, replicas caught up with the high watermark join. When due (and not already asked for
  * at this partition epoch within retry_ms), fills isr/nisr, remembers it asked, returns true. */
@@ -309,12 +329,26 @@ bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, in
  * are durable (before returning when they already are, under write caching), or returns an
  * error and never calls done. */
 int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int64_t leader_hw,
-                           st_part_done_fn done, void *arg);
-/* Follower: the leader's high watermark moved (an answer without records). */
-void st_part_set_leader_hw(st_part_t *p, int64_t leader_hw);
-/* Follower: cuts the log back to `offset` (where it diverged from the leader's); an offset
- * past the log end (the leader's log starts beyond it) restarts the log empty there. */
-int st_part_truncate(st_part_t *p, int64_t offset);
+                           int64_t leader_log_start, st_part_done_fn done, void *arg);
+/* Follower: the leader's high watermark and log start from an answer without records. The
+ * local log start moves up to the leader's (DeleteRecords and retention replicate this way),
+ * never past the local high watermark; returns 0 or the error of making it durable. */
+int st_part_set_leader_hw(st_part_t *p, int64_t leader_hw, int64_t leader_log_start);
+/* Follower: the log diverged from the leader's (replica/follow.h, R2): cuts it back to
+ * min(offset, log end) and, when end_epoch >= 0, further to where the local log's largest
+ * epoch <= end_epoch ends. Never restarts the log. */
+int st_part_truncate(st_part_t *p, int64_t offset, int32_t end_epoch);
+/* Follower: the leader's log starts past this log's end: empties the log and starts it at
+ * `offset`. */
+int st_part_restart_at(st_part_t *p, int64_t offset);
+/* The log start offset (-1 offline). */
+int64_t st_part_log_start(const st_part_t *p);
+/* Leader: the smallest log start over itself and every live replica (a live replica not heard
+ * from since this leadership began counts as -1): DeleteRecords answers once it passed. */
+int64_t st_part_low_watermark(const st_part_t *p);
+/* How long a replicated DeleteRecords waits for the replicas' log starts (then
+ * REQUEST_TIMED_OUT, as Kafka's delayed DeleteRecords). */
+#define ST_PART_DELETE_WAIT_MS 30000
 /* The log end that is durable here (what a follower reports to its leader). */
 int64_t st_part_durable_end(const st_part_t *p);
 /* The latest leader epoch in the log (-1: none). */
@@ -336,6 +370,10 @@ int64_t st_part_repl_hw(st_part_t *p, int64_t local); /* the high watermark the 
 void st_part_repl_moved(st_part_t *p);                /* answers acks=all the hw passed */
 int st_part_acks_all_wait(st_part_t *p, int64_t end, st_part_done_fn done, void *arg);
 void st_part_repl_fini(st_part_t *p);
+void st_part_check_deletes(st_part_t *p); /* answers DeleteRecords the low watermark passed */
+int st_part_delete_wait(st_part_t *p, int64_t offset, int64_t timeout_ms, st_part_done_fn done,
+                        void *arg);
+int st_part_follow_start(st_part_t *p, int64_t leader_log_start);
 void st_part_maybe_free(st_part_t *p);
 void st_parts_clean_init(st_parts_t *t);
 void st_parts_clean_fini(st_parts_t *t);

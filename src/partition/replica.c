@@ -37,6 +37,73 @@ static bool in_isr(const st_part_role_t *r, int32_t id)
     return false;
 }
 
+/* A DeleteRecords waiting for every live replica's log start to reach `offset`. */
+typedef struct st_del_wait {
+    int64_t offset;
+    int64_t deadline_ms;
+    st_part_done_fn done;
+    void *arg;
+    struct st_del_wait *next;
+} st_del_wait_t;
+
+static void fail_deletes(st_part_t *p, int err)
+{
+    st_del_wait_t *w = p->repl.del_head;
+    p->repl.del_head = NULL;
+    while (w) {
+        st_del_wait_t *next = w->next;
+        w->done(w->arg, err);
+        free(w);
+        w = next;
+    }
+}
+
+int64_t st_part_low_watermark(const st_part_t *p)
+{
+    if (!p->log)
+        return -1;
+    int64_t low = st_log_start_offset(p->log);
+    const st_part_repl_t *r = &p->repl;
+    if (!r->on || !r->role.leader)
+        return low;
+    for (int i = 0; i < r->role.nreplicas; i++) {
+        if (r->role.replicas[i] == r->role.self || !r->role.live[i])
+            continue;
+        if (r->start[i] < low)
+            low = r->start[i]; /* -1: not heard from since this leadership began */
+    }
+    return low;
+}
+
+void st_part_check_deletes(st_part_t *p)
+{
+    if (!p->repl.del_head)
+        return;
+    int64_t low = st_part_low_watermark(p), now = st_mono_ms();
+    for (st_del_wait_t **pp = &p->repl.del_head; *pp;) {
+        st_del_wait_t *w = *pp;
+        int err = w->offset <= low ? 0 : now >= w->deadline_ms ? ST_E_TIMEOUT : 1;
+        if (err == 1) {
+            pp = &w->next;
+            continue;
+        }
+        *pp = w->next;
+        w->done(w->arg, err);
+        free(w);
+    }
+}
+
+int st_part_delete_wait(st_part_t *p, int64_t offset, int64_t timeout_ms, st_part_done_fn done,
+                        void *arg)
+{
+    st_del_wait_t *w = malloc(sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    *w = (st_del_wait_t){offset, st_mono_ms() + timeout_ms, done, arg, p->repl.del_head};
+    p->repl.del_head = w;
+    return 0;
+}
+
 /* Answers every waiting acks=all append with err. */
 static void fail_acks(st_part_t *p, int err)
 {
@@ -50,14 +117,47 @@ static void fail_acks(st_part_t *p, int err)
     }
 }
 
+/* The same leadership with another replica set (a reassignment): each replica's tracking
+ * follows its id, not its place in the list. */
+static void keep_positions(st_part_repl_t *r, const st_part_role_t *role)
+{
+    int64_t pos[ST_PART_MAX_REPLICAS], cu[ST_PART_MAX_REPLICAS], tg[ST_PART_MAX_REPLICAS],
+        st[ST_PART_MAX_REPLICAS];
+    int64_t now = st_mono_ms();
+    for (int i = 0; i < role->nreplicas; i++) {
+        int k = replica_index(&r->role, role->replicas[i]);
+        pos[i] = k < 0 ? -1 : r->pos[k];
+        cu[i] = k < 0 ? now : r->caught_up_ms[k];
+        tg[i] = k < 0 ? 0 : r->target[k];
+        st[i] = k < 0 ? -1 : r->start[k];
+    }
+    for (int i = 0; i < role->nreplicas; i++) {
+        r->pos[i] = pos[i];
+        r->caught_up_ms[i] = cu[i];
+        r->target[i] = tg[i];
+        r->start[i] = st[i];
+    }
+}
+
 void st_part_set_role(st_part_t *p, const st_part_role_t *role)
 {
     st_part_repl_t *r = &p->repl;
     bool was_leader = r->on && r->role.leader;
     bool fresh = role->leader && (!was_leader || r->role.leader_epoch != role->leader_epoch);
     if (!r->on) {
+        /* A replicated partition's high watermark is what the ISR holds, which this broker
+         * does not know at open (its log end may hold records only it has: a leader killed
+         * before its followers fetched). It starts at the log start and moves only with the
+         * leader's answers or, leading, with the followers' fetches (Kafka's rule). */
+        if (p->log)
+            p->hw = st_log_start_offset(p->log);
         r->leader_hw = p->hw;
         r->isr_asked_pe = -1;
+        r->epoch_start = 0;
+        for (int i = 0; i < ST_PART_MAX_REPLICAS; i++)
+            r->pos[i] = r->start[i] = -1;
+    } else if (!fresh && r->role.leader) {
+        keep_positions(r, role);
     }
     r->on = true;
     r->role = *role;
@@ -65,18 +165,34 @@ void st_part_set_role(st_part_t *p, const st_part_role_t *role)
         int64_t now = st_mono_ms();
         for (int i = 0; i < ST_PART_MAX_REPLICAS; i++) {
             r->pos[i] = -1;
+            r->start[i] = -1;
             r->caught_up_ms[i] = now; /* every follower gets a full lag period from here */
             r->target[i] = 0;
         }
         r->isr_asked_pe = -1;
+        /* The epoch and where it starts go in the epoch cache now, before any append (Kafka's
+         * rule): a follower asking where the previous epoch ends, or fetching with it, gets
+         * this log's end as the answer, not "unknown" (which would cut its log to 0). */
+        int64_t start = -1;
+        if (p->log) {
+            int rc = st_log_assign_epoch(p->log, role->leader_epoch, &start);
+            if (rc < 0)
+                ST_WARN("%s-%d: cannot record leader epoch %d: %s", p->topic, p->index,
+                        (int)role->leader_epoch, st_strerror(rc));
+            if (start < 0)
+                start = st_log_end_offset(p->log);
+        }
+        r->epoch_start = start;
         ST_INFO("%s-%d: leader at epoch %d (log end %lld)", p->topic, p->index,
                 (int)role->leader_epoch, p->log ? (long long)st_log_end_offset(p->log) : -1LL);
     }
     if (was_leader && !role->leader) {
         fail_acks(p, ST_E_NOT_LEADER);
+        fail_deletes(p, ST_E_NOT_LEADER);
         r->leader_hw = p->hw;
     }
     st_part_update_hw(p);
+    st_part_check_deletes(p);
 }
 
 int64_t st_part_repl_hw(st_part_t *p, int64_t local)
@@ -137,15 +253,41 @@ int st_part_acks_all_wait(st_part_t *p, int64_t end, st_part_done_fn done, void 
 void st_part_repl_fini(st_part_t *p)
 {
     fail_acks(p, ST_E_CLOSED);
+    fail_deletes(p, ST_E_CLOSED);
 }
 
-void st_part_follower_fetched(st_part_t *p, int32_t replica, int64_t offset, int64_t now_ms)
+int16_t st_part_follower_fetch(st_part_t *p, int32_t replica, int64_t offset, int32_t last_epoch,
+                               int64_t log_start, int64_t now_ms, st_part_diverging_t *div)
 {
     st_part_repl_t *r = &p->repl;
+    div->epoch = -1;
+    div->end_offset = -1;
     int k = replica_index(&r->role, replica);
-    if (!r->on || !r->role.leader || k < 0 || !p->log)
-        return;
+    if (!r->on || !r->role.leader || k < 0 || replica == r->role.self)
+        return ST_KERR_NOT_LEADER_OR_FOLLOWER;
+    if (!p->log)
+        return ST_KERR_KAFKA_STORAGE_ERROR;
+    if (offset < st_log_start_offset(p->log))
+        return ST_KERR_OFFSET_OUT_OF_RANGE;
+    /* KIP-320: the follower's log must be a prefix of this one. Where this log's largest
+     * epoch <= the follower's last is an older epoch, or ends before the follower's end, the
+     * follower holds records this leader never had: it must cut them before it counts. */
+    if (last_epoch >= 0) {
+        int32_t e;
+        int64_t e_end;
+        st_log_end_offset_for_epoch(p->log, last_epoch, &e, &e_end);
+        if (e < 0 || e_end < 0)
+            return ST_KERR_OFFSET_OUT_OF_RANGE;
+        if (e < last_epoch || e_end < offset) {
+            div->epoch = e;
+            div->end_offset = e_end;
+            return 0;
+        }
+    }
+    if (offset > st_log_end_offset(p->log))
+        return ST_KERR_OFFSET_OUT_OF_RANGE;
     r->pos[k] = offset;
+    r->start[k] = log_start;
     /* Caught up: it reached the end its previous fetch saw (Kafka's rule). A follower reads
      * only up to the leader's durable end, so that is the end it is measured against: a leader
      * whose own syncs are slow must not push healthy followers out of the ISR. */
@@ -154,6 +296,8 @@ void st_part_follower_fetched(st_part_t *p, int32_t replica, int64_t offset, int
         r->caught_up_ms[k] = now_ms;
     r->target[k] = end;
     st_part_update_hw(p);
+    st_part_check_deletes(p);
+    return 0;
 }
 
 bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, int64_t retry_ms,
@@ -170,11 +314,12 @@ bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, in
     for (int i = 0; i < ro->nreplicas; i++) {
         int32_t m = ro->replicas[i];
         bool stays = m == ro->self || (in_isr(ro, m) && now_ms - r->caught_up_ms[i] <= lag_max_ms);
-        /* a replica joins once its durable log reaches the high watermark (Kafka's rule) and
-         * it is fetching (caught up lately: a stopped one's old position does not count, and
+        /* a replica joins once its durable log reaches the high watermark and the start of
+         * this leader's epoch (KAFKA-7128: a high watermark that still lags after an election
+         * would let in a replica lacking acknowledged records), and it is fetching (caught up lately: a stopped one's old position does not count, and
          * one just back does not leave again at the next tick) */
         bool joins = !in_isr(ro, m) && m != ro->self && r->pos[i] >= 0 && r->pos[i] >= p->hw &&
-                     now_ms - r->caught_up_ms[i] <= lag_max_ms;
+                     r->pos[i] >= r->epoch_start && now_ms - r->caught_up_ms[i] <= lag_max_ms;
         if (stays || joins)
             isr[n++] = m;
         changed |= (stays || joins) != in_isr(ro, m);
@@ -187,33 +332,75 @@ bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, in
     return true;
 }
 
-void st_part_set_leader_hw(st_part_t *p, int64_t leader_hw)
+int st_part_follow_start(st_part_t *p, int64_t leader_log_start)
 {
-    if (!p->repl.on || p->repl.role.leader)
-        return;
-    p->repl.leader_hw = leader_hw;
-    st_part_update_hw(p);
+    if (!p->log || leader_log_start <= st_log_start_offset(p->log))
+        return 0;
+    /* the leader's DeleteRecords or retention: the same start here, but never past what this
+     * replica knows is committed */
+    int64_t to = leader_log_start < p->hw ? leader_log_start : p->hw;
+    if (to <= st_log_start_offset(p->log))
+        return 0;
+    int rc = st_log_set_start_offset(p->log, to);
+    if (rc < 0)
+        ST_WARN("%s-%d: cannot move the log start to %lld: %s", p->topic, p->index,
+                (long long)to, st_strerror(rc));
+    return rc;
 }
 
-int st_part_truncate(st_part_t *p, int64_t offset)
+int st_part_set_leader_hw(st_part_t *p, int64_t leader_hw, int64_t leader_log_start)
+{
+    if (!p->repl.on || p->repl.role.leader)
+        return ST_E_INVALID;
+    p->repl.leader_hw = leader_hw;
+    st_part_update_hw(p);
+    return st_part_follow_start(p, leader_log_start);
+}
+
+int st_part_truncate(st_part_t *p, int64_t offset, int32_t end_epoch)
 {
     if (!p->log)
         return ST_E_CLOSED;
     if (p->repl.on && p->repl.role.leader)
         return ST_E_INVALID; /* a leader's log is the reference */
     int64_t start = st_log_start_offset(p->log), end = st_log_end_offset(p->log);
-    int rc = 0;
-    /* below the log start, or past the end (the leader's log starts beyond ours): start over
-     * empty at offset */
-    if (offset < start || offset > end)
-        rc = st_log_truncate_fully(p->log, offset);
-    else if (offset < end)
-        rc = st_log_truncate_to(p->log, offset);
+    if (end_epoch >= 0) {
+        int32_t e;
+        int64_t e_end;
+        st_log_end_offset_for_epoch(p->log, end_epoch, &e, &e_end);
+        if (e_end >= 0 && e_end < offset)
+            offset = e_end;
+    }
+    if (offset > end)
+        offset = end;
+    if (offset < start)
+        offset = start;
+    int rc = offset < end ? st_log_truncate_to(p->log, offset) : 0;
     if (rc == 0 && offset != end)
         ST_INFO("%s-%d: truncated to %lld (log end was %lld) to match the leader", p->topic,
                 p->index, (long long)offset, (long long)end);
     st_part_update_hw(p);
     return rc;
+}
+
+int st_part_restart_at(st_part_t *p, int64_t offset)
+{
+    if (!p->log)
+        return ST_E_CLOSED;
+    if (p->repl.on && p->repl.role.leader)
+        return ST_E_INVALID;
+    int64_t end = st_log_end_offset(p->log);
+    int rc = st_log_truncate_fully(p->log, offset);
+    if (rc == 0)
+        ST_INFO("%s-%d: log end %lld is below the leader's log start: starting over at %lld",
+                p->topic, p->index, (long long)end, (long long)offset);
+    st_part_update_hw(p);
+    return rc;
+}
+
+int64_t st_part_log_start(const st_part_t *p)
+{
+    return p->log ? st_log_start_offset(p->log) : -1;
 }
 
 int64_t st_part_durable_end(const st_part_t *p)
@@ -233,6 +420,7 @@ static void release_one(void *arg, st_part_t *p)
 {
     (void)arg;
     fail_acks(p, ST_E_NOT_LEADER);
+    fail_deletes(p, ST_E_NOT_LEADER);
 }
 
 void st_parts_release_acks(st_parts_t *t)

@@ -25,6 +25,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "proto/kerr.h"
+#include "replica/follow.h"
 #include "replica/wire.h"
 
 #define F_TICK_MS        50
@@ -33,9 +34,6 @@
 #define F_HASH_MIN       256
 #define F_CLIENT_ID_SIZE 64
 
-enum { PH_EPOCH, PH_FETCH, PH_STOPPED };      /* a partition's phase */
-enum { RQ_FETCH, RQ_EPOCH };                  /* a request's kind */
-enum { JOB_NONE, JOB_APPEND, JOB_TRUNCATE };  /* the hook call awaiting a position */
 enum { IN_FOLLOW, IN_UNFOLLOW, IN_POSITION }; /* inbox messages */
 
 typedef struct fconn fconn_t;
@@ -46,17 +44,13 @@ typedef struct fpart {
     int32_t partition;
     char *topic;
     int shard;
-    int32_t leader_id, leader_epoch;
-    int64_t fetch_offset; /* the local log's durable end (invariant 3) */
-    int32_t last_epoch;   /* the latest epoch in the local log (-1: none) */
-    int phase;
-    bool in_flight;    /* in its connection's request of its phase */
-    int job;           /* JOB_*: a hook call awaits its position (invariant 2) */
-    int32_t job_epoch; /* last_epoch once the job succeeded */
-    int64_t retry_at;  /* backoff: not in a request before this (monotonic ms) */
+    int32_t leader_id;
+    st_rfollow_t rf;  /* the decisions (follow.h): epoch, position (invariant 3), phase */
+    bool in_flight;   /* in its connection's Fetch */
+    int64_t retry_at; /* backoff: not in a request before this (monotonic ms) */
     int backoff_ms;
-    int64_t hw_sent; /* the leader high watermark last handed to the shard */
-    uint32_t gen;    /* bumped by each follow() that starts over */
+    int64_t warned_ms; /* the last warning about it (at most one every ST_FETCHER_WARN_MS) */
+    uint32_t gen;      /* bumped by each follow() that starts over */
     fconn_t *conn;
     struct fpart *hnext;         /* hash chain */
     struct fpart *cprev, *cnext; /* the connection's partitions */
@@ -73,7 +67,6 @@ typedef struct freq_item {
 
 typedef struct freq {
     int32_t corr;
-    int kind;
     int64_t sent_ms;
     int n, ntopics;
     freq_item_t *items;
@@ -94,10 +87,10 @@ struct fconn {
     int64_t retry_at;
     st_buf_t rbuf;
     freq_t *inflight, *inflight_tail;
-    bool fetch_inflight, epoch_inflight;
+    bool fetch_inflight;
     int64_t answered_ms; /* when the last Fetch answer came */
     fpart_t *parts;
-    int nparts, njobs, nepoch; /* partitions; of them awaiting a position; in PH_EPOCH */
+    int nparts, njobs; /* partitions; of them awaiting a position (ST_RF_JOB) */
     struct fconn *next;
 };
 
@@ -108,6 +101,7 @@ typedef struct fmsg {
     int32_t partition;
     int32_t leader_epoch;
     int64_t offset; /* follow: fetch_offset; position: durable_end */
+    int64_t log_start;
     int err;
     int32_t last_epoch, leader_id;
     int shard;
@@ -197,19 +191,11 @@ static void part_remove(st_fetcher_t *f, fpart_t *p)
     f->count--;
 }
 
-/* Phase and job changes keep the connection's counters. */
-static void set_phase(fpart_t *p, int phase)
+/* The connection's count of partitions awaiting a position follows a phase change. */
+static void phase_moved(fpart_t *p, int was)
 {
     if (p->conn)
-        p->conn->nepoch += (phase == PH_EPOCH) - (p->phase == PH_EPOCH);
-    p->phase = phase;
-}
-
-static void set_job(fpart_t *p, int job)
-{
-    if (p->conn)
-        p->conn->njobs += (job != JOB_NONE) - (p->job != JOB_NONE);
-    p->job = job;
+        p->conn->njobs += (p->rf.phase == ST_RF_JOB) - (was == ST_RF_JOB);
 }
 
 static void backoff(fpart_t *p)
@@ -272,7 +258,7 @@ static void conn_fail(fconn_t *c, const char *why)
         freq_free(q);
     }
     c->inflight_tail = NULL;
-    c->fetch_inflight = c->epoch_inflight = false;
+    c->fetch_inflight = false;
     st_buf_clear(&c->rbuf);
     for (fpart_t *p = c->parts; p; p = p->cnext)
         p->in_flight = false;
@@ -327,8 +313,7 @@ static void part_attach(fpart_t *p, fconn_t *c)
         c->parts->cprev = p;
     c->parts = p;
     c->nparts++;
-    c->njobs += p->job != JOB_NONE;
-    c->nepoch += p->phase == PH_EPOCH;
+    c->njobs += p->rf.phase == ST_RF_JOB;
 }
 
 /* Takes p off its connection, which is released when no partition is left on it unless
@@ -345,8 +330,7 @@ static void part_detach(st_fetcher_t *f, fpart_t *p, bool keep)
     if (p->cnext)
         p->cnext->cprev = p->cprev;
     c->nparts--;
-    c->njobs -= p->job != JOB_NONE;
-    c->nepoch -= p->phase == PH_EPOCH;
+    c->njobs -= p->rf.phase == ST_RF_JOB;
     p->conn = NULL;
     p->in_flight = false;
     if (c->nparts == 0 && !keep)
@@ -508,27 +492,26 @@ static int cmp_parts(const void *a, const void *b)
     return (x->partition > y->partition) - (x->partition < y->partition);
 }
 
-/* The partitions of c in `phase` that may go in a request now, sorted by topic. */
-static fpart_t **collect(fconn_t *c, int phase, int64_t now, int *n)
+/* The partitions of c that may go in a Fetch now, sorted by topic. */
+static fpart_t **collect(fconn_t *c, int64_t now, int *n)
 {
     *n = 0;
     fpart_t **v = malloc((size_t)c->nparts * sizeof *v + 1);
     if (!v)
         return NULL;
     for (fpart_t *p = c->parts; p; p = p->cnext)
-        if (p->phase == phase && !p->in_flight && p->job == JOB_NONE && now >= p->retry_at)
+        if (p->rf.phase == ST_RF_FETCH && !p->in_flight && now >= p->retry_at)
             v[(*n)++] = p;
     qsort(v, (size_t)*n, sizeof *v, cmp_parts);
     return v;
 }
 
 /* Builds the in-flight record of a request over v[0..n). */
-static freq_t *freq_new(int kind, fpart_t **v, int n, int32_t corr)
+static freq_t *freq_new(fpart_t **v, int n, int32_t corr)
 {
     freq_t *q = calloc(1, sizeof *q);
     if (!q)
         return NULL;
-    q->kind = kind;
     q->corr = corr;
     q->items = calloc((size_t)n, sizeof *q->items);
     q->topics = calloc((size_t)n, sizeof *q->topics);
@@ -555,32 +538,35 @@ static freq_t *freq_new(int kind, fpart_t **v, int n, int32_t corr)
     return q;
 }
 
-static void send_request(fconn_t *c, int kind, int64_t now)
+static void send_fetch(fconn_t *c, int64_t now)
 {
     st_fetcher_t *f = c->f;
     int n;
-    fpart_t **v = collect(c, kind == RQ_FETCH ? PH_FETCH : PH_EPOCH, now, &n);
+    fpart_t **v = collect(c, now, &n);
     if (!v || n == 0) {
         free(v);
         return;
     }
     st_rwire_part_t *w = malloc((size_t)n * sizeof *w);
     int32_t corr = f->next_corr++ & 0x7fffffff;
-    freq_t *q = w ? freq_new(kind, v, n, corr) : NULL;
+    freq_t *q = w ? freq_new(v, n, corr) : NULL;
     st_buf_t b;
     st_buf_init(&b);
     int rc = q ? 0 : -ENOMEM;
     if (rc == 0) {
-        for (int i = 0; i < n; i++)
-            w[i] = (st_rwire_part_t){v[i]->topic, v[i]->partition, v[i]->leader_epoch,
-                                     v[i]->fetch_offset, v[i]->last_epoch};
-        if (kind == RQ_FETCH) {
-            st_rwire_fetch_t fr = {f->self, ST_FETCHER_MAX_WAIT_MS, 1, ST_FETCHER_MAX_BYTES,
-                                   ST_FETCHER_PART_MAX_BYTES};
-            rc = st_rwire_fetch_req(&b, corr, f->client_id, &fr, w, n);
-        } else {
-            rc = st_rwire_epoch_req(&b, corr, f->client_id, f->self, w, n);
+        for (int i = 0; i < n; i++) {
+            const st_rfollow_t *rf = &v[i]->rf;
+            w[i] = (st_rwire_part_t){.topic = v[i]->topic,
+                                     .partition = v[i]->partition,
+                                     .current_leader_epoch = rf->leader_epoch,
+                                     .fetch_offset = rf->fetch_offset,
+                                     .leader_epoch = -1,
+                                     .last_fetched_epoch = rf->last_epoch,
+                                     .log_start_offset = rf->log_start};
         }
+        st_rwire_fetch_t fr = {f->self, ST_FETCHER_MAX_WAIT_MS, 1, ST_FETCHER_MAX_BYTES,
+                               ST_FETCHER_PART_MAX_BYTES};
+        rc = st_rwire_fetch_req(&b, corr, f->client_id, &fr, w, n);
     }
     if (rc == 0)
         rc = conn_send(c, &b, q);
@@ -595,14 +581,11 @@ static void send_request(fconn_t *c, int kind, int64_t now)
     }
     for (int i = 0; i < n; i++)
         v[i]->in_flight = true;
-    if (kind == RQ_FETCH)
-        c->fetch_inflight = true;
-    else
-        c->epoch_inflight = true;
+    c->fetch_inflight = true;
     free(v);
 }
 
-/* Sends what c may send now: connects, asks for epochs, fetches (invariant 1). */
+/* Sends what c may send now: connects, fetches (invariant 1). */
 static void conn_pump(fconn_t *c)
 {
     if (c->dead || c->f->closing)
@@ -613,13 +596,11 @@ static void conn_pump(fconn_t *c)
             conn_connect(c);
         return;
     }
-    if (!c->epoch_inflight && c->nepoch > 0)
-        send_request(c, RQ_EPOCH, now);
-    if (!c->connected || c->fetch_inflight)
+    if (c->fetch_inflight)
         return;
     if (c->njobs > 0 && now - c->answered_ms < ST_FETCHER_GATE_MS)
         return;
-    send_request(c, RQ_FETCH, now);
+    send_fetch(c, now);
 }
 
 /* ---- answers ---- */
@@ -650,78 +631,84 @@ static fpart_t *item_part(fconn_t *c, const freq_item_t *it)
     return p;
 }
 
-static void start_truncate(st_fetcher_t *f, fpart_t *p, int64_t offset, int32_t end_epoch,
-                           int32_t epoch_after)
+/* Hands the action to the partition's owner shard (when it has one to do). */
+static void hand_over(st_fetcher_t *f, fpart_t *p, const st_rfollow_action_t *a,
+                      const uint8_t *records)
 {
-    set_job(p, JOB_TRUNCATE);
-    p->job_epoch = epoch_after;
-    f->hooks.truncate(f->hooks.arg, p->shard, p->topic_id, p->partition, p->leader_epoch, offset,
-                      end_epoch);
+    uint8_t *copy = NULL;
+    if (a->kind == ST_RF_DO_APPEND) {
+        copy = malloc(a->len);
+        if (!copy) {
+            /* the position the shard would have sent: nothing changed */
+            int was = p->rf.phase;
+            st_rfollow_on_position(&p->rf, -ENOMEM, -1, -1, -1);
+            phase_moved(p, was);
+            backoff(p);
+            return;
+        }
+        memcpy(copy, records, a->len);
+    }
+    f->hooks.job(f->hooks.arg, p->shard, p->topic_id, p->partition, p->rf.leader_epoch, a, copy,
+                 p->rf.phase == ST_RF_JOB);
 }
 
-static void partition_error(fpart_t *p, int16_t error, const char *what)
+/* Whether p may log a warning now (at most one every ST_FETCHER_WARN_MS per partition). */
+static bool may_warn(fpart_t *p)
 {
-    if (error == ST_KERR_FENCED_LEADER_EPOCH) {
-        ST_INFO("replica fetcher: %s-%d: leader %d is at a newer epoch than %d; waiting for "
-                "the metadata",
-                p->topic, p->partition, p->leader_id, p->leader_epoch);
-        set_phase(p, PH_STOPPED);
-        return;
-    }
-    if (p->backoff_ms >= ST_FETCHER_BACKOFF_MAX_MS)
-        ST_DEBUG("replica fetcher: %s-%d: %s from leader %d: %s", p->topic, p->partition, what,
-                 p->leader_id, st_kerr_name(error));
-    backoff(p);
+    int64_t now = st_mono_ms();
+    if (p->warned_ms && now - p->warned_ms < ST_FETCHER_WARN_MS)
+        return false;
+    p->warned_ms = now;
+    return true;
 }
 
 static void fetch_partition(st_fetcher_t *f, fpart_t *p, const st_kp_fetch_resp_partition_t *r)
 {
-    if (r->error_code == ST_KERR_OFFSET_OUT_OF_RANGE) {
-        if (r->log_start_offset >= 0 && p->fetch_offset < r->log_start_offset) {
-            ST_INFO("replica fetcher: %s-%d: log end %lld is below the leader's log start %lld; "
-                    "starting over there",
-                    p->topic, p->partition, (long long)p->fetch_offset,
-                    (long long)r->log_start_offset);
-            start_truncate(f, p, r->log_start_offset, -1, -1);
-        } else {
-            /* the log is longer than the leader's: find where they diverged */
-            set_phase(p, p->last_epoch >= 0 ? PH_EPOCH : PH_FETCH);
-            backoff(p);
-        }
+    st_rfollow_answer_t ans = {
+        .error = r->error_code,
+        .high_watermark = r->high_watermark,
+        .log_start_offset = r->log_start_offset,
+        .diverging_epoch = r->diverging_epoch.epoch,
+        .diverging_end = r->diverging_epoch.end_offset,
+        .records = r->records.len > 0 ? r->records.ptr : NULL,
+        .len = r->records.len > 0 ? (size_t)r->records.len : 0,
+    };
+    int64_t at = p->rf.fetch_offset;
+    int was = p->rf.phase;
+    st_rfollow_action_t a = st_rfollow_on_fetch(&p->rf, &ans);
+    phase_moved(p, was);
+    switch (a.kind) {
+    case ST_RF_DO_STOP:
+        ST_INFO("replica fetcher: %s-%d: leader %d is at a newer epoch than %d; waiting for "
+                "the metadata",
+                p->topic, p->partition, p->leader_id, p->rf.leader_epoch);
         return;
-    }
-    if (r->error_code) {
-        partition_error(p, r->error_code, "Fetch");
+    case ST_RF_DO_BACKOFF:
+        if (may_warn(p))
+            ST_WARN("replica fetcher: %s-%d: Fetch from leader %d at %lld: %s (retrying)",
+                    p->topic, p->partition, p->leader_id, (long long)at,
+                    st_kerr_name(r->error_code));
+        backoff(p);
         return;
+    case ST_RF_DO_TRUNCATE:
+    case ST_RF_DO_RESTART:
+        ST_INFO("replica fetcher: %s-%d: leader %d (epoch %d): %s at %lld, latest epoch %d: "
+                "%s %lld%s",
+                p->topic, p->partition, p->leader_id, p->rf.leader_epoch,
+                r->error_code ? st_kerr_name(r->error_code) : "diverging", (long long)at,
+                p->rf.last_epoch, a.kind == ST_RF_DO_RESTART ? "restarting at" : "truncating to",
+                (long long)a.offset, a.end_epoch >= 0 ? " or where that epoch ends here" : "");
+        break;
+    case ST_RF_DO_NOTHING:
+        if (r->records.len > 0 && may_warn(p))
+            ST_WARN("replica fetcher: %s-%d: the leader's answer at %lld holds no whole batch",
+                    p->topic, p->partition, (long long)at);
+        return;
+    default:
+        break;
     }
     p->backoff_ms = ST_FETCHER_BACKOFF_MIN_MS;
-    int32_t last_epoch = p->last_epoch;
-    int64_t next = p->fetch_offset;
-    size_t n = r->records.len > 0 ? st_rwire_whole_batches(r->records.ptr, (size_t)r->records.len,
-                                                           &last_epoch, &next)
-                                  : 0;
-    if (n > 0) {
-        uint8_t *copy = malloc(n);
-        if (!copy) {
-            backoff(p);
-            return;
-        }
-        memcpy(copy, r->records.ptr, n);
-        set_job(p, JOB_APPEND);
-        p->job_epoch = last_epoch;
-        p->hw_sent = r->high_watermark;
-        f->hooks.append(f->hooks.arg, p->shard, p->topic_id, p->partition, p->leader_epoch, copy, n,
-                        r->high_watermark);
-        return;
-    }
-    if (r->records.len > 0) /* a batch larger than the partition's share: not expected */
-        ST_WARN("replica fetcher: %s-%d: the leader's answer at %lld holds no whole batch",
-                p->topic, p->partition, (long long)p->fetch_offset);
-    if (r->high_watermark != p->hw_sent) {
-        p->hw_sent = r->high_watermark;
-        f->hooks.leader_hw(f->hooks.arg, p->shard, p->topic_id, p->partition, p->leader_epoch,
-                           r->high_watermark);
-    }
+    hand_over(f, p, &a, ans.records);
 }
 
 static void on_fetch_answer(fconn_t *c, freq_t *q, const uint8_t *frame, size_t len)
@@ -748,7 +735,7 @@ static void on_fetch_answer(fconn_t *c, freq_t *q, const uint8_t *frame, size_t 
             const st_kp_fetch_resp_partition_t *rp = &rt->partitions[i];
             freq_item_t *it = match_item(q, rt->topic, rp->partition_index, &cursor);
             fpart_t *p = it ? item_part(c, it) : NULL;
-            if (p && p->phase == PH_FETCH)
+            if (p)
                 fetch_partition(f, p, rp);
         }
     }
@@ -758,65 +745,8 @@ static void on_fetch_answer(fconn_t *c, freq_t *q, const uint8_t *frame, size_t 
             continue;
         fpart_t *p = item_part(c, &q->items[i]);
         if (p && r.error_code)
-            partition_error(p, r.error_code, "Fetch");
+            backoff(p);
     }
-    st_arena_fini(&a);
-}
-
-static void epoch_partition(st_fetcher_t *f, fpart_t *p,
-                            const st_kp_offset_for_leader_epoch_resp_partition_t *r)
-{
-    if (r->error_code) {
-        partition_error(p, r->error_code, "OffsetForLeaderEpoch");
-        return;
-    }
-    p->backoff_ms = ST_FETCHER_BACKOFF_MIN_MS;
-    st_rwire_cut_t cut =
-        st_rwire_cut(p->fetch_offset, p->last_epoch, r->leader_epoch, r->end_offset);
-    set_phase(p, PH_FETCH);
-    if (!cut.truncate)
-        return;
-    ST_INFO("replica fetcher: %s-%d: leader %d (epoch %d) ends epoch %d at %lld; local log end "
-            "%lld, latest epoch %d: truncating to %lld%s",
-            p->topic, p->partition, p->leader_id, p->leader_epoch, r->leader_epoch,
-            (long long)r->end_offset, (long long)p->fetch_offset, p->last_epoch,
-            (long long)cut.offset, cut.end_epoch >= 0 ? " or to where that epoch ends here" : "");
-    int32_t after =
-        r->leader_epoch >= 0 && r->leader_epoch < p->last_epoch ? r->leader_epoch : p->last_epoch;
-    start_truncate(f, p, cut.offset, cut.end_epoch, cut.offset == 0 ? -1 : after);
-}
-
-static void on_epoch_answer(fconn_t *c, freq_t *q, const uint8_t *frame, size_t len)
-{
-    st_fetcher_t *f = c->f;
-    st_arena_t a;
-    st_arena_init(&a, 4096);
-    st_kp_offset_for_leader_epoch_resp_t r;
-    int32_t corr;
-    int rc = st_rwire_epoch_resp(frame, len, &a, &corr, &r);
-    c->epoch_inflight = false;
-    if (rc) {
-        st_arena_fini(&a);
-        conn_fail(c, "malformed OffsetForLeaderEpoch answer");
-        return;
-    }
-    int cursor = 0;
-    for (int t = 0; t < r.topics_count; t++) {
-        const st_kp_offset_for_leader_epoch_resp_topic_t *rt = &r.topics[t];
-        for (int i = 0; i < rt->partitions_count; i++) {
-            const st_kp_offset_for_leader_epoch_resp_partition_t *rp = &rt->partitions[i];
-            freq_item_t *it = match_item(q, rt->topic, rp->partition, &cursor);
-            fpart_t *p = it ? item_part(c, it) : NULL;
-            if (p && p->phase == PH_EPOCH)
-                epoch_partition(f, p, rp);
-        }
-    }
-    for (int i = 0; i < q->n; i++)
-        if (!q->items[i].answered) {
-            fpart_t *p = item_part(c, &q->items[i]);
-            if (p)
-                backoff(p);
-        }
     st_arena_fini(&a);
 }
 
@@ -830,10 +760,7 @@ static void on_frame(fconn_t *c, const uint8_t *frame, size_t len)
     c->inflight = q->next;
     if (!c->inflight)
         c->inflight_tail = NULL;
-    if (q->kind == RQ_FETCH)
-        on_fetch_answer(c, q, frame, len);
-    else
-        on_epoch_answer(c, q, frame, len);
+    on_fetch_answer(c, q, frame, len);
     freq_free(q);
     conn_pump(c);
 }
@@ -843,7 +770,7 @@ static void on_frame(fconn_t *c, const uint8_t *frame, size_t len)
 static void do_follow(st_fetcher_t *f, fmsg_t *m)
 {
     fpart_t *p = part_find(f, m->topic_id, m->partition);
-    if (p && p->leader_id == m->leader_id && p->leader_epoch == m->leader_epoch && p->conn &&
+    if (p && p->leader_id == m->leader_id && p->rf.leader_epoch == m->leader_epoch && p->conn &&
         p->conn->port == m->port && strcmp(p->conn->host, m->host) == 0)
         return; /* nothing changed: carry on where it is */
     if (!p) {
@@ -865,18 +792,15 @@ static void do_follow(st_fetcher_t *f, fmsg_t *m)
     m->topic = NULL;
     p->shard = m->shard;
     p->leader_id = m->leader_id;
-    p->leader_epoch = m->leader_epoch;
-    p->fetch_offset = m->offset;
-    p->last_epoch = m->last_epoch;
-    p->phase = m->last_epoch >= 0 ? PH_EPOCH : PH_FETCH;
+    st_rfollow_init(&p->rf, m->leader_epoch, m->offset, m->last_epoch, m->log_start);
     p->in_flight = false;
     p->retry_at = 0;
     p->backoff_ms = ST_FETCHER_BACKOFF_MIN_MS;
-    p->hw_sent = -1;
     p->gen++;
-    ST_INFO("replica fetcher: %s-%d follows leader %d at %s:%d (epoch %d) from offset %lld",
-            p->topic, p->partition, p->leader_id, m->host, m->port, p->leader_epoch,
-            (long long)p->fetch_offset);
+    ST_INFO("replica fetcher: %s-%d follows leader %d at %s:%d (epoch %d) from offset %lld "
+            "(latest epoch %d)",
+            p->topic, p->partition, p->leader_id, m->host, m->port, m->leader_epoch,
+            (long long)m->offset, m->last_epoch);
     fconn_t *c = conn_get(f, m->host, m->port);
     if (c)
         part_attach(p, c);
@@ -907,25 +831,19 @@ static void do_unfollow(st_fetcher_t *f, fmsg_t *m)
 static void do_position(st_fetcher_t *f, fmsg_t *m)
 {
     fpart_t *p = part_find(f, m->topic_id, m->partition);
-    if (!p || p->job == JOB_NONE)
+    if (!p || p->rf.phase != ST_RF_JOB)
         return;
-    int job = p->job;
-    set_job(p, JOB_NONE);
-    if (m->offset >= 0)
-        p->fetch_offset = m->offset;
-    if (m->leader_epoch != p->leader_epoch)
-        ; /* started over meanwhile: its own phase stands, from the log's new end */
-    else if (m->err) {
-        ST_WARN("replica fetcher: %s-%d: the %s failed: %s; again from %lld", p->topic,
-                p->partition, job == JOB_APPEND ? "append" : "truncation", st_strerror(m->err),
-                (long long)p->fetch_offset);
-        set_phase(p, p->last_epoch >= 0 ? PH_EPOCH : PH_FETCH);
+    if (m->leader_epoch != p->rf.leader_epoch)
+        return; /* started over meanwhile: its own phase stands */
+    if (m->err && may_warn(p))
+        ST_WARN("replica fetcher: %s-%d: the leader's answer could not be applied here: %s; "
+                "again from %lld",
+                p->topic, p->partition, st_strerror(m->err), (long long)m->offset);
+    int was = p->rf.phase;
+    st_rfollow_on_position(&p->rf, m->err, m->offset, m->last_epoch, m->log_start);
+    phase_moved(p, was);
+    if (m->err)
         backoff(p);
-    } else {
-        p->last_epoch = p->job_epoch;
-        if (p->phase != PH_STOPPED)
-            set_phase(p, PH_FETCH);
-    }
     if (p->conn)
         conn_pump(p->conn);
 }
@@ -1123,6 +1041,7 @@ void st_fetcher_follow(st_fetcher_t *f, const st_follow_t *fw)
     m->leader_epoch = fw->leader_epoch;
     m->offset = fw->fetch_offset;
     m->last_epoch = fw->last_epoch;
+    m->log_start = fw->log_start;
     post(f, m);
 }
 
@@ -1138,7 +1057,8 @@ void st_fetcher_unfollow(st_fetcher_t *f, const uint8_t topic_id[16], int32_t pa
 }
 
 void st_fetcher_position(st_fetcher_t *f, const uint8_t topic_id[16], int32_t partition,
-                         int32_t leader_epoch, int64_t durable_end, int err)
+                         int32_t leader_epoch, int64_t durable_end, int32_t last_epoch,
+                         int64_t log_start, int err)
 {
     fmsg_t *m = calloc(1, sizeof *m);
     if (!m)
@@ -1148,6 +1068,8 @@ void st_fetcher_position(st_fetcher_t *f, const uint8_t topic_id[16], int32_t pa
     m->partition = partition;
     m->leader_epoch = leader_epoch;
     m->offset = durable_end;
+    m->last_epoch = last_epoch;
+    m->log_start = log_start;
     m->err = err;
     post(f, m);
 }

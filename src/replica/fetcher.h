@@ -7,22 +7,22 @@
  * Fetch request (replica_id = node.id). It never touches a partition: what the log must do is
  * handed to the partition's owner shard through the hooks (the kafka layer turns them into
  * st_broker_post calls), and the shard answers with st_fetcher_position once the log is durable
- * there. A partition's life in the fetcher:
+ * there. A partition's decisions are follow.h's state machine (st_rfollow_t), so the same code
+ * runs here and in the simulation test; this file is its transport:
  *
- *   follow() --last_epoch >= 0--> EPOCH: OffsetForLeaderEpoch(last_epoch) to the leader
- *       --answer: the log may hold a suffix the leader lacks--> hooks.truncate --position-->
- *   follow() --last_epoch == -1 (empty log)---------------------------------------> FETCH
- *   FETCH: in the connection's next Fetch --records--> hooks.append --position--> FETCH
- *                                          --no records--> hooks.leader_hw (if it moved), FETCH
- *   FENCED_LEADER_EPOCH (this broker's metadata is behind) --> STOPPED until follow() names a
- *       new leader or epoch
- *   any other error (NOT_LEADER_OR_FOLLOWER and UNKNOWN_LEADER_EPOCH too: the leader may not
- *       have applied the metadata yet) --> retried after a backoff (100 ms doubling to 1 s)
- *   OFFSET_OUT_OF_RANGE below the leader's log start --> hooks.truncate(leader's log start)
- *   OFFSET_OUT_OF_RANGE above the leader's log end --> EPOCH again
+ *   follow() --> FETCH: in the connection's next Fetch (fetch_offset, last_fetched_epoch,
+ *       log_start_offset: follow.h R1) --answer--> st_rfollow_on_fetch -->
+ *       append / truncate / restart (and hw with a new log start): hooks.job --> JOB until the
+ *           shard's st_fetcher_position --> FETCH
+ *       hw: hooks.job, no position expected --> FETCH
+ *       FENCED_LEADER_EPOCH (this broker's metadata is behind) --> STOPPED until follow() names
+ *           a new leader or epoch
+ *       any other error (NOT_LEADER_OR_FOLLOWER and UNKNOWN_LEADER_EPOCH too: the leader may not
+ *           have applied the metadata yet) --> FETCH after a backoff (100 ms doubling to 1 s),
+ *           with at most one warning per partition every ST_FETCHER_WARN_MS
  *
  * Invariants:
- *   1. At most one Fetch and one OffsetForLeaderEpoch in flight per connection; the next Fetch
+ *   1. At most one Fetch in flight per connection; the next Fetch
  *      leaves once every partition of the previous answer has reported its position (bounded
  *      by ST_FETCHER_GATE_MS), so a long poll never holds back a partition that just appended.
  *   2. At most one hook call that expects a position is outstanding per partition; a partition
@@ -37,6 +37,7 @@
 #ifndef ST_REPLICA_FETCHER_H
 #define ST_REPLICA_FETCHER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,6 +52,7 @@ typedef struct st_fetcher st_fetcher_t;
 #define ST_FETCHER_BACKOFF_MAX_MS 1000
 #define ST_FETCHER_GATE_MS        1000  /* longest a Fetch waits for the last answer's positions */
 #define ST_FETCHER_REQ_TIMEOUT_MS 30000 /* an answer slower than this closes the connection */
+#define ST_FETCHER_WARN_MS        10000 /* a stuck partition warns at most this often */
 
 /* A partition to follow (copied; strings need not outlive the call). */
 typedef struct st_follow {
@@ -64,24 +66,21 @@ typedef struct st_follow {
     int32_t leader_epoch;
     int64_t fetch_offset; /* the local log's durable end */
     int32_t last_epoch;   /* the latest leader epoch in the local log (-1: none) */
+    int64_t log_start;    /* the local log start */
 } st_follow_t;
+
+struct st_rfollow_action;
 
 /* What the fetcher asks of a partition's owner shard. Called on the fetcher thread; each must
  * be handed to the shard, never run here. */
 typedef struct st_fetcher_hooks {
     void *arg;
-    /* Append the leader's batches records[0..len) (malloc'ed, owned by the callee), then call
-     * st_fetcher_position with the durable end. leader_hw: the leader's high watermark. */
-    void (*append)(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
-                   int32_t leader_epoch, uint8_t *records, size_t len, int64_t leader_hw);
-    /* Cut the log back to `offset`, and further to where the local log's `end_epoch` ends
-     * when end_epoch >= 0 (the leader's log diverged after that epoch); an offset past the
-     * log's end (or below its start) restarts the log there. Then st_fetcher_position. */
-    void (*truncate)(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
-                     int32_t leader_epoch, int64_t offset, int32_t end_epoch);
-    /* The leader's high watermark moved (an answer without records); no position expected. */
-    void (*leader_hw)(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
-                      int32_t leader_epoch, int64_t hw);
+    /* Do what follow.h's action `a` says to the partition (a is the caller's: copy it; records
+     * is malloc'ed and owned by the callee, NULL but for ST_RF_DO_APPEND). When want_position,
+     * answer with st_fetcher_position once the log is durable after it. */
+    void (*job)(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
+                int32_t leader_epoch, const struct st_rfollow_action *a, uint8_t *records,
+                bool want_position);
 } st_fetcher_hooks_t;
 
 /* Starts the fetcher thread (cfg and hooks->arg must outlive it). Returns 0, or an error with
@@ -99,10 +98,11 @@ void st_fetcher_unref(st_fetcher_t *f);
  * starts over from fw (fetch_offset, last_epoch); with the same ones: nothing changes. */
 void st_fetcher_follow(st_fetcher_t *f, const st_follow_t *fw);
 void st_fetcher_unfollow(st_fetcher_t *f, const uint8_t topic_id[16], int32_t partition);
-/* The owner shard's answer to an append or truncate: the partition's log is durable up to
- * durable_end (-1: unknown, the partition is gone). err != 0: the call failed; the fetcher
- * backs off and starts over from durable_end. */
+/* The owner shard's answer to a job: the partition's log is durable up to durable_end (-1:
+ * unknown, the partition is gone), its latest epoch is last_epoch and it starts at log_start.
+ * err != 0: the job failed; the fetcher backs off and fetches again from durable_end. */
 void st_fetcher_position(st_fetcher_t *f, const uint8_t topic_id[16], int32_t partition,
-                         int32_t leader_epoch, int64_t durable_end, int err);
+                         int32_t leader_epoch, int64_t durable_end, int32_t last_epoch,
+                         int64_t log_start, int err);
 
 #endif

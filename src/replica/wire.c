@@ -78,8 +78,8 @@ int st_rwire_fetch_req(st_buf_t *out, int32_t correlation_id, const char *client
         p->partition = parts[i].partition;
         p->current_leader_epoch = parts[i].current_leader_epoch;
         p->fetch_offset = parts[i].fetch_offset;
-        p->last_fetched_epoch = -1;
-        p->log_start_offset = -1;
+        p->last_fetched_epoch = parts[i].last_fetched_epoch;
+        p->log_start_offset = parts[i].log_start_offset;
         p->partition_max_bytes = fr->partition_max_bytes;
         topics[t].partitions_count++;
     }

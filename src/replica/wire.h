@@ -31,6 +31,8 @@ typedef struct st_rwire_part {
     int32_t current_leader_epoch;
     int64_t fetch_offset; /* Fetch: where to read from (the local durable end) */
     int32_t leader_epoch; /* OffsetForLeaderEpoch: the epoch whose end is asked */
+    int32_t last_fetched_epoch; /* Fetch: the latest epoch in the local log (-1: none) */
+    int64_t log_start_offset;   /* Fetch: the local log start (-1: unknown) */
 } st_rwire_part_t;
 
 /* Fetch's settings that are not per partition. */

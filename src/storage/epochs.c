@@ -44,6 +44,10 @@ int st_log_epochs_add(st_log_t *log, int32_t epoch, int64_t start)
 {
     if (log->nepochs > 0 && epoch <= log->epochs[log->nepochs - 1].epoch)
         return 0;
+    /* an epoch that never got a record (recorded at its election) gives way to the next one
+     * at the same offset, as Kafka's cache does */
+    while (log->nepochs > 0 && log->epochs[log->nepochs - 1].start_offset >= start)
+        log->nepochs--;
     if (log->nepochs == log->capepochs) {
         int cap = log->capepochs ? log->capepochs * 2 : 8;
         st_epoch_entry_t *n = realloc(log->epochs, (size_t)cap * sizeof *n);
@@ -110,6 +114,20 @@ int st_log_end_offset_for_epoch(const st_log_t *log, int32_t epoch, int32_t *out
     *out_epoch = hi == 0 ? epoch : log->epochs[hi - 1].epoch;
     *end_offset = log->epochs[hi].start_offset;
     return 0;
+}
+
+int st_log_assign_epoch(st_log_t *log, int32_t epoch, int64_t *start)
+{
+    *start = -1;
+    int rc = epoch >= 0 ? st_log_epochs_add(log, epoch, log->end) : 0;
+    if (rc < 0)
+        return rc;
+    for (int i = log->nepochs - 1; i >= 0; i--)
+        if (log->epochs[i].epoch == epoch) {
+            *start = log->epochs[i].start_offset;
+            break;
+        }
+    return rc > 0 ? st_log_epochs_write(log, false) : 0;
 }
 
 void st_log_epoch_scan(void *arg, const st_batch_hdr_t *h)

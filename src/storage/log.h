@@ -323,6 +323,12 @@ int32_t st_log_latest_epoch(const st_log_t *log);
  */
 int st_log_end_offset_for_epoch(const st_log_t *log, int32_t epoch, int32_t *out_epoch,
                                 int64_t *end_offset);
+/* A leader's election (Kafka's assign at becoming leader, KIP-101): records `epoch` as starting
+ * at the log end, before any append of it, so that OffsetForLeaderEpoch and a follower's
+ * diverging-epoch check answer for it at once. An epoch already in the cache (or older than
+ * its latest) is left as it is. Sets *start to where `epoch` starts (-1: an older epoch than the
+ * latest, which it does not start). 0 or the error of writing leader-epoch-checkpoint. */
+int st_log_assign_epoch(st_log_t *log, int32_t epoch, int64_t *start);
 /* Writes partition.metadata with the topic id (16 bytes). Blocking, small. */
 int st_log_set_topic_id(st_log_t *log, const uint8_t id[16]);
 /* 0 and the id, or ST_E_NOT_FOUND. */
