@@ -560,7 +560,6 @@ static void send_fetch(fconn_t *c, int64_t now)
                                      .partition = v[i]->partition,
                                      .current_leader_epoch = rf->leader_epoch,
                                      .fetch_offset = rf->fetch_offset,
-                                     .leader_epoch = -1,
                                      .last_fetched_epoch = rf->last_epoch,
                                      .log_start_offset = rf->log_start};
         }
@@ -764,6 +763,8 @@ static void on_frame(fconn_t *c, const uint8_t *frame, size_t len)
     freq_free(q);
     conn_pump(c);
 }
+
+/* ---- the inbox ---- */
 
 /* ---- the inbox ---- */
 

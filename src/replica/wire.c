@@ -105,48 +105,6 @@ int st_rwire_fetch_req(st_buf_t *out, int32_t correlation_id, const char *client
     return frame_end(out, start, rc);
 }
 
-int st_rwire_epoch_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
-                       int32_t replica_id, const st_rwire_part_t *parts, int n)
-{
-    int nt = count_topics(parts, n);
-    st_kp_offset_for_leader_epoch_req_topic_t *topics = calloc((size_t)nt + 1, sizeof *topics);
-    st_kp_offset_for_leader_epoch_req_partition_t *ps = calloc((size_t)n + 1, sizeof *ps);
-    if (!topics || !ps) {
-        free(topics);
-        free(ps);
-        return -ENOMEM;
-    }
-    int t = -1;
-    for (int i = 0; i < n; i++) {
-        if (i == 0 || strcmp(parts[i].topic, parts[i - 1].topic) != 0) {
-            t++;
-            st_kp_offset_for_leader_epoch_req_topic_init(&topics[t]);
-            topics[t].topic = st_kstr(parts[i].topic);
-            topics[t].partitions = &ps[i];
-        }
-        st_kp_offset_for_leader_epoch_req_partition_t *p = &ps[i];
-        st_kp_offset_for_leader_epoch_req_partition_init(p);
-        p->partition = parts[i].partition;
-        p->current_leader_epoch = parts[i].current_leader_epoch;
-        p->leader_epoch = parts[i].leader_epoch;
-        topics[t].partitions_count++;
-    }
-    st_kp_offset_for_leader_epoch_req_t req;
-    st_kp_offset_for_leader_epoch_req_init(&req);
-    req.replica_id = replica_id;
-    req.topics = topics;
-    req.topics_count = nt;
-    st_kwriter_t w;
-    size_t start;
-    int rc = frame_begin(out, ST_KP_API_OFFSET_FOR_LEADER_EPOCH, ST_RWIRE_EPOCH_VERSION,
-                         correlation_id, client_id, &w, &start);
-    if (rc == 0)
-        rc = st_kp_offset_for_leader_epoch_req_encode(&w, ST_RWIRE_EPOCH_VERSION, &req);
-    free(topics);
-    free(ps);
-    return frame_end(out, start, rc);
-}
-
 static int resp_header(st_kreader_t *r, int16_t key, int16_t version, int32_t *corr)
 {
     int hv = st_kp_resp_header_version(key, version);
@@ -170,17 +128,6 @@ int st_rwire_fetch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t
     return rc;
 }
 
-int st_rwire_epoch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
-                        st_kp_offset_for_leader_epoch_resp_t *out)
-{
-    st_kreader_t r;
-    st_kreader_init(&r, frame, len, a);
-    int rc = resp_header(&r, ST_KP_API_OFFSET_FOR_LEADER_EPOCH, ST_RWIRE_EPOCH_VERSION, corr);
-    if (rc == 0)
-        rc = st_kp_offset_for_leader_epoch_resp_decode(&r, ST_RWIRE_EPOCH_VERSION, out);
-    return rc;
-}
-
 size_t st_rwire_whole_batches(const uint8_t *records, size_t len, int32_t *last_epoch,
                               int64_t *next_offset)
 {
@@ -195,27 +142,4 @@ size_t st_rwire_whole_batches(const uint8_t *records, size_t len, int32_t *last_
         at += 12 + (size_t)blen;
     }
     return at;
-}
-
-st_rwire_cut_t st_rwire_cut(int64_t fetch_offset, int32_t last_epoch, int32_t answer_epoch,
-                            int64_t end_offset)
-{
-    st_rwire_cut_t c = {false, fetch_offset, -1};
-    if (answer_epoch < 0 || end_offset < 0) {
-        c.truncate = true;
-        c.offset = 0;
-        return c;
-    }
-    if (answer_epoch == last_epoch) {
-        if (end_offset < fetch_offset) {
-            c.truncate = true;
-            c.offset = end_offset;
-        }
-        return c;
-    }
-    c.truncate = true;
-    c.offset = end_offset < fetch_offset ? end_offset : fetch_offset;
-    if (answer_epoch < last_epoch)
-        c.end_epoch = answer_epoch;
-    return c;
 }

@@ -1,12 +1,12 @@
 /*
  * wire.h — the follower fetcher's requests and answers, as pure functions (no sockets, no
- * state): encoding a replica's Fetch and OffsetForLeaderEpoch requests, decoding their
- * responses, cutting a record set to whole batches, and deciding where a log that returns to
- * a leader must be truncated.
+ * state): encoding a replica's Fetch request, decoding its response, cutting a record set to
+ * whole batches. Where a diverged log must be cut is follow.h's: the leader says it in the
+ * Fetch answer's diverging_epoch (KIP-320), so no OffsetForLeaderEpoch round is needed.
  *
- * Versions: Fetch v12 (flexible, topics by name, replica_id in the body) and
- * OffsetForLeaderEpoch v4 (flexible, replica_id). Both are within what every Strata broker
- * speaks (proto/kafka.schema), so no ApiVersions round trip is needed between brokers.
+ * Version: Fetch v12 (flexible, topics by name, replica_id in the body, last_fetched_epoch,
+ * diverging_epoch), within what every Strata broker speaks (proto/kafka.schema), so no
+ * ApiVersions round trip is needed between brokers.
  *
  * Any thread (the fetcher's, and the unit tests).
  */
@@ -22,7 +22,6 @@
 #include "proto/kafka_gen.h"
 
 #define ST_RWIRE_FETCH_VERSION 12
-#define ST_RWIRE_EPOCH_VERSION 4
 
 /* One partition of a request. Partitions of one topic must be consecutive. */
 typedef struct st_rwire_part {
@@ -30,7 +29,6 @@ typedef struct st_rwire_part {
     int32_t partition;
     int32_t current_leader_epoch;
     int64_t fetch_offset; /* Fetch: where to read from (the local durable end) */
-    int32_t leader_epoch; /* OffsetForLeaderEpoch: the epoch whose end is asked */
     int32_t last_fetched_epoch; /* Fetch: the latest epoch in the local log (-1: none) */
     int64_t log_start_offset;   /* Fetch: the local log start (-1: unknown) */
 } st_rwire_part_t;
@@ -45,8 +43,6 @@ typedef struct st_rwire_fetch {
  * -ENOMEM, or ST_E_INVALID for parts it cannot encode. */
 int st_rwire_fetch_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
                        const st_rwire_fetch_t *fr, const st_rwire_part_t *parts, int n);
-int st_rwire_epoch_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
-                       int32_t replica_id, const st_rwire_part_t *parts, int n);
 
 /* Decodes a response frame (without its size prefix): the header's correlation id into *corr
  * and the body (arrays from a, strings and records pointing into frame). 0 or a negative code
@@ -61,21 +57,5 @@ int st_rwire_epoch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t
  * partitionLeaderEpoch and *next_offset the offset after the last whole batch. */
 size_t st_rwire_whole_batches(const uint8_t *records, size_t len, int32_t *last_epoch,
                               int64_t *next_offset);
-
-/* Where a log must be cut after OffsetForLeaderEpoch answered. */
-typedef struct st_rwire_cut {
-    bool truncate;     /* false: the log is a prefix of the leader's; fetch from its end */
-    int64_t offset;    /* cut back to here */
-    int32_t end_epoch; /* >= 0: and further to where the local log's end_epoch ends */
-} st_rwire_cut_t;
-
-/* The log ends at fetch_offset with last_epoch as its latest epoch; the leader answered that
- * its largest epoch <= last_epoch is answer_epoch and ends at end_offset (-1, -1: it has none).
- * As Kafka's follower: the same epoch -> cut to end_offset if the log is longer; an older one ->
- * the log holds epochs the leader never had, cut to min(end_offset, fetch_offset) and to where
- * the local answer_epoch ends; nothing known -> cut everything (the leader holds every
- * committed record; fetching restarts at its log start). */
-st_rwire_cut_t st_rwire_cut(int64_t fetch_offset, int32_t last_epoch, int32_t answer_epoch,
-                            int64_t end_offset);
 
 #endif

@@ -105,6 +105,14 @@ static void fx_close(fx_t *f)
     free(f);
 }
 
+/* Replica `replica`'s fetch from `offset` (no epoch to check), as the leader sees it. */
+static void fetched(st_part_t *p, int32_t replica, int64_t offset, int64_t now)
+{
+    st_part_diverging_t div;
+    st_part_follower_fetch(p, replica, offset, -1, 0, now, &div);
+    assert_int_equal(div.epoch, -1);
+}
+
 /* A role over replicas {1, 2, 3}; this broker leads when self == leader_id. */
 static st_part_role_t role_of(int32_t self, int32_t leader_id, int32_t leader_epoch,
                               int32_t partition_epoch, int32_t min_isr, const int32_t *isr,
@@ -201,15 +209,15 @@ static void test_leader_acks_all_waits_for_isr(void **state)
     assert_int_equal(a.calls, 0);
 
     int64_t now = st_mono_ms();
-    st_part_follower_fetched(p, 2, 3, now);
+    fetched(p, 2, 3, now);
     assert_int_equal(p->hw, 0); /* 3 is still unknown */
     assert_int_equal(a.calls, 0);
-    st_part_follower_fetched(p, 3, 2, now);
+    fetched(p, 3, 2, now);
     assert_int_equal(p->hw, 2); /* the smallest over the ISR */
     assert_int_equal(a.calls, 0);
     st_part_add_waiter(p, 0, p->hw);
     f->wakes = 0;
-    st_part_follower_fetched(p, 3, 3, now);
+    fetched(p, 3, 3, now);
     assert_int_equal(p->hw, 3);
     assert_int_equal(a.calls, 1);
     assert_int_equal(a.err, 0);
@@ -219,8 +227,8 @@ static void test_leader_acks_all_waits_for_isr(void **state)
     answer_t b = {0, 0};
     assert_true(produce(f, 2, ST_ACKS_ALL, &res, &b));
     assert_int_equal(res.base_offset, 3);
-    st_part_follower_fetched(p, 2, 5, now);
-    st_part_follower_fetched(p, 3, 5, now);
+    fetched(p, 2, 5, now);
+    fetched(p, 3, 5, now);
     assert_int_equal(p->hw, 3);
     assert_int_equal(b.calls, 0);
     settle(f);
@@ -229,9 +237,9 @@ static void test_leader_acks_all_waits_for_isr(void **state)
     assert_int_equal(b.err, 0);
 
     /* A follower reporting less (a stale fetch) never moves it back. */
-    st_part_follower_fetched(p, 3, 4, now);
+    fetched(p, 3, 4, now);
     assert_int_equal(p->hw, 5);
-    st_part_follower_fetched(p, 2, 0, now);
+    fetched(p, 2, 0, now);
     assert_int_equal(p->hw, 5);
 
     /* acks=1 waits only for this replica's durability, not for the ISR. */
@@ -242,8 +250,8 @@ static void test_leader_acks_all_waits_for_isr(void **state)
     assert_int_equal(c.err, 0);
     assert_int_equal(st_part_durable_end(p), 6);
     assert_int_equal(p->hw, 5); /* follower 2 said 0, follower 3 said 4: held at 5 */
-    st_part_follower_fetched(p, 2, 6, now);
-    st_part_follower_fetched(p, 3, 6, now);
+    fetched(p, 2, 6, now);
+    fetched(p, 3, 6, now);
     assert_int_equal(p->hw, 6);
 
     /* A new leadership (a new epoch) forgets the positions: unknown followers hold the hw. */
@@ -256,13 +264,13 @@ static void test_leader_acks_all_waits_for_isr(void **state)
     assert_int_equal(st_part_durable_end(p), 8);
     assert_int_equal(st_part_latest_epoch(p), 6);
     assert_int_equal(p->hw, 6);
-    st_part_follower_fetched(p, 2, 8, now);
+    fetched(p, 2, 8, now);
     assert_int_equal(p->hw, 6);
     assert_int_equal(d.calls, 0);
-    st_part_follower_fetched(p, 3, 7, now);
+    fetched(p, 3, 7, now);
     assert_int_equal(p->hw, 7);
     assert_int_equal(d.calls, 0);
-    st_part_follower_fetched(p, 3, 8, now);
+    fetched(p, 3, 8, now);
     assert_int_equal(p->hw, 8);
     assert_int_equal(d.calls, 1);
     assert_int_equal(d.err, 0);
@@ -274,9 +282,9 @@ static void test_leader_acks_all_waits_for_isr(void **state)
     answer_t e = {0, 0};
     assert_true(produce(f, 1, ST_ACKS_ALL, &res, &e));
     settle(f);
-    st_part_follower_fetched(p, 9, 0, now);
+    fetched(p, 9, 0, now);
     assert_int_equal(p->hw, 8);
-    st_part_follower_fetched(p, 2, 9, now);
+    fetched(p, 2, 9, now);
     assert_int_equal(p->hw, 9);
     assert_int_equal(e.calls, 1);
     assert_int_equal(e.err, 0);
@@ -317,13 +325,13 @@ static void test_min_insync_replicas(void **state)
     r = role_of(SELF, SELF, 5, 2, 2, ISR_ALL, 3);
     st_part_set_role(p, &r);
     int64_t now = st_mono_ms();
-    st_part_follower_fetched(p, 2, 3, now);
-    st_part_follower_fetched(p, 3, 3, now);
+    fetched(p, 2, 3, now);
+    fetched(p, 3, 3, now);
     answer_t b = {0, 0};
     assert_true(produce(f, 2, ST_ACKS_ALL, &res, &b));
     assert_int_equal(res.error, 0);
     assert_int_equal(log_end(f), 5);
-    st_part_follower_fetched(p, 2, 5, now);
+    fetched(p, 2, 5, now);
     /* The ISR shrinks below min.insync.replicas while the append waits (not yet durable). */
     r = role_of(SELF, SELF, 5, 3, 2, ISR_SELF, 1);
     st_part_set_role(p, &r);
@@ -347,7 +355,7 @@ static void test_min_insync_replicas(void **state)
     r = role_of(SELF, SELF, 5, 5, 2, isr12, 2);
     st_part_set_role(p, &r);
     assert_int_equal(c.calls, 0); /* 2 is still at 5 */
-    st_part_follower_fetched(p, 2, 6, now);
+    fetched(p, 2, 6, now);
     assert_int_equal(p->hw, 6);
     assert_int_equal(c.calls, 1);
     assert_int_equal(c.err, 0);
@@ -430,12 +438,12 @@ static void test_isr_change_due(void **state)
     int16_t nisr = -1;
     assert_false(st_part_isr_change_due(p, t0, LAG_MS, RETRY_MS, isr, &nisr));
     /* Both followers fetch from 0 (the log end then was 3); 2 catches up, 3 stays at 0. */
-    st_part_follower_fetched(p, 2, 0, t0 + 10);
-    st_part_follower_fetched(p, 3, 0, t0 + 10);
-    st_part_follower_fetched(p, 2, 3, t0 + 20);
-    st_part_follower_fetched(p, 3, 0, t0 + 20);
+    fetched(p, 2, 0, t0 + 10);
+    fetched(p, 3, 0, t0 + 10);
+    fetched(p, 2, 3, t0 + 20);
+    fetched(p, 3, 0, t0 + 20);
     assert_int_equal(p->hw, 0);
-    st_part_follower_fetched(p, 2, 3, t0 + 10 + LAG_MS);
+    fetched(p, 2, 3, t0 + 10 + LAG_MS);
     assert_false(st_part_isr_change_due(p, t0 + 10 + LAG_MS, LAG_MS, RETRY_MS, isr, &nisr));
     assert_int_equal(nisr, -1);
 
@@ -460,15 +468,15 @@ static void test_isr_change_due(void **state)
     assert_false(st_part_isr_change_due(p, t2, LAG_MS, RETRY_MS, isr, &nisr));
 
     /* 3 fetches again but is below the hw: it does not join. */
-    st_part_follower_fetched(p, 3, 2, t2);
+    fetched(p, 3, 2, t2);
     assert_false(st_part_isr_change_due(p, t2, LAG_MS, RETRY_MS, isr, &nisr));
     /* It reaches the hw, then stops fetching: an old position does not make it join. */
-    st_part_follower_fetched(p, 3, 3, t2 + 1);
+    fetched(p, 3, 3, t2 + 1);
     int64_t t3 = t2 + 2 + LAG_MS;
-    st_part_follower_fetched(p, 2, 3, t3);
+    fetched(p, 2, 3, t3);
     assert_false(st_part_isr_change_due(p, t3, LAG_MS, RETRY_MS, isr, &nisr));
     /* Fetching again at the hw: it joins (a new partition epoch: no retry wait). */
-    st_part_follower_fetched(p, 3, 3, t3 + 1);
+    fetched(p, 3, 3, t3 + 1);
     assert_true(st_part_isr_change_due(p, t3 + 1, LAG_MS, RETRY_MS, isr, &nisr));
     assert_int_equal(nisr, 3);
     assert_int_equal(isr[0], 1);
@@ -505,16 +513,16 @@ static void test_slow_leader_keeps_followers(void **state)
     int32_t isr[ST_PART_MAX_REPLICAS];
     int16_t nisr = -1;
     for (int64_t t = t0 + 10; t <= t0 + 3 * LAG_MS; t += LAG_MS / 4) {
-        st_part_follower_fetched(p, 2, 3, t);
-        st_part_follower_fetched(p, 3, 3, t);
+        fetched(p, 2, 3, t);
+        fetched(p, 3, 3, t);
         assert_false(st_part_isr_change_due(p, t, LAG_MS, RETRY_MS, isr, &nisr));
     }
     assert_int_equal(nisr, -1);
     /* A follower that stays below the durable end does leave. */
     int64_t t1 = t0 + 3 * LAG_MS;
     for (int64_t t = t1 + LAG_MS / 4; t <= t1 + 2 * LAG_MS; t += LAG_MS / 4) {
-        st_part_follower_fetched(p, 2, 3, t);
-        st_part_follower_fetched(p, 3, 1, t);
+        fetched(p, 2, 3, t);
+        fetched(p, 3, 1, t);
     }
     assert_true(st_part_isr_change_due(p, t1 + 2 * LAG_MS, LAG_MS, RETRY_MS, isr, &nisr));
     assert_int_equal(nisr, 2);
@@ -565,7 +573,7 @@ static void test_follower(void **state)
     stamped(&b, 3, 0, 4, -1, 0, 0);
     stamped(&b, 2, 3, 5, -1, 0, 0);
     answer_t a = {0, 0};
-    assert_int_equal(st_part_append_replica(p, b.data, b.len, 2, on_done, &a), 0);
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 2, -1, on_done, &a), 0);
     st_buf_fini(&b);
     assert_int_equal(log_end(f), 5);
     assert_int_equal(a.calls, 0); /* not durable yet */
@@ -582,7 +590,7 @@ static void test_follower(void **state)
     answer_t c = {0, 0};
     st_buf_init(&b);
     stamped(&b, 1, 3, 5, -1, 0, 0); /* overlaps */
-    assert_int_equal(st_part_append_replica(p, b.data, b.len, 5, on_done, &c), ST_E_OUT_OF_RANGE);
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 5, -1, on_done, &c), ST_E_OUT_OF_RANGE);
     st_buf_fini(&b);
     settle(f);
     assert_int_equal(c.calls, 0);
@@ -590,14 +598,14 @@ static void test_follower(void **state)
     assert_int_equal(p->hw, 2);
 
     /* The leader's hw, capped by the durable end here. */
-    st_part_set_leader_hw(p, 4);
+    st_part_set_leader_hw(p, 4, -1);
     assert_int_equal(p->hw, 4);
-    st_part_set_leader_hw(p, 100);
+    st_part_set_leader_hw(p, 100, -1);
     assert_int_equal(p->hw, 5);
     st_buf_init(&b);
     stamped(&b, 2, 5, 5, -1, 0, 0);
     answer_t d = {0, 0};
-    assert_int_equal(st_part_append_replica(p, b.data, b.len, 7, on_done, &d), 0);
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 7, -1, on_done, &d), 0);
     st_buf_fini(&b);
     assert_int_equal(log_end(f), 7);
     assert_int_equal(p->hw, 5); /* written, not durable: not readable */
@@ -607,26 +615,29 @@ static void test_follower(void **state)
     assert_int_equal(p->hw, 7);
 
     /* Truncation to where the logs diverged: the hw follows the cut. */
-    assert_int_equal(st_part_truncate(p, 3), 0);
+    assert_int_equal(st_part_truncate(p, 3, -1), 0);
     assert_int_equal(log_end(f), 3);
     assert_int_equal(st_part_durable_end(p), 3);
     assert_int_equal(p->hw, 3);
     assert_int_equal(st_part_latest_epoch(p), 4);
     check_batches(f, (const int64_t[]){0}, (const int32_t[]){4}, 1);
     /* At the log end: nothing changes. */
-    assert_int_equal(st_part_truncate(p, 3), 0);
+    assert_int_equal(st_part_truncate(p, 3, -1), 0);
     assert_int_equal(log_end(f), 3);
-    /* Past the log end (the leader's log starts beyond it): the log restarts empty there. */
-    assert_int_equal(st_part_truncate(p, 100), 0);
+    /* Past the log end: a cut never lengthens the log. */
+    assert_int_equal(st_part_truncate(p, 100, -1), 0);
+    assert_int_equal(log_end(f), 3);
+    /* The leader's log starts beyond this one's end: the log restarts empty there. */
+    assert_int_equal(st_part_restart_at(p, 100), 0);
     assert_int_equal(st_log_start_offset(p->log), 100);
     assert_int_equal(log_end(f), 100);
     assert_int_equal(st_part_durable_end(p), 100);
-    st_part_set_leader_hw(p, 120);
+    st_part_set_leader_hw(p, 120, -1);
     assert_int_equal(p->hw, 100);
     st_buf_init(&b);
     stamped(&b, 2, 100, 6, -1, 0, 0);
     answer_t e = {0, 0};
-    assert_int_equal(st_part_append_replica(p, b.data, b.len, 120, on_done, &e), 0);
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 120, -1, on_done, &e), 0);
     st_buf_fini(&b);
     settle(f);
     assert_int_equal(e.calls, 1);
@@ -637,11 +648,11 @@ static void test_follower(void **state)
     /* A leader's log is the reference: it is never truncated, and takes no replica batches. */
     r = role_of(2, 2, 7, 2, 2, ISR_ALL, 3);
     st_part_set_role(p, &r);
-    assert_int_equal(st_part_truncate(p, 100), ST_E_INVALID);
+    assert_int_equal(st_part_truncate(p, 100, -1), ST_E_INVALID);
     st_buf_init(&b);
     stamped(&b, 1, 102, 7, -1, 0, 0);
     answer_t g = {0, 0};
-    assert_int_equal(st_part_append_replica(p, b.data, b.len, 102, on_done, &g), ST_E_INVALID);
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 102, -1, on_done, &g), ST_E_INVALID);
     st_buf_fini(&b);
     assert_int_equal(log_end(f), 102);
     assert_int_equal(g.calls, 0);
@@ -664,13 +675,13 @@ static void test_follower_producer_state(void **state)
     stamped(&b, 1, 3, 5, 42, 0, 3); /* seq 3 at 3 */
     stamped(&b, 2, 4, 5, 42, 0, 4); /* seq 4-5 at 4-5 */
     answer_t a = {0, 0};
-    assert_int_equal(st_part_append_replica(p, b.data, b.len, 6, on_done, &a), 0);
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 6, -1, on_done, &a), 0);
     st_buf_fini(&b);
     settle(f);
     assert_int_equal(a.calls, 1);
     assert_int_equal(log_end(f), 6);
     /* The leader had not kept seq 4-5: the follower cuts them. */
-    assert_int_equal(st_part_truncate(p, 4), 0);
+    assert_int_equal(st_part_truncate(p, 4, -1), 0);
     assert_int_equal(log_end(f), 4);
 
     /* This broker becomes the leader. */
@@ -710,6 +721,251 @@ static void test_follower_producer_state(void **state)
     fx_close(f);
 }
 
+/* Appends (as a follower: offsets and epochs as given) `count`-record batches at epochs[i]
+ * from offset `at`, and makes them durable. */
+static void follow_batches(fx_t *f, int64_t at, const int32_t *epochs, int n, int32_t count)
+{
+    st_buf_t b;
+    st_buf_init(&b);
+    for (int i = 0; i < n; i++)
+        stamped(&b, count, at + (int64_t)i * count, epochs[i], -1, 0, 0);
+    answer_t a = {0, 0};
+    assert_int_equal(st_part_append_replica(f->p, b.data, b.len, 0, -1, on_done, &a), 0);
+    st_buf_fini(&b);
+    settle(f);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.err, 0);
+}
+
+/* 6. A leader records its epoch and where it starts at its election, before any append
+ * (KIP-101): a follower asking for the previous epoch, or fetching with it, learns it ends at
+ * this log's end — never "unknown", which made followers cut their whole logs. */
+static void test_epoch_at_election(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = follower_role(3, 1);
+    st_part_set_role(p, &r);
+    follow_batches(f, 0, (const int32_t[]){1, 3}, 2, 2); /* epoch 1 at 0-1, 3 at 2-3 */
+    assert_int_equal(st_part_latest_epoch(p), 3);
+    r = role_of(2, 2, 5, 2, 2, ISR_ALL, 3); /* elected at epoch 5, nothing appended yet */
+    st_part_set_role(p, &r);
+    assert_int_equal(st_part_latest_epoch(p), 5);
+    int32_t e;
+    int64_t end;
+    assert_int_equal(st_part_end_for_epoch(p, 3, -1, &e, &end), 0);
+    assert_int_equal(e, 3);
+    assert_int_equal(end, 4);
+    assert_int_equal(st_part_end_for_epoch(p, 5, -1, &e, &end), 0);
+    assert_int_equal(e, 5);
+    assert_int_equal(end, 4);
+    /* a follower with epoch 3 up to 4 is a prefix: no divergence, position taken */
+    st_part_diverging_t div;
+    assert_int_equal(st_part_follower_fetch(p, 1, 4, 3, 0, st_mono_ms(), &div), 0);
+    assert_int_equal(div.epoch, -1);
+    /* an epoch never had at election time is not invented by a later one: 4 ends at 4 too */
+    assert_int_equal(st_part_end_for_epoch(p, 4, -1, &e, &end), 0);
+    assert_int_equal(e, 3);
+    assert_int_equal(end, 4);
+    /* the same election again (a metadata change within the leadership) keeps the start */
+    r.partition_epoch = 3;
+    st_part_set_role(p, &r);
+    assert_int_equal(st_part_end_for_epoch(p, 3, -1, &e, &end), 0);
+    assert_int_equal(end, 4);
+    fx_close(f);
+}
+
+/* 7. The leader checks each follower fetch against its epochs (KIP-320): a diverging log gets
+ * the epoch and end to cut to, and its offset is not taken as a position (the high watermark
+ * and acks=all must not move on records the leader never had); offsets outside the log are
+ * OFFSET_OUT_OF_RANGE, also not taken. */
+static void test_follower_fetch_validated(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = follower_role(2, 1);
+    st_part_set_role(p, &r);
+    /* the leader-to-be's log: epoch 0 at 0-3, epoch 2 at 4-7 */
+    follow_batches(f, 0, (const int32_t[]){0, 0, 2, 2}, 4, 2);
+    r = role_of(2, 2, 4, 2, 2, ISR_ALL, 3); /* leader at epoch 4 from 8 */
+    st_part_set_role(p, &r);
+    int64_t now = st_mono_ms();
+    st_part_diverging_t div;
+    /* a follower with epoch 1 at 4-9 (an old leader's records): diverges where 0 ends */
+    assert_int_equal(st_part_follower_fetch(p, 1, 10, 1, 0, now, &div), 0);
+    assert_int_equal(div.epoch, 0);
+    assert_int_equal(div.end_offset, 4);
+    /* epoch 2 but longer than the leader's epoch 2 (which ends at 8) */
+    assert_int_equal(st_part_follower_fetch(p, 1, 9, 2, 0, now, &div), 0);
+    assert_int_equal(div.epoch, 2);
+    assert_int_equal(div.end_offset, 8);
+    /* epoch 3 (never here): the largest <= 3 is 2, ending at 8 */
+    assert_int_equal(st_part_follower_fetch(p, 1, 8, 3, 0, now, &div), 0);
+    assert_int_equal(div.epoch, 2);
+    assert_int_equal(div.end_offset, 8);
+    assert_int_equal(p->repl.pos[0], -1); /* none of these was a position */
+    /* a prefix: taken */
+    assert_int_equal(st_part_follower_fetch(p, 1, 6, 2, 0, now, &div), 0);
+    assert_int_equal(div.epoch, -1);
+    assert_int_equal(p->repl.pos[0], 6);
+    /* past the log end with no epoch, or below the log start: out of range, not taken */
+    assert_int_equal(st_part_follower_fetch(p, 3, 20, -1, 0, now, &div),
+                     ST_KERR_OFFSET_OUT_OF_RANGE);
+    assert_int_equal(p->repl.pos[2], -1);
+    assert_int_equal(p->hw, 0); /* replica 3 not heard from: the hw holds */
+    /* not a replica, or this broker itself */
+    assert_int_equal(st_part_follower_fetch(p, 9, 6, 2, 0, now, &div),
+                     ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    assert_int_equal(st_part_follower_fetch(p, 2, 6, 2, 0, now, &div),
+                     ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    fx_close(f);
+}
+
+/* 8. KAFKA-7128: after an election the high watermark may lag the records the ISR
+ * acknowledged; a replica that reached it but not the start of the new leader's epoch lacks
+ * some of them, and must not rejoin the ISR (a later election could make it leader). */
+static void test_isr_join_needs_epoch_start(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = follower_role(2, 1);
+    st_part_set_role(p, &r);
+    follow_batches(f, 0, (const int32_t[]){2, 2, 2, 2, 2}, 5, 2); /* 0-9 at epoch 2 */
+    st_part_set_leader_hw(p, 4, -1);                               /* the old leader's hw: 4 */
+    assert_int_equal(p->hw, 4);
+    /* elected at epoch 3 with ISR {2, 3}: replica 1 is out */
+    const int32_t isr23[] = {2, 3};
+    r = role_of(2, 2, 3, 2, 2, isr23, 2);
+    st_part_set_role(p, &r);
+    int64_t now = st_mono_ms();
+    int32_t isr[ST_PART_MAX_REPLICAS];
+    int16_t nisr;
+    fetched(p, 3, 10, now);
+    assert_int_equal(p->hw, 10);
+    /* replica 1 at 10 would have joined; at 6 it has passed the old hw (4) but not 10 */
+    fetched(p, 1, 6, now);
+    assert_false(st_part_isr_change_due(p, now, LAG_MS, RETRY_MS, isr, &nisr));
+    fx_close(f);
+
+    /* the same with the high watermark still at 4 (replica 3 not heard from yet) */
+    f = fx_open();
+    p = f->p;
+    r = follower_role(2, 1);
+    st_part_set_role(p, &r);
+    follow_batches(f, 0, (const int32_t[]){2, 2, 2, 2, 2}, 5, 2);
+    st_part_set_leader_hw(p, 4, -1);
+    r = role_of(2, 2, 3, 2, 2, isr23, 2);
+    st_part_set_role(p, &r);
+    assert_int_equal(p->hw, 4);
+    fetched(p, 1, 6, now); /* >= hw (4), < the epoch's start (10) */
+    assert_false(st_part_isr_change_due(p, now, LAG_MS, RETRY_MS, isr, &nisr));
+    fetched(p, 1, 10, now); /* caught up with the epoch's start: joins */
+    assert_true(st_part_isr_change_due(p, now, LAG_MS, RETRY_MS, isr, &nisr));
+    assert_int_equal(nisr, 3);
+    fx_close(f);
+}
+
+/* 9. A follower cuts a diverged log to min(the leader's end of the epoch, where its own largest
+ * epoch <= it ends), never past its end, never restarting it (follow.h R2). */
+static void test_truncate_to_epoch(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = follower_role(6, 1);
+    st_part_set_role(p, &r);
+    follow_batches(f, 0, (const int32_t[]){1, 1, 3, 5}, 4, 2); /* 1 at 0-3, 3 at 4-5, 5 at 6-7 */
+    /* the leader: epoch 4 ends at 10; here the largest <= 4 is 3, ending at 6 */
+    assert_int_equal(st_part_truncate(p, 10, 4), 0);
+    assert_int_equal(log_end(f), 6);
+    assert_int_equal(st_part_latest_epoch(p), 3);
+    /* the leader: epoch 1 ends at 3 (a batch straddling it goes whole) */
+    assert_int_equal(st_part_truncate(p, 3, 1), 0);
+    assert_int_equal(log_end(f), 2);
+    assert_int_equal(st_part_latest_epoch(p), 1);
+    /* an epoch below every local one: cut to where the first local one starts (0) */
+    assert_int_equal(st_part_truncate(p, 50, 0), 0);
+    assert_int_equal(log_end(f), 0);
+    assert_int_equal(st_log_start_offset(p->log), 0);
+    fx_close(f);
+}
+
+/* 10. A replicated partition's high watermark is not known at open (its log end may hold
+ * records only it has): it starts at the log start, and a leader's moves only with its
+ * followers' fetches. */
+static void test_hw_after_restart(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    produce(f, 5, ST_ACKS_LEADER, &res, &a); /* a single broker's log, then a cluster */
+    settle(f);
+    assert_int_equal(p->hw, 5);
+    st_part_role_t r = role_of(SELF, SELF, 7, 1, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    assert_int_equal(p->hw, 0);
+    fetched(p, 2, 5, st_mono_ms());
+    assert_int_equal(p->hw, 0); /* replica 3 holds it */
+    fetched(p, 3, 3, st_mono_ms());
+    assert_int_equal(p->hw, 3);
+    fx_close(f);
+}
+
+/* 11. DeleteRecords on a replicated leader answers once every live replica's log start reached
+ * the new start (followers move theirs from the leader's answers); a replica not live does not
+ * hold it; losing the leadership answers NOT_LEADER. */
+static void test_delete_records_replicated(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_ALL, 3);
+    r.live[0] = r.live[1] = true; /* replica 3's broker is fenced */
+    st_part_set_role(p, &r);
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    produce(f, 8, ST_ACKS_ALL, &res, &a);
+    settle(f);
+    int64_t now = st_mono_ms();
+    st_part_diverging_t div;
+    st_part_follower_fetch(p, 2, 8, 5, 0, now, &div);
+    st_part_follower_fetch(p, 3, 8, 5, 0, now, &div);
+    assert_int_equal(p->hw, 8);
+    int16_t err;
+    int64_t low;
+    answer_t d = {0, 0};
+    assert_true(st_part_delete_records(p, 6, &err, &low, on_done, &d));
+    assert_int_equal(err, 0);
+    assert_int_equal(low, 6);
+    settle(f);
+    assert_int_equal(d.calls, 0); /* durable here, replica 2 still starts at 0 */
+    assert_int_equal(st_part_low_watermark(p), 0);
+    st_part_follower_fetch(p, 2, 8, 5, 6, now, &div);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.err, 0);
+    assert_int_equal(st_part_low_watermark(p), 6);
+    /* another one, then the leadership goes */
+    answer_t e = {0, 0};
+    assert_true(st_part_delete_records(p, 7, &err, &low, on_done, &e));
+    settle(f);
+    assert_int_equal(e.calls, 0);
+    r = follower_role(6, 2);
+    st_part_set_role(p, &r);
+    assert_int_equal(e.calls, 1);
+    assert_int_equal(e.err, ST_E_NOT_LEADER);
+    /* a follower moves its start from the leader's answer, never past its own hw */
+    assert_int_equal(st_part_set_leader_hw(p, 8, 7), 0);
+    assert_int_equal(st_part_log_start(p), 7);
+    assert_int_equal(st_part_set_leader_hw(p, 7, 9), 0);
+    assert_int_equal(st_part_log_start(p), 7);
+    fx_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -720,6 +976,12 @@ int main(void)
         cmocka_unit_test(test_slow_leader_keeps_followers),
         cmocka_unit_test(test_follower),
         cmocka_unit_test(test_follower_producer_state),
+        cmocka_unit_test(test_epoch_at_election),
+        cmocka_unit_test(test_follower_fetch_validated),
+        cmocka_unit_test(test_isr_join_needs_epoch_start),
+        cmocka_unit_test(test_truncate_to_epoch),
+        cmocka_unit_test(test_hw_after_restart),
+        cmocka_unit_test(test_delete_records_replicated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,10 +1,10 @@
 /*
- * Unit tests for the follower fetcher: its wire helpers (Fetch and OffsetForLeaderEpoch
- * requests decoded back with the generated decoders, answers, whole batches, where to cut a
- * diverged log), and the fetcher thread against a fake leader on a loopback socket driven by
- * this test: OffsetForLeaderEpoch -> truncate -> position -> Fetch -> append -> position ->
- * Fetch from the new end -> FENCED_LEADER_EPOCH stops the partition -> a new epoch with an
- * empty log fetches at once -> stop.
+ * Unit tests for the follower fetcher: its wire helpers (the Fetch request decoded back with
+ * the generated decoder, whole batches), and the fetcher thread against a fake leader on a
+ * loopback socket driven by this test: Fetch with the last fetched epoch -> diverging_epoch ->
+ * truncate -> position -> Fetch with the epoch left -> append -> position -> Fetch from the new
+ * end -> a new high watermark (no position) -> a new log start (a position) ->
+ * FENCED_LEADER_EPOCH stops the partition -> a new epoch fetches at once -> stop.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,6 +29,7 @@
 #include "proto/kerr.h"
 #include "proto/kheader.h"
 #include "replica/fetcher.h"
+#include "replica/follow.h"
 #include "replica/wire.h"
 
 /* A RecordBatch header (no records) at base offset `base` with `count` offsets and `epoch`. */
@@ -56,9 +57,9 @@ static void test_fetch_req(void **state)
 {
     (void)state;
     st_rwire_part_t parts[] = {
-        {"a", 0, 5, 100, -1},
-        {"a", 3, 5, 7, -1},
-        {"b", 1, 2, 0, -1},
+        {"a", 0, 5, 100, 4, 0},
+        {"a", 3, 5, 7, -1, 3},
+        {"b", 1, 2, 0, -1, -1},
     };
     st_rwire_fetch_t fr = {42, 500, 1, 8 << 20, 1 << 20};
     st_buf_t b;
@@ -89,36 +90,12 @@ static void test_fetch_req(void **state)
     assert_int_equal(req.topics[0].partitions[1].partition, 3);
     assert_int_equal(req.topics[0].partitions[1].fetch_offset, 7);
     assert_int_equal(req.topics[0].partitions[1].current_leader_epoch, 5);
-    assert_int_equal(req.topics[0].partitions[1].log_start_offset, -1);
+    assert_int_equal(req.topics[0].partitions[1].log_start_offset, 3);
+    assert_int_equal(req.topics[0].partitions[1].last_fetched_epoch, -1);
+    assert_int_equal(req.topics[0].partitions[0].last_fetched_epoch, 4);
     assert_int_equal(req.topics[0].partitions[1].partition_max_bytes, 1 << 20);
     assert_true(st_kstr_eq(req.topics[1].topic, "b"));
     assert_int_equal(req.topics[1].partitions[0].current_leader_epoch, 2);
-    st_arena_fini(&a);
-    st_buf_fini(&b);
-}
-
-static void test_epoch_req(void **state)
-{
-    (void)state;
-    st_rwire_part_t parts[] = {{"t", 0, 9, 0, 4}, {"t", 1, 9, 0, 8}};
-    st_buf_t b;
-    st_buf_init(&b);
-    assert_int_equal(st_rwire_epoch_req(&b, 7, "c", 3, parts, 2), 0);
-    st_arena_t a;
-    st_arena_init(&a, 0);
-    st_kp_req_header_t h;
-    st_kreader_t r;
-    decode_req(&b, &a, &h, &r);
-    assert_int_equal(h.request_api_key, ST_KP_API_OFFSET_FOR_LEADER_EPOCH);
-    assert_int_equal(h.request_api_version, 4);
-    st_kp_offset_for_leader_epoch_req_t req;
-    assert_int_equal(st_kp_offset_for_leader_epoch_req_decode(&r, 4, &req), 0);
-    assert_int_equal(req.replica_id, 3);
-    assert_int_equal(req.topics_count, 1);
-    assert_int_equal(req.topics[0].partitions_count, 2);
-    assert_int_equal(req.topics[0].partitions[0].current_leader_epoch, 9);
-    assert_int_equal(req.topics[0].partitions[0].leader_epoch, 4);
-    assert_int_equal(req.topics[0].partitions[1].leader_epoch, 8);
     st_arena_fini(&a);
     st_buf_fini(&b);
 }
@@ -147,85 +124,45 @@ static void test_whole_batches(void **state)
     assert_int_equal(st_rwire_whole_batches(buf, n, &epoch, &next), 0);
 }
 
-static void test_cut(void **state)
-{
-    (void)state;
-    /* same epoch, the leader's is longer or equal: nothing to cut */
-    st_rwire_cut_t c = st_rwire_cut(100, 5, 5, 120);
-    assert_false(c.truncate);
-    c = st_rwire_cut(100, 5, 5, 100);
-    assert_false(c.truncate);
-    /* same epoch, the leader's ends earlier */
-    c = st_rwire_cut(100, 5, 5, 90);
-    assert_true(c.truncate);
-    assert_int_equal(c.offset, 90);
-    assert_int_equal(c.end_epoch, -1);
-    /* the log has an epoch the leader never had: cut to where the leader's epoch ends here */
-    c = st_rwire_cut(100, 5, 3, 120);
-    assert_true(c.truncate);
-    assert_int_equal(c.offset, 100);
-    assert_int_equal(c.end_epoch, 3);
-    c = st_rwire_cut(100, 5, 3, 80);
-    assert_int_equal(c.offset, 80);
-    assert_int_equal(c.end_epoch, 3);
-    /* the leader knows no epoch that old: everything goes */
-    c = st_rwire_cut(100, 5, -1, -1);
-    assert_true(c.truncate);
-    assert_int_equal(c.offset, 0);
-}
-
 /* ---- the fetcher against a fake leader ---- */
 
 typedef struct calls {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int appends, truncates, hws;
+    int appends, truncates, hws, positions_wanted;
     int shard;
     int32_t epoch, end_epoch;
-    int64_t offset, hw;
+    int64_t offset, hw, log_start;
     uint8_t *records;
     size_t len;
 } calls_t;
 
 static calls_t calls = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
-static void h_append(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
-                     int32_t leader_epoch, uint8_t *records, size_t len, int64_t leader_hw)
+static void h_job(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
+                  int32_t leader_epoch, const st_rfollow_action_t *a, uint8_t *records,
+                  bool want_position)
 {
     (void)arg, (void)topic_id, (void)partition;
     pthread_mutex_lock(&calls.mu);
-    calls.appends++;
     calls.shard = shard;
     calls.epoch = leader_epoch;
-    free(calls.records);
-    calls.records = records;
-    calls.len = len;
-    calls.hw = leader_hw;
-    pthread_cond_broadcast(&calls.cv);
-    pthread_mutex_unlock(&calls.mu);
-}
-
-static void h_truncate(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
-                       int32_t leader_epoch, int64_t offset, int32_t end_epoch)
-{
-    (void)arg, (void)topic_id, (void)partition;
-    pthread_mutex_lock(&calls.mu);
-    calls.truncates++;
-    calls.shard = shard;
-    calls.epoch = leader_epoch;
-    calls.offset = offset;
-    calls.end_epoch = end_epoch;
-    pthread_cond_broadcast(&calls.cv);
-    pthread_mutex_unlock(&calls.mu);
-}
-
-static void h_hw(void *arg, int shard, const uint8_t topic_id[16], int32_t partition,
-                 int32_t leader_epoch, int64_t hw)
-{
-    (void)arg, (void)shard, (void)topic_id, (void)partition, (void)leader_epoch;
-    pthread_mutex_lock(&calls.mu);
-    calls.hws++;
-    calls.hw = hw;
+    calls.positions_wanted += want_position;
+    if (a->kind == ST_RF_DO_APPEND) {
+        calls.appends++;
+        free(calls.records);
+        calls.records = records;
+        calls.len = a->len;
+        calls.hw = a->hw;
+    } else if (a->kind == ST_RF_DO_TRUNCATE) {
+        calls.truncates++;
+        calls.offset = a->offset;
+        calls.end_epoch = a->end_epoch;
+    } else if (a->kind == ST_RF_DO_HW) {
+        calls.hws++;
+        calls.hw = a->hw;
+        calls.log_start = a->log_start;
+    }
     pthread_cond_broadcast(&calls.cv);
     pthread_mutex_unlock(&calls.mu);
 }
@@ -297,9 +234,11 @@ static void begin_resp(st_buf_t *b, st_kwriter_t *w, int32_t corr)
     assert_int_equal(st_kp_resp_header_encode(w, 1, &rh), 0);
 }
 
-/* Answers a Fetch for partition 0 of "t" with `error`, records rec[0..len), hw. */
-static void answer_fetch(int fd, int32_t corr, int16_t error, const uint8_t *rec, int32_t len,
-                         int64_t hw)
+/* Answers a Fetch for partition 0 of "t" with `error`, records rec[0..len), hw, the log
+ * start and a diverging epoch (-1: none). */
+static void answer_fetch_div(int fd, int32_t corr, int16_t error, const uint8_t *rec,
+                             int32_t len, int64_t hw, int64_t log_start, int32_t div_epoch,
+                             int64_t div_end)
 {
     st_buf_t b;
     st_buf_init(&b);
@@ -310,7 +249,9 @@ static void answer_fetch(int fd, int32_t corr, int16_t error, const uint8_t *rec
     p.partition_index = 0;
     p.error_code = error;
     p.high_watermark = hw;
-    p.log_start_offset = 0;
+    p.log_start_offset = log_start;
+    p.diverging_epoch.epoch = div_epoch;
+    p.diverging_epoch.end_offset = div_end;
     p.records = (st_krecords_t){rec, rec ? len : -1, NULL};
     st_kp_fetch_resp_response_t t;
     st_kp_fetch_resp_response_init(&t);
@@ -326,7 +267,15 @@ static void answer_fetch(int fd, int32_t corr, int16_t error, const uint8_t *rec
     st_buf_fini(&b);
 }
 
-static void expect_fetch(int fd, st_arena_t *a, int32_t epoch, int64_t offset, int32_t *corr)
+static void answer_fetch(int fd, int32_t corr, int16_t error, const uint8_t *rec, int32_t len,
+                         int64_t hw)
+{
+    answer_fetch_div(fd, corr, error, rec, len, hw, 0, -1, -1);
+}
+
+/* The next request is a Fetch of partition 0 of "t" at (epoch, offset, last fetched epoch). */
+static void expect_fetch_at(int fd, st_arena_t *a, int32_t epoch, int64_t offset,
+                            int32_t last_epoch, int32_t *corr)
 {
     st_kp_req_header_t h;
     st_kreader_t r;
@@ -340,8 +289,15 @@ static void expect_fetch(int fd, st_arena_t *a, int32_t epoch, int64_t offset, i
     assert_int_equal(req.topics[0].partitions_count, 1);
     assert_int_equal(req.topics[0].partitions[0].current_leader_epoch, epoch);
     assert_int_equal(req.topics[0].partitions[0].fetch_offset, offset);
+    if (last_epoch != -2)
+        assert_int_equal(req.topics[0].partitions[0].last_fetched_epoch, last_epoch);
     *corr = h.correlation_id;
     free(frame);
+}
+
+static void expect_fetch(int fd, st_arena_t *a, int32_t epoch, int64_t offset, int32_t *corr)
+{
+    expect_fetch_at(fd, a, epoch, offset, -2, corr);
 }
 
 static void test_fetcher_thread(void **state)
@@ -358,7 +314,7 @@ static void test_fetcher_thread(void **state)
     st_config_t cfg;
     assert_int_equal(st_config_init(&cfg), 0);
     cfg.node_id = 7;
-    st_fetcher_hooks_t hooks = {NULL, h_append, h_truncate, h_hw};
+    st_fetcher_hooks_t hooks = {NULL, h_job};
     st_fetcher_t *f;
     char err[256];
     assert_int_equal(st_fetcher_start(&f, &cfg, &hooks, err, sizeof err), 0);
@@ -382,37 +338,10 @@ static void test_fetcher_thread(void **state)
     st_arena_t a;
     st_arena_init(&a, 0);
 
-    /* 1. OffsetForLeaderEpoch for epoch 4: the leader's epoch 3 ends at 8 */
-    st_kp_req_header_t h;
-    st_kreader_t r;
-    uint8_t *frame;
-    assert_true(next_request(fd, 5000, &a, &h, &r, &frame));
-    assert_int_equal(h.request_api_key, ST_KP_API_OFFSET_FOR_LEADER_EPOCH);
-    st_kp_offset_for_leader_epoch_req_t oreq;
-    assert_int_equal(st_kp_offset_for_leader_epoch_req_decode(&r, h.request_api_version, &oreq), 0);
-    assert_int_equal(oreq.replica_id, 7);
-    assert_int_equal(oreq.topics[0].partitions[0].leader_epoch, 4);
-    assert_int_equal(oreq.topics[0].partitions[0].current_leader_epoch, 5);
-    free(frame);
-    {
-        st_buf_t b;
-        st_buf_init(&b);
-        st_kwriter_t w;
-        begin_resp(&b, &w, h.correlation_id);
-        st_kp_offset_for_leader_epoch_resp_partition_t p;
-        st_kp_offset_for_leader_epoch_resp_partition_init(&p);
-        p.partition = 0;
-        p.leader_epoch = 3;
-        p.end_offset = 8;
-        st_kp_offset_for_leader_epoch_resp_topic_t t = {st_kstr("t"), &p, 1};
-        st_kp_offset_for_leader_epoch_resp_t resp;
-        st_kp_offset_for_leader_epoch_resp_init(&resp);
-        resp.topics = &t;
-        resp.topics_count = 1;
-        assert_int_equal(st_kp_offset_for_leader_epoch_resp_encode(&w, 4, &resp), 0);
-        send_frame(fd, &b);
-        st_buf_fini(&b);
-    }
+    /* 1. Fetch from 10 with epoch 4: the leader's largest epoch <= 4 is 3, ending at 8 */
+    int32_t corr;
+    expect_fetch_at(fd, &a, 5, 10, 4, &corr);
+    answer_fetch_div(fd, corr, 0, NULL, -1, 8, 0, 3, 8);
     wait_calls(&calls.truncates, 1);
     assert_int_equal(calls.shard, 2);
     assert_int_equal(calls.epoch, 5);
@@ -420,11 +349,10 @@ static void test_fetcher_thread(void **state)
     assert_int_equal(calls.end_epoch, 3);
     /* nothing is fetched before the shard answers */
     assert_false(read_full(fd, (uint8_t[4]){0}, 4, 200));
-    st_fetcher_position(f, fw.topic_id, 0, 5, 6, 0); /* the local epoch 3 ended at 6 */
+    st_fetcher_position(f, fw.topic_id, 0, 5, 6, 3, 0, 0); /* the local epoch 3 ended at 6 */
 
-    /* 2. Fetch from 6: two whole batches and part of a third */
-    int32_t corr;
-    expect_fetch(fd, &a, 5, 6, &corr);
+    /* 2. Fetch from 6 with the epoch left (3): two whole batches and part of a third */
+    expect_fetch_at(fd, &a, 5, 6, 3, &corr);
     uint8_t rec[200];
     size_t n = put_batch(rec, 6, 2, 3);
     n += put_batch(rec + n, 8, 1, 5);
@@ -435,7 +363,7 @@ static void test_fetcher_thread(void **state)
     assert_memory_equal(calls.records, rec, n);
     assert_int_equal(calls.hw, 9);
     assert_false(read_full(fd, (uint8_t[4]){0}, 4, 200)); /* waits for the position */
-    st_fetcher_position(f, fw.topic_id, 0, 5, 9, 0);
+    st_fetcher_position(f, fw.topic_id, 0, 5, 9, 5, 0, 0);
 
     /* 3. Fetch from 9: no records, a new high watermark */
     expect_fetch(fd, &a, 5, 9, &corr);
@@ -446,6 +374,20 @@ static void test_fetcher_thread(void **state)
     answer_fetch(fd, corr, 0, NULL, -1, 9 + 1);
     wait_calls(&calls.hws, 1);
     assert_int_equal(calls.hw, 10);
+    pthread_mutex_lock(&calls.mu);
+    assert_int_equal(calls.positions_wanted, 2); /* the truncation's and the append's */
+    pthread_mutex_unlock(&calls.mu);
+
+    /* 3'. The leader's log start moved (DeleteRecords): handed over with a position wanted */
+    expect_fetch_at(fd, &a, 5, 9, 5, &corr);
+    answer_fetch_div(fd, corr, 0, NULL, -1, 10, 4, -1, -1);
+    wait_calls(&calls.hws, 2);
+    assert_int_equal(calls.log_start, 4);
+    assert_false(read_full(fd, (uint8_t[4]){0}, 4, 200)); /* waits for the position */
+    pthread_mutex_lock(&calls.mu);
+    assert_int_equal(calls.positions_wanted, 3);
+    pthread_mutex_unlock(&calls.mu);
+    st_fetcher_position(f, fw.topic_id, 0, 5, 9, 5, 4, 0);
 
     /* 4. FENCED_LEADER_EPOCH: no more fetches until a new epoch */
     expect_fetch(fd, &a, 5, 9, &corr);
@@ -453,9 +395,9 @@ static void test_fetcher_thread(void **state)
     assert_false(read_full(fd, (uint8_t[4]){0}, 4, 300));
     fw.leader_epoch = 6;
     fw.fetch_offset = 0;
-    fw.last_epoch = -1; /* an empty log: straight to fetching */
+    fw.last_epoch = -1; /* an empty log */
     st_fetcher_follow(f, &fw);
-    expect_fetch(fd, &a, 6, 0, &corr);
+    expect_fetch_at(fd, &a, 6, 0, -1, &corr);
 
     /* 5. unfollowed: the connection closes, nothing more is asked */
     st_fetcher_unfollow(f, fw.topic_id, 0);
@@ -466,7 +408,7 @@ static void test_fetcher_thread(void **state)
     pthread_mutex_lock(&calls.mu);
     assert_int_equal(calls.appends, 1);
     assert_int_equal(calls.truncates, 1);
-    assert_int_equal(calls.hws, 1);
+    assert_int_equal(calls.hws, 2);
     free(calls.records);
     calls.records = NULL;
     pthread_mutex_unlock(&calls.mu);
@@ -479,8 +421,8 @@ static void test_fetcher_thread(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fetch_req),      cmocka_unit_test(test_epoch_req),
-        cmocka_unit_test(test_whole_batches),  cmocka_unit_test(test_cut),
+        cmocka_unit_test(test_fetch_req),
+        cmocka_unit_test(test_whole_batches),
         cmocka_unit_test(test_fetcher_thread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
