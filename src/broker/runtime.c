@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -92,6 +93,16 @@ static int load_identity(st_broker_t *b, char *err, size_t errlen)
         return rc;
     }
     char path[4096];
+    /* Nothing is read or written before the directory is this process's alone (Kafka's
+     * .lock): a second broker on a live data directory would serve and change the same logs. */
+    snprintf(path, sizeof path, "%s/.lock", c->log_dirs);
+    b->dir_lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (b->dir_lock_fd < 0 || flock(b->dir_lock_fd, LOCK_EX | LOCK_NB)) {
+        rc = b->dir_lock_fd < 0 ? -errno : ST_E_CONFIG;
+        snprintf(err, errlen, "log.dirs %s is in use by another process (%s is locked)",
+                 c->log_dirs, path);
+        return rc;
+    }
     snprintf(path, sizeof path, "%s/meta.properties", c->log_dirs);
     uint8_t *data;
     size_t len;
@@ -178,6 +189,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
     b->hooks = hooks;
     b->fs = st_fs_posix();
     b->nshards = nshards;
+    b->dir_lock_fd = -1;
     b->fds_per_shard = fd_budget(nshards);
     atomic_init(&b->next_producer_id, st_wall_ms() << 20);
     int rc = load_identity(b, err, errlen);
@@ -305,6 +317,8 @@ void st_broker_destroy(st_broker_t *b)
 {
     if (!b)
         return;
+    if (b->dir_lock_fd >= 0)
+        close(b->dir_lock_fd);
     if (b->listen_fds)
         for (int i = 0; i < b->nshards; i++)
             if (b->listen_fds[i] >= 0)

@@ -87,6 +87,7 @@ struct st_broker {
     _Atomic int64_t next_producer_id; /* InitProducerId (h_init_producer_id.c) */
     char cluster_id[64];
     st_fs_t fs;      /* the file-system table of the broker's files and every shard's storage */
+    int dir_lock_fd; /* <log.dirs>/.lock, held (flock) for the process's life */
     st_md_t *ctl_md; /* the controller's authoritative snapshot (shard 0 only after start) */
     /* the controller's ops, one persisted at a time (kafka/controller.c; shard 0 only) */
     bool ctl_busy;

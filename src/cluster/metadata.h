@@ -34,6 +34,10 @@ typedef struct st_md_partition {
     int16_t nisr;
     int32_t replicas[ST_MD_MAX_REPLICAS]; /* broker ids, the preferred leader first */
     int32_t isr[ST_MD_MAX_REPLICAS];      /* the in-sync subset of replicas */
+    /* a reassignment in progress (KIP-455): replicas = target then the old ones leaving */
+    int16_t nadding, nremoving;
+    int32_t adding[ST_MD_MAX_REPLICAS];   /* target replicas that were not replicas before */
+    int32_t removing[ST_MD_MAX_REPLICAS]; /* replicas that leave once the target is in sync */
 } st_md_partition_t;
 
 typedef struct st_md_topic {

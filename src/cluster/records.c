@@ -53,10 +53,14 @@ json_t *st_rec_topic(const st_md_topic_t *t)
     json_t *parts = json_array(), *cfg = json_object();
     for (int32_t i = 0; i < t->npartitions; i++) {
         const st_md_partition_t *p = &t->partitions[i];
-        json_array_append_new(parts, json_pack("{s:o,s:o,s:i,s:i,s:i}", "r",
-                                               ids_json(p->replicas, p->nreplicas), "isr",
-                                               ids_json(p->isr, p->nisr), "l", p->leader, "le",
-                                               p->leader_epoch, "pe", p->partition_epoch));
+        json_t *jp = json_pack("{s:o,s:o,s:i,s:i,s:i}", "r", ids_json(p->replicas, p->nreplicas),
+                               "isr", ids_json(p->isr, p->nisr), "l", p->leader, "le",
+                               p->leader_epoch, "pe", p->partition_epoch);
+        if (p->nadding || p->nremoving) {
+            json_object_set_new(jp, "add", ids_json(p->adding, p->nadding));
+            json_object_set_new(jp, "rm", ids_json(p->removing, p->nremoving));
+        }
+        json_array_append_new(parts, jp);
     }
     for (int c = 0; c < t->nconfigs; c++)
         json_object_set_new(cfg, t->configs[c].key, json_string(t->configs[c].value));
@@ -165,6 +169,12 @@ static st_md_topic_t *topic_parse(json_t *r)
         st_md_partition_t *p = &t->partitions[i];
         if (ids_parse(json_object_get(jp, "r"), p->replicas, &p->nreplicas) ||
             ids_parse(json_object_get(jp, "isr"), p->isr, &p->nisr)) {
+            st_md_topic_free(t);
+            return NULL;
+        }
+        json_t *add = json_object_get(jp, "add"), *rm = json_object_get(jp, "rm");
+        if ((add && ids_parse(add, p->adding, &p->nadding)) ||
+            (rm && ids_parse(rm, p->removing, &p->nremoving))) {
             st_md_topic_free(t);
             return NULL;
         }
@@ -582,5 +592,114 @@ int st_rec_alter_isr(const st_md_t *md, st_md_topic_t *t, const st_rec_alter_t *
     memcpy(p->isr, a->isr, (size_t)a->nisr * sizeof p->isr[0]);
     p->nisr = a->nisr;
     p->partition_epoch++;
+    st_rec_reassign_progress(md, p);
+    return 0;
+}
+
+/* ---- reassignments (KIP-455) ---- */
+
+static bool has(const int32_t *v, int n, int32_t id)
+{
+    for (int i = 0; i < n; i++)
+        if (v[i] == id)
+            return true;
+    return false;
+}
+
+/* The replicas a reassignment in progress started from (replicas less those being added). */
+static int original_replicas(const st_md_partition_t *p, int32_t *out)
+{
+    int n = 0;
+    for (int i = 0; i < p->nreplicas; i++)
+        if (!has(p->adding, p->nadding, p->replicas[i]))
+            out[n++] = p->replicas[i];
+    return n;
+}
+
+int st_rec_reassign(const st_md_t *md, st_md_partition_t *p, const int32_t *target, int n)
+{
+    if (n < 1 || n > ST_MD_MAX_REPLICAS)
+        return ST_E_INVALID;
+    int32_t orig[ST_MD_MAX_REPLICAS];
+    int norig = original_replicas(p, orig);
+    st_md_partition_t np = *p;
+    np.nreplicas = np.nadding = np.nremoving = 0;
+    for (int i = 0; i < n; i++) {
+        np.replicas[np.nreplicas++] = target[i];
+        if (!has(orig, norig, target[i]))
+            np.adding[np.nadding++] = target[i];
+    }
+    for (int i = 0; i < norig; i++)
+        if (!has(target, n, orig[i])) {
+            if (np.nreplicas >= ST_MD_MAX_REPLICAS)
+                return ST_E_INVALID; /* target and current together are too many */
+            np.replicas[np.nreplicas++] = orig[i];
+            np.removing[np.nremoving++] = orig[i];
+        }
+    /* the ISR keeps its members (every one is an original or target replica) */
+    int16_t k = 0;
+    for (int i = 0; i < np.nisr; i++)
+        if (has(np.replicas, np.nreplicas, np.isr[i]))
+            np.isr[k++] = np.isr[i];
+    np.nisr = k;
+    if (np.nisr == 0)
+        return ST_E_INVALID;
+    bool same = np.nreplicas == p->nreplicas && np.nadding == p->nadding &&
+                np.nremoving == p->nremoving &&
+                memcmp(np.replicas, p->replicas, (size_t)np.nreplicas * sizeof *np.replicas) == 0;
+    if (same)
+        return 1;
+    np.partition_epoch++;
+    *p = np;
+    st_rec_reassign_progress(md, p);
+    return 0;
+}
+
+bool st_rec_reassign_progress(const st_md_t *md, st_md_partition_t *p)
+{
+    if (!p->nadding && !p->nremoving)
+        return false;
+    int32_t target[ST_MD_MAX_REPLICAS];
+    int n = 0;
+    for (int i = 0; i < p->nreplicas; i++)
+        if (!has(p->removing, p->nremoving, p->replicas[i]))
+            target[n++] = p->replicas[i];
+    for (int i = 0; i < n; i++)
+        if (!st_md_in_isr(p, target[i]))
+            return false; /* a target replica has not caught up yet: the move waits */
+    /* every target replica is in sync: the old ones leave, leadership stays in the ISR */
+    memcpy(p->replicas, target, (size_t)n * sizeof *target);
+    p->nreplicas = (int16_t)n;
+    int16_t k = 0;
+    for (int i = 0; i < p->nisr; i++)
+        if (has(target, n, p->isr[i]))
+            p->isr[k++] = p->isr[i];
+    p->nisr = k;
+    p->nadding = p->nremoving = 0;
+    p->partition_epoch++;
+    st_rec_elect(md, p, false); /* a leader that left is replaced from the (target) ISR */
+    return true;
+}
+
+int st_rec_reassign_cancel(const st_md_t *md, st_md_partition_t *p)
+{
+    if (!p->nadding && !p->nremoving)
+        return ST_E_NOT_FOUND;
+    int32_t orig[ST_MD_MAX_REPLICAS];
+    int norig = original_replicas(p, orig);
+    int16_t k = 0;
+    int32_t isr[ST_MD_MAX_REPLICAS];
+    for (int i = 0; i < p->nisr; i++)
+        if (has(orig, norig, p->isr[i]))
+            isr[k++] = p->isr[i];
+    if (k == 0)
+        return ST_E_INVALID; /* only added replicas are in sync: going back would lose them */
+    memcpy(p->replicas, orig, (size_t)norig * sizeof *orig);
+    p->nreplicas = (int16_t)norig;
+    memcpy(p->isr, isr, (size_t)k * sizeof *isr);
+    p->nisr = k;
+    p->nadding = p->nremoving = 0;
+    p->partition_epoch++;
+    st_rec_elect(md, p, false);
     return 0;
 }

@@ -90,6 +90,23 @@ typedef struct st_rec_alter {
  * ST_E_INVALID (stale or not allowed: nothing changed). */
 int st_rec_alter_isr(const st_md_t *md, st_md_topic_t *t, const st_rec_alter_t *alter);
 
+/*
+ * Reassignments, as Kafka does them (KIP-455): st_rec_reassign starts moving p to `target`
+ * (replacing any move in progress): replicas become target then the original replicas not in
+ * it (`removing`), `adding` the target replicas that are new, the ISR and leader unchanged.
+ * The new replicas fetch from the leader and join the ISR through AlterPartition;
+ * st_rec_reassign_progress (run by st_rec_alter_isr) completes the move once every target
+ * replica is in the ISR: replicas = target, ISR = ISR ∩ target, a leader outside it replaced
+ * by an ISR member (new leader epoch). A move whose target cannot catch up stays pending
+ * until cancelled (st_rec_reassign_cancel: back to the original replicas, refused when none of
+ * them is in sync). Each bumps the partition epoch when it changes p. Returns: reassign 0 (p
+ * changed), 1 (already so), ST_E_INVALID (bad target, or an ISR it would empty); progress
+ * true when it completed a move; cancel 0, ST_E_NOT_FOUND (none in progress) or ST_E_INVALID.
+ */
+int st_rec_reassign(const st_md_t *md, st_md_partition_t *p, const int32_t *target, int n);
+bool st_rec_reassign_progress(const st_md_t *md, st_md_partition_t *p);
+int st_rec_reassign_cancel(const st_md_t *md, st_md_partition_t *p);
+
 /* Appends to `records` a topic record for every topic with a partition st_rec_elect changes
  * (unclean per topic: st_rec_unclean_allowed)
  * (after a fencing, and after an unfencing: leaderless partitions elect again, an ISR whose last

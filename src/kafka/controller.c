@@ -633,54 +633,52 @@ static bool reassign_check(ctl_ctx_t *c, const st_md_t *md, const st_md_partitio
             return false;
         }
     }
-    if (it->keep_rf && it->nreplicas != p->nreplicas) {
+    if (it->keep_rf && it->nreplicas != p->nreplicas - p->nadding) {
         st_item_fail(it, ST_KERR_INVALID_REPLICATION_FACTOR,
                      "The reassignment would change the replication factor from %d to %d, "
                      "which the request does not allow",
-                     (int)p->nreplicas, (int)it->nreplicas);
+                     (int)(p->nreplicas - p->nadding), (int)it->nreplicas);
         return false;
     }
     return true;
 }
 
-/* AlterPartitionReassignments for one partition. Until data replication exists a move completes
- * at once: the replicas become the target, the ISR keeps the target members that are live and
- * were in sync (or, when none were, the live ones), and a leader outside the new ISR is replaced
- * (st_rec_elect). So no reassignment is ever in progress, and a cancel finds none. */
+/* AlterPartitionReassignments for one partition, as Kafka does it (st_rec_reassign): the target
+ * replicas are added first and the old ones leave only once every target replica is in sync,
+ * so a move never drops the copies that hold the acknowledged records; until then it is in
+ * progress (ListPartitionReassignments) and can be cancelled (a NULL target). */
 static bool ctl_reassign(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
 {
     st_md_partition_t *p = item_partition(t, it);
     if (!p)
         return false;
     if (!it->replicas) {
-        st_item_fail(it, ST_KERR_NO_REASSIGNMENT_IN_PROGRESS,
-                     "No reassignment is in progress for %s-%d", t->name, (int)it->partition);
-        return false;
+        int rc = st_rec_reassign_cancel(md, p);
+        if (rc == ST_E_NOT_FOUND)
+            st_item_fail(it, ST_KERR_NO_REASSIGNMENT_IN_PROGRESS,
+                         "No reassignment is in progress for %s-%d", t->name, (int)it->partition);
+        else if (rc)
+            st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                         "Cancelling the reassignment of %s-%d would leave no in-sync replica",
+                         t->name, (int)it->partition);
+        return rc == 0;
     }
     if (!reassign_check(c, md, p, it))
         return false;
-    if (it->nreplicas == p->nreplicas &&
-        memcmp(it->replicas, p->replicas, (size_t)it->nreplicas * sizeof *it->replicas) == 0)
-        return false;
-    st_md_partition_t np = *p;
-    np.nreplicas = (int16_t)it->nreplicas;
-    memcpy(np.replicas, it->replicas, (size_t)it->nreplicas * sizeof *it->replicas);
-    np.nisr = 0;
+    bool live = false;
     for (int32_t i = 0; i < it->nreplicas; i++)
-        if (broker_live(md, it->replicas[i]) && st_md_in_isr(p, it->replicas[i]))
-            np.isr[np.nisr++] = it->replicas[i];
-    for (int32_t i = 0; np.nisr == 0 && i < it->nreplicas; i++)
-        if (broker_live(md, it->replicas[i]))
-            np.isr[np.nisr++] = it->replicas[i];
-    if (np.nisr == 0) {
+        live |= broker_live(md, it->replicas[i]);
+    if (!live) {
         st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
                      "None of the target replicas of %s-%d is live", t->name, (int)it->partition);
         return false;
     }
-    st_rec_elect(md, &np, false);
-    np.partition_epoch = p->partition_epoch + 1;
-    *p = np;
-    return true;
+    int rc = st_rec_reassign(md, p, it->replicas, it->nreplicas);
+    if (rc == ST_E_INVALID)
+        st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                     "The reassignment of %s-%d needs more than %d replicas at once", t->name,
+                     (int)it->partition, ST_MD_MAX_REPLICAS);
+    return rc == 0;
 }
 
 static bool ctl_item(ctl_ctx_t *c, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *it)
@@ -1024,6 +1022,12 @@ static void hint_done(st_quorum_req_t *req, int status)
     free(op);
 }
 
+const st_ctl_cfg_t st_ctl_offsets_cfg[ST_CTL_OFFSETS_NCFG] = {
+    {"cleanup.policy", "compact", ST_CTL_CFG_SET},
+    {"retention.ms", "-1", ST_CTL_CFG_SET},
+    {"segment.bytes", "104857600", ST_CTL_CFG_SET},
+};
+
 void st_ctl_hint_create(st_broker_t *b, const char *name)
 {
     st_ctl_op_t *op = calloc(1, sizeof *op);
@@ -1046,6 +1050,8 @@ void st_ctl_hint_create(st_broker_t *b, const char *name)
     if (strcmp(name, ST_OFFSETS_TOPIC) == 0) {
         it->internal = true;
         it->count = (int32_t)b->cfg->offsets_topic_num_partitions;
+        it->ncfg = ST_CTL_OFFSETS_NCFG;
+        it->cfg = (st_ctl_cfg_t *)st_ctl_offsets_cfg; /* read only */
     }
     op->qreq.propose = ctl_propose;
     op->qreq.done = hint_done;

@@ -157,7 +157,7 @@ void st_kgroup_fini(st_kshard_t *s)
 typedef struct {
     st_ctl_op_t op;
     st_ctl_item_t item;
-    st_ctl_cfg_t cfg[3];
+    st_ctl_cfg_t cfg[ST_CTL_OFFSETS_NCFG];
     st_kreq_t *r;
     st_kgroup_ready_fn cb;
     void *arg;
@@ -174,9 +174,8 @@ static void offsets_created(st_kshard_t *s, st_ctl_op_t *op)
     c->cb(c->r, c->arg);
 }
 
-/* Creates __consumer_offsets (compacted by the log cleaner, never deleted by time; segments
- * of 100 MiB as Kafka's offsets.topic.segment.bytes) if this shard's snapshot does not have it
- * yet, then calls cb. */
+/* Creates __consumer_offsets (with st_ctl_offsets_cfg) if this shard's snapshot does not have
+ * it yet, then calls cb. */
 void st_kgroup_ensure_topic(st_kreq_t *r, st_kgroup_ready_fn cb, void *arg)
 {
     if (st_kgroup_offsets_topic(r->shard->md)) {
@@ -191,15 +190,13 @@ void st_kgroup_ensure_topic(st_kreq_t *r, st_kgroup_ready_fn cb, void *arg)
     c->r = r;
     c->cb = cb;
     c->arg = arg;
-    c->cfg[0] = (st_ctl_cfg_t){"cleanup.policy", "compact", ST_CTL_CFG_SET};
-    c->cfg[1] = (st_ctl_cfg_t){"retention.ms", "-1", ST_CTL_CFG_SET};
-    c->cfg[2] = (st_ctl_cfg_t){"segment.bytes", "104857600", ST_CTL_CFG_SET};
+    memcpy(c->cfg, st_ctl_offsets_cfg, sizeof c->cfg);
     c->item.name = ST_OFFSETS_TOPIC;
     c->item.count = (int32_t)r->shard->b->cfg->offsets_topic_num_partitions;
     c->item.rf = -1;
     c->item.assigned = -1;
     c->item.internal = true;
-    c->item.ncfg = 3;
+    c->item.ncfg = ST_CTL_OFFSETS_NCFG;
     c->item.cfg = c->cfg;
     c->op.kind = ST_CTL_CREATE;
     c->op.hint = true; /* not the active controller: ask it to create the topic */

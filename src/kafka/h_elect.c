@@ -5,9 +5,10 @@
  * ElectLeaders and AlterPartitionReassignments go to the controller (controller.h) as one
  * operation per request with one item per partition, decided there against the metadata (in a
  * cluster by the active controller, so another broker answers NOT_CONTROLLER); the answer leaves
- * once every shard here applied the change. Until data replication exists a reassignment
- * completes as it is accepted, so none is ever in progress: ListPartitionReassignments answers
- * from any broker, with nothing listed.
+ * once every shard here applied the change. A reassignment is accepted at once and completes
+ * once its target replicas are in sync (cluster/records.h, KIP-455); ListPartitionReassignments
+ * answers from any broker's metadata with the moves in progress, their adding and removing
+ * replicas.
  *
  * Each answer mirrors its request, partition by partition. An entry the handler answers itself
  * (a topic name holding a NUL byte, which as a C string would name another topic) gets a
@@ -16,6 +17,7 @@
  */
 #include <string.h>
 
+#include "broker/runtime.h"
 #include "kafka/handlers.h"
 #include "kafka/controller.h"
 #include "proto/kerr.h"
@@ -283,6 +285,31 @@ void st_kh_alter_partition_reassignments(st_kreq_t *r)
 
 /* ---- ListPartitionReassignments ---- */
 
+/* Whether partition `index` of topic `name` is asked for (every one when topics is NULL). */
+static bool list_asked(const st_kp_list_partition_reassignments_req_t *req, const char *name,
+                       int32_t index)
+{
+    if (!req->topics || req->topics_count < 0)
+        return true;
+    for (int i = 0; i < req->topics_count; i++) {
+        const st_kp_list_partition_reassignments_req_topic_t *t = &req->topics[i];
+        if (!st_kstr_eq(t->name, name))
+            continue;
+        for (int k = 0; k < t->partition_indexes_count; k++)
+            if (t->partition_indexes[k] == index)
+                return true;
+    }
+    return false;
+}
+
+static int32_t *ids_copy(st_kreq_t *r, const int32_t *v, int n)
+{
+    int32_t *o = st_arena_alloc(&r->arena, (size_t)n * sizeof *o + 1);
+    if (o && n)
+        memcpy(o, v, (size_t)n * sizeof *o);
+    return o;
+}
+
 void st_kh_list_partition_reassignments(st_kreq_t *r)
 {
     st_kp_list_partition_reassignments_req_t req;
@@ -290,9 +317,50 @@ void st_kh_list_partition_reassignments(st_kreq_t *r)
         st_kreq_fail(r, "malformed ListPartitionReassignments request");
         return;
     }
-    /* Nothing is ever in progress (see above); partitions asked for are not listed, as Kafka
-     * leaves out those it does not know or that are not moving. */
+    /* The moves in progress, from this broker's snapshot of the metadata (every broker has
+     * the whole of it); partitions asked for that are not moving are left out, as Kafka does. */
     st_kp_list_partition_reassignments_resp_t resp;
     st_kp_list_partition_reassignments_resp_init(&resp);
+    const st_md_t *md = r->shard->md;
+    resp.topics = st_arena_zalloc(&r->arena, (size_t)md->ntopics * sizeof *resp.topics + 1);
+    if (!resp.topics) {
+        st_kreq_fail(r, "out of memory");
+        return;
+    }
+    for (int i = 0; i < md->ntopics; i++) {
+        const st_md_topic_t *t = md->topics[i];
+        st_kp_list_partition_reassignments_resp_topic_t *o = &resp.topics[resp.topics_count];
+        st_kp_list_partition_reassignments_resp_topic_init(o);
+        o->name = st_kstr(t->name);
+        for (int32_t k = 0; k < t->npartitions; k++) {
+            const st_md_partition_t *p = &t->partitions[k];
+            if ((!p->nadding && !p->nremoving) || !list_asked(&req, t->name, k))
+                continue;
+            if (!o->partitions) {
+                o->partitions = st_arena_zalloc(
+                    &r->arena, (size_t)t->npartitions * sizeof *o->partitions + 1);
+                if (!o->partitions) {
+                    st_kreq_fail(r, "out of memory");
+                    return;
+                }
+            }
+            st_kp_list_partition_reassignments_resp_partition_t *op =
+                &o->partitions[o->partitions_count++];
+            st_kp_list_partition_reassignments_resp_partition_init(op);
+            op->partition_index = k;
+            op->replicas = ids_copy(r, p->replicas, p->nreplicas);
+            op->replicas_count = p->nreplicas;
+            op->adding_replicas = ids_copy(r, p->adding, p->nadding);
+            op->adding_replicas_count = p->nadding;
+            op->removing_replicas = ids_copy(r, p->removing, p->nremoving);
+            op->removing_replicas_count = p->nremoving;
+            if (!op->replicas || !op->adding_replicas || !op->removing_replicas) {
+                st_kreq_fail(r, "out of memory");
+                return;
+            }
+        }
+        if (o->partitions_count)
+            resp.topics_count++;
+    }
     ST_KREQ_RESPOND(r, list_partition_reassignments, &resp);
 }

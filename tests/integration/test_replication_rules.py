@@ -541,7 +541,7 @@ class RulesTest(unittest.TestCase):
                                    "replica.lag.time.max.ms": 12000})
         topic = unique("item2")
         A = 4
-        self.create(topic, assignment=[[A, 2, 3]])
+        self.create(topic, assignment=[A, 2, 3])
         self.wait_part(topic, lambda q: q["leader"] == A, 10, "node 4 to lead %s" % topic)
         pr = self.producer(name="producer2")
         first = [b"a-%02d" % i for i in range(10)]
@@ -562,6 +562,7 @@ class RulesTest(unittest.TestCase):
         c.sigstop(B)
         c.node(B).proxy.reset()
         c.node(B).proxy.heal()
+        self.wait_ends(topic, [C], 20, timeout=5)
         hw_c = self.local(C, topic)
         print("  item 2: B=%d frozen after 20 acknowledged; C=%d (start, end, hw) = (%s, %s, %s)"
               % (B, C, hw_c["log_start_offset"], hw_c["log_end_offset"],
@@ -591,74 +592,88 @@ class RulesTest(unittest.TestCase):
         c.sigcont(B)
         self.wait_part(topic, lambda q: sorted(q["isr"]) == sorted(q["replicas"])
                        and q["leader"] >= 1, 40, "every replica of %s back in the ISR" % topic)
-        self.assertGreaterEqual(a_at["log_end_offset"], 20,
-                                "node 4 rejoined the ISR holding %d records where 20 were "
-                                "acknowledged (the leader's hw was %d)"
-                                % (a_at["log_end_offset"], c_at["high_watermark"]))
-        self.assert_acked_readable(topic, acked, "after the preferred election of node 4")
+        got, marks = read_all(self.bootstrap(), topic)
+        lost = sorted(o for v, o in acked.items() if got.get(o) != v)
+        if lost or a_at["log_end_offset"] < 20:
+            self.fail("node 4 rejoined the ISR of %s at leader %d holding %d records where 20 "
+                      "were acknowledged (the leader's hw %d, its epoch started at 20); after the "
+                      "preferred election made node 4 leader (%s), %d of 20 acknowledged records "
+                      "are lost (offsets %s, watermarks %s); replicas' (start, end, hw) %s\n%s"
+                      % (topic, C, a_at["log_end_offset"], c_at["high_watermark"], res,
+                         len(lost), lost[:10], marks, self.ends(topic), c.logs(20)))
         self.assert_identical(topic, 19)
 
     # ---- 3: an empty epoch answers -1 and followers truncate to 0 ----
 
     def test_item3_empty_epoch(self):
+        # Epochs: X e0 (no write), Y e1 (20 records, everyone), X e2 (one acks=1 record at 20 only
+        # X has: its followers cut), Y e3 (no write yet). X asks Y for its latest epoch 2, above
+        # every epoch Y wrote in: Kafka's answer is epoch 1 ending at 20 (Y recorded e3 at 20 when
+        # elected), and X cuts to 20; never to 0.
         c = self.shared_cluster()
         topic = unique("item3")
-        p = self.create(topic)
-        old = p["leader"]
+        p0 = self.create(topic)
+        X = p0["leader"]
+        Y, Z = [r for r in p0["replicas"] if r != X]
+        p1 = self.move_leader(topic, Y)
         pr = self.producer(name="producer3")
         values = [b"a-%02d" % i for i in range(20)]
         pr.send_acked(topic, values)
-        self.wait_ends(topic, p["replicas"], 20)
+        self.wait_ends(topic, [X, Y, Z], 20)
         acked = {v: pr.acked[v] for v in values}
-        to = next(r for r in p["replicas"] if r != old)
-        # the new leader's answers to its followers slowed: a follower that truncates stays
-        # truncated long enough to be seen (and to lose everything if the leader dies then)
-        c.node(to).proxy.delay(1500, "down", skip="^" + CLIENT_PREFIX)
-        q = self.move_leader(topic, to)
-        with kwire.Conn.to(c.node(to).bootstrap, 5) as conn:
+        c.node(X).proxy.drop("both", skip="^" + CLIENT_PREFIX)
+        p2 = self.move_leader(topic, X)
+        pa1 = self.producer(acks="1", idempotent=False, name="producer3-acks1")
+        pa1.send_acked(topic, [b"x-only"])
+        # Y's answers to its followers slowed: a follower that cuts its log stays cut long
+        # enough to be seen
+        c.node(Y).proxy.delay(1500, "down", skip="^" + CLIENT_PREFIX)
+        q = self.move_leader(topic, Y)
+        c.node(X).proxy.heal()
+        with kwire.Conn.to(c.node(Y).bootstrap, 5) as conn:
             ans_new = offset_for_leader_epoch(conn, topic, 0, q["leader_epoch"])
-            ans_old = offset_for_leader_epoch(conn, topic, 0, p["leader_epoch"])
-        followers = [r for r in q["replicas"] if r != to]
-        low, t0 = {}, time.monotonic()
+            ans_x = offset_for_leader_epoch(conn, topic, 0, p2["leader_epoch"])
+        low, isr_low, t0 = {}, {}, time.monotonic()
         while time.monotonic() - t0 < 4.0:       # bounded watch: two slowed rounds
-            for n, v in self.ends(topic, followers).items():
+            isr = self.part(topic)["isr"]
+            for n, v in self.ends(topic, [X, Z]).items():
                 if isinstance(v, tuple) and v[1] < 20:
                     low[n] = min(low.get(n, 20), v[1])
-            if low:
+                    if n in isr:
+                        isr_low[n] = low[n]
+            if isr_low:
                 break
             time.sleep(0.05)
-        truncated = [n for n in followers
-                     if "%s-0: truncated to 0" % topic in c.node(n).server.stderr_text()]
-        print("  item 3: node %d leads %s at epoch %d with no write in it; OffsetForLeaderEpoch "
-              "(error, epoch, end) for epoch %d: %s, for epoch %d: %s; followers' lowest log end "
-              "seen %s" % (to, topic, q["leader_epoch"], q["leader_epoch"], ans_new,
-                           p["leader_epoch"], ans_old, low), flush=True)
-        if low:
-            # the scenario's end: the leader dies while its followers are cut back
-            c.kill9(to)
-            c.node(to).proxy.heal()
-            self.wait_part(topic, lambda x: x["leader"] not in (-1, to), SESSION_MS / 1000 + 10,
-                           "a new leader of %s after node %d died" % (topic, to))
-            got, marks = read_all(self.bootstrap(), topic)
-            lost = sorted(o for v, o in acked.items() if got.get(o) != v)
-            c.start_node(to)
-            self.fail("followers %s truncated their logs (lowest log end %s, 20 acknowledged) "
-                      "after a preferred leader move to node %d that had not written in epoch "
-                      "%d; OffsetForLeaderEpoch answered %s for it; node %d then died: %d of 20 "
-                      "acknowledged records lost (offsets %s), watermarks %s\n%s"
-                      % (sorted(low), low, to, q["leader_epoch"], ans_new, to, len(lost),
-                         lost[:10], marks, c.logs(20)))
-        c.node(to).proxy.heal()
-        self.assertEqual(truncated, [], "followers logged truncation to 0")
+        c.node(Y).proxy.heal()
+        logged = [n for n in (X, Z)
+                  if "%s-0: truncated to 0" % topic in c.node(n).server.stderr_text()]
+        print("  item 3: X=%d Y=%d Z=%d; Y leads at epoch %d with no write in it; "
+              "OffsetForLeaderEpoch (error, epoch, end) at Y for epoch %d: %s, for X's epoch %d: "
+              "%s; followers' lowest log end seen %s (in the ISR: %s); logged truncation to 0: %s"
+              % (X, Y, Z, q["leader_epoch"], q["leader_epoch"], ans_new, p2["leader_epoch"],
+                 ans_x, low, isr_low, logged), flush=True)
+        if isr_low or logged:
+            self.fail("followers cut their logs below the 20 acknowledged records after "
+                      "node %d became leader at epoch %d without writing in it (lowest log end "
+                      "seen %s, in the ISR %s; logged 'truncated to 0': %s); OffsetForLeaderEpoch "
+                      "answered %s for epoch %d and %s for its own epoch\n%s"
+                      % (Y, q["leader_epoch"], low, isr_low, logged, ans_x, p2["leader_epoch"],
+                         ans_new, c.logs(20)))
         self.assertEqual(ans_new, (NONE, q["leader_epoch"], 20),
-                         "OffsetForLeaderEpoch for the new leader's own epoch")
-        self.assertEqual(ans_old, (NONE, p["leader_epoch"], 20),
-                         "OffsetForLeaderEpoch for the previous epoch")
-        self.assert_acked_readable(topic, acked, "after the leader move")
+                         "OffsetForLeaderEpoch at the new leader for its own epoch")
+        self.assertEqual(ans_x, (NONE, p1["leader_epoch"], 20),
+                         "OffsetForLeaderEpoch at the new leader for the epoch X last wrote in")
+        self.assert_acked_readable(topic, acked, "after the leader moves")
+        self.assert_identical(topic, 19)
 
     # ---- 4: divergence over several epochs (KIP-279) ----
 
     def test_item4_multi_epoch_divergence(self):
+        # Epochs: A e0 (0..9, everyone), B e1 (p1 at 10..12, B alone), A e2 (p2 at 10..14, A and
+        # C), B e3 (p3 at 13..15, B alone), A e4 (p4 at 15, then everyone). Back at A, B asks for
+        # its latest epoch 3; A's largest epoch <= 3 is 2, which ends at 15; B's own log has no
+        # epoch 2: it must search again (epoch 1: A ends it at 10) rather than stop at 13 with
+        # p1 at 10..12 where A has p2.
         c = self.shared_cluster()
         topic = unique("item4")
         p = self.create(topic)
@@ -669,31 +684,41 @@ class RulesTest(unittest.TestCase):
         pa.send_acked(topic, base)
         self.wait_ends(topic, [A, B, C], 10)
         p1 = self.producer(acks="1", idempotent=False, name="producer4-acks1")
-        # epoch of A: three one-record batches only A has
-        c.node(A).proxy.drop("both", skip="^" + CLIENT_PREFIX)
-        for i in range(3):
-            p1.send_acked(topic, [b"p1-%d" % i])
-        # B leads (A cut from it): three one-record batches B and C have, A not
-        c.node(B).proxy.drop("both", only=fetcher_id(A))
+        skip = "^" + CLIENT_PREFIX
+        t0 = time.monotonic()
+        # e1: B leads, its followers cut
+        c.node(B).proxy.drop("both", skip=skip)
         self.move_leader(topic, B)
         for i in range(3):
-            p1.send_acked(topic, [b"p2-%d" % i])
-        self.wait_ends(topic, [B, C], 13, timeout=5)
-        # back to A (still in the ISR: the cuts were short), which writes once in its new epoch
-        # before anyone fetches from it; then every fault healed
+            p1.send_acked(topic, [b"p1-%d" % i])
+        # e2: A leads, B cut from it, C follows
+        c.node(A).proxy.drop("both", only=fetcher_id(B))
         self.move_leader(topic, A)
-        p1.send_acked(topic, [b"p3-0"])
-        c.node(B).proxy.heal()
+        for i in range(5):
+            p1.send_acked(topic, [b"p2-%d" % i])
+        self.wait_ends(topic, [A, C], 15, timeout=5)
+        # e3: B leads again, its followers still cut
+        self.move_leader(topic, B)
+        for i in range(3):
+            p1.send_acked(topic, [b"p3-%d" % i])
+        # e4: A leads, writes once before anyone fetches from it, then every fault healed
+        c.node(A).proxy.drop("both", skip=skip)
+        self.move_leader(topic, A)
+        p1.send_acked(topic, [b"p4-0"])
+        cut_s = time.monotonic() - t0
+        before = {n: self.ends(topic, [n])[n] for n in (A, B, C)}
         c.node(A).proxy.heal()
+        c.node(B).proxy.heal()
         # acks=all from here: the high watermark moves past the divergent offsets
         tail = [b"z-%02d" % i for i in range(5)]
         pa.send_acked(topic, tail, timeout=30)
         end = pa.acked[tail[-1]]
         self.wait_part(topic, lambda q: sorted(q["isr"]) == sorted(q["replicas"]), 20,
                        "every replica of %s in the ISR" % topic)
-        print("  item 4: A=%d B=%d C=%d; (start, end, hw) %s; offset 10 per replica: %s"
-              % (A, B, C, self.ends(topic),
-                 {n: self.values_on(n, topic).get(10) for n in (A, B, C)}), flush=True)
+        at10 = {n: self.values_on(n, topic).get(10) for n in (A, B, C)}
+        print("  item 4: A=%d B=%d C=%d; the moves took %.1fs; (start, end, hw) before the heal "
+              "%s, after %s; offset 10 per replica: %s"
+              % (A, B, C, cut_s, before, self.ends(topic), at10), flush=True)
         self.assert_identical(topic, end, nodes=[A, B, C])
 
     # ---- 5: a topic's unclean.leader.election.enable=false ----
