@@ -141,9 +141,6 @@ typedef enum mkind {
     M_DELETE_RESP,  /* broker -> client */
 } mkind_t;
 
-static const char *const MKIND[] = {"md",      "register",     "heartbeat", "alter",
-                                    "fetch",   "fetch_resp",   "produce",   "produce_resp",
-                                    "delete",  "delete_resp"};
 
 typedef struct msg {
     mkind_t kind;
@@ -453,7 +450,7 @@ static void net_push(sim_t *s, msg_t *m)
 
 /* Sends m: dropped on a cut link or by loss, else due after the link's delay (in order on a
  * link: TCP), now and then duplicated (a resend). */
-static void send(sim_t *s, msg_t *m)
+static void net_send(sim_t *s, msg_t *m)
 {
     if (s->cut[m->from][m->to] || chance(&s->r, s->p_loss)) {
         msg_free(m);
@@ -711,7 +708,7 @@ static void ctl_send_md(sim_t *s, int32_t id)
     msg_t *m = msg_new(M_MD, NODE_CTL, id);
     m->md = st_md_ref(s->md);
     s->cb[id].last_md_sent = s->now;
-    send(s, m);
+    net_send(s, m);
 }
 
 static void ctl_publish(sim_t *s, st_md_t *n, const char *why)
@@ -996,7 +993,7 @@ static void follower_tick(sim_t *s, broker_t *b)
     b->fetch_req = m->req;
     b->fetch_inflight = true;
     b->fetch_sent = now;
-    send(s, m);
+    net_send(s, m);
 }
 
 /* ---- brokers: the leader ---- */
@@ -1040,7 +1037,7 @@ static void leader_on_fetch(sim_t *s, broker_t *b, const msg_t *m)
         ev(s, "b%d: fetch from %d at %" PRId64 " epoch %d/%d: %s div (%d, %" PRId64 ")", b->id,
            m->from, m->fetch_offset, (int)m->last_epoch, (int)m->leader_epoch,
            err ? st_kerr_name(err) : "ok", (int)div.epoch, div.end_offset);
-    send(s, r);
+    net_send(s, r);
 }
 
 static void leader_isr_tick(sim_t *s, broker_t *b)
@@ -1064,7 +1061,7 @@ static void leader_isr_tick(sim_t *s, broker_t *b)
     fmt_isr(w, sizeof w, isr, nisr);
     ev(s, "b%d: asks ISR [%s] at epoch %d pe %d", b->id, w, (int)ro->leader_epoch,
        (int)ro->partition_epoch);
-    send(s, m);
+    net_send(s, m);
 }
 
 /* A produce or DeleteRecords answer owed by a broker. */
@@ -1107,11 +1104,12 @@ static void owed_answer(sim_t *s, broker_t *b, owed_t *o, int16_t kerr)
         ev(s, "b%d: produce %" PRId64 "..%" PRId64 " acks=%d answered %s (hw %" PRId64 ")",
            b->id, o->base, o->last, o->acks, kerr ? st_kerr_name(kerr) : "ok", b->p->hw);
     }
+    bool quiet = !o->del && o->acks == ST_ACKS_NONE;
     free(o);
-    if (o->acks == ST_ACKS_NONE && !o->del)
+    if (quiet)
         msg_free(r);
     else
-        send(s, r);
+        net_send(s, r);
 }
 
 static void on_owed_done(void *arg, int err)
@@ -1141,20 +1139,47 @@ static void leader_on_produce(sim_t *s, broker_t *b, msg_t *m)
         int32_t epoch = b->p->repl.role.leader_epoch;
         o->epoch = epoch;
         b->pending++;
+        /* o is filled before the append: its callback may run before it returns */
+        o->base = -1;
         bool later =
             st_part_append(b->p, m->data, m->len, (st_acks_t)m->acks, &res, on_owed_done, o);
-        if (later)
-            return; /* o is answered by on_owed_done */
-        b->pending--;
         err = res.error;
-        o->base = res.base_offset;
-        o->last = res.base_offset + h.last_offset_delta;
+        int64_t base = res.base_offset, last = res.base_offset + h.last_offset_delta;
         if (!err && res.appended_bytes > 0)
             note_accept(s, b, epoch);
         if (!err)
-            ev(s, "b%d: appended %s%" PRId64 "..%" PRId64 " acks=%d from p%d at epoch %d", b->id,
-               res.appended_bytes ? "" : "(duplicate) ", o->base, o->last, m->acks, m->producer,
-               (int)epoch);
+            ev(s, "b%d: appended %s%" PRId64 "..%" PRId64 " acks=%d from p%d at epoch %d%s",
+               b->id, res.appended_bytes ? "" : "(duplicate) ", base, last, m->acks, m->producer,
+               (int)epoch, later ? ", waits" : "");
+        if (later) {
+            o->base = base;
+            o->last = last;
+            return; /* answered by on_owed_done */
+        }
+        b->pending--;
+        o->base = base;
+        o->last = last;
+    }
+    owed_answer(s, b, o, err);
+}
+
+static void leader_on_delete(sim_t *s, broker_t *b, msg_t *m)
+{
+    int16_t err = b_leader_check(b, -1);
+    owed_t *o = calloc(1, sizeof *o);
+    *o = (owed_t){s, b->id, b->inc, m->req, -1, 0, -1, -1, 0, -1, -1, true};
+    if (!err) {
+        int64_t lw = -1;
+        b->pending++;
+        bool later = st_part_delete_records(b->p, m->offset, &err, &lw, on_owed_done, o);
+        o->low_watermark = lw;
+        if (!err && m->offset > s->max_delete)
+            s->max_delete = m->offset;
+        ev(s, "b%d: DeleteRecords to %" PRId64 ": %s, low watermark %" PRId64 "%s", b->id,
+           m->offset, err ? st_kerr_name(err) : "ok", lw, later ? ", waits" : "");
+        if (later)
+            return;
+        b->pending--;
     }
     owed_answer(s, b, o, err);
 }
@@ -1214,7 +1239,7 @@ static void b_register(sim_t *s, broker_t *b)
     msg_t *m = msg_new(M_REGISTER, b->id, NODE_CTL);
     m->inc = b->inc;
     b->last_reg = bnow(s, b);
-    send(s, m);
+    net_send(s, m);
 }
 
 static st_parts_config_t parts_config(void)
@@ -1355,7 +1380,7 @@ static void b_tick(sim_t *s, broker_t *b)
         m->inc = b->inc;
         m->version = b->md ? b->md->version : 0;
         b->last_hb = now;
-        send(s, m);
+        net_send(s, m);
     }
     if (!b->registered && now - b->last_reg >= REG_MS)
         b_register(s, b);
@@ -1440,7 +1465,7 @@ static void producer_send(sim_t *s, int k)
     pr->sent_ms = s->now;
     pr->waiting = pr->acks != ST_ACKS_NONE;
     pr->tries++;
-    send(s, m);
+    net_send(s, m);
     if (pr->acks == ST_ACKS_NONE)
         pr->busy = false;
 }
@@ -1525,7 +1550,7 @@ static void admin_tick(sim_t *s)
     s->del_waiting = true;
     s->del_sent = s->now;
     ev(s, "admin: DeleteRecords to %" PRId64 " at b%d", m->offset, (int)leader);
-    send(s, m);
+    net_send(s, m);
 }
 
 static void client_on_msg(sim_t *s, const msg_t *m)
