@@ -75,6 +75,8 @@ static const char *prod_wait_why(int16_t kerr, int err)
     case ST_KERR_NOT_LEADER_OR_FOLLOWER:
         return "this broker lost the partition's leadership before every in-sync replica had "
                "the records";
+    case ST_KERR_REQUEST_TIMED_OUT:
+        return "written, but not on every in-sync replica within the request's timeout_ms";
     default:
         return st_strerror(err);
     }
@@ -94,15 +96,16 @@ static void prod_durable(void *arg, int err)
     st_fanout_release(pp->leg);
 }
 
-static void prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, prod_part_t *pp, int16_t acks)
+static void prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, prod_part_t *pp, int16_t acks,
+                            int64_t timeout_ms)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
     if ((pp->error = st_kleader_local(s, part)))
         return;
     st_part_append_res_t res;
     pp->leg = leg;
-    bool later = st_part_append(part, pp->records, pp->len > 0 ? (size_t)pp->len : 0,
-                                (st_acks_t)acks, &res, prod_durable, pp);
+    bool later = st_part_append_timed(part, pp->records, pp->len > 0 ? (size_t)pp->len : 0,
+                                      (st_acks_t)acks, timeout_ms, &res, prod_durable, pp);
     pp->error = res.error;
     pp->why = res.why;
     pp->rejects = res.rejects;
@@ -124,7 +127,7 @@ static void prod_run(st_fanout_leg_t *leg)
     st_produce_t *p = leg->data;
     for (int i = 0; i < p->nparts; i++)
         if (p->parts[i].owner == s->id && !p->parts[i].error)
-            prod_append_one(s, leg, &p->parts[i], p->req.acks);
+            prod_append_one(s, leg, &p->parts[i], p->req.acks, p->req.timeout_ms);
 }
 
 /* Copies the owner's list of refused records into the response (the request's arena). */

@@ -201,19 +201,28 @@ static void on_start_durable(void *arg, int res)
 }
 
 static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
-                   st_part_append_res_t *res, st_part_done_fn done, void *arg);
+                   int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
+                   void *arg);
 
-bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
-                    st_part_append_res_t *res, st_part_done_fn done, void *arg)
+bool st_part_append_timed(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
+                          int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
+                          void *arg)
 {
-    bool later = append(p, records, len, acks, res, done, arg);
+    bool later = append(p, records, len, acks, timeout_ms, res, done, arg);
     if (res->error && !res->err)
         res->err = ST_E_INVALID;
     return later;
 }
 
+bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
+                    st_part_append_res_t *res, st_part_done_fn done, void *arg)
+{
+    return st_part_append_timed(p, records, len, acks, -1, res, done, arg);
+}
+
 static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
-                   st_part_append_res_t *res, st_part_done_fn done, void *arg)
+                   int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
+                   void *arg)
 {
     *res = (st_part_append_res_t){0};
     if (!p->log) { /* offline */
@@ -309,7 +318,7 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
         st_part_update_hw(p);
         if (p->hw > last_offset)
             return false; /* the ISR has it already (its size was checked before appending) */
-        if (st_part_acks_all_wait(p, last_offset + 1, done, arg)) {
+        if (st_part_acks_all_wait(p, last_offset + 1, timeout_ms, done, arg)) {
             res->error = ST_KERR_UNKNOWN_SERVER_ERROR;
             res->err = -ENOMEM;
             return false;

@@ -283,6 +283,7 @@ static void tick_one(void *arg, st_part_t *p)
         ST_WARN("housekeeping of %s-%d: %s", p->topic, p->index, st_strerror(rc));
     st_part_update_hw(p);
     st_part_check_deletes(p); /* timeouts */
+    st_part_expire_acks(p, st_mono_ms());
     tick_producers(p, st_wall_ms());
 }
 

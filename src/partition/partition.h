@@ -250,6 +250,13 @@ typedef void (*st_part_done_fn)(void *arg, int err);
 bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
                     st_part_append_res_t *res, st_part_done_fn done, void *arg);
 
+/* The same, with the Produce request's timeout: an acks=all append still waiting for the ISR
+ * after timeout_ms (< 0: none) is answered ST_E_TIMEOUT (REQUEST_TIMED_OUT), checked at each
+ * housekeeping tick. */
+bool st_part_append_timed(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
+                          int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
+                          void *arg);
+
 /* DeleteRecords: moves the log start to `offset` (-1: the high watermark), which may not pass
  * the high watermark. Sets *error and *low_watermark; returns true when done(arg, ...) will be
  * called once the new start is durable (a crash after the answer must not bring the deleted
@@ -368,7 +375,9 @@ void st_part_add_waiter(st_part_t *p, int waiter, int64_t seen_hw);
 void st_part_update_hw(st_part_t *p);
 int64_t st_part_repl_hw(st_part_t *p, int64_t local); /* the high watermark the role allows */
 void st_part_repl_moved(st_part_t *p);                /* answers acks=all the hw passed */
-int st_part_acks_all_wait(st_part_t *p, int64_t end, st_part_done_fn done, void *arg);
+int st_part_acks_all_wait(st_part_t *p, int64_t end, int64_t timeout_ms, st_part_done_fn done,
+                          void *arg);
+void st_part_expire_acks(st_part_t *p, int64_t now_ms); /* acks=all past their timeout */
 void st_part_repl_fini(st_part_t *p);
 void st_part_check_deletes(st_part_t *p); /* answers DeleteRecords the low watermark passed */
 int st_part_delete_wait(st_part_t *p, int64_t offset, int64_t timeout_ms, st_part_done_fn done,

@@ -4,6 +4,7 @@
  * follower's truncation (partition.h, "replication").
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@
 /* An acks=all append waiting for the high watermark to pass `end`. */
 typedef struct st_acks_wait {
     int64_t end;
+    int64_t deadline_ms; /* INT64_MAX: none */
     st_part_done_fn done;
     void *arg;
     struct st_acks_wait *next;
@@ -236,18 +238,43 @@ void st_part_repl_moved(st_part_t *p)
     }
 }
 
-int st_part_acks_all_wait(st_part_t *p, int64_t end, st_part_done_fn done, void *arg)
+int st_part_acks_all_wait(st_part_t *p, int64_t end, int64_t timeout_ms, st_part_done_fn done,
+                          void *arg)
 {
     st_acks_wait_t *w = malloc(sizeof *w);
     if (!w)
         return -ENOMEM;
-    *w = (st_acks_wait_t){end, done, arg, NULL};
+    int64_t deadline = timeout_ms >= 0 ? st_mono_ms() + timeout_ms : INT64_MAX;
+    *w = (st_acks_wait_t){end, deadline, done, arg, NULL};
     if (p->repl.acks_tail)
         p->repl.acks_tail->next = w;
     else
         p->repl.acks_head = w;
     p->repl.acks_tail = w;
     return 0;
+}
+
+void st_part_expire_acks(st_part_t *p, int64_t now_ms)
+{
+    st_part_repl_t *r = &p->repl;
+    st_acks_wait_t *prev = NULL;
+    for (st_acks_wait_t *w = r->acks_head, *next; w; w = next) {
+        next = w->next;
+        if (now_ms < w->deadline_ms) {
+            prev = w;
+            continue;
+        }
+        if (prev)
+            prev->next = next;
+        else
+            r->acks_head = next;
+        if (r->acks_tail == w)
+            r->acks_tail = prev;
+        /* in the log, not yet on every ISR member: the producer's timeout (Kafka's
+         * REQUEST_TIMED_OUT); an idempotent retry is answered as a duplicate once it is */
+        w->done(w->arg, ST_E_TIMEOUT);
+        free(w);
+    }
 }
 
 void st_part_repl_fini(st_part_t *p)

@@ -219,7 +219,16 @@ def read_all(bootstrap, topic, partition=0, timeout=20):
                   "topic.metadata.refresh.interval.ms": 1000})
     try:
         deadline = time.monotonic() + timeout
-        lo, hi = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        last = {}
+
+        def marks():
+            try:
+                return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
+            except Exception as e:      # NOT_LEADER while a new leader takes over: again
+                last["e"] = e
+                return None
+        lo, hi = harness.wait_until(marks, timeout, "the watermarks of %s[%d] (last error %r)"
+                                    % (topic, partition, last.get("e")))
         c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
         out = {}
         while time.monotonic() < deadline:
@@ -485,7 +494,9 @@ class RulesTest(unittest.TestCase):
         p = self.create(topic)
         L = p["leader"]
         followers = [r for r in p["replicas"] if r != L]
-        pr = self.producer(name="producer1")
+        # linger: the 10 records of the cut go in one batch (an idempotent producer has at most
+        # 5 requests in flight; one-record batches would leave some unsent)
+        pr = self.producer(name="producer1", **{"linger.ms": 100})
         first = [b"a-%02d" % i for i in range(20)]
         pr.send_acked(topic, first)
         self.wait_ends(topic, p["replicas"], 20)

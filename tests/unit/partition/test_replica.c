@@ -966,6 +966,42 @@ static void test_delete_records_replicated(void **state)
     fx_close(f);
 }
 
+/* 12. An acks=all append still waiting for the ISR when its request's timeout passes is
+ * answered ST_E_TIMEOUT (Kafka's REQUEST_TIMED_OUT), the others keep waiting. */
+static void test_acks_timeout(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    st_buf_t b;
+    st_buf_init(&b);
+    tb_batch(&b, 2, 8, 1000, 'p');
+    st_part_append_res_t res;
+    answer_t short_wait = {0, 0}, long_wait = {0, 0};
+    assert_true(st_part_append_timed(p, b.data, b.len, ST_ACKS_ALL, 50, &res, on_done,
+                                     &short_wait));
+    st_buf_clear(&b);
+    tb_batch(&b, 2, 8, 1000, 'q');
+    assert_true(st_part_append_timed(p, b.data, b.len, ST_ACKS_ALL, 600000, &res, on_done,
+                                     &long_wait));
+    st_buf_fini(&b);
+    settle(f);
+    int64_t now = st_mono_ms();
+    st_part_expire_acks(p, now); /* before the deadline: nothing */
+    assert_int_equal(short_wait.calls, 0);
+    st_part_expire_acks(p, now + 100);
+    assert_int_equal(short_wait.calls, 1);
+    assert_int_equal(short_wait.err, ST_E_TIMEOUT);
+    assert_int_equal(long_wait.calls, 0);
+    fetched(p, 2, 4, now);
+    fetched(p, 3, 4, now);
+    assert_int_equal(long_wait.calls, 1);
+    assert_int_equal(long_wait.err, 0);
+    fx_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -982,6 +1018,7 @@ int main(void)
         cmocka_unit_test(test_truncate_to_epoch),
         cmocka_unit_test(test_hw_after_restart),
         cmocka_unit_test(test_delete_records_replicated),
+        cmocka_unit_test(test_acks_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,6 +88,8 @@
 #define TRACE_SHOW  80
 #define TRACE_LEN   200
 
+#define WALL0 1700000000000LL /* the wall clock (record timestamps, storage's clock) at 0 */
+
 static const uint8_t TOPIC_ID[16] = {0x5e, 0x11, 0xa7, 0x10, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 
 /* ---- PRNG: splitmix64 to seed, xorshift64* to draw ---- */
@@ -266,7 +268,8 @@ typedef struct sim {
     /* controller */
     st_md_t *md;
     ctl_broker_t cb[NB + 1];
-    bool unclean;
+    bool unclean, unclean_default; /* the topic's setting (when set), the broker default */
+    bool unclean_set;
     /* network */
     msg_t **q;
     size_t nq, capq;
@@ -734,8 +737,7 @@ static void ctl_elect(sim_t *s, st_md_t *n)
 {
     st_md_topic_t *t = n->topics[0];
     st_md_partition_t *mp = &t->partitions[0];
-    const char *cfg = st_md_topic_config(t, "unclean.leader.election.enable");
-    bool unclean = cfg && strcmp(cfg, "true") == 0;
+    bool unclean = st_rec_unclean_allowed(t, s->unclean_default);
     st_md_partition_t clean = *mp;
     st_rec_elect(n, &clean, false);
     int32_t was = mp->leader;
@@ -960,6 +962,12 @@ static void follower_on_answer(sim_t *s, broker_t *b, const msg_t *m)
                act.log_start, st_strerror(rc));
         b->hw_epoch = b->f.leader_epoch;
         b->next_fetch = now + FETCH_IDLE_MS;
+        if (b->f.phase == ST_RF_JOB) {
+            /* the log start moved: reported as a position */
+            ev(s, "b%d: log start %" PRId64 " from the leader", b->id, st_part_log_start(p));
+            job_position(s, b, rc);
+            b->next_fetch = now;
+        }
         break;
     case ST_RF_DO_BACKOFF:
         ev(s, "b%d: fetch error %s: back off", b->id, st_kerr_name(m->error));
@@ -1018,11 +1026,12 @@ static void leader_on_fetch(sim_t *s, broker_t *b, const msg_t *m)
         st_part_read_t rd;
         err = st_part_read_replica(p, m->fetch_offset, m->max_bytes, &rd);
         if (!err && rd.read.bytes > 0) {
-            r->data = malloc((size_t)rd.read.bytes);
-            ssize_t n = st_log_read_copy(&rd.read, r->data, (size_t)rd.read.bytes);
+            int64_t want = rd.read.bytes;
+            r->data = malloc((size_t)want);
+            ssize_t n = st_log_read_copy(&rd.read, r->data, (size_t)want);
             st_log_read_release(&rd.read);
-            CHECK(s, n == rd.read.bytes, "leader %d: reading its log for a fetch: %s", b->id,
-                  st_strerror((int)n));
+            CHECK(s, n == want, "leader %d: reading its log for a fetch: %s", b->id,
+                  n < 0 ? st_strerror((int)n) : "short");
             r->len = (size_t)n;
         }
     }
@@ -1101,8 +1110,9 @@ static void owed_answer(sim_t *s, broker_t *b, owed_t *o, int16_t kerr)
                 (acked_t){o->base, o->last, o->crc, b->id, o->epoch, s->unclean_gen, s->step};
             s->n_acked++;
         }
-        ev(s, "b%d: produce %" PRId64 "..%" PRId64 " acks=%d answered %s (hw %" PRId64 ")",
-           b->id, o->base, o->last, o->acks, kerr ? st_kerr_name(kerr) : "ok", b->p->hw);
+        if (o->acks != ST_ACKS_NONE)
+            ev(s, "b%d: produce %" PRId64 "..%" PRId64 " acks=%d answered %s (hw %" PRId64 ")",
+               b->id, o->base, o->last, o->acks, kerr ? st_kerr_name(kerr) : "ok", b->p->hw);
     }
     bool quiet = !o->del && o->acks == ST_ACKS_NONE;
     free(o);
@@ -1366,7 +1376,7 @@ static void b_on_msg(sim_t *s, broker_t *b, msg_t *m)
 static void b_tick(sim_t *s, broker_t *b)
 {
     int64_t now = bnow(s, b);
-    b->t.now = 1700000000000LL + now;
+    b->t.now = WALL0 + now;
     /* the disk completes some of the held syncs, in any order */
     if (b->t.nq > 0 && chance(&s->r, 0.7)) {
         int64_t k = rnd_in(&s->r, 1, (int64_t)b->t.nq);
@@ -1476,7 +1486,7 @@ static void producer_new_batch(sim_t *s, int k)
     pr->count = (int32_t)rnd_in(&s->r, 1, 3);
     st_buf_clear(&pr->batch);
     int64_t pid = pr->idem ? pr->pid : -1;
-    client_batch(&pr->batch, pr->count, s->record_id, s->now, pid, pr->idem ? pr->pepoch : -1,
+    client_batch(&pr->batch, pr->count, s->record_id, WALL0 + s->now, pid, pr->idem ? pr->pepoch : -1,
                  pr->idem ? pr->seq : -1);
     s->record_id += (uint64_t)pr->count;
     pr->busy = true;
@@ -1801,25 +1811,31 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
     s->p_pref = (double)rnd_in(r, 0, 50) / 10000;
     s->p_delete = (double)rnd_in(r, 0, 40) / 10000;
     s->p_reorder = chance(r, 0.3) ? (double)rnd_in(r, 0, 10) / 10000 : 0;
-    s->unclean = chance(r, 0.3);
-    /* the controller's first state: three registered brokers, fenced until they start */
+    s->unclean_set = chance(r, 0.7);
+    s->unclean_default = chance(r, 0.5);
+    s->unclean = s->unclean_set ? chance(r, 0.3) : s->unclean_default;
+    /* the controller's first state: the brokers registered (their first incarnations) and
+     * unfenced, the topic created on them */
     s->md = st_md_new("sim-cluster", NODE_CTL);
     for (int32_t id = 1; id <= NB; id++) {
         st_md_add_broker(s->md, id, "localhost", 9000 + id);
-        md_broker_mut(s->md, id)->fenced = true;
+        md_broker_mut(s->md, id)->incarnation = (uint64_t)id;
+        s->cb[id].inc = (uint64_t)id;
     }
     st_md_topic_t *t = st_md_topic_new(TOPIC, TOPIC_ID, 1);
     t->replication_factor = NB;
-    st_md_topic_set_config(t, "unclean.leader.election.enable", s->unclean ? "true" : "false");
+    if (s->unclean_set)
+        st_md_topic_set_config(t, "unclean.leader.election.enable",
+                               s->unclean ? "true" : "false");
     st_md_topic_set_config(t, "min.insync.replicas", "2");
     st_md_partition_t *mp = &t->partitions[0];
-    mp->leader = -1;
     mp->leader_epoch = 0;
     mp->partition_epoch = 0;
     mp->nreplicas = NB;
     mp->nisr = NB;
     for (int i = 0; i < NB; i++)
         mp->replicas[i] = mp->isr[i] = (int32_t)((seed + (uint64_t)i) % NB) + 1;
+    mp->leader = mp->replicas[0];
     st_md_add_topic(s->md, t);
     s->md->version = 1;
     for (int i = 1; i <= NB; i++) {
@@ -1837,9 +1853,10 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
     }
     ev(s,
        "seed %" PRIu64 ": loss %.3f dup %.3f slow %.3f crash %.4f freeze %.4f cut %.4f pref "
-       "%.4f delete %.4f reorder %.4f unclean %d",
+       "%.4f delete %.4f reorder %.4f unclean %d (topic %s, default %d)",
        seed, s->p_loss, s->p_dup, s->p_slow, s->p_crash, s->p_freeze, s->p_cut, s->p_pref,
-       s->p_delete, s->p_reorder, s->unclean);
+       s->p_delete, s->p_reorder, s->unclean, s->unclean_set ? "sets it" : "unset",
+       s->unclean_default);
 }
 
 static void sim_step(sim_t *s)
@@ -1878,6 +1895,7 @@ static bool run_seed(uint64_t seed, int steps, int verbose, st_loop_t *loop, sim
         return false;
     for (int i = 1; i <= NB; i++)
         b_start(s, &s->b[i]);
+    ctl_publish(s, st_md_clone(s->md), "topic created");
     for (s->step = 0; s->step < steps; s->step++)
         sim_step(s);
     s->healed = true;
