@@ -293,6 +293,103 @@ static void test_rebalance_returns_preferred_leaders(void **state)
     st_md_unref(md);
 }
 
+/* A reassignment adds the target replicas first, keeps the ISR and leader, completes only once
+ * every target replica is in the ISR (then the old ones leave and a leader outside the target
+ * is replaced at a new epoch), survives a snapshot, and can be cancelled back. */
+static void test_reassign_adds_first(void **state)
+{
+    (void)state;
+    st_md_t *md = cluster(4, NULL);
+    st_md_topic_t *t = topic("mv", 0x31, 1);
+    st_md_partition_t *p = &t->partitions[0];
+    p->nisr = 1; /* only the leader (1) is in sync */
+    /* move to {3, 4}: 1 is the only copy of the acknowledged records, so it stays */
+    assert_int_equal(st_rec_reassign(md, p, (const int32_t[]){3, 4}, 2), 0);
+    assert_int_equal(p->nreplicas, 4);
+    assert_int_equal(p->replicas[0], 3);
+    assert_int_equal(p->replicas[1], 4);
+    assert_int_equal(p->nadding, 1); /* 4 (3 was a replica already) */
+    assert_int_equal(p->adding[0], 4);
+    assert_int_equal(p->nremoving, 2); /* 1 and 2 */
+    assert_int_equal(p->leader, 1);
+    assert_int_equal(p->nisr, 1);
+    assert_int_equal(p->partition_epoch, 1);
+    /* the same target again: nothing changes */
+    assert_int_equal(st_rec_reassign(md, p, (const int32_t[]){3, 4}, 2), 1);
+    /* it survives the metadata log */
+    json_t *recs = json_array();
+    json_array_append_new(recs, st_rec_topic(t));
+    apply(md, recs, 10);
+    const st_md_partition_t *ap = &st_md_find(md, "mv", 2)->partitions[0];
+    assert_int_equal(ap->nadding, 1);
+    assert_int_equal(ap->nremoving, 2);
+    /* 3 joins: 4 is still behind, the move waits */
+    st_rec_alter_t a = {.partition = 0, .leader = 1, .leader_epoch = 0, .partition_epoch = 1,
+                        .nisr = 2, .isr = {1, 3}};
+    memcpy(a.topic_id, t->id, 16);
+    assert_int_equal(st_rec_alter_isr(md, t, &a), 0);
+    assert_int_equal(p->nreplicas, 4);
+    assert_int_equal(p->leader, 1);
+    /* 4 joins: every target replica is in sync, the move completes */
+    a = (st_rec_alter_t){.partition = 0, .leader = 1, .leader_epoch = 0,
+                         .partition_epoch = p->partition_epoch, .nisr = 3, .isr = {1, 3, 4}};
+    memcpy(a.topic_id, t->id, 16);
+    assert_int_equal(st_rec_alter_isr(md, t, &a), 0);
+    assert_int_equal(p->nreplicas, 2);
+    assert_int_equal(p->replicas[0], 3);
+    assert_int_equal(p->replicas[1], 4);
+    assert_int_equal(p->nadding + p->nremoving, 0);
+    assert_int_equal(p->nisr, 2);
+    assert_true(st_md_in_isr(p, 3) && st_md_in_isr(p, 4));
+    assert_int_equal(p->leader, 3); /* the old leader left: an ISR member leads */
+    assert_int_equal(p->leader_epoch, 1);
+    /* nothing in progress: a cancel finds none */
+    assert_int_equal(st_rec_reassign_cancel(md, p), ST_E_NOT_FOUND);
+
+    /* cancelled: back to the originals, the ISR keeps only them */
+    st_md_partition_t q = part3();
+    assert_int_equal(st_rec_reassign(md, &q, (const int32_t[]){4}, 1), 0);
+    assert_int_equal(q.nreplicas, 4);
+    q.isr[q.nisr++] = 4;
+    assert_int_equal(st_rec_reassign_cancel(md, &q), 0);
+    assert_int_equal(q.nreplicas, 3);
+    assert_int_equal(q.nisr, 3);
+    assert_false(st_md_is_replica(&q, 4));
+    assert_int_equal(q.leader, 1);
+    /* a cancel that would leave only added replicas in sync is refused */
+    q = part3();
+    q.nisr = 1;
+    assert_int_equal(st_rec_reassign(md, &q, (const int32_t[]){4}, 1), 0);
+    q.isr[0] = 4;
+    assert_int_equal(st_rec_reassign_cancel(md, &q), ST_E_INVALID);
+    st_md_topic_free(t);
+    st_md_unref(md);
+}
+
+/* A topic's unclean.leader.election.enable wins over the broker's, both ways. */
+static void test_unclean_per_topic(void **state)
+{
+    (void)state;
+    st_md_t *md = cluster(3, NULL);
+    st_md_topic_t *strict = topic("strict", 0x41, 1), *loose = topic("loose", 0x42, 1);
+    st_md_topic_set_config(strict, "unclean.leader.election.enable", "false");
+    st_md_topic_set_config(loose, "unclean.leader.election.enable", "true");
+    for (st_md_topic_t *t = strict; t; t = t == strict ? loose : NULL) {
+        t->partitions[0].nisr = 1; /* only 1 in sync */
+        assert_int_equal(st_md_add_topic(md, t), 0);
+    }
+    fence(md, 1, true);
+    json_t *recs = json_array();
+    assert_int_equal(st_rec_reelect_all(md, true, recs), 2);
+    apply(md, recs, 20);
+    assert_int_equal(st_md_find(md, "strict", 6)->partitions[0].leader, -1);
+    assert_int_equal(st_md_find(md, "loose", 5)->partitions[0].leader, 2);
+    const st_md_topic_t *t = st_md_find(md, "loose", 5);
+    assert_true(st_rec_unclean_allowed(t, false));
+    assert_false(st_rec_unclean_allowed(st_md_find(md, "strict", 6), true));
+    st_md_unref(md);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -303,6 +400,8 @@ int main(void)
         cmocka_unit_test(test_apply_and_snapshot_round_trip),
         cmocka_unit_test(test_fence_and_rejoin_records),
         cmocka_unit_test(test_rebalance_returns_preferred_leaders),
+        cmocka_unit_test(test_reassign_adds_first),
+        cmocka_unit_test(test_unclean_per_topic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
