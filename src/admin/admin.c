@@ -222,6 +222,20 @@ static void add_part(void *arg, st_part_t *p)
     r->bytes_in = p->bytes_in;
     r->records_out = p->records_out;
     r->bytes_out = p->bytes_out;
+    const st_part_repl_t *rp = &p->repl;
+    if (rp->on && rp->role.leader) {
+        r->leads = true;
+        r->replicas = rp->role.nreplicas;
+        r->isr = rp->role.nisr;
+        int64_t end = st_part_durable_end(p);
+        for (int i = 0; i < rp->role.nreplicas; i++) {
+            if (rp->role.replicas[i] == rp->role.self)
+                continue;
+            int64_t lag = rp->pos[i] < 0 ? -1 : end - rp->pos[i];
+            if (r->max_follower_lag >= 0 && (lag < 0 || lag > r->max_follower_lag))
+                r->max_follower_lag = lag;
+        }
+    }
     if (!st_log_config(p->log)->compact)
         return;
     st_log_clean_stats_t cs;

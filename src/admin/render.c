@@ -400,8 +400,14 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
 typedef struct {
     const char *name, *type, *help;
     int field;
-    bool compact_only; /* rows of compacted partitions only (the log cleaner's) */
+    int only; /* PO_*: which partitions have the row */
 } part_family_t;
+
+enum {
+    PO_ALL,
+    PO_COMPACT, /* compacted partitions only (the log cleaner's) */
+    PO_LEADS,   /* partitions this broker leads in a cluster (replication) */
+};
 
 enum {
     PF_REC_IN,
@@ -420,49 +426,52 @@ enum {
     PF_CLEANS,
     PF_CLEAN_READ,
     PF_RECLAIMED,
-    PF_REMOVED
+    PF_REMOVED,
+    PF_UNDER_REPLICATED,
+    PF_ISR,
+    PF_FOLLOWER_LAG
 };
 
 static const part_family_t part_families[] = {
     {"strata_partition_produced_records_total", "counter", "Records appended by producers.",
-     PF_REC_IN, false},
+     PF_REC_IN, PO_ALL},
     {"strata_partition_produced_bytes_total", "counter",
-     "Record batch bytes appended by producers.", PF_BYTES_IN, false},
+     "Record batch bytes appended by producers.", PF_BYTES_IN, PO_ALL},
     {"strata_partition_fetched_records_total", "counter",
      "Records sent to consumers and followers (whole batches, so it can exceed what was asked).",
-     PF_REC_OUT, false},
+     PF_REC_OUT, PO_ALL},
     {"strata_partition_fetched_bytes_total", "counter", "Record batch bytes sent by Fetch.",
-     PF_BYTES_OUT, false},
-    {"strata_partition_log_end_offset", "gauge", "The next offset to be assigned.", PF_LEO, false},
+     PF_BYTES_OUT, PO_ALL},
+    {"strata_partition_log_end_offset", "gauge", "The next offset to be assigned.", PF_LEO, PO_ALL},
     {"strata_partition_log_start_offset", "gauge", "The first offset still in the log.", PF_LSO,
      false},
     {"strata_partition_high_watermark", "gauge", "The offset below which consumers may read.",
-     PF_HW, false},
+     PF_HW, PO_ALL},
     {"strata_partition_size_bytes", "gauge", "Bytes of the partition's segments on disk.", PF_SIZE,
      false},
-    {"strata_partition_segments", "gauge", "Segments in the partition's log.", PF_SEGS, false},
+    {"strata_partition_segments", "gauge", "Segments in the partition's log.", PF_SEGS, PO_ALL},
     {"strata_partition_offline", "gauge",
      "1 when the partition's log could not be opened (requests get KAFKA_STORAGE_ERROR).",
-     PF_OFFLINE, false},
+     PF_OFFLINE, PO_ALL},
     {"strata_partition_cleaner_dirty_ratio", "gauge",
      "Compacted partitions: bytes not yet cleaned over the bytes the cleaner may clean (closed "
      "segments older than min.compaction.lag.ms); a clean starts at min.cleanable.dirty.ratio.",
-     PF_DIRTY, true},
+     PF_DIRTY, PO_COMPACT},
     {"strata_partition_cleaner_in_progress", "gauge", "1 while the partition is being cleaned.",
-     PF_CLEANING, true},
+     PF_CLEANING, PO_COMPACT},
     {"strata_partition_cleaner_last_clean_timestamp_seconds", "gauge",
      "When the last clean of the partition finished (absent: none since it opened).", PF_LAST_CLEAN,
      true},
     {"strata_partition_cleaner_cleans_total", "counter",
-     "Cleans of the partition finished since it opened.", PF_CLEANS, true},
+     "Cleans of the partition finished since it opened.", PF_CLEANS, PO_COMPACT},
     {"strata_partition_cleaner_read_bytes_total", "counter",
-     "Bytes read by the partition's finished cleans.", PF_CLEAN_READ, true},
+     "Bytes read by the partition's finished cleans.", PF_CLEAN_READ, PO_COMPACT},
     {"strata_partition_cleaner_bytes_reclaimed_total", "counter",
-     "Bytes read minus bytes written by the partition's finished cleans.", PF_RECLAIMED, true},
+     "Bytes read minus bytes written by the partition's finished cleans.", PF_RECLAIMED, PO_COMPACT},
     {"strata_partition_cleaner_records_removed_total", "counter",
      "Records the partition's finished cleans dropped (superseded, keyless, expired "
      "tombstones).",
-     PF_REMOVED, true},
+     PF_REMOVED, PO_COMPACT},
 };
 
 static double part_field(const st_admin_part_t *r, int f)
@@ -500,6 +509,12 @@ static double part_field(const st_admin_part_t *r, int f)
         return (double)r->bytes_reclaimed;
     case PF_REMOVED:
         return (double)r->records_removed;
+    case PF_UNDER_REPLICATED:
+        return r->isr < r->replicas ? 1 : 0;
+    case PF_ISR:
+        return r->isr;
+    case PF_FOLLOWER_LAG:
+        return (double)r->max_follower_lag;
     default:
         return (double)r->segments;
     }
@@ -511,8 +526,10 @@ static void partition_metrics(st_prom_t *p, st_admin_part_t *const *a, int n)
         const part_family_t *pf = &part_families[f];
         st_prom_family(p, pf->name, pf->type, pf->help);
         for (int i = 0; i < n; i++) {
-            if (pf->compact_only &&
+            if (pf->only == PO_COMPACT &&
                 (!a[i]->compact || (pf->field == PF_LAST_CLEAN && a[i]->last_clean_ms < 0)))
+                continue;
+            if (pf->only == PO_LEADS && !a[i]->leads)
                 continue;
             char pa[16];
             snprintf(pa, sizeof pa, "%d", a[i]->partition);

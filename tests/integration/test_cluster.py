@@ -18,10 +18,12 @@ bounded and fails with the last state seen and the tail of each node's log.
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -323,6 +325,18 @@ class ClientsTest(ClusterCase):
             self.assertEqual([m.value() for m in byp.get(part, [])], want,
                              "partition %d (leader %d)" % (part, parts[part]["leader"]))
         kc.assert_contiguous_from(self, got)
+        # each leader reports its partitions' replication: the ISR, not under-replicated, and
+        # its followers' lag (the admin API's Prometheus text)
+        for part, pm in parts.items():
+            node = c.node(pm["leader"])
+            url = "http://%s:%d/metrics" % (node.host, node.admin_port)
+            with urllib.request.urlopen(url, timeout=5) as r:
+                text = r.read().decode()
+            lab = '{topic="%s",partition="%d"}' % (name, part)
+            self.assertIn("strata_partition_in_sync_replicas%s %d" % (lab, rf), text)
+            self.assertIn("strata_partition_under_replicated%s 0" % lab, text)
+            self.assertRegex(text, r"strata_partition_max_follower_lag_offsets%s -?\d+"
+                             % re.escape(lab))
 
     def test_produce_consume_rf1(self):
         self.produce_consume(1, 1)

@@ -42,7 +42,9 @@ static int setup(void **state)
     static fixture_t f;
     memset(&f, 0, sizeof f);
     f.md = st_md_new("cluster", 1);
-    st_md_put_broker(f.md, &(st_md_broker_t){.node_id = 1, .host = "h1", .port = 9091});
+    st_md_put_broker(f.md, &(st_md_broker_t){.node_id = 1, .host = "h1", .port = 9091,
+                                              .incarnation = 77});
+    f.md->self_incarnation = 77; /* this process: registered and unfenced */
     st_md_put_broker(f.md,
                      &(st_md_broker_t){.node_id = 2, .host = "h2", .port = 9092, .fenced = true});
     st_md_put_broker(f.md,
@@ -90,6 +92,34 @@ static void test_cluster_check(void **state)
     t->partitions[0].shard = -1;
     assert_int_equal(st_kleader_check(&f->s, f->t, 0, -1), ST_KERR_NOT_LEADER_OR_FOLLOWER);
     t->partitions[0].shard = 0;
+}
+
+/* A broker acts on no leadership until its metadata shows this incarnation unfenced: a
+ * restarted broker's replayed metadata (its old incarnation, or none yet) and a fenced
+ * broker's both answer NOT_LEADER_OR_FOLLOWER, to producers, consumers and followers alike. */
+static void test_not_current_leads_nothing(void **state)
+{
+    fixture_t *f = *state;
+    st_part_t part = {.index = 0, .topic = "t"};
+    memcpy(part.topic_id, f->t->id, 16);
+    assert_int_equal(st_kleader_follower(&f->s, f->t, 0, 2), 0);
+    uint64_t inc[] = {76, 0};
+    for (int i = 0; i < 2; i++) {
+        f->md->self_incarnation = inc[i];
+        assert_int_equal(st_kleader_check(&f->s, f->t, 0, 5), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+        assert_int_equal(st_kleader_local(&f->s, &part), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+        assert_int_equal(st_kleader_follower(&f->s, f->t, 0, 2), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    }
+    f->md->self_incarnation = 77;
+    st_md_broker_t me = {.node_id = 1, .host = "h1", .port = 9091, .incarnation = 77};
+    me.fenced = true;
+    st_md_put_broker(f->md, &me);
+    assert_int_equal(st_kleader_check(&f->s, f->t, 0, 5), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    assert_int_equal(st_kleader_local(&f->s, &part), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    me.fenced = false;
+    st_md_put_broker(f->md, &me);
+    assert_int_equal(st_kleader_check(&f->s, f->t, 0, 5), 0);
+    assert_int_equal(st_kleader_local(&f->s, &part), 0);
 }
 
 static void test_single_broker_passes(void **state)
@@ -243,6 +273,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_cluster_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_current_leads_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_single_broker_passes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_owner_rechecks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follower_fetch, setup, teardown),
