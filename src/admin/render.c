@@ -467,7 +467,8 @@ static const part_family_t part_families[] = {
     {"strata_partition_cleaner_read_bytes_total", "counter",
      "Bytes read by the partition's finished cleans.", PF_CLEAN_READ, PO_COMPACT},
     {"strata_partition_cleaner_bytes_reclaimed_total", "counter",
-     "Bytes read minus bytes written by the partition's finished cleans.", PF_RECLAIMED, PO_COMPACT},
+     "Bytes read minus bytes written by the partition's finished cleans.", PF_RECLAIMED,
+     PO_COMPACT},
     {"strata_partition_cleaner_records_removed_total", "counter",
      "Records the partition's finished cleans dropped (superseded, keyless, expired "
      "tombstones).",

@@ -54,9 +54,9 @@ typedef struct st_admin_part {
     bool offline;                    /* its log could not be opened: offsets are -1 */
     /* replication: only for a partition this broker leads in a cluster */
     bool leads;
-    int16_t replicas, isr;     /* the replica set's and the ISR's sizes */
-    int64_t max_follower_lag;  /* offsets the farthest replica is behind the leader's durable
-                                  end (its last fetch; -1: a replica not heard from yet) */
+    int16_t replicas, isr;    /* the replica set's and the ISR's sizes */
+    int64_t max_follower_lag; /* offsets the farthest replica is behind the leader's durable
+                                 end (its last fetch; -1: a replica not heard from yet) */
     /* log cleaner: only for a compacted partition (cleanup.policy holds compact) */
     bool compact;
     bool cleaning;            /* a clean is in progress */

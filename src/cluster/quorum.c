@@ -384,10 +384,16 @@ static bool alter_duty(st_quorum_t *q)
                 c = changed[k];
         if (!c && (c = st_md_topic_clone(t)) != NULL)
             changed[nchanged++] = c;
-        if (c && st_rec_alter_isr(q->state, c, a) == 0) {
+        int rc = c ? st_rec_alter_isr(q->state, c, a) : ST_E_INVALID;
+        if (rc == 0) {
             applied++;
             ST_INFO("metadata: %s-%d ISR now has %d member(s) (asked by its leader %d)", c->name,
                     a->partition, a->nisr, a->leader);
+        } else if (rc == ST_E_AGAIN) {
+            applied++; /* the refusal, as a new partition epoch */
+            ST_INFO("metadata: %s-%d ISR change from its leader %d refused (a member it adds is "
+                    "not live)",
+                    c->name, a->partition, a->leader);
         } else if (c && a->partition >= 0 && a->partition < t->npartitions) {
             const st_md_partition_t *mp = &t->partitions[a->partition];
             ST_DEBUG("metadata: %s-%d ISR change from %d refused (leader %d epoch %d/%d, "

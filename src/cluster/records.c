@@ -577,18 +577,23 @@ int st_rec_alter_isr(const st_md_t *md, st_md_topic_t *t, const st_rec_alter_t *
     if (p->leader != a->leader || p->leader_epoch != a->leader_epoch ||
         p->partition_epoch != a->partition_epoch)
         return ST_E_INVALID; /* stale: the leader will see the newer state and ask again */
-    bool has_leader = false;
+    bool has_leader = false, ok = true;
     for (int i = 0; i < a->nisr; i++) {
         int32_t m = a->isr[i];
         has_leader |= m == a->leader;
         if (!st_md_is_replica(p, m) || (!st_md_in_isr(p, m) && !st_md_broker_live(md, m)))
-            return ST_E_INVALID;
+            ok = false;
         for (int j = 0; j < i; j++)
             if (a->isr[j] == m)
-                return ST_E_INVALID;
+                ok = false;
     }
-    if (!has_leader)
-        return ST_E_INVALID;
+    if (!ok || !has_leader) {
+        /* Refused at the current epochs: the partition epoch moves anyway, so the leader
+         * learns the answer (it counts the replicas it asked to add until the epoch moves,
+         * partition.h) — Kafka's AlterPartition error response, in the metadata log. */
+        p->partition_epoch++;
+        return ST_E_AGAIN;
+    }
     memcpy(p->isr, a->isr, (size_t)a->nisr * sizeof p->isr[0]);
     p->nisr = a->nisr;
     p->partition_epoch++;

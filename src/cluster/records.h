@@ -86,8 +86,11 @@ typedef struct st_rec_alter {
 
 /* Applies alter to t (a copy of its topic in md) if it still holds: the asker leads at that
  * leader epoch, the partition epoch is current, the new ISR is made of replicas, holds the
- * leader, and every member it adds is live. Bumps the partition epoch. Returns 0, or
- * ST_E_INVALID (stale or not allowed: nothing changed). */
+ * leader, and every member it adds is live. Bumps the partition epoch. Returns 0;
+ * ST_E_INVALID when stale (another leader or partition epoch: nothing changed, the leader will
+ * see the newer state); ST_E_AGAIN when current but not allowed: the ISR stays, the partition
+ * epoch is bumped all the same (write t's record), so that the leader stops counting the
+ * replicas it asked to add (its high watermark waits for them until then). */
 int st_rec_alter_isr(const st_md_t *md, st_md_topic_t *t, const st_rec_alter_t *alter);
 
 /*

@@ -337,8 +337,8 @@ void st_kh_list_partition_reassignments(st_kreq_t *r)
             if ((!p->nadding && !p->nremoving) || !list_asked(&req, t->name, k))
                 continue;
             if (!o->partitions) {
-                o->partitions = st_arena_zalloc(
-                    &r->arena, (size_t)t->npartitions * sizeof *o->partitions + 1);
+                o->partitions =
+                    st_arena_zalloc(&r->arena, (size_t)t->npartitions * sizeof *o->partitions + 1);
                 if (!o->partitions) {
                     st_kreq_fail(r, "out of memory");
                     return;

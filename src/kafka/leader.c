@@ -81,8 +81,7 @@ int16_t st_kleader_follower(const st_kshard_t *s, const st_md_topic_t *t, int32_
     if (!p)
         return 0;
     bool ok = s->b->cfg->clustered && replica != (int32_t)s->b->cfg->node_id &&
-              st_md_is_replica(p, replica) && p->leader == (int32_t)s->b->cfg->node_id &&
-              !stale(s);
+              st_md_is_replica(p, replica) && p->leader == (int32_t)s->b->cfg->node_id && !stale(s);
     return ok ? 0 : ST_KERR_NOT_LEADER_OR_FOLLOWER;
 }
 

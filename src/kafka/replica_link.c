@@ -101,8 +101,7 @@ static void hook_job(void *arg, int shard, const uint8_t topic_id[16], int32_t p
     if (!j) {
         free(records);
         if (want_position)
-            st_fetcher_position(b->fetcher, topic_id, partition, leader_epoch, -1, -1, -1,
-                                -ENOMEM);
+            st_fetcher_position(b->fetcher, topic_id, partition, leader_epoch, -1, -1, -1, -ENOMEM);
         return;
     }
     j->call.fn = job_run;
@@ -157,8 +156,7 @@ static void release_run(st_kshard_t *s, st_ext_call_t *c)
 
 int st_krepl_start(st_broker_t *b, char *err, size_t errlen)
 {
-    static st_fetcher_hooks_t hooks = {
-        .job = hook_job};
+    static st_fetcher_hooks_t hooks = {.job = hook_job};
     st_fetcher_hooks_t h = hooks;
     h.arg = b;
     st_fetcher_t *f;

@@ -162,7 +162,8 @@ typedef struct {
     st_part_t *part;
     st_part_done_fn done; /* NULL: only the high watermark waits (acks=0) */
     void *arg;
-    int64_t offset; /* DeleteRecords: the new log start */
+    int64_t offset;       /* DeleteRecords: the new log start */
+    int32_t leader_epoch; /* DeleteRecords on a replicated leader: the leadership it began in */
 } wait_t;
 
 static void on_durable(void *arg, int res)
@@ -191,6 +192,11 @@ static void on_start_durable(void *arg, int res)
 {
     wait_t *w = arg;
     st_part_t *part = w->part;
+    /* the leadership ended meanwhile: the new leader may not have the new start */
+    const st_part_repl_t *r = &part->repl;
+    if (res == 0 && !part->dead && r->on &&
+        (!r->role.leader || r->role.leader_epoch != w->leader_epoch))
+        res = ST_E_NOT_LEADER;
     if (res == 0 && !part->dead && needs_replicas(part, w->offset) &&
         st_part_delete_wait(part, w->offset, ST_PART_DELETE_WAIT_MS, w->done, w->arg) == 0) {
         free(w);
@@ -200,9 +206,8 @@ static void on_start_durable(void *arg, int res)
     on_durable(arg, res);
 }
 
-static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
-                   int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
-                   void *arg);
+static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, int64_t timeout_ms,
+                   st_part_append_res_t *res, st_part_done_fn done, void *arg);
 
 bool st_part_append_timed(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
                           int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
@@ -220,9 +225,8 @@ bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
     return st_part_append_timed(p, records, len, acks, -1, res, done, arg);
 }
 
-static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
-                   int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
-                   void *arg)
+static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, int64_t timeout_ms,
+                   st_part_append_res_t *res, st_part_done_fn done, void *arg)
 {
     *res = (st_part_append_res_t){0};
     if (!p->log) { /* offline */
@@ -299,7 +303,7 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
         res->err = -ENOMEM;
         return false;
     }
-    *w = (wait_t){p, answer && !over_isr ? done : NULL, arg, -1};
+    *w = (wait_t){p, answer && !over_isr ? done : NULL, arg, -1, -1};
     int rc = st_log_wait_durable(p->log, last_offset + 1, on_durable, w);
     if (rc == 0)
         p->pending_durable++;
@@ -331,6 +335,25 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
     return false;
 }
 
+/* An empty log restarted at the leader's log start (follow.h R3) that falls inside a batch
+ * gets that whole batch first: the log starts again at the batch's base (Kafka's answer to
+ * UnexpectedAppendOffsetException); the log start moves back up to the leader's with the
+ * answer. ST_E_OUT_OF_RANGE for any other batch that does not follow on. */
+static int restart_for(st_part_t *p, const uint8_t *records, size_t len)
+{
+    st_batch_hdr_t h;
+    int64_t end = st_log_end_offset(p->log);
+    if (len < ST_BATCH_HEADER_SIZE || st_batch_parse_hdr(records, len, &h) ||
+        st_log_start_offset(p->log) != end || h.base_offset >= end ||
+        st_batch_last_offset(&h) < end)
+        return ST_E_OUT_OF_RANGE;
+    ST_INFO("%s-%d: the leader's first batch (%lld-%lld) holds this empty log's start %lld: "
+            "starting over at %lld",
+            p->topic, p->index, (long long)h.base_offset, (long long)st_batch_last_offset(&h),
+            (long long)end, (long long)h.base_offset);
+    return st_log_truncate_fully(p->log, h.base_offset);
+}
+
 int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int64_t leader_hw,
                            int64_t leader_log_start, st_part_done_fn done, void *arg)
 {
@@ -340,16 +363,20 @@ int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int
         return ST_E_INVALID; /* only a follower takes the leader's batches */
     st_log_append_info_t info;
     int rc = st_log_append_replica(p->log, records, len, &info);
+    if (rc == ST_E_OUT_OF_RANGE && (rc = restart_for(p, records, len)) == 0)
+        rc = st_log_append_replica(p->log, records, len, &info);
     if (rc)
         return rc;
     record_producers(p, records, len, info.base_offset);
     p->repl.leader_hw = leader_hw;
+    if (leader_log_start > p->repl.leader_start)
+        p->repl.leader_start = leader_log_start;
     st_part_update_hw(p);
-    st_part_follow_start(p, leader_log_start);
+    st_part_follow_start(p);
     wait_t *w = malloc(sizeof *w);
     if (!w)
         return -ENOMEM;
-    *w = (wait_t){p, done, arg, -1};
+    *w = (wait_t){p, done, arg, -1, -1};
     rc = st_log_wait_durable(p->log, info.last_offset + 1, on_durable, w);
     if (rc == 0) {
         p->pending_durable++;
@@ -380,7 +407,7 @@ bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_
             *error = ST_KERR_KAFKA_STORAGE_ERROR;
             return false;
         }
-        *w = (wait_t){p, done, arg, off};
+        *w = (wait_t){p, done, arg, off, p->repl.on ? p->repl.role.leader_epoch : -1};
         rc = st_log_wait_start_durable(p->log, on_start_durable, w);
         if (rc == 0) {
             p->pending_durable++;

@@ -253,6 +253,7 @@ int st_parts_open(st_parts_t *t, const char *topic, const uint8_t topic_id[16], 
     if (st_log_topic_id(p->log, have) != 0)
         st_log_set_topic_id(p->log, topic_id);
     p->hw = hw_of(p->log);
+    st_log_set_retention_limit(p->log, p->hw);
     insert(t, p);
     *out = p;
     return 0;
@@ -370,6 +371,10 @@ void st_part_update_hw(st_part_t *p)
         wake = true;
     }
     p->hw = hw;
+    st_log_set_retention_limit(p->log, hw);
+    /* a follower's log start follows the leader's as far as its high watermark allows */
+    if (p->repl.on && !p->repl.role.leader && p->repl.leader_start > st_log_start_offset(p->log))
+        st_part_follow_start(p);
     st_part_repl_moved(p);
     if (wake)
         wake_waiters(p);

@@ -117,12 +117,19 @@ typedef struct st_part_repl {
     int64_t caught_up_ms[ST_PART_MAX_REPLICAS];
     int64_t target[ST_PART_MAX_REPLICAS];
     int64_t start[ST_PART_MAX_REPLICAS]; /* leader: each replica's log start (-1: unknown) */
-    int64_t epoch_start; /* leader: where its leader epoch starts (KAFKA-7128's ISR rule) */
+    int64_t epoch_start;  /* leader: where its leader epoch starts (KAFKA-7128's ISR rule) */
     int32_t isr_asked_pe; /* leader: partition epoch an ISR change was asked at (-1: none) */
+    /* leader: replicas an ISR change asked at partition epoch pending_pe would add (KIP-497's
+     * maximal ISR): the high watermark waits for them as for members, since the controller
+     * may already list them */
+    int32_t pending_add[ST_PART_MAX_REPLICAS];
+    int16_t npending;
+    int32_t pending_pe;
     int64_t isr_asked_ms;
-    int64_t leader_hw;    /* follower: the leader's high watermark from its last answer */
+    int64_t leader_hw;            /* follower: the leader's high watermark from its last answer */
+    int64_t leader_start;         /* follower: the leader's log start from its last answer (-1) */
     struct st_del_wait *del_head; /* leader: DeleteRecords waiting for the low watermark */
-    int64_t durable_seen; /* the durable end replica fetches were last woken for */
+    int64_t durable_seen;         /* the durable end replica fetches were last woken for */
     struct st_acks_wait *acks_head, *acks_tail; /* leader: acks=all waiting for the ISR */
 } st_part_repl_t;
 
@@ -382,7 +389,7 @@ void st_part_repl_fini(st_part_t *p);
 void st_part_check_deletes(st_part_t *p); /* answers DeleteRecords the low watermark passed */
 int st_part_delete_wait(st_part_t *p, int64_t offset, int64_t timeout_ms, st_part_done_fn done,
                         void *arg);
-int st_part_follow_start(st_part_t *p, int64_t leader_log_start);
+int st_part_follow_start(st_part_t *p); /* follower: the log start up to the leader's */
 void st_part_maybe_free(st_part_t *p);
 void st_parts_clean_init(st_parts_t *t);
 void st_parts_clean_fini(st_parts_t *t);

@@ -154,6 +154,7 @@ void st_part_set_role(st_part_t *p, const st_part_role_t *role)
         if (p->log)
             p->hw = st_log_start_offset(p->log);
         r->leader_hw = p->hw;
+        r->leader_start = -1;
         r->isr_asked_pe = -1;
         r->epoch_start = 0;
         for (int i = 0; i < ST_PART_MAX_REPLICAS; i++)
@@ -161,6 +162,10 @@ void st_part_set_role(st_part_t *p, const st_part_role_t *role)
     } else if (!fresh && r->role.leader) {
         keep_positions(r, role);
     }
+    /* an ISR change asked at an older partition epoch can no longer be applied (the
+     * controller checks the epoch): its additions stop counting */
+    if (!r->on || role->partition_epoch != r->pending_pe || !role->leader)
+        r->npending = 0;
     r->on = true;
     r->role = *role;
     if (fresh) {
@@ -208,10 +213,12 @@ int64_t st_part_repl_hw(st_part_t *p, int64_t local)
         return hw < start ? start : hw;
     }
     int64_t hw = local;
-    for (int i = 0; i < r->role.nisr; i++) {
-        int32_t m = r->role.isr[i];
+    for (int i = 0; i < r->role.nisr + r->npending; i++) {
+        int32_t m = i < r->role.nisr ? r->role.isr[i] : r->pending_add[i - r->role.nisr];
         int k = replica_index(&r->role, m);
         if (m == r->role.self || k < 0)
+            continue;
+        if (i >= r->role.nisr && in_isr(&r->role, m))
             continue;
         /* a follower not heard from since this leadership began holds it where it is */
         int64_t pos = r->pos[k] < 0 ? p->hw : r->pos[k];
@@ -343,8 +350,9 @@ bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, in
         bool stays = m == ro->self || (in_isr(ro, m) && now_ms - r->caught_up_ms[i] <= lag_max_ms);
         /* a replica joins once its durable log reaches the high watermark and the start of
          * this leader's epoch (KAFKA-7128: a high watermark that still lags after an election
-         * would let in a replica lacking acknowledged records), and it is fetching (caught up lately: a stopped one's old position does not count, and
-         * one just back does not leave again at the next tick) */
+         * would let in a replica lacking acknowledged records), and it is fetching (caught up
+         * lately: a stopped one's old position does not count, and one just back does not leave
+         * again at the next tick) */
         bool joins = !in_isr(ro, m) && m != ro->self && r->pos[i] >= 0 && r->pos[i] >= p->hw &&
                      r->pos[i] >= r->epoch_start && now_ms - r->caught_up_ms[i] <= lag_max_ms;
         if (stays || joins)
@@ -356,12 +364,26 @@ bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, in
     *nisr = n;
     r->isr_asked_pe = ro->partition_epoch;
     r->isr_asked_ms = now_ms;
+    if (r->pending_pe != ro->partition_epoch) {
+        r->pending_pe = ro->partition_epoch;
+        r->npending = 0;
+    }
+    for (int16_t i = 0; i < n; i++) {
+        bool known = in_isr(ro, isr[i]);
+        for (int j = 0; j < r->npending && !known; j++)
+            known = r->pending_add[j] == isr[i];
+        if (!known && r->npending < ST_PART_MAX_REPLICAS)
+            r->pending_add[r->npending++] = isr[i];
+    }
+    st_part_update_hw(p);
     return true;
 }
 
-int st_part_follow_start(st_part_t *p, int64_t leader_log_start)
+int st_part_follow_start(st_part_t *p)
 {
-    if (!p->log || leader_log_start <= st_log_start_offset(p->log))
+    int64_t leader_log_start = p->repl.leader_start;
+    if (!p->log || !p->repl.on || p->repl.role.leader ||
+        leader_log_start <= st_log_start_offset(p->log))
         return 0;
     /* the leader's DeleteRecords or retention: the same start here, but never past what this
      * replica knows is committed */
@@ -370,8 +392,8 @@ int st_part_follow_start(st_part_t *p, int64_t leader_log_start)
         return 0;
     int rc = st_log_set_start_offset(p->log, to);
     if (rc < 0)
-        ST_WARN("%s-%d: cannot move the log start to %lld: %s", p->topic, p->index,
-                (long long)to, st_strerror(rc));
+        ST_WARN("%s-%d: cannot move the log start to %lld: %s", p->topic, p->index, (long long)to,
+                st_strerror(rc));
     return rc;
 }
 
@@ -380,8 +402,10 @@ int st_part_set_leader_hw(st_part_t *p, int64_t leader_hw, int64_t leader_log_st
     if (!p->repl.on || p->repl.role.leader)
         return ST_E_INVALID;
     p->repl.leader_hw = leader_hw;
+    if (leader_log_start > p->repl.leader_start)
+        p->repl.leader_start = leader_log_start;
     st_part_update_hw(p);
-    return st_part_follow_start(p, leader_log_start);
+    return st_part_follow_start(p);
 }
 
 int st_part_truncate(st_part_t *p, int64_t offset, int32_t end_epoch)
@@ -403,6 +427,8 @@ int st_part_truncate(st_part_t *p, int64_t offset, int32_t end_epoch)
     if (offset < start)
         offset = start;
     int rc = offset < end ? st_log_truncate_to(p->log, offset) : 0;
+    if (rc == 0)
+        rc = st_log_forget_epochs_from(p->log, st_log_end_offset(p->log));
     if (rc == 0 && offset != end)
         ST_INFO("%s-%d: truncated to %lld (log end was %lld) to match the leader", p->topic,
                 p->index, (long long)offset, (long long)end);

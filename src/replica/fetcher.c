@@ -684,9 +684,8 @@ static void fetch_partition(st_fetcher_t *f, fpart_t *p, const st_kp_fetch_resp_
         return;
     case ST_RF_DO_BACKOFF:
         if (may_warn(p))
-            ST_WARN("replica fetcher: %s-%d: Fetch from leader %d at %lld: %s (retrying)",
-                    p->topic, p->partition, p->leader_id, (long long)at,
-                    st_kerr_name(r->error_code));
+            ST_WARN("replica fetcher: %s-%d: Fetch from leader %d at %lld: %s (retrying)", p->topic,
+                    p->partition, p->leader_id, (long long)at, st_kerr_name(r->error_code));
         backoff(p);
         return;
     case ST_RF_DO_TRUNCATE:

@@ -4,8 +4,8 @@
 #include "proto/kerr.h"
 #include "replica/wire.h"
 
-void st_rfollow_init(st_rfollow_t *f, int32_t leader_epoch, int64_t durable_end,
-                     int32_t last_epoch, int64_t log_start)
+void st_rfollow_init(st_rfollow_t *f, int32_t leader_epoch, int64_t durable_end, int32_t last_epoch,
+                     int64_t log_start)
 {
     f->leader_epoch = leader_epoch;
     f->fetch_offset = durable_end;

@@ -88,8 +88,8 @@ typedef struct st_rfollow_action {
 } st_rfollow_action_t;
 
 /* Starts (or starts over) following leader_epoch from the local log's state. */
-void st_rfollow_init(st_rfollow_t *f, int32_t leader_epoch, int64_t durable_end,
-                     int32_t last_epoch, int64_t log_start);
+void st_rfollow_init(st_rfollow_t *f, int32_t leader_epoch, int64_t durable_end, int32_t last_epoch,
+                     int64_t log_start);
 
 /* One partition of a Fetch answer (f in ST_RF_FETCH): the action to take. An action that
  * expects a position (APPEND, TRUNCATE, RESTART, and HW with a new log start) puts f in

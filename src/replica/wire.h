@@ -28,7 +28,7 @@ typedef struct st_rwire_part {
     const char *topic;
     int32_t partition;
     int32_t current_leader_epoch;
-    int64_t fetch_offset; /* Fetch: where to read from (the local durable end) */
+    int64_t fetch_offset;       /* Fetch: where to read from (the local durable end) */
     int32_t last_fetched_epoch; /* Fetch: the latest epoch in the local log (-1: none) */
     int64_t log_start_offset;   /* Fetch: the local log start (-1: unknown) */
 } st_rwire_part_t;

@@ -130,6 +130,11 @@ int st_log_assign_epoch(st_log_t *log, int32_t epoch, int64_t *start)
     return rc > 0 ? st_log_epochs_write(log, false) : 0;
 }
 
+int st_log_forget_epochs_from(st_log_t *log, int64_t offset)
+{
+    return st_log_epochs_truncate_end(log, offset) ? st_log_epochs_write(log, false) : 0;
+}
+
 void st_log_epoch_scan(void *arg, const st_batch_hdr_t *h)
 {
     st_log_t *log = arg;

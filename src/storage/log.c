@@ -805,10 +805,13 @@ int st_log_enforce_retention(st_log_t *log)
     while (log->nsegs > 1) {
         st_segment_t *s = log->segs[0];
         bool below_start = log->segs[1]->base_offset <= log->log_start;
-        bool by_time = log->cfg.retention_deletes && log->cfg.retention_ms >= 0 &&
-                       s->max_timestamp >= 0 && now - s->max_timestamp > log->cfg.retention_ms;
-        bool by_size = log->cfg.retention_deletes && log->cfg.retention_bytes >= 0 &&
-                       total - s->size >= log->cfg.retention_bytes;
+        /* time and size retention never take what consumers may not read yet (Kafka: only
+         * segments wholly below the high watermark) */
+        bool may = log->cfg.retention_deletes && log->segs[1]->base_offset <= log->retention_limit;
+        bool by_time = may && log->cfg.retention_ms >= 0 && s->max_timestamp >= 0 &&
+                       now - s->max_timestamp > log->cfg.retention_ms;
+        bool by_size =
+            may && log->cfg.retention_bytes >= 0 && total - s->size >= log->cfg.retention_bytes;
         if (!below_start && !by_time && !by_size)
             break;
         ST_INFO("storage: %s: deleting segment %" PRId64 " (%s)", log->dir, s->base_offset,
@@ -822,6 +825,11 @@ int st_log_enforce_retention(st_log_t *log)
     if (deleted)
         st_log_after_front_change(log);
     return deleted;
+}
+
+void st_log_set_retention_limit(st_log_t *log, int64_t offset)
+{
+    log->retention_limit = offset;
 }
 
 int st_log_set_start_offset(st_log_t *log, int64_t offset)

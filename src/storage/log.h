@@ -245,6 +245,9 @@ int st_log_roll(st_log_t *log);
  * and those wholly below the log start offset; never the active segment. Returns the number deleted
  * or < 0. */
 int st_log_enforce_retention(st_log_t *log);
+/* retention.ms / retention.bytes delete only segments wholly below `offset` (the partition's
+ * high watermark; INT64_MAX, the default: no limit). */
+void st_log_set_retention_limit(st_log_t *log, int64_t offset);
 /* DeleteRecords: moves the log start offset up to offset (<= end; ST_E_OUT_OF_RANGE beyond),
  * writes it to strata.checkpoint (not synced: see below), and deletes segments wholly below
  * it. Lower values are ignored. */
@@ -329,6 +332,11 @@ int st_log_end_offset_for_epoch(const st_log_t *log, int32_t epoch, int32_t *out
  * its latest) is left as it is. Sets *start to where `epoch` starts (-1: an older epoch than the
  * latest, which it does not start). 0 or the error of writing leader-epoch-checkpoint. */
 int st_log_assign_epoch(st_log_t *log, int32_t epoch, int64_t *start);
+/* A follower's cut (Kafka's truncateFromEnd): forgets the epochs that start at or after
+ * `offset` even where no record goes (an epoch recorded at an election that never got a
+ * record), so that the latest epoch is the one its last record has. 0 or the error of writing
+ * leader-epoch-checkpoint. */
+int st_log_forget_epochs_from(st_log_t *log, int64_t offset);
 /* Writes partition.metadata with the topic id (16 bytes). Blocking, small. */
 int st_log_set_topic_id(st_log_t *log, const uint8_t id[16]);
 /* 0 and the id, or ST_E_NOT_FOUND. */

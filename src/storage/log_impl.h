@@ -30,6 +30,7 @@ struct st_log {
     int nsegs, capsegs;
     int64_t log_start;
     int64_t end;
+    int64_t retention_limit; /* retention deletes only segments wholly below it */
     int64_t durable;
     int64_t recovery_point;
     int refs; /* the owner + each round in flight */

@@ -4,6 +4,7 @@
  * directories (listing, setting aside, sweeping what interrupted deletions left).
  */
 #include <errno.h>
+#include <stdint.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdatomic.h>
@@ -229,6 +230,8 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
     if (rc < 0)
         return rc;
     st_log_t *log = calloc(1, sizeof *log);
+    if (log)
+        log->retention_limit = INT64_MAX;
     if (!log)
         return -ENOMEM;
     log->env = env;

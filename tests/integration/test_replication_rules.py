@@ -5,7 +5,10 @@ in front of each Kafka listener: a fault set there cuts or slows the followers' 
 broker, not the controller's traffic and not this test's own clients, whose client ids start
 "it-") with real clients (confluent-kafka) and raw requests (kwire) where confluent-kafka 1.7 has
 no call (ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, DeleteRecords,
-OffsetForLeaderEpoch). RF=3, min.insync.replicas=2 unless an item needs otherwise.
+OffsetForLeaderEpoch). What was acknowledged is read back with raw Fetch requests to the leader
+(a consumer group's client can hang in close() waiting for a coordinator a scenario just killed)
+and the replicas' segment files are compared byte for byte (test_replication.compare_replicas).
+RF=3, min.insync.replicas=2 unless an item needs otherwise.
 
   1  a leader that is kill -9ed and restarted at once while its followers' fetches are cut must
      not acknowledge records only it has (the acknowledged records must be on min.insync.replicas
@@ -114,6 +117,18 @@ def batch_records(batch):
     return out
 
 
+def read_batch_run(recs):
+    """The whole batches in a Fetch answer's records bytes."""
+    pos, out = 0, []
+    while pos + 12 <= len(recs):
+        (length,) = struct.unpack_from(">i", recs, pos + 8)
+        if length < 49 or pos + 12 + length > len(recs):
+            break
+        out.append(recs[pos:pos + 12 + length])
+        pos += 12 + length
+    return out
+
+
 # ---- raw requests confluent-kafka 1.7 does not have -------------------------------------------
 
 def delete_records(conn, topic, partition, offset, timeout_ms=15000):
@@ -206,45 +221,6 @@ class Producer:
         self.p.purge()
         self.p.flush(2)
         self.p = None
-
-
-def read_all(bootstrap, topic, partition=0, timeout=20):
-    """Every record of the partition from its start to its end as the leader reports them now:
-    {offset: value}, read with a confluent-kafka consumer."""
-    from confluent_kafka import Consumer, TopicPartition, OFFSET_BEGINNING
-    c = Consumer({"bootstrap.servers": bootstrap, "client.id": CLIENT_PREFIX + "reader",
-                  "group.id": unique("reader"), "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "enable.partition.eof": True,
-                  "fetch.wait.max.ms": 100, "socket.timeout.ms": 10000,
-                  "topic.metadata.refresh.interval.ms": 1000})
-    try:
-        deadline = time.monotonic() + timeout
-        last = {}
-
-        def marks():
-            try:
-                return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=5)
-            except Exception as e:      # NOT_LEADER while a new leader takes over: again
-                last["e"] = e
-                return None
-        lo, hi = harness.wait_until(marks, timeout, "the watermarks of %s[%d] (last error %r)"
-                                    % (topic, partition, last.get("e")))
-        c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-        out = {}
-        while time.monotonic() < deadline:
-            if out and max(out) >= hi - 1:
-                break
-            if hi <= lo:
-                break
-            for m in c.consume(500, 0.2):
-                if m.error() is None:
-                    out[m.offset()] = m.value()
-                elif m.error().code() == -191:     # _PARTITION_EOF
-                    if max(out or [-1]) >= hi - 1:
-                        break
-        return out, (lo, hi)
-    finally:
-        c.close()
 
 
 # ---- the test case -----------------------------------------------------------------------------
@@ -359,6 +335,11 @@ class RulesTest(unittest.TestCase):
             out.update(batch_records(b))
         return out
 
+    def file_end(self, nid, topic, p=0):
+        """The log end of node nid's replica as its segment files hold it now."""
+        v = self.values_on(nid, topic, p)
+        return max(v) + 1 if v else 0
+
     def create(self, topic, config=None, assignment=None, rf=3):
         from confluent_kafka.admin import NewTopic
         import kclients as kc
@@ -454,9 +435,46 @@ class RulesTest(unittest.TestCase):
                     % (last, self.ends(topic)))
         return last[to]
 
+    def read_all(self, topic, timeout=20):
+        """Every record of partition 0 from its log start to its high watermark, as its leader
+        serves them now: ({offset: value}, (log start, high watermark)). Raw Fetch requests
+        (kwire) to the leader the metadata names, bounded: a consumer group's client would
+        wait for a coordinator the scenario may have just killed."""
+        deadline = time.monotonic() + timeout
+        out, lo, off, last = {}, None, None, None
+        while time.monotonic() < deadline:
+            try:
+                ld = self.part(topic)["leader"]
+                if ld < 1 or not self.c.node(ld).alive():
+                    raise AssertionError("no live leader (%d)" % ld)
+                with kwire.Conn.to(self.c.node(ld).bootstrap, 5) as conn:
+                    if off is None:
+                        err, lo = list_offset(conn, topic, 0, -2)
+                        if err:
+                            raise AssertionError("ListOffsets error %d at node %d" % (err, ld))
+                        off = lo
+                    r = conn.request(1, 4, kwire.fetch_v4(topic, 0, off, 1, 100))
+                    err, hw, recs = kwire.parse_fetch_v4(r)
+                if err:
+                    raise AssertionError("Fetch at %d: error %d at node %d" % (off, err, ld))
+                if off >= hw:
+                    return out, (lo, hw)
+                for b in read_batch_run(recs):
+                    for o, v in batch_records(b):
+                        if o >= off:
+                            out[o] = v
+                if out and max(out) + 1 > off:
+                    off = max(out) + 1
+            except (AssertionError, OSError, EOFError) as e:
+                last = e
+            time.sleep(0.05)
+        raise WaitTimeout("reading %s through its high watermark within %.0fs: at offset %s, "
+                          "last error %r; replicas' (start, end, hw) %s"
+                          % (topic, timeout, off, last, self.ends(topic)))
+
     def assert_acked_readable(self, topic, acked, what, timeout=20):
         """Every acknowledged value is readable (a consumer through the leader) at its offset."""
-        got, marks = read_all(self.bootstrap(), topic, timeout=timeout)
+        got, marks = self.read_all(topic, timeout=timeout)
         lost = sorted((o, v) for v, o in acked.items() if got.get(o) != v)
         if lost:
             self.fail("%s: %d of %d acknowledged records lost, e.g. %s; read %d records, "
@@ -587,11 +605,14 @@ class RulesTest(unittest.TestCase):
         t0 = time.monotonic()
         q = self.wait_part(topic, lambda q: A in q["isr"], 25,
                            "node 4 back in the ISR of %s (C=%d leads)" % (topic, C))
-        a_at = self.local(A, topic)
+        a_end = self.file_end(A, topic)         # its files: the admin view may be 100s of ms old
+        # the answer carrying 10..19 to node 4 may sit in C's proxy now: closing the connection
+        # drops it (node 4 reconnects, and its answers are slowed again)
+        c.node(C).proxy.reset()
         c_at = self.local(C, topic)
         joined = time.monotonic() - t0
         print("  item 2: node 4 rejoined the ISR %.1fs after its start with log end %s (C's hw "
-              "%s, end %s); ISR %s" % (joined, a_at["log_end_offset"], c_at["high_watermark"],
+              "%s, end %s); ISR %s" % (joined, a_end, c_at["high_watermark"],
                                        c_at["log_end_offset"], q["isr"]), flush=True)
         # the preferred replica is in the ISR: make it leader at once
         p = self.part(topic)
@@ -603,14 +624,14 @@ class RulesTest(unittest.TestCase):
         c.sigcont(B)
         self.wait_part(topic, lambda q: sorted(q["isr"]) == sorted(q["replicas"])
                        and q["leader"] >= 1, 40, "every replica of %s back in the ISR" % topic)
-        got, marks = read_all(self.bootstrap(), topic)
+        got, marks = self.read_all(topic)
         lost = sorted(o for v, o in acked.items() if got.get(o) != v)
-        if lost or a_at["log_end_offset"] < 20:
+        if lost or a_end < 20:
             self.fail("node 4 rejoined the ISR of %s at leader %d holding %d records where 20 "
                       "were acknowledged (the leader's hw %d, its epoch started at 20); after the "
                       "preferred election made node 4 leader (%s), %d of 20 acknowledged records "
                       "are lost (offsets %s, watermarks %s); replicas' (start, end, hw) %s\n%s"
-                      % (topic, C, a_at["log_end_offset"], c_at["high_watermark"], res,
+                      % (topic, C, a_end, c_at["high_watermark"], res,
                          len(lost), lost[:10], marks, self.ends(topic), c.logs(20)))
         self.assert_identical(topic, 19)
 
@@ -768,7 +789,7 @@ class RulesTest(unittest.TestCase):
             self.wait_part(topic, lambda q: q["leader"] >= 1, 20, "a leader of %s" % topic)
             self.wait_part(topic, lambda q: sorted(q["isr"]) == sorted(q["replicas"]), 30,
                            "every replica of %s in the ISR" % topic)
-            got, marks = read_all(self.bootstrap(), topic)
+            got, marks = self.read_all(topic)
             lost = sorted(o for v, o in acked.items() if got.get(o) != v)
             self.fail("node %d, out of sync, was elected leader of %s although the topic sets "
                       "unclean.leader.election.enable=false (broker default true); (leader, isr) "
@@ -868,7 +889,7 @@ class RulesTest(unittest.TestCase):
         last = views[-1]
         if last[0] != L or L not in last[1]:
             c.node(L).proxy.heal()
-            got, marks = read_all(self.bootstrap(), topic)
+            got, marks = self.read_all(topic)
             lost = sorted(o for v, o in acked.items() if got.get(o) != v)
             self.fail("the reassignment of %s to %s dropped its only in-sync replica %d: "
                       "(leader, replicas, isr) seen %s; %d of 30 acknowledged records lost "

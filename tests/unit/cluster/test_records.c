@@ -252,11 +252,17 @@ static void test_fence_and_rejoin_records(void **state)
     a.partition_epoch++;
     a.isr[0] = 3;
     a.isr[1] = 1;
-    a.nisr = 2; /* without the leader */
-    assert_int_equal(st_rec_alter_isr(md, c, &a), ST_E_INVALID);
+    a.nisr = 2; /* without the leader: refused, the refusal a new partition epoch */
+    int32_t before = c->partitions[0].partition_epoch;
+    assert_int_equal(st_rec_alter_isr(md, c, &a), ST_E_AGAIN);
+    assert_int_equal(c->partitions[0].partition_epoch, before + 1);
+    assert_int_equal(c->partitions[0].nisr, 2);
+    a.partition_epoch++;
     a.isr[0] = 2;
     a.isr[1] = 7; /* not a replica */
-    assert_int_equal(st_rec_alter_isr(md, c, &a), ST_E_INVALID);
+    assert_int_equal(st_rec_alter_isr(md, c, &a), ST_E_AGAIN);
+    assert_false(st_md_in_isr(&c->partitions[0], 7));
+    a.partition_epoch++;
     a.isr[1] = 1;
     int32_t pe = c->partitions[0].partition_epoch;
     assert_int_equal(st_rec_alter_isr(md, c, &a), 0);
@@ -324,15 +330,23 @@ static void test_reassign_adds_first(void **state)
     assert_int_equal(ap->nadding, 1);
     assert_int_equal(ap->nremoving, 2);
     /* 3 joins: 4 is still behind, the move waits */
-    st_rec_alter_t a = {.partition = 0, .leader = 1, .leader_epoch = 0, .partition_epoch = 1,
-                        .nisr = 2, .isr = {1, 3}};
+    st_rec_alter_t a = {.partition = 0,
+                        .leader = 1,
+                        .leader_epoch = 0,
+                        .partition_epoch = 1,
+                        .nisr = 2,
+                        .isr = {1, 3}};
     memcpy(a.topic_id, t->id, 16);
     assert_int_equal(st_rec_alter_isr(md, t, &a), 0);
     assert_int_equal(p->nreplicas, 4);
     assert_int_equal(p->leader, 1);
     /* 4 joins: every target replica is in sync, the move completes */
-    a = (st_rec_alter_t){.partition = 0, .leader = 1, .leader_epoch = 0,
-                         .partition_epoch = p->partition_epoch, .nisr = 3, .isr = {1, 3, 4}};
+    a = (st_rec_alter_t){.partition = 0,
+                         .leader = 1,
+                         .leader_epoch = 0,
+                         .partition_epoch = p->partition_epoch,
+                         .nisr = 3,
+                         .isr = {1, 3, 4}};
     memcpy(a.topic_id, t->id, 16);
     assert_int_equal(st_rec_alter_isr(md, t, &a), 0);
     assert_int_equal(p->nreplicas, 2);

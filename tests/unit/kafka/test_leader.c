@@ -42,8 +42,8 @@ static int setup(void **state)
     static fixture_t f;
     memset(&f, 0, sizeof f);
     f.md = st_md_new("cluster", 1);
-    st_md_put_broker(f.md, &(st_md_broker_t){.node_id = 1, .host = "h1", .port = 9091,
-                                              .incarnation = 77});
+    st_md_put_broker(
+        f.md, &(st_md_broker_t){.node_id = 1, .host = "h1", .port = 9091, .incarnation = 77});
     f.md->self_incarnation = 77; /* this process: registered and unfenced */
     st_md_put_broker(f.md,
                      &(st_md_broker_t){.node_id = 2, .host = "h2", .port = 9092, .fenced = true});

@@ -590,7 +590,8 @@ static void test_follower(void **state)
     answer_t c = {0, 0};
     st_buf_init(&b);
     stamped(&b, 1, 3, 5, -1, 0, 0); /* overlaps */
-    assert_int_equal(st_part_append_replica(p, b.data, b.len, 5, -1, on_done, &c), ST_E_OUT_OF_RANGE);
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 5, -1, on_done, &c),
+                     ST_E_OUT_OF_RANGE);
     st_buf_fini(&b);
     settle(f);
     assert_int_equal(c.calls, 0);
@@ -834,7 +835,7 @@ static void test_isr_join_needs_epoch_start(void **state)
     st_part_role_t r = follower_role(2, 1);
     st_part_set_role(p, &r);
     follow_batches(f, 0, (const int32_t[]){2, 2, 2, 2, 2}, 5, 2); /* 0-9 at epoch 2 */
-    st_part_set_leader_hw(p, 4, -1);                               /* the old leader's hw: 4 */
+    st_part_set_leader_hw(p, 4, -1);                              /* the old leader's hw: 4 */
     assert_int_equal(p->hw, 4);
     /* elected at epoch 3 with ISR {2, 3}: replica 1 is out */
     const int32_t isr23[] = {2, 3};
@@ -980,12 +981,12 @@ static void test_acks_timeout(void **state)
     tb_batch(&b, 2, 8, 1000, 'p');
     st_part_append_res_t res;
     answer_t short_wait = {0, 0}, long_wait = {0, 0};
-    assert_true(st_part_append_timed(p, b.data, b.len, ST_ACKS_ALL, 50, &res, on_done,
-                                     &short_wait));
+    assert_true(
+        st_part_append_timed(p, b.data, b.len, ST_ACKS_ALL, 50, &res, on_done, &short_wait));
     st_buf_clear(&b);
     tb_batch(&b, 2, 8, 1000, 'q');
-    assert_true(st_part_append_timed(p, b.data, b.len, ST_ACKS_ALL, 600000, &res, on_done,
-                                     &long_wait));
+    assert_true(
+        st_part_append_timed(p, b.data, b.len, ST_ACKS_ALL, 600000, &res, on_done, &long_wait));
     st_buf_fini(&b);
     settle(f);
     int64_t now = st_mono_ms();
@@ -999,6 +1000,131 @@ static void test_acks_timeout(void **state)
     fetched(p, 3, 4, now);
     assert_int_equal(long_wait.calls, 1);
     assert_int_equal(long_wait.err, 0);
+    fx_close(f);
+}
+
+/* 13. Found by the simulation (seed 94): once the leader asks to add a replica to the ISR, the
+ * controller may list it before the leader hears back, so the high watermark waits for it
+ * too (KIP-497's maximal ISR) until a new partition epoch says what was decided. */
+static void test_hw_counts_pending_isr_additions(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    const int32_t isr12[] = {1, 2};
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, isr12, 2);
+    for (int i = 0; i < 3; i++)
+        r.live[i] = true;
+    st_part_set_role(p, &r);
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    produce(f, 4, ST_ACKS_LEADER, &res, &a);
+    settle(f);
+    int64_t now = st_mono_ms();
+    fetched(p, 2, 4, now);
+    assert_int_equal(p->hw, 4);
+    fetched(p, 3, 4, now); /* caught up with the hw: joins */
+    int32_t isr[ST_PART_MAX_REPLICAS];
+    int16_t nisr;
+    assert_true(st_part_isr_change_due(p, now, LAG_MS, RETRY_MS, isr, &nisr));
+    assert_int_equal(nisr, 3);
+    /* more records; replica 2 has them, replica 3 (asked for) not yet */
+    produce(f, 2, ST_ACKS_LEADER, &res, &a);
+    settle(f);
+    fetched(p, 2, 6, now);
+    assert_int_equal(p->hw, 4); /* held by the replica being added */
+    fetched(p, 3, 6, now);
+    assert_int_equal(p->hw, 6);
+    /* the controller decided (a new partition epoch): only the ISR it lists counts */
+    r = role_of(SELF, SELF, 5, 2, 2, isr12, 2);
+    for (int i = 0; i < 3; i++)
+        r.live[i] = true;
+    st_part_set_role(p, &r);
+    produce(f, 2, ST_ACKS_LEADER, &res, &a);
+    settle(f);
+    fetched(p, 2, 8, now);
+    assert_int_equal(p->hw, 8);
+    fx_close(f);
+}
+
+/* 14. Found by the simulation (seed 137): a follower whose log ends with an epoch that never
+ * got a record (it was elected, then lost the leadership before any append) cuts that epoch
+ * when the leader says where the logs diverge, even though no record goes; otherwise it would
+ * fetch with it and be told the same divergence forever. */
+static void test_truncate_drops_empty_epoch(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = follower_role(1, 1);
+    st_part_set_role(p, &r);
+    follow_batches(f, 0, (const int32_t[]){1, 1}, 2, 2); /* epoch 1 at 0-3 */
+    r = role_of(2, 2, 2, 2, 2, ISR_ALL, 3);              /* leader at epoch 2 from 4, no record */
+    st_part_set_role(p, &r);
+    assert_int_equal(st_part_latest_epoch(p), 2);
+    r = follower_role(3, 3); /* another broker leads at 3 */
+    st_part_set_role(p, &r);
+    /* the new leader: its largest epoch <= 2 is 1, ending at 4 */
+    assert_int_equal(st_part_truncate(p, 4, 1), 0);
+    assert_int_equal(log_end(f), 4);
+    assert_int_equal(st_part_latest_epoch(p), 1);
+    fx_close(f);
+}
+
+/* 15. Found by the simulation (seeds 25, 343): a follower restarted empty at the leader's log
+ * start, which DeleteRecords put inside a batch, takes that whole batch (it starts before the
+ * log's end) by starting over at its base; the log start then moves back up to the leader's. */
+static void test_restart_inside_a_batch(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = follower_role(4, 1);
+    st_part_set_role(p, &r);
+    assert_int_equal(st_part_restart_at(p, 5), 0); /* the leader's log starts at 5 */
+    st_buf_t b;
+    st_buf_init(&b);
+    stamped(&b, 4, 3, 4, -1, 0, 0); /* 3-6: holds 5 */
+    answer_t a = {0, 0};
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 7, 5, on_done, &a), 0);
+    settle(f);
+    assert_int_equal(a.calls, 1);
+    assert_int_equal(a.err, 0);
+    assert_int_equal(log_end(f), 7);
+    assert_int_equal(st_part_log_start(p), 5);
+    /* a batch that does not follow on in a log that is not empty is still refused */
+    st_buf_clear(&b);
+    stamped(&b, 1, 5, 4, -1, 0, 0);
+    answer_t c = {0, 0};
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 7, 5, on_done, &c),
+                     ST_E_OUT_OF_RANGE);
+    st_buf_fini(&b);
+    fx_close(f);
+}
+
+/* 16. Found by the simulation: a DeleteRecords whose new start became durable after the
+ * leadership moved is answered NOT_LEADER, not success (the new leader may not have it). */
+static void test_delete_records_leadership_lost(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_SELF, 1);
+    st_part_set_role(p, &r);
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    produce(f, 4, ST_ACKS_LEADER, &res, &a);
+    settle(f);
+    assert_int_equal(p->hw, 4);
+    int16_t err;
+    int64_t low;
+    answer_t d = {0, 0};
+    assert_true(st_part_delete_records(p, 2, &err, &low, on_done, &d));
+    r = follower_role(6, 2); /* the sync of the new start is still held */
+    st_part_set_role(p, &r);
+    settle(f);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.err, ST_E_NOT_LEADER);
     fx_close(f);
 }
 
@@ -1019,6 +1145,10 @@ int main(void)
         cmocka_unit_test(test_hw_after_restart),
         cmocka_unit_test(test_delete_records_replicated),
         cmocka_unit_test(test_acks_timeout),
+        cmocka_unit_test(test_hw_counts_pending_isr_additions),
+        cmocka_unit_test(test_truncate_drops_empty_epoch),
+        cmocka_unit_test(test_restart_inside_a_batch),
+        cmocka_unit_test(test_delete_records_leadership_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -236,9 +236,8 @@ static void begin_resp(st_buf_t *b, st_kwriter_t *w, int32_t corr)
 
 /* Answers a Fetch for partition 0 of "t" with `error`, records rec[0..len), hw, the log
  * start and a diverging epoch (-1: none). */
-static void answer_fetch_div(int fd, int32_t corr, int16_t error, const uint8_t *rec,
-                             int32_t len, int64_t hw, int64_t log_start, int32_t div_epoch,
-                             int64_t div_end)
+static void answer_fetch_div(int fd, int32_t corr, int16_t error, const uint8_t *rec, int32_t len,
+                             int64_t hw, int64_t log_start, int32_t div_epoch, int64_t div_end)
 {
     st_buf_t b;
     st_buf_init(&b);

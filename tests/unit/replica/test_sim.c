@@ -38,7 +38,8 @@
  *     build-test/tests/replica_test_sim --seed N [--steps M] -v
  * (-v prints every event as it happens; -vv adds the server's own log lines). Without
  * arguments it runs 500 seeds from 1; STRATA_SIM_SEEDS sets how many (20000 for `make chaos`),
- * --seeds K and --first S too; --keep-going runs every seed and counts the failing ones.
+ * --seeds K and --first S too; --keep-going runs every seed and counts the failing ones;
+ * --no-isr-check leaves out O1's ISR half, to see what a run comes to beyond it.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -65,28 +66,28 @@
 
 /* ---- the cluster's shape and its clocks (virtual milliseconds) ---- */
 
-#define NB          3          /* brokers, ids 1..NB */
-#define NODE_CTL    0          /* the controller's node */
-#define NODE_CLIENT (NB + 1)   /* producers and the admin client */
-#define NNODES      (NB + 2)
-#define MIN_ISR     2
-#define TOPIC       "sim"
-#define TICK_MS     10         /* one step */
-#define HB_MS       50         /* broker heartbeat */
-#define REG_MS      200        /* registration retried until the broker sees itself */
-#define SESSION_MS  400        /* broker session timeout at the controller */
-#define MD_RESEND_MS 100       /* the controller resends metadata to a broker behind */
-#define LAG_MS      500        /* replica.lag.time.max.ms */
-#define ISR_RETRY_MS 200       /* an unanswered AlterPartition is asked again */
-#define FETCH_TIMEOUT_MS 250   /* a follower's fetch unanswered this long is sent again */
-#define FETCH_IDLE_MS 20       /* after an empty answer (the leader's long poll, shortened) */
-#define FETCH_BACKOFF_MS 50    /* DO_BACKOFF */
+#define NB                 3        /* brokers, ids 1..NB */
+#define NODE_CTL           0        /* the controller's node */
+#define NODE_CLIENT        (NB + 1) /* producers and the admin client */
+#define NNODES             (NB + 2)
+#define MIN_ISR            2
+#define TOPIC              "sim"
+#define TICK_MS            10  /* one step */
+#define HB_MS              50  /* broker heartbeat */
+#define REG_MS             200 /* registration retried until the broker sees itself */
+#define SESSION_MS         400 /* broker session timeout at the controller */
+#define MD_RESEND_MS       100 /* the controller resends metadata to a broker behind */
+#define LAG_MS             500 /* replica.lag.time.max.ms */
+#define ISR_RETRY_MS       200 /* an unanswered AlterPartition is asked again */
+#define FETCH_TIMEOUT_MS   250 /* a follower's fetch unanswered this long is sent again */
+#define FETCH_IDLE_MS      20  /* after an empty answer (the leader's long poll, shortened) */
+#define FETCH_BACKOFF_MS   50  /* DO_BACKOFF */
 #define PRODUCE_TIMEOUT_MS 1000
-#define DELETE_TIMEOUT_MS 1500
-#define SETTLE_MAX_STEPS 3000  /* liveness bound after every fault healed */
-#define TRACE_LINES 4096       /* ring of recent events (the last TRACE_SHOW are printed) */
-#define TRACE_SHOW  80
-#define TRACE_LEN   200
+#define DELETE_TIMEOUT_MS  1500
+#define SETTLE_MAX_STEPS   3000 /* liveness bound after every fault healed */
+#define TRACE_LINES        4096 /* ring of recent events (the last TRACE_SHOW are printed) */
+#define TRACE_SHOW         80
+#define TRACE_LEN          200
 
 #define WALL0 1700000000000LL /* the wall clock (record timestamps, storage's clock) at 0 */
 
@@ -143,15 +144,14 @@ typedef enum mkind {
     M_DELETE_RESP,  /* broker -> client */
 } mkind_t;
 
-
 typedef struct msg {
     mkind_t kind;
     int from, to;
     uint64_t to_inc; /* the destination broker's incarnation (metadata goes to any) */
     int64_t due;
     uint64_t seq;
-    st_md_t *md;    /* M_MD (a reference) */
-    uint64_t inc;   /* M_REGISTER, M_HEARTBEAT: the sender's incarnation */
+    st_md_t *md;     /* M_MD (a reference) */
+    uint64_t inc;    /* M_REGISTER, M_HEARTBEAT: the sender's incarnation */
     int64_t version; /* M_HEARTBEAT: metadata version applied */
     st_rec_alter_t alter;
     uint64_t req; /* request id, echoed in the answer */
@@ -176,40 +176,40 @@ typedef struct msg {
 
 typedef struct broker {
     int32_t id;
-    tenv_t t;          /* its disk (faultfs) and storage env, kept across incarnations */
+    tenv_t t; /* its disk (faultfs) and storage env, kept across incarnations */
     st_parts_t parts;
-    st_part_t *p;      /* the one partition */
+    st_part_t *p; /* the one partition */
     bool up;
-    uint64_t inc;      /* incarnation (0 while down) */
-    bool dying;        /* inside a crash: callbacks of the dead process are dropped */
+    uint64_t inc; /* incarnation (0 while down) */
+    bool dying;   /* inside a crash: callbacks of the dead process are dropped */
     bool frozen;
     int64_t frozen_since, frozen_until;
     bool clock_pauses; /* this freeze pauses the broker's clock (else the clock jumps) */
     int64_t clock_lag; /* ms the broker's clock is behind the simulation's */
     int64_t down_until;
-    st_md_t *md;       /* the newest metadata it applied (NULL: none yet) */
-    bool registered;   /* its md names this incarnation */
+    st_md_t *md;     /* the newest metadata it applied (NULL: none yet) */
+    bool registered; /* its md names this incarnation */
     int64_t last_hb, last_reg;
     /* follower */
     bool following;
     int32_t f_leader;
     st_rfollow_t f;
-    uint64_t f_gen;    /* bumped by every st_rfollow_init: older jobs and answers are stale */
+    uint64_t f_gen; /* bumped by every st_rfollow_init: older jobs and answers are stale */
     bool fetch_inflight;
     uint64_t fetch_req;
     int64_t fetch_sent, next_fetch;
-    int32_t hw_epoch;  /* the leader epoch of the answer its leader hw came from (-1: none) */
+    int32_t hw_epoch; /* the leader epoch of the answer its leader hw came from (-1: none) */
     /* oracle */
-    int64_t verified;  /* its log is checked against the committed batches below this */
-    int pending;       /* produce / delete answers it owes */
+    int64_t verified; /* its log is checked against the committed batches below this */
+    int pending;      /* produce / delete answers it owes */
 } broker_t;
 
 /* The controller's view of a broker. */
 typedef struct ctl_broker {
-    uint64_t inc;           /* registered incarnation */
+    uint64_t inc; /* registered incarnation */
     int64_t last_hb;
-    int64_t unfence_at;     /* metadata version it must have applied to be unfenced */
-    int64_t acked_version;  /* newest version its heartbeats reported */
+    int64_t unfence_at;    /* metadata version it must have applied to be unfenced */
+    int64_t acked_version; /* newest version its heartbeats reported */
     int64_t last_md_sent;
 } ctl_broker_t;
 
@@ -261,6 +261,7 @@ typedef struct sim {
     int64_t step, now;
     int steps, fault_steps;
     int verbose;
+    bool isr_check; /* O1's ISR half (off: --no-isr-check) */
     bool healed;
     st_loop_t *loop;
     broker_t b[NB + 1]; /* b[1..NB] */
@@ -297,10 +298,12 @@ typedef struct sim {
     accept_t *acc;  /* by leader epoch */
     int32_t nepochs;
     int unclean_gen;
-    int32_t min_epoch;    /* leaders below this epoch (before an unclean election) are stale */
-    int64_t acked_lw;     /* the largest DeleteRecords low watermark answered */
-    int64_t max_delete;   /* the largest DeleteRecords offset a leader took */
+    int32_t min_epoch;  /* leaders below this epoch (before an unclean election) are stale */
+    int64_t acked_lw;   /* the largest DeleteRecords low watermark answered */
+    int acked_lw_gen;   /* unclean elections before it was (an unclean one may undo it) */
+    int64_t max_delete; /* the largest DeleteRecords offset a leader took */
     /* trace */
+    st_buf_t readbuf; /* the oracle's reads */
     char (*trace)[TRACE_LEN];
     uint64_t ntrace;
     jmp_buf fail;
@@ -524,7 +527,8 @@ static void com_add(sim_t *s, const sbatch_t *h)
     s->com_end = h->last + 1;
 }
 
-/* Reads the batch headers of log in [from, log end) into *out (malloc'd). */
+/* Reads the headers of log's whole batches from the one holding `from` up to the one holding
+ * upto - 1 (INT64_MAX: the log end) into *out (malloc'd); returns how many. */
 static size_t log_batches(sim_t *s, st_log_t *log, int64_t from, int64_t upto, sbatch_t **out)
 {
     size_t n = 0, cap = 0;
@@ -532,32 +536,35 @@ static size_t log_batches(sim_t *s, st_log_t *log, int64_t from, int64_t upto, s
     int64_t end = st_log_end_offset(log);
     if (from < st_log_start_offset(log))
         from = st_log_start_offset(log);
-    st_buf_t buf;
-    st_buf_init(&buf);
+    st_buf_t *buf = &s->readbuf;
     while (from < end && from < upto) {
-        st_buf_clear(&buf);
-        int64_t next = from;
-        int rc = tb_read_all(log, from, 1 << 16, &buf, &next);
+        st_log_read_t rd;
+        int rc = st_log_read(log, from, 16 << 10, upto < end ? upto : -1, &rd);
         CHECK(s, rc == 0, "reading a log at %" PRId64 ": %s", from, st_strerror(rc));
-        if (buf.len == 0)
+        st_buf_clear(buf);
+        int64_t next = rd.next_offset;
+        uint8_t *d = rd.bytes > 0 ? st_buf_extend(buf, (size_t)rd.bytes) : NULL;
+        ssize_t got = d ? st_log_read_copy(&rd, d, (size_t)rd.bytes) : 0;
+        st_log_read_release(&rd);
+        CHECK(s, got >= 0, "reading a log at %" PRId64 ": %s", from, st_strerror((int)got));
+        if (buf->len == 0)
             break;
-        for (size_t pos = 0; pos < buf.len;) {
+        for (size_t pos = 0; pos < buf->len;) {
             st_batch_hdr_t h;
-            rc = st_batch_check(buf.data + pos, buf.len - pos, &h);
+            rc = st_batch_check(buf->data + pos, buf->len - pos, &h);
             CHECK(s, rc == 0, "a corrupt batch in a log at %" PRId64 " (+%zu): %s", from, pos,
                   st_strerror(rc));
             if (n == cap) {
                 cap = cap ? cap * 2 : 64;
                 *out = realloc(*out, cap * sizeof **out);
             }
-            (*out)[n++] = (sbatch_t){h.base_offset, st_batch_last_offset(&h), h.crc,
-                                     h.batch_length, h.partition_leader_epoch};
+            (*out)[n++] = (sbatch_t){h.base_offset, st_batch_last_offset(&h), h.crc, h.batch_length,
+                                     h.partition_leader_epoch};
             pos += (size_t)st_batch_size(&h);
         }
         CHECK(s, next > from, "a read at %" PRId64 " did not advance", from);
         from = next;
     }
-    st_buf_fini(&buf);
     return n;
 }
 
@@ -571,12 +578,13 @@ static bool b_leads_now(const sim_t *s, const broker_t *b)
  * against the committed batches; a leader's extends them. */
 static void check_broker_log(sim_t *s, broker_t *b)
 {
-    if (!b->up || !b->p || !b->p->log)
-        return;
+    if (!b->up || !b->p || !b->p->log || !b->p->repl.on)
+        return; /* no role yet: not served (its hw is the log end until it has one) */
     st_part_t *p = b->p;
     int64_t hw = p->hw, start = st_part_log_start(p), end = st_log_end_offset(p->log);
-    CHECK(s, start <= hw && hw <= end, "broker %d: log start %" PRId64 ", hw %" PRId64
-          ", log end %" PRId64 " out of order", b->id, start, hw, end);
+    CHECK(s, start <= hw && hw <= end,
+          "broker %d: log start %" PRId64 ", hw %" PRId64 ", log end %" PRId64 " out of order",
+          b->id, start, hw, end);
     bool leader = b_leads_now(s, b);
     if (!leader && s->unclean_gen > 0 && b->hw_epoch < s->min_epoch)
         return; /* its hw may be from a leader an unclean election overruled */
@@ -594,12 +602,12 @@ static void check_broker_log(sim_t *s, broker_t *b)
                   c->last == v[i].last && c->crc == v[i].crc && c->len == v[i].len &&
                       c->epoch == v[i].epoch,
                   "O1: broker %d (%s, hw %" PRId64 ") holds at %" PRId64 "..%" PRId64
-                  " crc %08x epoch %d; committed there: %" PRId64 "..%" PRId64
-                  " crc %08x epoch %d",
+                  " crc %08x epoch %d; committed there: %" PRId64 "..%" PRId64 " crc %08x epoch %d",
                   b->id, leader ? "leader" : "follower", hw, v[i].base, v[i].last, v[i].crc,
                   (int)v[i].epoch, c->base, c->last, c->crc, (int)c->epoch);
         } else if (c) {
-            fail(s, "O1: broker %d: batch %" PRId64 "..%" PRId64 " below its hw %" PRId64
+            fail(s,
+                 "O1: broker %d: batch %" PRId64 "..%" PRId64 " below its hw %" PRId64
                  " straddles committed batch %" PRId64 "..%" PRId64,
                  b->id, v[i].base, v[i].last, hw, c->base, c->last);
         } else if (v[i].base >= s->com_end || s->com_end < 0) {
@@ -608,13 +616,14 @@ static void check_broker_log(sim_t *s, broker_t *b)
                   "): batch %" PRId64 "..%" PRId64 " epoch %d",
                   b->id, hw, s->com_end, v[i].base, v[i].last, (int)v[i].epoch);
             CHECK(s, s->com_end < 0 || v[i].base == s->com_end || v[i].base == start,
-                  "O1: leader %d commits %" PRId64 "..%" PRId64 " after a gap from %" PRId64,
-                  b->id, v[i].base, v[i].last, s->com_end);
+                  "O1: leader %d commits %" PRId64 "..%" PRId64 " after a gap from %" PRId64, b->id,
+                  v[i].base, v[i].last, s->com_end);
             com_add(s, &v[i]);
         } else if (s->ncom > 0 && v[i].last < s->com[0].base) {
             /* below the first committed batch (an unclean election started over) */
         } else {
-            fail(s, "O1: broker %d: batch %" PRId64 "..%" PRId64 " below its hw %" PRId64
+            fail(s,
+                 "O1: broker %d: batch %" PRId64 "..%" PRId64 " below its hw %" PRId64
                  " where nothing was committed (committed end %" PRId64 ")",
                  b->id, v[i].base, v[i].last, hw, s->com_end);
         }
@@ -638,7 +647,8 @@ static void oracle_event(sim_t *s)
               s->hwmax[e], b->p->hw, (int)e);
         s->hwmax[e] = b->p->hw;
         const st_md_partition_t *mp = md_part(s->md);
-        if (mp->leader == b->id && mp->leader_epoch == e && b->p->hw > st_part_log_start(b->p))
+        if (mp->leader == b->id && mp->leader_epoch == e && b->p->hw > st_part_log_start(b->p) &&
+            s->acked_lw_gen == s->unclean_gen)
             CHECK(s, st_part_log_start(b->p) >= s->acked_lw,
                   "O5: leader %d serves from %" PRId64 ", below the acknowledged DeleteRecords "
                   "low watermark %" PRId64,
@@ -664,7 +674,7 @@ static void oracle_step(sim_t *s)
     for (int i = 1; i <= NB; i++)
         check_broker_log(s, &s->b[i]);
     const st_md_partition_t *mp = md_part(s->md);
-    for (int k = 0; k < mp->nisr && s->com_end >= 0; k++) {
+    for (int k = 0; k < mp->nisr && s->com_end >= 0 && s->isr_check; k++) {
         broker_t *b = &s->b[mp->isr[k]];
         if (!b->up || !b->p->log || s->unclean_gen > 0)
             continue;
@@ -808,6 +818,13 @@ static void ctl_on_alter(sim_t *s, const msg_t *m)
     char isr[64];
     fmt_isr(isr, sizeof isr, m->alter.isr, m->alter.nisr);
     int rc = st_rec_alter_isr(n, n->topics[0], &m->alter);
+    if (rc == ST_E_AGAIN) {
+        /* refused at the current epochs: published as a new partition epoch */
+        ev(s, "ctl: AlterPartition from %d (epoch %d pe %d) to [%s] refused: new pe",
+           (int)m->alter.leader, (int)m->alter.leader_epoch, (int)m->alter.partition_epoch, isr);
+        ctl_publish(s, n, "alter isr refused");
+        return;
+    }
     if (rc) {
         ev(s, "ctl: AlterPartition from %d (epoch %d pe %d) to [%s] refused", (int)m->alter.leader,
            (int)m->alter.leader_epoch, (int)m->alter.partition_epoch, isr);
@@ -836,15 +853,18 @@ static void ctl_tick(sim_t *s)
         }
     }
     if (!s->healed && chance(&s->r, s->p_reorder)) {
-        /* an operator reorders the replicas (a reassignment to the same set): the next
-         * preferred election moves leadership to the new first */
+        /* an operator reassigns the partition to the same brokers in another order
+         * (st_rec_reassign): the next preferred election moves leadership to the new first */
         st_md_t *n = st_md_clone(s->md);
         st_md_partition_t *mp = &n->topics[0]->partitions[0];
-        int32_t first = mp->replicas[0];
-        memmove(mp->replicas, mp->replicas + 1, (size_t)(mp->nreplicas - 1) * sizeof(int32_t));
-        mp->replicas[mp->nreplicas - 1] = first;
-        mp->partition_epoch++;
-        ctl_publish(s, n, "replicas reordered");
+        int32_t target[NB];
+        for (int i = 0; i < NB; i++)
+            target[i] = mp->replicas[(i + 1) % NB];
+        int rc = st_rec_reassign(n, mp, target, NB);
+        if (rc == 0)
+            ctl_publish(s, n, "reassigned (replicas rotated)");
+        else
+            st_md_unref(n);
     }
 }
 
@@ -860,8 +880,8 @@ static void follow_init(sim_t *s, broker_t *b, int32_t leader, int32_t epoch)
     b->next_fetch = bnow(s, b);
     st_rfollow_init(&b->f, epoch, st_part_durable_end(p), st_part_latest_epoch(p),
                     st_part_log_start(p));
-    ev(s, "b%d: follows %d at epoch %d from %" PRId64 " (last epoch %d, start %" PRId64 ")",
-       b->id, (int)leader, (int)epoch, b->f.fetch_offset, (int)b->f.last_epoch, b->f.log_start);
+    ev(s, "b%d: follows %d at epoch %d from %" PRId64 " (last epoch %d, start %" PRId64 ")", b->id,
+       (int)leader, (int)epoch, b->f.fetch_offset, (int)b->f.last_epoch, b->f.log_start);
 }
 
 /* A job's completion context. */
@@ -886,8 +906,8 @@ static void on_job_done(void *arg, int err)
     job_t *j = arg;
     sim_t *s = j->s;
     broker_t *b = &s->b[j->broker];
-    bool current = !b->dying && b->up && b->inc == j->inc && b->f_gen == j->gen &&
-                   b->following && b->f.phase == ST_RF_JOB;
+    bool current = !b->dying && b->up && b->inc == j->inc && b->f_gen == j->gen && b->following &&
+                   b->f.phase == ST_RF_JOB;
     free(j);
     if (current)
         job_position(s, b, err);
@@ -895,8 +915,7 @@ static void on_job_done(void *arg, int err)
 
 static void follower_on_answer(sim_t *s, broker_t *b, const msg_t *m)
 {
-    if (!b->following || !b->fetch_inflight || m->req != b->fetch_req ||
-        b->f.phase != ST_RF_FETCH)
+    if (!b->following || !b->fetch_inflight || m->req != b->fetch_req || b->f.phase != ST_RF_FETCH)
         return; /* stale, or a duplicate */
     b->fetch_inflight = false;
     st_part_t *p = b->p;
@@ -921,8 +940,7 @@ static void follower_on_answer(sim_t *s, broker_t *b, const msg_t *m)
         *j = (job_t){s, b->id, b->inc, b->f_gen};
         int64_t end = st_log_end_offset(p->log);
         rc = st_part_append_replica(p, m->data, act.len, act.hw, act.log_start, on_job_done, j);
-        ev(s, "b%d: append %zu bytes at %" PRId64 " (leader hw %" PRId64 " start %" PRId64
-           "): %s",
+        ev(s, "b%d: append %zu bytes at %" PRId64 " (leader hw %" PRId64 " start %" PRId64 "): %s",
            b->id, act.len, end, act.hw, act.log_start, rc ? st_strerror(rc) : "ok");
         if (rc) {
             free(j);
@@ -937,8 +955,7 @@ static void follower_on_answer(sim_t *s, broker_t *b, const msg_t *m)
         int64_t end = st_log_end_offset(p->log);
         rc = st_part_truncate(p, act.offset, act.end_epoch);
         s->n_truncate++;
-        ev(s, "b%d: truncate to %" PRId64 " end_epoch %d (log end %" PRId64 " -> %" PRId64
-           "): %s",
+        ev(s, "b%d: truncate to %" PRId64 " end_epoch %d (log end %" PRId64 " -> %" PRId64 "): %s",
            b->id, act.offset, (int)act.end_epoch, end, st_log_end_offset(p->log),
            rc ? st_strerror(rc) : "ok");
         if (b->verified > st_log_end_offset(p->log))
@@ -958,8 +975,8 @@ static void follower_on_answer(sim_t *s, broker_t *b, const msg_t *m)
     case ST_RF_DO_HW:
         rc = st_part_set_leader_hw(p, act.hw, act.log_start);
         if (rc)
-            ev(s, "b%d: leader hw %" PRId64 " start %" PRId64 ": %s", b->id, act.hw,
-               act.log_start, st_strerror(rc));
+            ev(s, "b%d: leader hw %" PRId64 " start %" PRId64 ": %s", b->id, act.hw, act.log_start,
+               st_strerror(rc));
         b->hw_epoch = b->f.leader_epoch;
         b->next_fetch = now + FETCH_IDLE_MS;
         if (b->f.phase == ST_RF_JOB) {
@@ -1098,6 +1115,8 @@ static void owed_answer(sim_t *s, broker_t *b, owed_t *o, int16_t kerr)
            kerr ? st_kerr_name(kerr) : "ok");
         if (!kerr && o->low_watermark > s->acked_lw)
             s->acked_lw = o->low_watermark;
+        if (!kerr)
+            s->acked_lw_gen = s->unclean_gen;
     } else {
         r->producer = o->producer;
         r->base_offset = o->base;
@@ -1158,8 +1177,8 @@ static void leader_on_produce(sim_t *s, broker_t *b, msg_t *m)
         if (!err && res.appended_bytes > 0)
             note_accept(s, b, epoch);
         if (!err)
-            ev(s, "b%d: appended %s%" PRId64 "..%" PRId64 " acks=%d from p%d at epoch %d%s",
-               b->id, res.appended_bytes ? "" : "(duplicate) ", base, last, m->acks, m->producer,
+            ev(s, "b%d: appended %s%" PRId64 "..%" PRId64 " acks=%d from p%d at epoch %d%s", b->id,
+               res.appended_bytes ? "" : "(duplicate) ", base, last, m->acks, m->producer,
                (int)epoch, later ? ", waits" : "");
         if (later) {
             o->base = base;
@@ -1223,7 +1242,8 @@ static void b_apply_md(sim_t *s, broker_t *b, st_md_t *md)
     for (int i = 0; i < mp->nreplicas; i++)
         ro.live[i] = st_md_broker_live(md, mp->replicas[i]);
     st_part_repl_t *r = &b->p->repl;
-    bool fresh = ro.leader && (!r->on || !r->role.leader || r->role.leader_epoch != ro.leader_epoch);
+    bool fresh =
+        ro.leader && (!r->on || !r->role.leader || r->role.leader_epoch != ro.leader_epoch);
     st_part_set_role(b->p, &ro);
     if (fresh) {
         /* set_role stamps the followers' catch-up times with the real monotonic clock
@@ -1299,7 +1319,8 @@ static void b_start(sim_t *s, broker_t *b)
     b->verified = 0;
     b->pending = 0;
     b->last_hb = bnow(s, b) - HB_MS;
-    ev(s, "b%d: starts, incarnation %" PRIu64 ": log %" PRId64 "..%" PRId64 " hw %" PRId64
+    ev(s,
+       "b%d: starts, incarnation %" PRIu64 ": log %" PRId64 "..%" PRId64 " hw %" PRId64
        " last epoch %d",
        b->id, b->inc, st_part_log_start(b->p), st_log_end_offset(b->p->log), b->p->hw,
        (int)st_part_latest_epoch(b->p));
@@ -1486,8 +1507,8 @@ static void producer_new_batch(sim_t *s, int k)
     pr->count = (int32_t)rnd_in(&s->r, 1, 3);
     st_buf_clear(&pr->batch);
     int64_t pid = pr->idem ? pr->pid : -1;
-    client_batch(&pr->batch, pr->count, s->record_id, WALL0 + s->now, pid, pr->idem ? pr->pepoch : -1,
-                 pr->idem ? pr->seq : -1);
+    client_batch(&pr->batch, pr->count, s->record_id, WALL0 + s->now, pid,
+                 pr->idem ? pr->pepoch : -1, pr->idem ? pr->seq : -1);
     s->record_id += (uint64_t)pr->count;
     pr->busy = true;
     pr->tries = 0;
@@ -1785,11 +1806,15 @@ static void sim_free(sim_t *s)
     free(s->hwmax);
     free(s->acc);
     free(s->trace);
+    st_buf_fini(&s->readbuf);
 }
+
+static bool g_isr_check = true;
 
 static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t *loop)
 {
     memset(s, 0, sizeof *s);
+    s->isr_check = g_isr_check;
     s->seed = seed;
     uint64_t x = seed;
     s->r.s = splitmix64(&x) | 1;
@@ -1798,6 +1823,7 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
     s->verbose = verbose;
     s->loop = loop;
     s->trace = calloc(TRACE_LINES, sizeof *s->trace);
+    st_buf_init(&s->readbuf);
     s->com_end = -1;
     s->max_delete = -1;
     rng_t *r = &s->r;
@@ -1825,8 +1851,7 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
     st_md_topic_t *t = st_md_topic_new(TOPIC, TOPIC_ID, 1);
     t->replication_factor = NB;
     if (s->unclean_set)
-        st_md_topic_set_config(t, "unclean.leader.election.enable",
-                               s->unclean ? "true" : "false");
+        st_md_topic_set_config(t, "unclean.leader.election.enable", s->unclean ? "true" : "false");
     st_md_topic_set_config(t, "min.insync.replicas", "2");
     st_md_partition_t *mp = &t->partitions[0];
     mp->leader_epoch = 0;
@@ -1915,8 +1940,8 @@ static bool run_seed(uint64_t seed, int steps, int verbose, st_loop_t *loop, sim
         printf("seed %" PRIu64 ": ok: %" PRIu64 " acks=all records, %" PRIu64 " crashes, %" PRIu64
                " freezes, %" PRIu64 " elections (%" PRIu64 " unclean), %" PRIu64
                " truncations, converged at step %" PRId64 "\n",
-               seed, s->n_acked, s->n_crash, s->n_freeze, s->n_elect, s->n_unclean,
-               s->n_truncate, s->step);
+               seed, s->n_acked, s->n_crash, s->n_freeze, s->n_elect, s->n_unclean, s->n_truncate,
+               s->step);
     sim_free(s);
     return true;
 }
@@ -1924,7 +1949,7 @@ static bool run_seed(uint64_t seed, int steps, int verbose, st_loop_t *loop, sim
 int main(int argc, char **argv)
 {
     uint64_t first = 1, nseeds = 500;
-    int steps = 2000, verbose = 0;
+    int steps = 1200, verbose = 0;
     bool keep_going = false;
     const char *env = getenv("STRATA_SIM_SEEDS");
     if (env && *env)
@@ -1945,10 +1970,12 @@ int main(int argc, char **argv)
             verbose = 2;
         } else if (strcmp(argv[i], "--keep-going") == 0) {
             keep_going = true;
+        } else if (strcmp(argv[i], "--no-isr-check") == 0) {
+            g_isr_check = false;
         } else {
             fprintf(stderr,
                     "usage: %s [--seed N | --first S --seeds K] [--steps M] [-v|-vv] "
-                    "[--keep-going]\n",
+                    "[--keep-going] [--no-isr-check]\n",
                     argv[0]);
             return 2;
         }
@@ -1962,8 +1989,9 @@ int main(int argc, char **argv)
     sim_t *s = calloc(1, sizeof *s);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    uint64_t failed = 0, acked = 0;
+    uint64_t failed = 0, acked = 0, ran = 0;
     for (uint64_t seed = first; seed < first + nseeds; seed++) {
+        ran++;
         if (!run_seed(seed, steps, verbose, loop, s)) {
             failed++;
             if (!keep_going)
@@ -1976,7 +2004,7 @@ int main(int argc, char **argv)
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("replication simulation: %" PRIu64 " seed(s) from %" PRIu64 ", %d steps each: %" PRIu64
            " failed; %" PRIu64 " acks=all records checked; %.1f s\n",
-           nseeds, first, steps, failed, acked, secs);
+           ran, first, steps, failed, acked, secs);
     fflush(stdout);
     if (failed)
         _exit(1); /* failed seeds' state is not freed */

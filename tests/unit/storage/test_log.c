@@ -519,6 +519,37 @@ static void test_compact_only_never_retained(void **state)
     tenv_fini(&t);
 }
 
+/* Time and size retention never delete past the retention limit (the partition's high
+ * watermark): a segment holding records consumers may not read yet stays (issue 19). */
+static void test_retention_below_limit(void **state)
+{
+    (void)state;
+    tenv_t t;
+    tenv_init(&t, 82);
+    st_log_config_t c = cfg_default();
+    st_buf_t b;
+    st_buf_init(&b);
+    size_t bs = tb_batch(&b, 1, 100, 0, 'a');
+    st_buf_fini(&b);
+    c.segment_bytes = (int64_t)bs * 2;
+    c.retention_bytes = 0;
+    c.retention_ms = 1;
+    st_log_t *log = open_log(&t, &c);
+    for (int i = 0; i < 9; i++)
+        append1(log, 1, 100, t.now - 100000, 'a');
+    t.now += 100000;
+    assert_int_equal(st_log_segment_count(log), 5); /* 0-1, 2-3, 4-5, 6-7, 8 */
+    st_log_set_retention_limit(log, 3);
+    assert_int_equal(st_log_enforce_retention(log), 1); /* only 0-1 is wholly below 3 */
+    assert_int_equal(st_log_start_offset(log), 2);
+    assert_int_equal(st_log_enforce_retention(log), 0);
+    st_log_set_retention_limit(log, 6);
+    assert_int_equal(st_log_enforce_retention(log), 2);
+    assert_int_equal(st_log_start_offset(log), 6);
+    st_log_close(log);
+    tenv_fini(&t);
+}
+
 static void note_res(void *arg, int res)
 {
     int *r = arg;
@@ -1116,6 +1147,7 @@ int main(void)
         cmocka_unit_test(test_read_handle_survives_delete),
         cmocka_unit_test(test_replica_append),
         cmocka_unit_test(test_compact_only_never_retained),
+        cmocka_unit_test(test_retention_below_limit),
         cmocka_unit_test(test_start_offset_durable),
         cmocka_unit_test(test_submit_failure_is_retried),
         cmocka_unit_test(test_failed_sync_with_failed_cut),
