@@ -473,6 +473,17 @@ static const part_family_t part_families[] = {
      "Records the partition's finished cleans dropped (superseded, keyless, expired "
      "tombstones).",
      PF_REMOVED, PO_COMPACT},
+    {"strata_partition_under_replicated", "gauge",
+     "Partitions this broker leads: 1 while the ISR is smaller than the replica set (Kafka's "
+     "UnderReplicatedPartitions, per partition).",
+     PF_UNDER_REPLICATED, PO_LEADS},
+    {"strata_partition_in_sync_replicas", "gauge",
+     "Partitions this broker leads: the members of the ISR.", PF_ISR, PO_LEADS},
+    {"strata_partition_max_follower_lag_offsets", "gauge",
+     "Partitions this broker leads: how far (offsets) the farthest replica's last fetch is "
+     "behind the leader's durable end; -1 while a replica has not fetched since this "
+     "leadership began.",
+     PF_FOLLOWER_LAG, PO_LEADS},
 };
 
 static double part_field(const st_admin_part_t *r, int f)
