@@ -766,7 +766,7 @@ static void ctl_fence(sim_t *s, int32_t id, const char *why)
     md_broker_mut(n, id)->fenced = true;
     ctl_elect(s, n);
     s->cb[id].unfence_at = n->version;
-    char w[64];
+    char w[128];
     snprintf(w, sizeof w, "fence %d: %s", (int)id, why);
     ctl_publish(s, n, w);
 }
@@ -785,7 +785,7 @@ static void ctl_on_register(sim_t *s, const msg_t *m)
     b->epoch = n->version;
     ctl_elect(s, n);
     c->unfence_at = n->version;
-    char w[64];
+    char w[128];
     snprintf(w, sizeof w, "register %d incarnation %" PRIu64, m->from, m->inc);
     ctl_publish(s, n, w);
 }
@@ -831,7 +831,7 @@ static void ctl_on_alter(sim_t *s, const msg_t *m)
         st_md_unref(n);
         return;
     }
-    char w[64];
+    char w[128];
     snprintf(w, sizeof w, "alter isr by %d to [%s]", (int)m->alter.leader, isr);
     ctl_publish(s, n, w);
 }
@@ -1083,7 +1083,7 @@ static void leader_isr_tick(sim_t *s, broker_t *b)
     m->alter.partition_epoch = ro->partition_epoch;
     m->alter.nisr = nisr;
     memcpy(m->alter.isr, isr, (size_t)nisr * sizeof isr[0]);
-    char w[64];
+    char w[128];
     fmt_isr(w, sizeof w, isr, nisr);
     ev(s, "b%d: asks ISR [%s] at epoch %d pe %d", b->id, w, (int)ro->leader_epoch,
        (int)ro->partition_epoch);
@@ -1113,9 +1113,12 @@ static void owed_answer(sim_t *s, broker_t *b, owed_t *o, int16_t kerr)
         r->offset = o->low_watermark;
         ev(s, "b%d: DeleteRecords to %" PRId64 " answered %s", b->id, o->low_watermark,
            kerr ? st_kerr_name(kerr) : "ok");
-        if (!kerr && o->low_watermark > s->acked_lw)
+        /* a leader of an epoch before the last unclean election answers for a log the
+         * cluster has given up (as an acks=all answer it gives: O2) */
+        bool counts = !kerr && o->epoch >= s->min_epoch;
+        if (counts && o->low_watermark > s->acked_lw)
             s->acked_lw = o->low_watermark;
-        if (!kerr)
+        if (counts)
             s->acked_lw_gen = s->unclean_gen;
     } else {
         r->producer = o->producer;
@@ -1199,6 +1202,7 @@ static void leader_on_delete(sim_t *s, broker_t *b, msg_t *m)
     *o = (owed_t){s, b->id, b->inc, m->req, -1, 0, -1, -1, 0, -1, -1, true};
     if (!err) {
         int64_t lw = -1;
+        o->epoch = b->p->repl.role.leader_epoch;
         b->pending++;
         bool later = st_part_delete_records(b->p, m->offset, &err, &lw, on_owed_done, o);
         o->low_watermark = lw;
