@@ -19,12 +19,12 @@ MUTATIONS=(
   "2 ISR join without the epoch start (KAFKA-7128)|src/partition/replica.c|s/r->pos\[i\] >= r->epoch_start \&\& //"
   "3 no epoch recorded at election (KIP-101)|src/partition/replica.c|s/int rc = st_log_assign_epoch(p->log, role->leader_epoch, \&start);/int rc = 0;/"
   "4 leader takes any fetch offset (no KIP-320 check)|src/partition/replica.c|s/    if (last_epoch >= 0) {/    if (0) {/"
-  "5 unclean election from the broker setting only|src/cluster/records.c|s/    const char \*v = st_md_topic_config(t, \"unclean.leader.election.enable\");/    const char *v = NULL;/"
-  "6 DeleteRecords not waiting for the replicas|src/partition/append.c|s/return p->repl.on \&\& p->repl.role.leader \&\& st_part_low_watermark(p) < offset;/return false;/"
+  "5 unclean election from the broker setting only|src/cluster/records.c|s/    const char \*v = st_md_topic_config(t, \"unclean.leader.election.enable\");/    const char *v = t ? NULL : NULL;/"
+  "6 DeleteRecords not waiting for the replicas|src/partition/append.c|s/return p->repl.on \&\& p->repl.role.leader \&\& st_part_low_watermark(p) < offset;/return p \&\& offset < 0 \&\& false;/"
   "6b followers keep their log start|src/partition/replica.c|s/    int rc = st_log_set_start_offset(p->log, to);/    int rc = 0;/"
   "9 hw ignores replicas asked into the ISR (KIP-497)|src/partition/replica.c|s/for (int i = 0; i < r->role.nisr + r->npending; i++) {/for (int i = 0; i < r->role.nisr; i++) {/"
   "10 a cut keeps an empty trailing epoch|src/partition/replica.c|s/        rc = st_log_forget_epochs_from(p->log, st_log_end_offset(p->log));/        rc = 0;/"
-  "11 no restart inside a batch|src/partition/append.c|s/    if (rc == ST_E_OUT_OF_RANGE \&\& (rc = restart_for(p, records, len)) == 0)/    if (0)/"
+  "11 no restart inside a batch|src/partition/append.c|s/    if (rc == ST_E_OUT_OF_RANGE \s/    if (rc == ST_E_OUT_OF_RANGE \&\& (rc = restart_for(p, records, len)) == 0)/    if (0)/\s/    if (rc == ST_E_OUT_OF_RANGE \&\& (rc = restart_for(p, records, len)) == 0)/    if (0)/ (rc = restart_for(p, records, len)) == 0)/    if (rc == ST_E_OUT_OF_RANGE \&\& 0 \&\& (rc = restart_for(p, records, len)) == 0)/"
   "12 DeleteRecords answered after the leadership ended|src/partition/append.c|s/        res = ST_E_NOT_LEADER;/        res = 0;/"
 )
 
@@ -45,7 +45,11 @@ for m in "${MUTATIONS[@]}"; do
     echo "mutation $name: the sed did not apply (the code moved): update this script"
     continue
   fi
-  cmake --build "$WORK/build" -j "$(nproc)" --target replica_test_sim >/dev/null
+  if ! cmake --build "$WORK/build" -j "$(nproc)" --target replica_test_sim >"$WORK/log" 2>&1; then
+    echo "mutation $name: does not build (update this script):"; grep -m3 error "$WORK/log" || true
+    cp "$WORK/orig" "$tree/$file"
+    continue
+  fi
   out=$("$WORK/build/tests/replica_test_sim" --seeds "$SEEDS" --keep-going 2>&1 | tail -1 || true)
   echo "mutation $name: $out"
   cp "$WORK/orig" "$tree/$file" # a new mtime: rebuilt unmutated next time
