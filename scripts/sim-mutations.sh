@@ -24,7 +24,7 @@ MUTATIONS=(
   "6b followers keep their log start|src/partition/replica.c|s/    int rc = st_log_set_start_offset(p->log, to);/    int rc = 0;/"
   "9 hw ignores replicas asked into the ISR (KIP-497)|src/partition/replica.c|s/for (int i = 0; i < r->role.nisr + r->npending; i++) {/for (int i = 0; i < r->role.nisr; i++) {/"
   "10 a cut keeps an empty trailing epoch|src/partition/replica.c|s/        rc = st_log_forget_epochs_from(p->log, st_log_end_offset(p->log));/        rc = 0;/"
-  "11 no restart inside a batch|src/partition/append.c|s/    if (rc == ST_E_OUT_OF_RANGE \s/    if (rc == ST_E_OUT_OF_RANGE \&\& (rc = restart_for(p, records, len)) == 0)/    if (0)/\s/    if (rc == ST_E_OUT_OF_RANGE \&\& (rc = restart_for(p, records, len)) == 0)/    if (0)/ (rc = restart_for(p, records, len)) == 0)/    if (rc == ST_E_OUT_OF_RANGE \&\& 0 \&\& (rc = restart_for(p, records, len)) == 0)/"
+  "11 no restart inside a batch|src/partition/append.c|s/    if (rc == ST_E_OUT_OF_RANGE \&\& (rc = restart_for(p, records, len)) == 0)/    if (rc == ST_E_OUT_OF_RANGE \&\& 0 \&\& (rc = restart_for(p, records, len)) == 0)/"
   "12 DeleteRecords answered after the leadership ended|src/partition/append.c|s/        res = ST_E_NOT_LEADER;/        res = 0;/"
 )
 
