@@ -330,10 +330,17 @@ class ClientsTest(ClusterCase):
         for part, pm in parts.items():
             node = c.node(pm["leader"])
             url = "http://%s:%d/metrics" % (node.host, node.admin_port)
-            with urllib.request.urlopen(url, timeout=5) as r:
-                text = r.read().decode()
             lab = '{topic="%s",partition="%d"}' % (name, part)
-            rows = [ln for ln in text.splitlines() if lab in ln]
+            rows = []
+
+            def published():
+                # the shards publish what the admin API shows about once a second
+                with urllib.request.urlopen(url, timeout=5) as r:
+                    rows[:] = [ln for ln in r.read().decode().splitlines() if lab in ln]
+                return any(ln.startswith("strata_partition_in_sync_replicas") for ln in rows)
+
+            c.wait(published, 10, "%s-%d's replication metrics on node %d"
+                   % (name, part, pm["leader"]), lambda: repr(rows))
             self.assertIn("strata_partition_in_sync_replicas%s %d" % (lab, rf), rows)
             self.assertIn("strata_partition_under_replicated%s 0" % lab, rows)
             self.assertTrue(any(re.fullmatch(r"strata_partition_max_follower_lag_offsets%s -?\d+"
