@@ -195,7 +195,10 @@ class Workload:
                     if err.fatal():
                         self.fatal = str(err)
                 else:
-                    self.acked[(partition, value)] = (m.offset(), t_sent, now)
+                    # an implicit acknowledgement (a later batch's success acknowledged a
+                    # timed-out one) has no offset: confluent-kafka gives None, counted as -1
+                    off = m.offset()
+                    self.acked[(partition, value)] = (-1 if off is None else off, t_sent, now)
         return cb
 
     def _produce(self):
