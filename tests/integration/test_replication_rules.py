@@ -23,8 +23,10 @@ RF=3, min.insync.replicas=2 unless an item needs otherwise.
   6  DeleteRecords' low watermark is replicated and survives a leader move
   7  a reassignment never drops the only in-sync replica; while pending, ListPartitionReassignments
      shows it (adding/removing), and it can be cancelled
+  8  (also found) an acks=all Produce the ISR cannot acknowledge within its timeout_ms is answered
+     REQUEST_TIMED_OUT, not left unanswered
 
-Items 1, 3, 4, 6 and 7 share one 3-broker cluster (started at first use, a topic per item);
+Items 1, 3, 4, 6, 7 and 8 share one 3-broker cluster (started at first use, a topic per item);
 items 2 and 5 need other settings and start their own. Run one item with
 `python3 test_replication_rules.py RulesTest.test_item3_empty_epoch`. Every wait is bounded;
 a failure prints what was seen (offsets, replicas' log ends, every node's log tail).
@@ -38,6 +40,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import cli_segment  # noqa: E402
 import kwire  # noqa: E402
 from cluster import Cluster  # noqa: E402
 from harness import WaitTimeout  # noqa: E402
@@ -63,6 +66,7 @@ BASE_SETS = {
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
+REQUEST_TIMED_OUT = 7
 ELECTION_NOT_NEEDED = 84
 
 
@@ -914,6 +918,40 @@ class RulesTest(unittest.TestCase):
         self.assertIsNone(listed(), "a completed reassignment still listed")
         self.assert_acked_readable(topic, acked, "after the reassignment to %s" % others)
 
+    # ---- also found: an acks=all Produce past its timeout_ms is answered ----
+
+    def test_item8_produce_timeout_answered(self):
+        c = self.shared_cluster()
+        topic = unique("item8")
+        p = self.create(topic)
+        L = p["leader"]
+        pr = self.producer(name="producer8")
+        pr.send_acked(topic, [b"a-%02d" % i for i in range(5)])
+        self.wait_ends(topic, p["replicas"], 5)
+        # the followers' fetches cut: the ISR (still all three for replica.lag.time.max.ms)
+        # cannot have the next batch
+        c.node(L).proxy.drop("both", skip="^" + CLIENT_PREFIX)
+        try:
+            body = (kwire.i16(-1) + kwire.i16(-1) + kwire.i32(1000) + kwire.i32(1)
+                    + kwire.string(topic) + kwire.i32(1) + kwire.i32(0))
+            recs = cli_segment.batch(0, [(b"k", b"late")])
+            body += kwire.i32(len(recs)) + recs
+            with kwire.Conn.to(c.node(L).bootstrap, 10) as conn:
+                t0 = time.monotonic()
+                r = conn.request(0, 3, body, client_id=CLIENT_PREFIX + "raw8", timeout=10)
+                took = time.monotonic() - t0
+            r.i32()
+            r.string()
+            r.i32()
+            r.i32()
+            err = r.i16()
+        finally:
+            c.node(L).proxy.heal()
+        print("  item 8: acks=all Produce with timeout_ms 1000 and the followers cut: error %d "
+              "after %.2fs" % (err, took), flush=True)
+        self.assertEqual(err, REQUEST_TIMED_OUT,
+                         "an acks=all Produce the ISR could not acknowledge within its timeout")
+        self.assertLess(took, 5.0, "answered only after %.1fs (timeout_ms 1000)" % took)
 
 def harness_any():
     import cluster
