@@ -303,12 +303,19 @@ int16_t st_part_end_for_epoch(st_part_t *p, int32_t epoch, int32_t current_epoch
 
 /* ---- replication (replica.c) ----
  *
- * In a cluster every hosted partition has a role. The leader appends producers' batches at its
- * leader epoch; followers fetch them (replica/) and append them with their offsets
- * (st_part_append_replica), reporting in their next fetch how far their log is durable. The
- * leader's high watermark is the smallest durable log end over the ISR (its own included), and
- * an acks=all append answers once the high watermark passes it: every ISR member has it on
- * disk. A follower's high watermark is the leader's, capped by its own durable end.
+ * In a cluster every hosted partition has a role. A new leadership records its epoch and where
+ * it starts before any append (KIP-101). The leader appends producers' batches at its leader
+ * epoch; followers fetch them (replica/follow.h) and append them with their offsets
+ * (st_part_append_replica), reporting in their next fetch how far their log is durable, the
+ * latest epoch in it and its log start. Each fetch is validated against the leader's epochs
+ * (st_part_follower_fetch, KIP-320): a diverging follower is told where to cut and counts for
+ * nothing until it has. The leader's high watermark is the smallest durable log end over the
+ * ISR (its own included) and the replicas it asked to add (KIP-497), and an acks=all append
+ * answers once the high watermark passes it: every ISR member has it on disk. A replica joins
+ * the ISR once it reached the high watermark and the start of the leader's epoch
+ * (KAFKA-7128). A follower's high watermark is the leader's, capped by its own durable end,
+ * and a replicated partition's starts at its log start when it opens. The full rules:
+ * docs/replication.md.
  *
  * min.insync.replicas: an acks=all append to a leader whose ISR is smaller is refused
  * (NOT_ENOUGH_REPLICAS); one waiting when the ISR shrinks below it is answered

@@ -1,7 +1,10 @@
 /*
- * replica.c — a partition's replication state: its role, the leader's view of its followers,
- * the high watermark over the ISR, acks=all waiting for it, ISR changes to ask for, and the
- * follower's truncation (partition.h, "replication").
+ * replica.c — a partition's replication state: its role, the leader's view of its followers
+ * (each fetch validated against the leader's epochs first, KIP-320), the high watermark over
+ * the ISR and the replicas it asked to add (KIP-497), acks=all and DeleteRecords waiting for
+ * it and for the low watermark, ISR changes to ask for (KAFKA-7128's join rule), and the
+ * follower's side: truncation to where the logs diverge, restart, log start and high watermark
+ * from the leader (partition.h, "replication"; the rules in docs/replication.md).
  */
 #include <errno.h>
 #include <stdint.h>
