@@ -105,7 +105,7 @@ typedef struct st_part_diverging {
     int64_t end_offset; /* where the leader's `epoch` ends */
 } st_part_diverging_t;
 
-struct st_acks_wait;
+struct st_repl_wait;
 
 /* Replication state (cluster mode: a role was set). */
 typedef struct st_part_repl {
@@ -126,11 +126,11 @@ typedef struct st_part_repl {
     int16_t npending;
     int32_t pending_pe;
     int64_t isr_asked_ms;
-    int64_t leader_hw;            /* follower: the leader's high watermark from its last answer */
-    int64_t leader_start;         /* follower: the leader's log start from its last answer (-1) */
-    struct st_del_wait *del_head; /* leader: DeleteRecords waiting for the low watermark */
-    int64_t durable_seen;         /* the durable end replica fetches were last woken for */
-    struct st_acks_wait *acks_head, *acks_tail; /* leader: acks=all waiting for the ISR */
+    int64_t leader_hw;             /* follower: the leader's high watermark from its last answer */
+    int64_t leader_start;          /* follower: the leader's log start from its last answer (-1) */
+    struct st_repl_wait *del_head; /* leader: DeleteRecords waiting for the low watermark */
+    int64_t durable_seen;          /* the durable end replica fetches were last woken for */
+    struct st_repl_wait *acks_head, *acks_tail; /* leader: acks=all waiting for the ISR */
 } st_part_repl_t;
 
 typedef struct st_part {

@@ -17,14 +17,64 @@
 #include "partition/partition.h"
 #include "proto/kerr.h"
 
-/* An acks=all append waiting for the high watermark to pass `end`. */
-typedef struct st_acks_wait {
-    int64_t end;
+/* An answer waiting on the replicas: an acks=all append for the high watermark to pass `at`,
+ * or a DeleteRecords for the low watermark to reach `at`. */
+typedef struct st_repl_wait {
+    int64_t at;
     int64_t deadline_ms; /* INT64_MAX: none */
     st_part_done_fn done;
     void *arg;
-    struct st_acks_wait *next;
-} st_acks_wait_t;
+    struct st_repl_wait *next;
+} st_repl_wait_t;
+
+/* Answers every wait of the list *head with err (the list is emptied first: a callback may
+ * queue another). */
+static void waits_fail(st_repl_wait_t **head, st_repl_wait_t **tail, int err)
+{
+    st_repl_wait_t *w = *head;
+    *head = NULL;
+    if (tail)
+        *tail = NULL;
+    while (w) {
+        st_repl_wait_t *next = w->next;
+        w->done(w->arg, err);
+        free(w);
+        w = next;
+    }
+}
+
+/* Answers, in order, the waits of *head that `due` says are due, with the error it gives. */
+static void waits_answer(st_part_t *p, st_repl_wait_t **head, st_repl_wait_t **tail,
+                         bool (*due)(st_part_t *p, const st_repl_wait_t *w, int64_t now, int *err),
+                         int64_t now)
+{
+    st_repl_wait_t *prev = NULL;
+    for (st_repl_wait_t *w = *head, *next; w; w = next) {
+        next = w->next;
+        int err = 0;
+        if (!due(p, w, now, &err)) {
+            prev = w;
+            continue;
+        }
+        if (prev)
+            prev->next = next;
+        else
+            *head = next;
+        if (tail && *tail == w)
+            *tail = prev;
+        w->done(w->arg, err);
+        free(w);
+    }
+}
+
+static st_repl_wait_t *wait_new(int64_t at, int64_t timeout_ms, st_part_done_fn done, void *arg)
+{
+    st_repl_wait_t *w = malloc(sizeof *w);
+    if (w)
+        *w = (st_repl_wait_t){at, timeout_ms >= 0 ? st_mono_ms() + timeout_ms : INT64_MAX, done,
+                              arg, NULL};
+    return w;
+}
 
 static int replica_index(const st_part_role_t *r, int32_t id)
 {
@@ -42,25 +92,9 @@ static bool in_isr(const st_part_role_t *r, int32_t id)
     return false;
 }
 
-/* A DeleteRecords waiting for every live replica's log start to reach `offset`. */
-typedef struct st_del_wait {
-    int64_t offset;
-    int64_t deadline_ms;
-    st_part_done_fn done;
-    void *arg;
-    struct st_del_wait *next;
-} st_del_wait_t;
-
 static void fail_deletes(st_part_t *p, int err)
 {
-    st_del_wait_t *w = p->repl.del_head;
-    p->repl.del_head = NULL;
-    while (w) {
-        st_del_wait_t *next = w->next;
-        w->done(w->arg, err);
-        free(w);
-        w = next;
-    }
+    waits_fail(&p->repl.del_head, NULL, err);
 }
 
 int64_t st_part_low_watermark(const st_part_t *p)
@@ -80,31 +114,28 @@ int64_t st_part_low_watermark(const st_part_t *p)
     return low;
 }
 
+/* A DeleteRecords is due once the low watermark reached it, or its deadline passed. */
+static bool delete_due(st_part_t *p, const st_repl_wait_t *w, int64_t now, int *err)
+{
+    if (w->at <= st_part_low_watermark(p))
+        return true;
+    *err = ST_E_TIMEOUT;
+    return now >= w->deadline_ms;
+}
+
 void st_part_check_deletes(st_part_t *p)
 {
-    if (!p->repl.del_head)
-        return;
-    int64_t low = st_part_low_watermark(p), now = st_mono_ms();
-    for (st_del_wait_t **pp = &p->repl.del_head; *pp;) {
-        st_del_wait_t *w = *pp;
-        int err = w->offset <= low ? 0 : now >= w->deadline_ms ? ST_E_TIMEOUT : 1;
-        if (err == 1) {
-            pp = &w->next;
-            continue;
-        }
-        *pp = w->next;
-        w->done(w->arg, err);
-        free(w);
-    }
+    if (p->repl.del_head)
+        waits_answer(p, &p->repl.del_head, NULL, delete_due, st_mono_ms());
 }
 
 int st_part_delete_wait(st_part_t *p, int64_t offset, int64_t timeout_ms, st_part_done_fn done,
                         void *arg)
 {
-    st_del_wait_t *w = malloc(sizeof *w);
+    st_repl_wait_t *w = wait_new(offset, timeout_ms, done, arg);
     if (!w)
         return -ENOMEM;
-    *w = (st_del_wait_t){offset, st_mono_ms() + timeout_ms, done, arg, p->repl.del_head};
+    w->next = p->repl.del_head;
     p->repl.del_head = w;
     return 0;
 }
@@ -112,14 +143,7 @@ int st_part_delete_wait(st_part_t *p, int64_t offset, int64_t timeout_ms, st_par
 /* Answers every waiting acks=all append with err. */
 static void fail_acks(st_part_t *p, int err)
 {
-    st_acks_wait_t *w = p->repl.acks_head;
-    p->repl.acks_head = p->repl.acks_tail = NULL;
-    while (w) {
-        st_acks_wait_t *next = w->next;
-        w->done(w->arg, err);
-        free(w);
-        w = next;
-    }
+    waits_fail(&p->repl.acks_head, &p->repl.acks_tail, err);
 }
 
 /* The same leadership with another replica set (a reassignment): each replica's tracking
@@ -237,8 +261,8 @@ int64_t st_part_repl_hw(st_part_t *p, int64_t local)
 void st_part_repl_moved(st_part_t *p)
 {
     st_part_repl_t *r = &p->repl;
-    while (r->acks_head && r->acks_head->end <= p->hw) {
-        st_acks_wait_t *w = r->acks_head;
+    while (r->acks_head && r->acks_head->at <= p->hw) {
+        st_repl_wait_t *w = r->acks_head;
         r->acks_head = w->next;
         if (!r->acks_head)
             r->acks_tail = NULL;
@@ -251,11 +275,9 @@ void st_part_repl_moved(st_part_t *p)
 int st_part_acks_all_wait(st_part_t *p, int64_t end, int64_t timeout_ms, st_part_done_fn done,
                           void *arg)
 {
-    st_acks_wait_t *w = malloc(sizeof *w);
+    st_repl_wait_t *w = wait_new(end, timeout_ms, done, arg);
     if (!w)
         return -ENOMEM;
-    int64_t deadline = timeout_ms >= 0 ? st_mono_ms() + timeout_ms : INT64_MAX;
-    *w = (st_acks_wait_t){end, deadline, done, arg, NULL};
     if (p->repl.acks_tail)
         p->repl.acks_tail->next = w;
     else
@@ -264,27 +286,20 @@ int st_part_acks_all_wait(st_part_t *p, int64_t end, int64_t timeout_ms, st_part
     return 0;
 }
 
+/* An acks=all append past its deadline: in the log, not yet on every ISR member (the
+ * producer's timeout, Kafka's REQUEST_TIMED_OUT; an idempotent retry is answered as a
+ * duplicate once it is). */
+static bool acks_expired(st_part_t *p, const st_repl_wait_t *w, int64_t now, int *err)
+{
+    (void)p;
+    *err = ST_E_TIMEOUT;
+    return now >= w->deadline_ms;
+}
+
 void st_part_expire_acks(st_part_t *p, int64_t now_ms)
 {
-    st_part_repl_t *r = &p->repl;
-    st_acks_wait_t *prev = NULL;
-    for (st_acks_wait_t *w = r->acks_head, *next; w; w = next) {
-        next = w->next;
-        if (now_ms < w->deadline_ms) {
-            prev = w;
-            continue;
-        }
-        if (prev)
-            prev->next = next;
-        else
-            r->acks_head = next;
-        if (r->acks_tail == w)
-            r->acks_tail = prev;
-        /* in the log, not yet on every ISR member: the producer's timeout (Kafka's
-         * REQUEST_TIMED_OUT); an idempotent retry is answered as a duplicate once it is */
-        w->done(w->arg, ST_E_TIMEOUT);
-        free(w);
-    }
+    if (p->repl.acks_head)
+        waits_answer(p, &p->repl.acks_head, &p->repl.acks_tail, acks_expired, now_ms);
 }
 
 void st_part_repl_fini(st_part_t *p)
