@@ -173,6 +173,9 @@ void st_part_set_role(st_part_t *p, const st_part_role_t *role)
     st_part_repl_t *r = &p->repl;
     bool was_leader = r->on && r->role.leader;
     bool fresh = role->leader && (!was_leader || r->role.leader_epoch != role->leader_epoch);
+    bool new_follow =
+        !role->leader && (!r->on || was_leader || r->role.leader_id != role->leader_id ||
+                          r->role.leader_epoch != role->leader_epoch);
     if (!r->on) {
         /* A replicated partition's high watermark is what the ISR holds, which this broker
          * does not know at open (its log end may hold records only it has: a leader killed
@@ -224,6 +227,20 @@ void st_part_set_role(st_part_t *p, const st_part_role_t *role)
         fail_acks(p, ST_E_NOT_LEADER);
         fail_deletes(p, ST_E_NOT_LEADER);
         r->leader_hw = p->hw;
+    }
+    /* A follow that starts (a new leader or epoch) fetches from the durable end and reports it:
+     * records past it (an old leader's last appends, not yet synced) would sit beyond every
+     * position the new leader sees, never compared with its log, and come back as its own if
+     * they later became durable. They were never acknowledged (nothing is before it is
+     * durable): cut them, and fetch them again if the leader has them. */
+    if (new_follow && p->log && st_part_durable_end(p) < st_log_end_offset(p->log)) {
+        int64_t durable = st_part_durable_end(p), end = st_log_end_offset(p->log);
+        int rc = st_log_truncate_to(p->log, durable);
+        if (rc == 0)
+            rc = st_log_forget_epochs_from(p->log, st_log_end_offset(p->log));
+        if (rc < 0)
+            ST_WARN("%s-%d: cannot cut the unsynced tail %lld-%lld: %s", p->topic, p->index,
+                    (long long)durable, (long long)end, st_strerror(rc));
     }
     st_part_update_hw(p);
     st_part_check_deletes(p);
@@ -368,11 +385,14 @@ bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, in
         bool stays = m == ro->self || (in_isr(ro, m) && now_ms - r->caught_up_ms[i] <= lag_max_ms);
         /* a replica joins once its durable log reaches the high watermark and the start of
          * this leader's epoch (KAFKA-7128: a high watermark that still lags after an election
-         * would let in a replica lacking acknowledged records), and it is fetching (caught up
+         * would let in a replica lacking acknowledged records), it is live (the controller
+         * refuses a fenced one, and each refusal is a new partition epoch: asking again at
+         * once would write one after another), and it is fetching (caught up
          * lately: a stopped one's old position does not count, and one just back does not leave
          * again at the next tick) */
-        bool joins = !in_isr(ro, m) && m != ro->self && r->pos[i] >= 0 && r->pos[i] >= p->hw &&
-                     r->pos[i] >= r->epoch_start && now_ms - r->caught_up_ms[i] <= lag_max_ms;
+        bool joins = !in_isr(ro, m) && m != ro->self && ro->live[i] && r->pos[i] >= 0 &&
+                     r->pos[i] >= p->hw && r->pos[i] >= r->epoch_start &&
+                     now_ms - r->caught_up_ms[i] <= lag_max_ms;
         if (stays || joins)
             isr[n++] = m;
         changed |= (stays || joins) != in_isr(ro, m);
