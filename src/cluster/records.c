@@ -611,6 +611,20 @@ static bool has(const int32_t *v, int n, int32_t id)
     return false;
 }
 
+/* Kafka's rule (PartitionChangeBuilder): a replica leaving the replica set bumps the leader
+ * epoch even when the leader stays, so the leaving broker's fetches, still on its old copy, are
+ * fenced (FENCED_LEADER_EPOCH) and cannot count toward an ISR it may be added back to. */
+static void bump_if_removed(const st_md_partition_t *was, st_md_partition_t *p)
+{
+    if (p->leader_epoch != was->leader_epoch)
+        return; /* a new leader bumped it already */
+    for (int i = 0; i < was->nreplicas; i++)
+        if (!has(p->replicas, p->nreplicas, was->replicas[i])) {
+            p->leader_epoch++;
+            return;
+        }
+}
+
 /* The replicas a reassignment in progress started from (replicas less those being added). */
 static int original_replicas(const st_md_partition_t *p, int32_t *out)
 {
@@ -655,6 +669,7 @@ int st_rec_reassign(const st_md_t *md, st_md_partition_t *p, const int32_t *targ
     if (same)
         return 1;
     np.partition_epoch++;
+    bump_if_removed(p, &np);
     *p = np;
     st_rec_reassign_progress(md, p);
     return 0;
@@ -673,6 +688,7 @@ bool st_rec_reassign_progress(const st_md_t *md, st_md_partition_t *p)
         if (!st_md_in_isr(p, target[i]))
             return false; /* a target replica has not caught up yet: the move waits */
     /* every target replica is in sync: the old ones leave, leadership stays in the ISR */
+    st_md_partition_t was = *p;
     memcpy(p->replicas, target, (size_t)n * sizeof *target);
     p->nreplicas = (int16_t)n;
     int16_t k = 0;
@@ -683,6 +699,7 @@ bool st_rec_reassign_progress(const st_md_t *md, st_md_partition_t *p)
     p->nadding = p->nremoving = 0;
     p->partition_epoch++;
     st_rec_elect(md, p, false); /* a leader that left is replaced from the (target) ISR */
+    bump_if_removed(&was, p);
     return true;
 }
 
@@ -699,6 +716,7 @@ int st_rec_reassign_cancel(const st_md_t *md, st_md_partition_t *p)
             isr[k++] = p->isr[i];
     if (k == 0)
         return ST_E_INVALID; /* only added replicas are in sync: going back would lose them */
+    st_md_partition_t was = *p;
     memcpy(p->replicas, orig, (size_t)norig * sizeof *orig);
     p->nreplicas = (int16_t)norig;
     memcpy(p->isr, isr, (size_t)k * sizeof *isr);
@@ -706,5 +724,6 @@ int st_rec_reassign_cancel(const st_md_t *md, st_md_partition_t *p)
     p->nadding = p->nremoving = 0;
     p->partition_epoch++;
     st_rec_elect(md, p, false);
+    bump_if_removed(&was, p);
     return 0;
 }

@@ -37,6 +37,10 @@ st_rfollow_action_t st_rfollow_on_fetch(st_rfollow_t *f, const st_rfollow_answer
         if (a->log_start_offset >= 0 && f->fetch_offset < a->log_start_offset) {
             r = act(ST_RF_DO_RESTART); /* R3: the leader's log starts past this one's end */
             r.offset = a->log_start_offset;
+        } else if (a->high_watermark >= 0 && a->high_watermark < f->log_start) {
+            r = act(ST_RF_DO_RESTART); /* R3: the leader's log ends before this one starts (an
+                                          unclean election): start over at its hw, as Kafka */
+            r.offset = a->high_watermark;
         } else if (a->high_watermark >= 0 && a->high_watermark < f->fetch_offset) {
             r = act(ST_RF_DO_TRUNCATE); /* R3: longer than the leader's, nothing to compare */
             r.offset = a->high_watermark;

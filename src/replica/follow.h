@@ -16,7 +16,9 @@
  *       <= E ends) — DO_TRUNCATE with end_epoch = E — and fetches again with the latest epoch of
  *       what is left, which the leader checks again: one round per epoch the logs disagree on.
  *   R3. OFFSET_OUT_OF_RANGE with the local end below the leader's log start: the log restarts
- *       empty at the leader's log start (DO_RESTART). Out of range otherwise (a log longer than
+ *       empty at the leader's log start (DO_RESTART); with the leader's high watermark below the
+ *       local log start (an unclean election of a shorter replica), at that high watermark.
+ *       Out of range otherwise (a log longer than
  *       the leader's with no epoch to compare, which R2 would have caught): cut to the leader's
  *       high watermark, below which the logs agree (DO_TRUNCATE, end_epoch -1).
  *   R4. Records are appended as they came (whole batches only); the leader's high watermark and

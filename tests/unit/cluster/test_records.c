@@ -360,6 +360,17 @@ static void test_reassign_adds_first(void **state)
     /* nothing in progress: a cancel finds none */
     assert_int_equal(st_rec_reassign_cancel(md, p), ST_E_NOT_FOUND);
 
+    /* a move that keeps the leader but drops a replica bumps the leader epoch all the same
+     * (Kafka's rule): the leaving broker's fetches are fenced and count for nothing */
+    st_md_partition_t k = part3();
+    k.isr[k.nisr++] = 4; /* 4 is in sync already (a replica that was added) */
+    k.replicas[k.nreplicas++] = 4;
+    assert_int_equal(st_rec_reassign(md, &k, (const int32_t[]){1, 2, 4}, 3), 0);
+    assert_int_equal(k.nreplicas, 3); /* completed at once: every target in sync */
+    assert_false(st_md_is_replica(&k, 3));
+    assert_int_equal(k.leader, 1);
+    assert_int_equal(k.leader_epoch, 1);
+
     /* cancelled: back to the originals, the ISR keeps only them */
     st_md_partition_t q = part3();
     assert_int_equal(st_rec_reassign(md, &q, (const int32_t[]){4}, 1), 0);

@@ -80,6 +80,15 @@ static void test_out_of_range(void **state)
     assert_int_equal(act.offset, 30);
     assert_int_equal(act.end_epoch, -1);
 
+    /* the leader's log ends before this one starts (an unclean election of a shorter
+     * replica): start over at its high watermark, not a cut that changes nothing */
+    st_rfollow_init(&f, 2, 188, 1, 180);
+    a = ok_answer(35, 0);
+    a.error = ST_KERR_OFFSET_OUT_OF_RANGE;
+    act = st_rfollow_on_fetch(&f, &a);
+    assert_int_equal(act.kind, ST_RF_DO_RESTART);
+    assert_int_equal(act.offset, 35);
+
     st_rfollow_init(&f, 2, 50, -1, 0);
     a = ok_answer(-1, -1); /* nothing known: never a cut on no information */
     a.error = ST_KERR_OFFSET_OUT_OF_RANGE;

@@ -1,6 +1,6 @@
 /*
  * test_sim.c — a deterministic simulation of replication (issue 19), in the manner of
- * FoundationDB's simulator and TigerBeetle's VOPR: three brokers and a controller in one
+ * FoundationDB's simulator and TigerBeetle's VOPR: NB (four) brokers and a controller in one
  * process and one thread, driven by a seeded PRNG and a virtual clock, so that every run is
  * reproducible from its seed.
  *
@@ -12,25 +12,31 @@
  * batches; a crash drops what was not synced, tails torn), crashes and restarts (a new
  * incarnation recovering from its disk), graceful restarts, frozen brokers (SIGSTOP: nothing is
  * processed, then the broker resumes with stale state, its clock jumped or paused), producers
- * (acks all / 1 / 0, idempotent or not), DeleteRecords, preferred elections, and clean or
- * unclean elections as the topic's config says. What a Kafka layer does around the partition
- * (the leader-epoch checks of kafka/leader.c, serving only once the broker's own metadata names
- * its current incarnation) is written here after the issue's rules.
+ * (acks all / 1 / 0, idempotent or not), DeleteRecords, preferred elections, clean or
+ * unclean elections as the topic's config says, and reassignments (KIP-455): the partition,
+ * created with RF = 3 replicas on brokers 1..3, is moved now and then to RF brokers drawn at
+ * random (half the time off its leader), a move in progress sometimes cancelled; a broker
+ * that becomes a replica opens the partition and follows, one that is no longer a replica
+ * deletes its copy, which from then on counts for nothing. What a Kafka layer does around the
+ * partition (the leader-epoch checks of kafka/leader.c, serving only once the broker's own metadata
+ * names its current incarnation) is written here after the issue's rules.
  *
  * The oracle, after every event:
  *   O1. Committed: what a leader's log holds below its high watermark is committed and never
- *       changes afterwards: every replica's log below its own high watermark agrees with it
+ *       changes afterwards: every copy's log below its own high watermark agrees with it
  *       batch by batch (base and last offset, CRC, length, leader epoch), and every member of
- *       the controller's ISR that is up holds all of it durably.
+ *       the controller's ISR that is up holds all of it durably (a copy, not one deleted).
  *   O2. acks=all: an append answered success is committed at that moment, and at the end it is
  *       in the leader's log at its offset with its bytes.
  *   O3. A leader's high watermark never goes back within one leader epoch.
  *   O4. Never two brokers, or two incarnations of one, accept appends in one leader epoch.
  *   O5. DeleteRecords answered with low watermark w: the current leader's log starts at or
  *       after w from then on.
- *   O6. Liveness: once every fault has healed, within a bound every broker is up and unfenced,
- *       the ISR is full, every replica holds the leader's whole log, every high watermark is
- *       the log end and every append has been answered.
+ *   O6. Liveness: once every fault has healed (reassignments stop starting; those in progress
+ *       complete), within a bound every broker is up and unfenced, no move is pending, the ISR
+ *       is every replica (RF of them), every replica holds the leader's whole log, every high
+ *       watermark is the log end, the other brokers hold no copy, and every append has been
+ *       answered.
  * With unclean election enabled, an election outside the ISR may lose records: O1 and O2 start
  * over from that leader's epoch (records acknowledged before it are not required at the end).
  *
@@ -39,7 +45,9 @@
  * (-v prints every event as it happens; -vv adds the server's own log lines). Without
  * arguments it runs 500 seeds from 1; STRATA_SIM_SEEDS sets how many (20000 for `make chaos`),
  * --seeds K and --first S too; --keep-going runs every seed and counts the failing ones;
- * --no-isr-check leaves out O1's ISR half, to see what a run comes to beyond it.
+ * --no-isr-check leaves out O1's ISR half, to see what a run comes to beyond it; --moves F
+ * multiplies the reassignment rate by F; --no-rejoin-race keeps the operator from re-adding a
+ * broker that has not yet deleted the copy a move took from it (see stale_copy).
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -66,7 +74,8 @@
 
 /* ---- the cluster's shape and its clocks (virtual milliseconds) ---- */
 
-#define NB                 3        /* brokers, ids 1..NB */
+#define NB                 4        /* brokers, ids 1..NB */
+#define RF                 3        /* the partition's replicas (at creation and per move) */
 #define NODE_CTL           0        /* the controller's node */
 #define NODE_CLIENT        (NB + 1) /* producers and the admin client */
 #define NNODES             (NB + 2)
@@ -179,6 +188,7 @@ typedef struct broker {
     tenv_t t; /* its disk (faultfs) and storage env, kept across incarnations */
     st_parts_t parts;
     st_part_t *p; /* the one partition */
+    bool hosted;  /* it holds a copy on disk (opened at start; deleted once not a replica) */
     bool up;
     uint64_t inc; /* incarnation (0 while down) */
     bool dying;   /* inside a crash: callbacks of the dead process are dropped */
@@ -280,7 +290,7 @@ typedef struct sim {
     int64_t link_due[NNODES][NNODES];
     double p_loss, p_dup, p_slow;
     /* fault rates of this seed */
-    double p_crash, p_freeze, p_cut, p_pref, p_delete, p_reorder;
+    double p_crash, p_freeze, p_cut, p_pref, p_delete, p_reassign, p_cancel;
     /* clients */
     producer_t pr[NPRODUCERS];
     uint64_t record_id;
@@ -309,7 +319,8 @@ typedef struct sim {
     jmp_buf fail;
     char why[512];
     /* stats */
-    uint64_t n_acked, n_crash, n_freeze, n_unclean, n_elect, n_truncate;
+    uint64_t n_acked, n_crash, n_freeze, n_unclean, n_elect, n_truncate, n_reassign, n_moved,
+        n_cancel;
 } sim_t;
 
 /* ---- trace and failure ---- */
@@ -676,7 +687,11 @@ static void oracle_step(sim_t *s)
     const st_md_partition_t *mp = md_part(s->md);
     for (int k = 0; k < mp->nisr && s->com_end >= 0 && s->isr_check; k++) {
         broker_t *b = &s->b[mp->isr[k]];
-        if (!b->up || !b->p->log || s->unclean_gen > 0)
+        if (!b->up || s->unclean_gen > 0)
+            continue;
+        CHECK(s, b->p, "O1: ISR member %d (partition epoch %d) holds no copy of the partition",
+              b->id, (int)mp->partition_epoch);
+        if (!b->p->log)
             continue;
         int64_t d = st_part_durable_end(b->p);
         CHECK(s, d >= s->com_end || st_part_log_start(b->p) >= s->com_end,
@@ -724,20 +739,31 @@ static void ctl_send_md(sim_t *s, int32_t id)
     net_send(s, m);
 }
 
+static bool moving(const st_md_partition_t *mp)
+{
+    return mp->nadding > 0 || mp->nremoving > 0;
+}
+
 static void ctl_publish(sim_t *s, st_md_t *n, const char *why)
 {
+    const st_md_partition_t *mp = md_part(n);
     st_md_unref(s->md);
     s->md = n;
-    const st_md_partition_t *mp = md_part(n);
-    char isr[64];
+    char isr[64], reps[64], add[64], rem[64];
     fmt_isr(isr, sizeof isr, mp->isr, mp->nisr);
+    fmt_isr(reps, sizeof reps, mp->replicas, mp->nreplicas);
+    fmt_isr(add, sizeof add, mp->adding, mp->nadding);
+    fmt_isr(rem, sizeof rem, mp->removing, mp->nremoving);
     char fenced[16] = "";
     for (int i = 0; i < n->nbrokers; i++)
         if (n->brokers[i].fenced)
             snprintf(fenced + strlen(fenced), sizeof fenced - strlen(fenced), "%d",
                      (int)n->brokers[i].node_id);
-    ev(s, "ctl: md v%" PRId64 " (%s): leader %d epoch %d pe %d isr [%s] fenced {%s}", n->version,
-       why, (int)mp->leader, (int)mp->leader_epoch, (int)mp->partition_epoch, isr, fenced);
+    ev(s,
+       "ctl: md v%" PRId64 " (%s): leader %d epoch %d pe %d replicas [%s] (adding [%s] removing "
+       "[%s]) isr [%s] fenced {%s}",
+       n->version, why, (int)mp->leader, (int)mp->leader_epoch, (int)mp->partition_epoch, reps, add,
+       rem, isr, fenced);
     for (int32_t id = 1; id <= NB; id++)
         ctl_send_md(s, id);
 }
@@ -832,8 +858,27 @@ static void ctl_on_alter(sim_t *s, const msg_t *m)
         return;
     }
     char w[128];
-    snprintf(w, sizeof w, "alter isr by %d to [%s]", (int)m->alter.leader, isr);
+    bool done = moving(md_part(s->md)) && !moving(md_part(n));
+    snprintf(w, sizeof w, "alter isr by %d to [%s]%s", (int)m->alter.leader, isr,
+             done ? ": the reassignment completes" : "");
+    s->n_moved += done;
     ctl_publish(s, n, w);
+}
+
+static bool g_rejoin_race = true; /* false: --no-rejoin-race */
+
+/* Whether a broker that is no replica still holds a copy (it has not applied its removal).
+ * Re-adding such a broker races with it: the leader could count its fetches from the old copy
+ * into the ISR, then it deletes that copy. cluster/records.c bumps the leader epoch whenever
+ * replicas leave (Kafka's PartitionChangeBuilder), which fences those fetches (found here:
+ * seed 193); --no-rejoin-race avoids the race instead. */
+static bool stale_copy(const sim_t *s)
+{
+    const st_md_partition_t *mp = md_part(s->md);
+    for (int i = 1; i <= NB; i++)
+        if (s->b[i].hosted && !st_md_is_replica(mp, i))
+            return true;
+    return false;
 }
 
 static void ctl_tick(sim_t *s)
@@ -852,19 +897,58 @@ static void ctl_tick(sim_t *s)
             st_md_unref(n);
         }
     }
-    if (!s->healed && chance(&s->r, s->p_reorder)) {
-        /* an operator reassigns the partition to the same brokers in another order
-         * (st_rec_reassign): the next preferred election moves leadership to the new first */
+    if (!s->healed && chance(&s->r, s->p_reassign) && (g_rejoin_race || !stale_copy(s))) {
+        /* an operator moves the partition (KIP-455's AlterPartitionReassignments) to RF
+         * distinct brokers drawn at random, in random order (the first is the preferred
+         * leader); it may replace a move in progress. Half the time the move takes the
+         * partition off its current leader (a broker being decommissioned): where the ISR is
+         * the leader alone, that is issue 19's item 7. st_rec_reassign adds the new replicas;
+         * st_rec_alter_isr completes the move once they are all in the ISR. */
+        int32_t all[NB], target[RF];
+        int pool = NB;
+        for (int i = 0; i < NB; i++)
+            all[i] = i + 1;
+        int32_t leader = md_part(s->md)->leader;
+        if (leader >= 1 && chance(&s->r, 0.5)) {
+            all[leader - 1] = all[NB - 1]; /* left out of the draw */
+            all[NB - 1] = leader;
+            pool = NB - 1;
+        }
+        for (int i = 0; i < RF; i++) {
+            int j = (int)rnd_in(&s->r, i, pool - 1);
+            int32_t t = all[i];
+            all[i] = all[j];
+            all[j] = t;
+            target[i] = all[i];
+        }
+        char w[96], tg[32];
+        fmt_isr(tg, sizeof tg, target, RF);
         st_md_t *n = st_md_clone(s->md);
         st_md_partition_t *mp = &n->topics[0]->partitions[0];
-        int32_t target[NB];
-        for (int i = 0; i < NB; i++)
-            target[i] = mp->replicas[(i + 1) % NB];
-        int rc = st_rec_reassign(n, mp, target, NB);
-        if (rc == 0)
-            ctl_publish(s, n, "reassigned (replicas rotated)");
-        else
+        bool was_moving = moving(mp);
+        int rc = st_rec_reassign(n, mp, target, RF);
+        if (rc == 0) {
+            s->n_reassign++;
+            s->n_moved += !moving(mp); /* every target replica was in sync already */
+            snprintf(w, sizeof w, "reassign to [%s]%s%s", tg,
+                     was_moving ? ", replacing a move" : "",
+                     moving(mp) ? "" : ", completed at once");
+            ctl_publish(s, n, w);
+        } else {
+            ev(s, "ctl: reassign to [%s]: %s", tg, rc == 1 ? "already so" : st_strerror(rc));
             st_md_unref(n);
+        }
+    }
+    if (!s->healed && moving(md_part(s->md)) && chance(&s->r, s->p_cancel)) {
+        st_md_t *n = st_md_clone(s->md);
+        int rc = st_rec_reassign_cancel(n, &n->topics[0]->partitions[0]);
+        if (rc == 0) {
+            s->n_cancel++;
+            ctl_publish(s, n, "reassignment cancelled");
+        } else {
+            ev(s, "ctl: cancelling the reassignment: %s", st_strerror(rc));
+            st_md_unref(n);
+        }
     }
 }
 
@@ -1031,7 +1115,7 @@ static void leader_on_fetch(sim_t *s, broker_t *b, const msg_t *m)
     st_part_t *p = b->p;
     int16_t err = b_leader_check(b, m->leader_epoch);
     bool replica = false;
-    for (int i = 0; p->repl.on && i < p->repl.role.nreplicas; i++)
+    for (int i = 0; p && p->repl.on && i < p->repl.role.nreplicas; i++)
         replica |= p->repl.role.replicas[i] == m->replica && m->replica != b->id;
     if (!err && !replica)
         err = ST_KERR_NOT_LEADER_OR_FOLLOWER;
@@ -1055,7 +1139,7 @@ static void leader_on_fetch(sim_t *s, broker_t *b, const msg_t *m)
     r->error = err;
     r->div_epoch = div.epoch;
     r->div_end = div.end_offset;
-    if (p->log) {
+    if (p && p->log) {
         r->hw = p->hw;
         r->resp_log_start = st_part_log_start(p);
     }
@@ -1128,13 +1212,17 @@ static void owed_answer(sim_t *s, broker_t *b, owed_t *o, int16_t kerr)
                 s->capacks = s->capacks ? s->capacks * 2 : 256;
                 s->acks = realloc(s->acks, s->capacks * sizeof *s->acks);
             }
+            /* as for DeleteRecords: a leader of an epoch before the last unclean election
+             * (thawed, or behind on metadata) answers for a log the cluster gave up */
+            int gen = o->epoch >= s->min_epoch ? s->unclean_gen : -1;
             s->acks[s->nacks++] =
-                (acked_t){o->base, o->last, o->crc, b->id, o->epoch, s->unclean_gen, s->step};
+                (acked_t){o->base, o->last, o->crc, b->id, o->epoch, gen, s->step};
             s->n_acked++;
         }
         if (o->acks != ST_ACKS_NONE)
             ev(s, "b%d: produce %" PRId64 "..%" PRId64 " acks=%d answered %s (hw %" PRId64 ")",
-               b->id, o->base, o->last, o->acks, kerr ? st_kerr_name(kerr) : "ok", b->p->hw);
+               b->id, o->base, o->last, o->acks, kerr ? st_kerr_name(kerr) : "ok",
+               b->p ? b->p->hw : -1);
     }
     bool quiet = !o->del && o->acks == ST_ACKS_NONE;
     free(o);
@@ -1219,6 +1307,40 @@ static void leader_on_delete(sim_t *s, broker_t *b, msg_t *m)
 
 /* ---- brokers: metadata, life cycle ---- */
 
+/* Opens (creating) the broker's copy of the partition: at start when it has one on disk, and
+ * when its metadata makes it a replica. */
+static void b_open(sim_t *s, broker_t *b)
+{
+    st_log_config_t lc;
+    st_log_config_default(&lc);
+    lc.segment_bytes = 4096; /* rolls, and DeleteRecords removing whole segments */
+    lc.index_interval_bytes = 256;
+    int rc = st_parts_open(&b->parts, TOPIC, TOPIC_ID, 0, &lc, &b->p);
+    CHECK(s, rc == 0 && b->p->log, "broker %d: the partition does not open: %s", b->id,
+          st_strerror(rc));
+    b->hosted = true;
+    b->hw_epoch = -1;
+    b->verified = 0;
+}
+
+/* A broker that is no longer a replica deletes its copy (Kafka's stray partition): it stops
+ * following, its owed answers fail with it, and its log counts no more for the oracle. */
+static void b_delete(sim_t *s, broker_t *b)
+{
+    if (b->following)
+        ev(s, "b%d: stops following (no longer a replica)", b->id);
+    b->following = false;
+    b->f_gen++;
+    b->fetch_inflight = false;
+    ev(s, "b%d: deletes its copy (log %" PRId64 "..%" PRId64 " hw %" PRId64 ")", b->id,
+       st_part_log_start(b->p), b->p->log ? st_log_end_offset(b->p->log) : -1, b->p->hw);
+    st_parts_delete(&b->parts, b->p);
+    b->p = NULL;
+    b->hosted = false;
+    b->hw_epoch = -1;
+    b->verified = 0;
+}
+
 static void b_apply_md(sim_t *s, broker_t *b, st_md_t *md)
 {
     if (b->md && md->version <= b->md->version)
@@ -1231,6 +1353,16 @@ static void b_apply_md(sim_t *s, broker_t *b, st_md_t *md)
     if (!b->registered)
         return; /* metadata from before its registration: nothing to act on yet */
     const st_md_partition_t *mp = md_part(md);
+    if (!st_md_is_replica(mp, b->id)) {
+        if (b->p)
+            b_delete(s, b);
+        return;
+    }
+    if (!b->p) {
+        b_open(s, b);
+        ev(s, "b%d: a replica now: opens the partition (log %" PRId64 "..%" PRId64 ")", b->id,
+           st_part_log_start(b->p), st_log_end_offset(b->p->log));
+    }
     st_part_role_t ro;
     memset(&ro, 0, sizeof ro);
     ro.self = b->id;
@@ -1248,7 +1380,20 @@ static void b_apply_md(sim_t *s, broker_t *b, st_md_t *md)
     st_part_repl_t *r = &b->p->repl;
     bool fresh =
         ro.leader && (!r->on || !r->role.leader || r->role.leader_epoch != ro.leader_epoch);
+    st_part_role_t was = r->role;
+    bool kept = r->on && !fresh && r->role.leader;
     st_part_set_role(b->p, &ro);
+    if (kept) {
+        /* the same leadership with another replica set: set_role starts a new replica's
+         * catch-up time from the real monotonic clock too; the simulation's replaces it */
+        for (int i = 0; i < ro.nreplicas; i++) {
+            bool known = false;
+            for (int j = 0; j < was.nreplicas; j++)
+                known |= was.replicas[j] == ro.replicas[i];
+            if (!known)
+                r->caught_up_ms[i] = bnow(s, b);
+        }
+    }
     if (fresh) {
         /* set_role stamps the followers' catch-up times with the real monotonic clock
          * (partition.h gives it no now_ms): the simulation's clock replaces it */
@@ -1305,13 +1450,9 @@ static void b_start(sim_t *s, broker_t *b)
     st_parts_config_t pc = parts_config();
     pc.wake = on_wake;
     st_parts_init(&b->parts, s->loop, &b->t.env, &pc);
-    st_log_config_t lc;
-    st_log_config_default(&lc);
-    lc.segment_bytes = 4096; /* rolls, and DeleteRecords removing whole segments */
-    lc.index_interval_bytes = 256;
-    int rc = st_parts_open(&b->parts, TOPIC, TOPIC_ID, 0, &lc, &b->p);
-    CHECK(s, rc == 0 && b->p->log, "broker %d: the partition does not open: %s", b->id,
-          st_strerror(rc));
+    b->p = NULL;
+    if (b->hosted)
+        b_open(s, b); /* a copy on its disk (a replica, or one that has not seen its removal) */
     b->up = true;
     b->inc = ++s->inc_next;
     b->md = NULL;
@@ -1323,11 +1464,14 @@ static void b_start(sim_t *s, broker_t *b)
     b->verified = 0;
     b->pending = 0;
     b->last_hb = bnow(s, b) - HB_MS;
-    ev(s,
-       "b%d: starts, incarnation %" PRIu64 ": log %" PRId64 "..%" PRId64 " hw %" PRId64
-       " last epoch %d",
-       b->id, b->inc, st_part_log_start(b->p), st_log_end_offset(b->p->log), b->p->hw,
-       (int)st_part_latest_epoch(b->p));
+    if (b->p)
+        ev(s,
+           "b%d: starts, incarnation %" PRIu64 ": log %" PRId64 "..%" PRId64 " hw %" PRId64
+           " last epoch %d",
+           b->id, b->inc, st_part_log_start(b->p), st_log_end_offset(b->p->log), b->p->hw,
+           (int)st_part_latest_epoch(b->p));
+    else
+        ev(s, "b%d: starts, incarnation %" PRIu64 ": no copy of the partition", b->id, b->inc);
     b_register(s, b);
 }
 
@@ -1571,7 +1715,7 @@ static void admin_tick(sim_t *s)
     if (s->del_waiting || s->healed || !chance(&s->r, s->p_delete))
         return;
     int32_t leader = client_leader(s);
-    if (leader < 0 || !s->b[leader].up)
+    if (leader < 0 || !s->b[leader].up || !s->b[leader].p || !s->b[leader].p->log)
         return;
     broker_t *b = &s->b[leader];
     /* ListOffsets first (read here directly): somewhere between the log start and the hw */
@@ -1697,8 +1841,10 @@ static void deliver(sim_t *s)
 static bool converged(sim_t *s, char *why, size_t n)
 {
     const st_md_partition_t *mp = md_part(s->md);
-    if (mp->leader < 0 || mp->nisr != NB) {
-        snprintf(why, n, "leader %d, ISR of %d", (int)mp->leader, (int)mp->nisr);
+    if (mp->leader < 0 || mp->nisr != mp->nreplicas || mp->nreplicas != RF || moving(mp)) {
+        snprintf(why, n, "leader %d, ISR of %d, %d replicas (adding %d, removing %d)",
+                 (int)mp->leader, (int)mp->nisr, (int)mp->nreplicas, (int)mp->nadding,
+                 (int)mp->nremoving);
         return false;
     }
     broker_t *l = &s->b[mp->leader];
@@ -1713,6 +1859,18 @@ static bool converged(sim_t *s, char *why, size_t n)
         if (!b->up || mb->fenced || !b->md || b->md->version != s->md->version) {
             snprintf(why, n, "broker %d: up %d fenced %d md %" PRId64 "/%" PRId64, b->id, b->up,
                      mb->fenced, b->md ? b->md->version : 0, s->md->version);
+            return false;
+        }
+        if (!st_md_is_replica(mp, b->id)) {
+            if (b->p || b->pending) {
+                snprintf(why, n, "broker %d: not a replica, still %s", b->id,
+                         b->p ? "holds a copy" : "owes answers");
+                return false;
+            }
+            continue;
+        }
+        if (!b->p) {
+            snprintf(why, n, "broker %d: a replica without a copy", b->id);
             return false;
         }
         if (st_part_durable_end(b->p) != end || b->p->hw != end || b->pending) {
@@ -1751,6 +1909,10 @@ static void final_check(sim_t *s)
         broker_t *b = &s->b[i];
         if (b == l)
             continue;
+        if (!st_md_is_replica(mp, b->id)) {
+            CHECK(s, !b->p, "broker %d is no replica and still holds a copy", b->id);
+            continue;
+        }
         sbatch_t *v;
         int64_t start = st_part_log_start(b->p);
         size_t n = log_batches(s, b->p->log, start, INT64_MAX, &v);
@@ -1814,6 +1976,7 @@ static void sim_free(sim_t *s)
 }
 
 static bool g_isr_check = true;
+static double g_moves = 1; /* --moves: the reassignment rate's factor */
 
 static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t *loop)
 {
@@ -1840,7 +2003,8 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
     s->p_cut = (double)rnd_in(r, 0, 100) / 10000;
     s->p_pref = (double)rnd_in(r, 0, 50) / 10000;
     s->p_delete = (double)rnd_in(r, 0, 40) / 10000;
-    s->p_reorder = chance(r, 0.3) ? (double)rnd_in(r, 0, 10) / 10000 : 0;
+    s->p_reassign = chance(r, 0.6) ? (double)rnd_in(r, 0, 40) / 10000 * g_moves : 0;
+    s->p_cancel = (double)rnd_in(r, 0, 50) / 10000;
     s->unclean_set = chance(r, 0.7);
     s->unclean_default = chance(r, 0.5);
     s->unclean = s->unclean_set ? chance(r, 0.3) : s->unclean_default;
@@ -1853,23 +2017,26 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
         s->cb[id].inc = (uint64_t)id;
     }
     st_md_topic_t *t = st_md_topic_new(TOPIC, TOPIC_ID, 1);
-    t->replication_factor = NB;
+    t->replication_factor = RF;
     if (s->unclean_set)
         st_md_topic_set_config(t, "unclean.leader.election.enable", s->unclean ? "true" : "false");
     st_md_topic_set_config(t, "min.insync.replicas", "2");
     st_md_partition_t *mp = &t->partitions[0];
     mp->leader_epoch = 0;
     mp->partition_epoch = 0;
-    mp->nreplicas = NB;
-    mp->nisr = NB;
-    for (int i = 0; i < NB; i++)
-        mp->replicas[i] = mp->isr[i] = (int32_t)((seed + (uint64_t)i) % NB) + 1;
+    /* on brokers 1..RF (the preferred leader varies with the seed); the others host nothing
+     * until a reassignment moves the partition onto them */
+    mp->nreplicas = RF;
+    mp->nisr = RF;
+    for (int i = 0; i < RF; i++)
+        mp->replicas[i] = mp->isr[i] = (int32_t)((seed + (uint64_t)i) % RF) + 1;
     mp->leader = mp->replicas[0];
     st_md_add_topic(s->md, t);
     s->md->version = 1;
     for (int i = 1; i <= NB; i++) {
         broker_t *b = &s->b[i];
         b->id = i;
+        b->hosted = st_md_is_replica(mp, i);
         tenv_init(&b->t, seed * 31 + (uint64_t)i);
         b->t.defer = true;
     }
@@ -1882,9 +2049,9 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
     }
     ev(s,
        "seed %" PRIu64 ": loss %.3f dup %.3f slow %.3f crash %.4f freeze %.4f cut %.4f pref "
-       "%.4f delete %.4f reorder %.4f unclean %d (topic %s, default %d)",
+       "%.4f delete %.4f reassign %.4f cancel %.4f unclean %d (topic %s, default %d)",
        seed, s->p_loss, s->p_dup, s->p_slow, s->p_crash, s->p_freeze, s->p_cut, s->p_pref,
-       s->p_delete, s->p_reorder, s->unclean, s->unclean_set ? "sets it" : "unset",
+       s->p_delete, s->p_reassign, s->p_cancel, s->unclean, s->unclean_set ? "sets it" : "unset",
        s->unclean_default);
 }
 
@@ -1943,9 +2110,10 @@ static bool run_seed(uint64_t seed, int steps, int verbose, st_loop_t *loop, sim
     if (verbose)
         printf("seed %" PRIu64 ": ok: %" PRIu64 " acks=all records, %" PRIu64 " crashes, %" PRIu64
                " freezes, %" PRIu64 " elections (%" PRIu64 " unclean), %" PRIu64
-               " truncations, converged at step %" PRId64 "\n",
+               " truncations, %" PRIu64 " reassignments (%" PRIu64 " completed, %" PRIu64
+               " cancelled), converged at step %" PRId64 "\n",
                seed, s->n_acked, s->n_crash, s->n_freeze, s->n_elect, s->n_unclean, s->n_truncate,
-               s->step);
+               s->n_reassign, s->n_moved, s->n_cancel, s->step);
     sim_free(s);
     return true;
 }
@@ -1976,10 +2144,14 @@ int main(int argc, char **argv)
             keep_going = true;
         } else if (strcmp(argv[i], "--no-isr-check") == 0) {
             g_isr_check = false;
+        } else if (strcmp(argv[i], "--no-rejoin-race") == 0) {
+            g_rejoin_race = false;
+        } else if (strcmp(argv[i], "--moves") == 0 && i + 1 < argc) {
+            g_moves = strtod(argv[++i], NULL);
         } else {
             fprintf(stderr,
                     "usage: %s [--seed N | --first S --seeds K] [--steps M] [-v|-vv] "
-                    "[--keep-going] [--no-isr-check]\n",
+                    "[--keep-going] [--no-isr-check] [--moves F] [--no-rejoin-race]\n",
                     argv[0]);
             return 2;
         }
@@ -1993,7 +2165,7 @@ int main(int argc, char **argv)
     sim_t *s = calloc(1, sizeof *s);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    uint64_t failed = 0, acked = 0, ran = 0;
+    uint64_t failed = 0, acked = 0, ran = 0, moves = 0, moved = 0, cancelled = 0;
     for (uint64_t seed = first; seed < first + nseeds; seed++) {
         ran++;
         if (!run_seed(seed, steps, verbose, loop, s)) {
@@ -2003,12 +2175,16 @@ int main(int argc, char **argv)
             continue; /* its state is abandoned (leaked): the process ends soon */
         }
         acked += s->n_acked;
+        moves += s->n_reassign;
+        moved += s->n_moved;
+        cancelled += s->n_cancel;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("replication simulation: %" PRIu64 " seed(s) from %" PRIu64 ", %d steps each: %" PRIu64
-           " failed; %" PRIu64 " acks=all records checked; %.1f s\n",
-           ran, first, steps, failed, acked, secs);
+           " failed; %" PRIu64 " acks=all records checked; %" PRIu64 " reassignments (%" PRIu64
+           " completed, %" PRIu64 " cancelled); %.1f s\n",
+           ran, first, steps, failed, acked, moves, moved, cancelled, secs);
     fflush(stdout);
     if (failed)
         _exit(1); /* failed seeds' state is not freed */
