@@ -48,7 +48,7 @@ static void job_answer(st_kshard_t *s, krepl_job_t *j, int err)
         bool on = p && p->log;
         st_fetcher_position(j->f, j->topic_id, j->partition, j->leader_epoch,
                             on ? st_part_durable_end(p) : -1, on ? st_part_latest_epoch(p) : -1,
-                            on ? st_part_log_start(p) : -1, err);
+                            on ? st_part_durable_start(p) : -1, err);
     }
     job_free(j);
 }
@@ -83,9 +83,15 @@ static void job_run(st_kshard_t *s, st_ext_call_t *c)
     case ST_RF_DO_RESTART:
         job_answer(s, j, st_part_restart_at(p, a->offset));
         return;
-    case ST_RF_DO_HW:
-        job_answer(s, j, st_part_set_leader_hw(p, a->hw, a->log_start));
+    case ST_RF_DO_HW: {
+        /* a new log start is reported once durable (the leader's DeleteRecords counts on it) */
+        int rc = st_part_set_leader_hw(p, a->hw, a->log_start);
+        if (rc == 0 && j->want_position)
+            rc = st_part_wait_start_durable(p, append_done, j);
+        if (rc != 0)
+            job_answer(s, j, rc == 1 ? 0 : rc);
         return;
+    }
     default:
         job_answer(s, j, 0);
         return;
@@ -215,7 +221,7 @@ void st_krepl_follow(st_kshard_t *s, st_part_t *p, const st_md_t *md)
         .leader_epoch = r->leader_epoch,
         .fetch_offset = st_part_durable_end(p),
         .last_epoch = st_part_latest_epoch(p),
-        .log_start = st_part_log_start(p),
+        .log_start = st_part_durable_start(p),
     };
     memcpy(fw.topic_id, p->topic_id, 16);
     st_fetcher_follow(f, &fw);

@@ -351,7 +351,10 @@ static int restart_for(st_part_t *p, const uint8_t *records, size_t len)
             "starting over at %lld",
             p->topic, p->index, (long long)h.base_offset, (long long)st_batch_last_offset(&h),
             (long long)end, (long long)h.base_offset);
-    return st_log_truncate_fully(p->log, h.base_offset);
+    int rc = st_log_truncate_fully(p->log, h.base_offset);
+    if (rc == 0)
+        p->repl.durable_start = h.base_offset; /* the new segment's name, synced */
+    return rc;
 }
 
 int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int64_t leader_hw,

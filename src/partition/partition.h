@@ -128,6 +128,7 @@ typedef struct st_part_repl {
     int64_t isr_asked_ms;
     int64_t leader_hw;             /* follower: the leader's high watermark from its last answer */
     int64_t leader_start;          /* follower: the leader's log start from its last answer (-1) */
+    int64_t durable_start;         /* follower: the log start known durable (the one reported) */
     struct st_repl_wait *del_head; /* leader: DeleteRecords waiting for the low watermark */
     int64_t durable_seen;          /* the durable end replica fetches were last woken for */
     struct st_repl_wait *acks_head, *acks_tail; /* leader: acks=all waiting for the ISR */
@@ -364,6 +365,13 @@ int st_part_truncate(st_part_t *p, int64_t offset, int32_t end_epoch);
 int st_part_restart_at(st_part_t *p, int64_t offset);
 /* The log start offset (-1 offline). */
 int64_t st_part_log_start(const st_part_t *p);
+/* The log start a follower reports to its leader: the one known durable (a crash can bring an
+ * unsynced start back, and the leader's DeleteRecords counts on what followers report); a
+ * leader's or a single broker's own log start. -1 offline. */
+int64_t st_part_durable_start(const st_part_t *p);
+/* Follower: makes the log start as it is now durable. 1: it is already (done not called);
+ * 0: done(arg, err) once it is, on this thread; < 0: error, done never called. */
+int st_part_wait_start_durable(st_part_t *p, st_part_done_fn done, void *arg);
 /* Leader: the smallest log start over itself and every live replica (a live replica not heard
  * from since this leadership began counts as -1): DeleteRecords answers once it passed. */
 int64_t st_part_low_watermark(const st_part_t *p);

@@ -185,6 +185,7 @@ void st_part_set_role(st_part_t *p, const st_part_role_t *role)
             p->hw = st_log_start_offset(p->log);
         r->leader_hw = p->hw;
         r->leader_start = -1;
+        r->durable_start = p->log ? st_log_start_offset(p->log) : 0; /* durable at open */
         r->isr_asked_pe = -1;
         r->epoch_start = 0;
         for (int i = 0; i < ST_PART_MAX_REPLICAS; i++)
@@ -482,9 +483,11 @@ int st_part_restart_at(st_part_t *p, int64_t offset)
         return ST_E_INVALID;
     int64_t end = st_log_end_offset(p->log);
     int rc = st_log_truncate_fully(p->log, offset);
-    if (rc == 0)
+    if (rc == 0) {
+        p->repl.durable_start = offset; /* the new segment's name, synced */
         ST_INFO("%s-%d: log end %lld is below the leader's log start: starting over at %lld",
                 p->topic, p->index, (long long)end, (long long)offset);
+    }
     st_part_update_hw(p);
     return rc;
 }
@@ -492,6 +495,61 @@ int st_part_restart_at(st_part_t *p, int64_t offset)
 int64_t st_part_log_start(const st_part_t *p)
 {
     return p->log ? st_log_start_offset(p->log) : -1;
+}
+
+int64_t st_part_durable_start(const st_part_t *p)
+{
+    if (!p->log)
+        return -1;
+    int64_t start = st_log_start_offset(p->log);
+    if (!p->repl.on || p->repl.role.leader)
+        return start;
+    return p->repl.durable_start < start ? p->repl.durable_start : start;
+}
+
+/* A follower's wait for its log start to be durable. */
+typedef struct start_wait {
+    st_part_t *p;
+    int64_t start;
+    st_part_done_fn done;
+    void *arg;
+} start_wait_t;
+
+static void start_synced(void *arg, int res)
+{
+    start_wait_t *w = arg;
+    st_part_t *p = w->p;
+    st_part_done_fn done = w->done;
+    void *done_arg = w->arg;
+    if (res == 0 && w->start > p->repl.durable_start)
+        p->repl.durable_start = w->start;
+    free(w);
+    p->pending_durable--;
+    st_part_maybe_free(p);
+    if (done)
+        done(done_arg, res);
+}
+
+int st_part_wait_start_durable(st_part_t *p, st_part_done_fn done, void *arg)
+{
+    if (!p->log)
+        return ST_E_CLOSED;
+    int64_t start = st_log_start_offset(p->log);
+    if (p->repl.durable_start >= start)
+        return 1;
+    start_wait_t *w = malloc(sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    *w = (start_wait_t){p, start, done, arg};
+    int rc = st_log_wait_start_durable(p->log, start_synced, w);
+    if (rc != 0) {
+        free(w);
+        if (rc == 1)
+            p->repl.durable_start = start;
+        return rc;
+    }
+    p->pending_durable++;
+    return 0;
 }
 
 int64_t st_part_durable_end(const st_part_t *p)

@@ -77,7 +77,8 @@ st_rfollow_action_t st_rfollow_on_fetch(st_rfollow_t *f, const st_rfollow_answer
         f->start_sent = a->log_start_offset;
         return job(f, r);
     }
-    if (a->high_watermark != f->hw_sent || a->log_start_offset != f->start_sent) {
+    if (a->high_watermark != f->hw_sent || a->log_start_offset != f->start_sent ||
+        a->log_start_offset > f->log_start) {
         st_rfollow_action_t r = act(ST_RF_DO_HW);
         r.hw = a->high_watermark;
         r.log_start = a->log_start_offset;

@@ -31,8 +31,9 @@
  *       DO_APPEND / DO_TRUNCATE / DO_RESTART: JOB until st_rfollow_on_position (the shard's
  *           answer: the log's durable end, latest epoch and log start after the job) --> FETCH
  *       DO_HW: FETCH (the shard adopts the leader's high watermark and log start); JOB
- *           when the leader's log start passed the local one, so the new start is reported
- *           (the caller sends a position whenever f->phase is ST_RF_JOB after the call)
+ *           while the leader's log start is past the one last reported, so the new start is
+ *           reported once durable (the caller sends a position whenever f->phase is
+ *           ST_RF_JOB after the call)
  *       DO_BACKOFF: FETCH after a backoff (the caller's timer)
  *       DO_STOP: STOPPED until st_rfollow_init again
  *

@@ -963,7 +963,7 @@ static void follow_init(sim_t *s, broker_t *b, int32_t leader, int32_t epoch)
     b->fetch_inflight = false;
     b->next_fetch = bnow(s, b);
     st_rfollow_init(&b->f, epoch, st_part_durable_end(p), st_part_latest_epoch(p),
-                    st_part_log_start(p));
+                    st_part_durable_start(p));
     ev(s, "b%d: follows %d at epoch %d from %" PRId64 " (last epoch %d, start %" PRId64 ")", b->id,
        (int)leader, (int)epoch, b->f.fetch_offset, (int)b->f.last_epoch, b->f.log_start);
 }
@@ -979,7 +979,7 @@ static void job_position(sim_t *s, broker_t *b, int err)
 {
     st_part_t *p = b->p;
     st_rfollow_on_position(&b->f, err, st_part_durable_end(p), st_part_latest_epoch(p),
-                           st_part_log_start(p));
+                           st_part_durable_start(p));
     if (err)
         ev(s, "b%d: job failed: %s; fetch again from %" PRId64, b->id, st_strerror(err),
            b->f.fetch_offset);
@@ -1064,9 +1064,16 @@ static void follower_on_answer(sim_t *s, broker_t *b, const msg_t *m)
         b->hw_epoch = b->f.leader_epoch;
         b->next_fetch = now + FETCH_IDLE_MS;
         if (b->f.phase == ST_RF_JOB) {
-            /* the log start moved: reported as a position */
+            /* the log start moved: reported as a position once it is durable */
             ev(s, "b%d: log start %" PRId64 " from the leader", b->id, st_part_log_start(p));
-            job_position(s, b, rc);
+            job_t *j = malloc(sizeof *j);
+            *j = (job_t){s, b->id, b->inc, b->f_gen};
+            if (rc == 0)
+                rc = st_part_wait_start_durable(p, on_job_done, j);
+            if (rc != 0) {
+                free(j);
+                job_position(s, b, rc == 1 ? 0 : rc);
+            }
             b->next_fetch = now;
         }
         break;
