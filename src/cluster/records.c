@@ -669,8 +669,13 @@ int st_rec_reassign(const st_md_t *md, st_md_partition_t *p, const int32_t *targ
     if (same)
         return 1;
     np.partition_epoch++;
-    bump_if_removed(p, &np);
+    st_md_partition_t was = *p;
     *p = np;
+    /* a new target that leaves out the leader (replacing a move in progress can drop the
+     * replica it added) takes the leadership to the ISR that is left (found by the
+     * simulation: a leader outside its own replica set) */
+    st_rec_elect(md, p, false);
+    bump_if_removed(&was, p);
     st_rec_reassign_progress(md, p);
     return 0;
 }

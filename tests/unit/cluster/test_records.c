@@ -371,6 +371,18 @@ static void test_reassign_adds_first(void **state)
     assert_int_equal(k.leader, 1);
     assert_int_equal(k.leader_epoch, 1);
 
+    /* a move replacing one in progress that drops the replica it added, which leads: the
+     * leadership goes to the ISR that is left */
+    st_md_partition_t m = part3();
+    assert_int_equal(st_rec_reassign(md, &m, (const int32_t[]){1, 4, 2}, 3), 0);
+    m.isr[m.nisr++] = 4;
+    m.leader = 4; /* (as if elected there) */
+    assert_int_equal(st_rec_reassign(md, &m, (const int32_t[]){2, 3, 1}, 3), 0);
+    assert_false(st_md_is_replica(&m, 4));
+    assert_true(m.leader == 1 || m.leader == 2 || m.leader == 3);
+    assert_true(st_md_in_isr(&m, m.leader));
+    assert_int_equal(m.leader_epoch, 1);
+
     /* cancelled: back to the originals, the ISR keeps only them */
     st_md_partition_t q = part3();
     assert_int_equal(st_rec_reassign(md, &q, (const int32_t[]){4}, 1), 0);
