@@ -358,7 +358,7 @@ int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int
 int st_part_set_leader_hw(st_part_t *p, int64_t leader_hw, int64_t leader_log_start);
 /* Follower: the log diverged from the leader's (replica/follow.h, R2): cuts it back to
  * min(offset, log end) and, when end_epoch >= 0, further to where the local log's largest
- * epoch <= end_epoch ends. Never restarts the log. */
+ * epoch <= end_epoch ends; an offset below the log start starts the log over, empty, there. */
 int st_part_truncate(st_part_t *p, int64_t offset, int32_t end_epoch);
 /* Follower: the leader's log starts past this log's end: empties the log and starts it at
  * `offset`. */

@@ -463,8 +463,20 @@ int st_part_truncate(st_part_t *p, int64_t offset, int32_t end_epoch)
     }
     if (offset > end)
         offset = end;
-    if (offset < start)
-        offset = start;
+    if (offset < start) {
+        /* the logs agree only below where this one starts (its start came from an older
+         * leader, or a restart): nothing here is the leader's; start over at the offset, as a
+         * cut that changes nothing would be asked for again forever */
+        int rc = st_log_truncate_fully(p->log, offset);
+        if (rc == 0) {
+            p->repl.durable_start = offset;
+            ST_INFO("%s-%d: the leader's log diverges at %lld, below this log's start %lld: "
+                    "starting over there",
+                    p->topic, p->index, (long long)offset, (long long)start);
+        }
+        st_part_update_hw(p);
+        return rc;
+    }
     int rc = offset < end ? st_log_truncate_to(p->log, offset) : 0;
     if (rc == 0)
         rc = st_log_forget_epochs_from(p->log, st_log_end_offset(p->log));

@@ -1207,7 +1207,8 @@ static void owed_answer(sim_t *s, broker_t *b, owed_t *o, int16_t kerr)
         /* a leader of an epoch before the last unclean election answers for a log the
          * cluster has given up (as an acks=all answer it gives: O2) */
         bool counts = !kerr && o->epoch >= s->min_epoch;
-        if (counts && o->low_watermark > s->acked_lw)
+        /* the largest answered since the last unclean election (which may undo older ones) */
+        if (counts && (s->acked_lw_gen != s->unclean_gen || o->low_watermark > s->acked_lw))
             s->acked_lw = o->low_watermark;
         if (counts)
             s->acked_lw_gen = s->unclean_gen;
