@@ -386,13 +386,16 @@ bool st_part_isr_change_due(st_part_t *p, int64_t now_ms, int64_t lag_max_ms, in
         bool stays = m == ro->self || (in_isr(ro, m) && now_ms - r->caught_up_ms[i] <= lag_max_ms);
         /* a replica joins once its durable log reaches the high watermark and the start of
          * this leader's epoch (KAFKA-7128: a high watermark that still lags after an election
-         * would let in a replica lacking acknowledged records), it is live (the controller
+         * would let in a replica lacking acknowledged records), its log starts where this one
+         * does (a DeleteRecords answered while it was fenced must not come back if it leads),
+         * it is live (the controller
          * refuses a fenced one, and each refusal is a new partition epoch: asking again at
          * once would write one after another), and it is fetching (caught up
          * lately: a stopped one's old position does not count, and one just back does not leave
          * again at the next tick) */
         bool joins = !in_isr(ro, m) && m != ro->self && ro->live[i] && r->pos[i] >= 0 &&
                      r->pos[i] >= p->hw && r->pos[i] >= r->epoch_start &&
+                     r->start[i] >= st_log_start_offset(p->log) &&
                      now_ms - r->caught_up_ms[i] <= lag_max_ms;
         if (stays || joins)
             isr[n++] = m;

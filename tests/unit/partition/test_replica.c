@@ -1165,6 +1165,44 @@ static void test_isr_join_needs_live(void **state)
     fx_close(f);
 }
 
+/* 18. Found by the simulation (seed 1654): a replica joins the ISR only once its log starts
+ * where the leader's does, so a DeleteRecords answered while it was fenced (it was not
+ * waited for) cannot come back should it lead. */
+static void test_isr_join_needs_log_start(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    const int32_t isr12[] = {1, 2};
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, isr12, 2);
+    r.live[2] = false; /* replica 3's broker is fenced */
+    st_part_set_role(p, &r);
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    produce(f, 8, ST_ACKS_LEADER, &res, &a);
+    settle(f);
+    int64_t now = st_mono_ms();
+    st_part_diverging_t div;
+    st_part_follower_fetch(p, 2, 8, 5, 6, now, &div);
+    int16_t err;
+    int64_t low;
+    answer_t d = {0, 0};
+    st_part_delete_records(p, 6, &err, &low, on_done, &d);
+    settle(f);
+    assert_int_equal(d.calls, 1); /* replica 3 was not waited for */
+    r.live[2] = true;             /* it is back */
+    r.partition_epoch = 2;
+    st_part_set_role(p, &r);
+    int32_t isr[ST_PART_MAX_REPLICAS];
+    int16_t nisr;
+    st_part_follower_fetch(p, 3, 8, 5, 0, now, &div); /* caught up, but its log starts at 0 */
+    assert_false(st_part_isr_change_due(p, now, LAG_MS, RETRY_MS, isr, &nisr));
+    st_part_follower_fetch(p, 3, 8, 5, 6, now, &div);
+    assert_true(st_part_isr_change_due(p, now, LAG_MS, RETRY_MS, isr, &nisr));
+    assert_int_equal(nisr, 3);
+    fx_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1187,6 +1225,7 @@ int main(void)
         cmocka_unit_test(test_restart_inside_a_batch),
         cmocka_unit_test(test_delete_records_leadership_lost),
         cmocka_unit_test(test_isr_join_needs_live),
+        cmocka_unit_test(test_isr_join_needs_log_start),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
