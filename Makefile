@@ -38,7 +38,7 @@ test: release
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j $(JOBS)
 
-# The replication simulation over SIM_SEEDS seeds (about 17 minutes for 20,000 in the sanitized
+# The replication simulation over SIM_SEEDS seeds (about 25 minutes for 20,000 in the sanitized
 # build on 2 cores; `make test` runs 500), then the replication failure scenarios (issue 13) at
 # length: more kills, longer cuts and stops, more power cuts than the shortened run in
 # `make test`; bounded to about ten minutes.
