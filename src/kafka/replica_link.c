@@ -86,10 +86,14 @@ static void job_run(st_kshard_t *s, st_ext_call_t *c)
     case ST_RF_DO_HW: {
         /* a new log start is reported once durable (the leader's DeleteRecords counts on it) */
         int rc = st_part_set_leader_hw(p, a->hw, a->log_start);
-        if (rc == 0 && j->want_position)
+        if (rc == 0 && j->want_position) {
             rc = st_part_wait_start_durable(p, append_done, j);
-        if (rc != 0)
-            job_answer(s, j, rc == 1 ? 0 : rc);
+            if (rc == 0)
+                return; /* answered (and freed) once durable */
+            if (rc == 1)
+                rc = 0;
+        }
+        job_answer(s, j, rc); /* frees j, with a position only when one is wanted */
         return;
     }
     default:
