@@ -335,20 +335,22 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, i
     return false;
 }
 
-/* An empty log restarted at the leader's log start (follow.h R3) that falls inside a batch
- * gets that whole batch first: the log starts again at the batch's base (Kafka's answer to
- * UnexpectedAppendOffsetException); the log start moves back up to the leader's with the
- * answer. ST_E_OUT_OF_RANGE for any other batch that does not follow on. */
-static int restart_for(st_part_t *p, const uint8_t *records, size_t len)
+/* A log whose end is the leader's log start (follow.h R3 restarted it there, or the leader's
+ * DeleteRecords reached exactly its end) gets, when that start falls inside a batch, that whole
+ * batch first: the log starts again at the batch's base (Kafka's answer to
+ * UnexpectedAppendOffsetException); nothing it drops is still in the leader's log, and the log
+ * start moves back up to the leader's with the answer. ST_E_OUT_OF_RANGE for any other batch
+ * that does not follow on. */
+static int restart_for(st_part_t *p, const uint8_t *records, size_t len, int64_t leader_start)
 {
     st_batch_hdr_t h;
     int64_t end = st_log_end_offset(p->log);
-    if (len < ST_BATCH_HEADER_SIZE || st_batch_parse_hdr(records, len, &h) ||
-        st_log_start_offset(p->log) != end || h.base_offset >= end ||
-        st_batch_last_offset(&h) < end)
+    bool nothing_kept = st_log_start_offset(p->log) == end || leader_start >= end;
+    if (len < ST_BATCH_HEADER_SIZE || st_batch_parse_hdr(records, len, &h) || !nothing_kept ||
+        h.base_offset >= end || st_batch_last_offset(&h) < end)
         return ST_E_OUT_OF_RANGE;
-    ST_INFO("%s-%d: the leader's first batch (%lld-%lld) holds this empty log's start %lld: "
-            "starting over at %lld",
+    ST_INFO("%s-%d: the leader's first batch (%lld-%lld) holds this log's end %lld, where the "
+            "leader's log starts: starting over at %lld",
             p->topic, p->index, (long long)h.base_offset, (long long)st_batch_last_offset(&h),
             (long long)end, (long long)h.base_offset);
     int rc = st_log_truncate_fully(p->log, h.base_offset);
@@ -366,7 +368,7 @@ int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int
         return ST_E_INVALID; /* only a follower takes the leader's batches */
     st_log_append_info_t info;
     int rc = st_log_append_replica(p->log, records, len, &info);
-    if (rc == ST_E_OUT_OF_RANGE && (rc = restart_for(p, records, len)) == 0)
+    if (rc == ST_E_OUT_OF_RANGE && (rc = restart_for(p, records, len, leader_log_start)) == 0)
         rc = st_log_append_replica(p->log, records, len, &info);
     if (rc)
         return rc;

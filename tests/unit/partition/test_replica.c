@@ -1109,6 +1109,16 @@ static void test_restart_inside_a_batch(void **state)
     answer_t c = {0, 0};
     assert_int_equal(st_part_append_replica(p, b.data, b.len, 7, 5, on_done, &c),
                      ST_E_OUT_OF_RANGE);
+    /* found by the simulation (seed 16859): a log ending where the leader's DeleteRecords put
+     * its start, inside a batch, takes that batch too: nothing it drops is the leader's */
+    st_buf_clear(&b);
+    stamped(&b, 3, 6, 4, -1, 0, 0); /* 6-8: holds the leader's start 7, which is our end */
+    answer_t e = {0, 0};
+    assert_int_equal(st_part_append_replica(p, b.data, b.len, 9, 7, on_done, &e), 0);
+    settle(f);
+    assert_int_equal(e.calls, 1);
+    assert_int_equal(log_end(f), 9);
+    assert_int_equal(st_part_log_start(p), 7);
     st_buf_fini(&b);
     fx_close(f);
 }
