@@ -349,14 +349,7 @@ static int restart_for(st_part_t *p, const uint8_t *records, size_t len, int64_t
     if (len < ST_BATCH_HEADER_SIZE || st_batch_parse_hdr(records, len, &h) || !nothing_kept ||
         h.base_offset >= end || st_batch_last_offset(&h) < end)
         return ST_E_OUT_OF_RANGE;
-    ST_INFO("%s-%d: the leader's first batch (%lld-%lld) holds this log's end %lld, where the "
-            "leader's log starts: starting over at %lld",
-            p->topic, p->index, (long long)h.base_offset, (long long)st_batch_last_offset(&h),
-            (long long)end, (long long)h.base_offset);
-    int rc = st_log_truncate_fully(p->log, h.base_offset);
-    if (rc == 0)
-        p->repl.durable_start = h.base_offset; /* the new segment's name, synced */
-    return rc;
+    return st_part_restart_at(p, h.base_offset);
 }
 
 int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int64_t leader_hw,
@@ -376,8 +369,7 @@ int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int
     p->repl.leader_hw = leader_hw;
     if (leader_log_start > p->repl.leader_start)
         p->repl.leader_start = leader_log_start;
-    st_part_update_hw(p);
-    st_part_follow_start(p);
+    st_part_update_hw(p); /* which also moves the log start up to the leader's */
     wait_t *w = malloc(sizeof *w);
     if (!w)
         return -ENOMEM;

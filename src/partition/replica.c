@@ -466,20 +466,11 @@ int st_part_truncate(st_part_t *p, int64_t offset, int32_t end_epoch)
     }
     if (offset > end)
         offset = end;
-    if (offset < start) {
-        /* the logs agree only below where this one starts (its start came from an older
-         * leader, or a restart): nothing here is the leader's; start over at the offset, as a
-         * cut that changes nothing would be asked for again forever */
-        int rc = st_log_truncate_fully(p->log, offset);
-        if (rc == 0) {
-            p->repl.durable_start = offset;
-            ST_INFO("%s-%d: the leader's log diverges at %lld, below this log's start %lld: "
-                    "starting over there",
-                    p->topic, p->index, (long long)offset, (long long)start);
-        }
-        st_part_update_hw(p);
-        return rc;
-    }
+    /* the logs agree only below where this one starts (its start came from an older leader,
+     * or a restart): nothing here is the leader's; start over at the offset, as a cut that
+     * changes nothing would be asked for again forever */
+    if (offset < start)
+        return st_part_restart_at(p, offset);
     int rc = offset < end ? st_log_truncate_to(p->log, offset) : 0;
     if (rc == 0)
         rc = st_log_forget_epochs_from(p->log, st_log_end_offset(p->log));
@@ -496,12 +487,12 @@ int st_part_restart_at(st_part_t *p, int64_t offset)
         return ST_E_CLOSED;
     if (p->repl.on && p->repl.role.leader)
         return ST_E_INVALID;
-    int64_t end = st_log_end_offset(p->log);
+    int64_t start = st_log_start_offset(p->log), end = st_log_end_offset(p->log);
     int rc = st_log_truncate_fully(p->log, offset);
     if (rc == 0) {
         p->repl.durable_start = offset; /* the new segment's name, synced */
-        ST_INFO("%s-%d: log end %lld is below the leader's log start: starting over at %lld",
-                p->topic, p->index, (long long)end, (long long)offset);
+        ST_INFO("%s-%d: log %lld..%lld does not meet the leader's: starting over, empty, at %lld",
+                p->topic, p->index, (long long)start, (long long)end, (long long)offset);
     }
     st_part_update_hw(p);
     return rc;
