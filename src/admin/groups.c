@@ -11,8 +11,6 @@
 
 #include "group/coord.h"
 
-#define ST_OFFSETS_TOPIC "__consumer_offsets"
-
 /* A NUL-terminated copy of a protocol string. */
 static const char *cstr(st_arena_t *a, st_kstr_t s)
 {

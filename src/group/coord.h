@@ -67,6 +67,9 @@
 #include "proto/kafka_gen.h"
 #include "storage/log.h"
 
+/* The internal topic holding groups and committed offsets. */
+#define ST_OFFSETS_TOPIC "__consumer_offsets"
+
 #define ST_GCOORD_MAX_METADATA 4096 /* committed metadata longer than this is refused */
 
 typedef struct st_gcoord st_gcoord_t;

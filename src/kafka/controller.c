@@ -36,7 +36,7 @@
 #include "broker/request.h"
 #include "cluster/records.h"
 #include "partition/partition.h"
-#include "kafka/group_route.h"
+#include "kafka/coordsvc.h"
 #include "kafka/handlers.h"
 #include "kafka/leader.h"
 #include "kafka/replica_link.h"
@@ -237,8 +237,7 @@ static void sweep_one(void *arg, st_part_t *p)
         return;
     if (w->s->b->cfg->clustered) {
         st_krepl_unfollow(w->s, p);
-        if (strcmp(p->topic, ST_OFFSETS_TOPIC) == 0)
-            st_kgroup_leadership(w->s, p->index, false);
+        st_coordsvc_leadership(w->s, p->topic, p->index, false, -1);
     }
     st_parts_delete(&w->s->parts, p);
 }
@@ -267,8 +266,8 @@ static void set_role(st_kshard_t *s, st_part_t *part, const st_md_t *md, const s
         role.live[i] = st_md_broker_live(md, mp->replicas[i]);
     st_part_set_role(part, &role);
     st_krepl_follow(s, part, md);
-    if (t->internal && strcmp(t->name, ST_OFFSETS_TOPIC) == 0)
-        st_kgroup_leadership(s, p, role.leader);
+    if (t->internal) /* a coordinator's topic: the coordinator follows the leadership */
+        st_coordsvc_leadership(s, t->name, p, role.leader, mp->leader_epoch);
 }
 
 static void ctl_apply_run(st_fanout_leg_t *leg)
@@ -480,12 +479,17 @@ static bool ctl_create(ctl_ctx_t *c, st_md_t *md, st_ctl_item_t *it)
                      "Replica assignments must name this broker only%s", "");
         return false;
     }
-    if (strcmp(it->name, ST_OFFSETS_TOPIC) == 0 && !it->internal) {
-        /* however it is asked for (auto-creation included), the offsets topic is internal
-         * and has offsets.topic.num.partitions partitions */
-        it->internal = true;
-        it->count = (int32_t)cfg->offsets_topic_num_partitions;
-        it->rf = -1;
+    const st_coordsvc_t *svc = st_coordsvc_find(it->name, strlen(it->name));
+    if (svc && !it->internal) {
+        /* however it is asked for (auto-creation included), a coordinator's topic is internal,
+         * with the service's partition count (and its configs unless the request set some) */
+        int ncfg = it->ncfg;
+        st_ctl_cfg_t *own = it->cfg;
+        st_coordsvc_topic_item(svc, cfg, it);
+        if (ncfg) {
+            it->ncfg = ncfg;
+            it->cfg = own;
+        }
     }
     int32_t n = it->assigned >= 0 ? it->assigned
                 : it->count < 0   ? (int32_t)cfg->num_partitions
@@ -1022,12 +1026,6 @@ static void hint_done(st_quorum_req_t *req, int status)
     free(op);
 }
 
-const st_ctl_cfg_t st_ctl_offsets_cfg[ST_CTL_OFFSETS_NCFG] = {
-    {"cleanup.policy", "compact", ST_CTL_CFG_SET},
-    {"retention.ms", "-1", ST_CTL_CFG_SET},
-    {"segment.bytes", "104857600", ST_CTL_CFG_SET},
-};
-
 void st_ctl_hint_create(st_broker_t *b, const char *name)
 {
     st_ctl_op_t *op = calloc(1, sizeof *op);
@@ -1047,12 +1045,9 @@ void st_ctl_hint_create(st_broker_t *b, const char *name)
     it->count = -1;
     it->rf = -1;
     it->assigned = -1;
-    if (strcmp(name, ST_OFFSETS_TOPIC) == 0) {
-        it->internal = true;
-        it->count = (int32_t)b->cfg->offsets_topic_num_partitions;
-        it->ncfg = ST_CTL_OFFSETS_NCFG;
-        it->cfg = (st_ctl_cfg_t *)st_ctl_offsets_cfg; /* read only */
-    }
+    const st_coordsvc_t *svc = st_coordsvc_find(name, strlen(name));
+    if (svc)
+        st_coordsvc_topic_item(svc, b->cfg, it); /* its configs are read only */
     op->qreq.propose = ctl_propose;
     op->qreq.done = hint_done;
     op->qreq.arg = op;

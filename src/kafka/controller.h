@@ -42,12 +42,6 @@ typedef struct st_ctl_cfg {
     int op;            /* ST_CTL_CFG_* */
 } st_ctl_cfg_t;
 
-/* The topic configs __consumer_offsets is created with, wherever its creation starts (a
- * broker's own op, or the hint it forwards to the active controller): compacted by the log
- * cleaner, never deleted by time, segments of 100 MiB (Kafka's offsets.topic.segment.bytes). */
-#define ST_CTL_OFFSETS_NCFG 3
-extern const st_ctl_cfg_t st_ctl_offsets_cfg[ST_CTL_OFFSETS_NCFG];
-
 typedef struct st_ctl_item {
     /* in */
     const char *name; /* NUL-terminated; NULL when addressed by id */

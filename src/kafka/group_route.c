@@ -1,5 +1,5 @@
 /*
- * group_route.c — each shard's group coordinator through the shard's life (group_life.h), the
+ * group_route.c — each shard's group coordinator through the shard's life (coordsvc.h), the
  * internal topic, and the routing of the group APIs to their coordinators (group_route.h).
  *
  * A group's coordinator is the owner shard of its __consumer_offsets partition
@@ -22,7 +22,10 @@
  * every in-sync replica has them (a commit is then safe across a failover), and are refused
  * once leadership has moved.
  *
- * Threads: st_kgroup_start/drain/fini on each shard's own thread; the rest as group_route.h.
+ * The group coordinator is the first service of the coordinator registry (coordsvc.h): the
+ * registry drives its start, load/unload with leadership, drain and fini.
+ *
+ * Threads: the service's functions on each shard's own thread; the rest as group_route.h.
  */
 #include "kafka/group_route.h"
 
@@ -36,7 +39,7 @@
 #include "base/log.h"
 #include "group/coord.h"
 #include "kafka/controller.h"
-#include "kafka/group_life.h"
+#include "kafka/coordsvc.h"
 #include "kafka/leader.h"
 #include "proto/kerr.h"
 
@@ -87,14 +90,13 @@ static void detach(st_kshard_t *s, int32_t partition)
 }
 
 /* Loads the partition into this shard's coordinator if the shard owns it and this broker leads
- * it, and it is not loaded yet at the current leader epoch (loaded at another, the log may have
+ * it, and it is not loaded yet at leader epoch `epoch` (loaded at another, the log may have
  * changed meanwhile, as a follower's: it is loaded again). */
-static void attach(st_kshard_t *s, int32_t partition)
+static void attach(st_kshard_t *s, int32_t partition, int32_t epoch)
 {
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
     if (!s->groups || !st_kgroup_leads(s, partition))
         return;
-    int32_t epoch = t->partitions[partition].leader_epoch;
     if (st_gcoord_loaded(s->groups, partition)) {
         if (st_gcoord_epoch(s->groups, partition) == epoch)
             return;
@@ -108,15 +110,24 @@ static void attach(st_kshard_t *s, int32_t partition)
         ST_ERROR("cannot load %s-%d: %s", ST_OFFSETS_TOPIC, partition, st_strerror(rc));
 }
 
-void st_kgroup_leadership(st_kshard_t *s, int32_t partition, bool leads)
+/* The snapshot's leader epoch of a partition led here (st_kgroup_leads holds). */
+static int32_t epoch_of(const st_kshard_t *s, int32_t partition)
 {
-    if (leads)
-        attach(s, partition);
-    else
-        detach(s, partition);
+    return st_kgroup_offsets_topic(s->md)->partitions[partition].leader_epoch;
 }
 
-int st_kgroup_start(st_kshard_t *s)
+/* st_coordsvc_t.load and .unload */
+static void group_load(st_kshard_t *s, int32_t partition, int32_t epoch)
+{
+    attach(s, partition, epoch);
+}
+
+static void group_unload(st_kshard_t *s, int32_t partition)
+{
+    detach(s, partition);
+}
+
+static int group_start(st_kshard_t *s)
 {
     const st_config_t *cfg = s->b->cfg;
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
@@ -136,74 +147,57 @@ int st_kgroup_start(st_kshard_t *s)
     if (rc)
         return rc;
     for (int32_t p = 0; t && p < t->npartitions; p++)
-        attach(s, p);
+        if (st_kgroup_leads(s, p))
+            attach(s, p, epoch_of(s, p));
     return 0;
 }
 
-void st_kgroup_drain(st_kshard_t *s)
+static void group_drain(st_kshard_t *s)
 {
     if (s->groups)
         st_gcoord_drain(s->groups);
 }
 
-void st_kgroup_fini(st_kshard_t *s)
+static void group_fini(st_kshard_t *s)
 {
     st_gcoord_destroy(s->groups);
     s->groups = NULL;
 }
 
-/* ---- the internal topic ---- */
+/* ---- the service ---- */
 
-typedef struct {
-    st_ctl_op_t op;
-    st_ctl_item_t item;
-    st_ctl_cfg_t cfg[ST_CTL_OFFSETS_NCFG];
-    st_kreq_t *r;
-    st_kgroup_ready_fn cb;
-    void *arg;
-} offsets_create_t;
+/* The topic configs __consumer_offsets is created with, wherever its creation starts (a
+ * broker's own op, or the hint it forwards to the active controller): compacted by the log
+ * cleaner, never deleted by time, segments of 100 MiB (Kafka's offsets.topic.segment.bytes). */
+static const st_ctl_cfg_t offsets_cfg[] = {
+    {"cleanup.policy", "compact", ST_CTL_CFG_SET},
+    {"retention.ms", "-1", ST_CTL_CFG_SET},
+    {"segment.bytes", "104857600", ST_CTL_CFG_SET},
+};
 
-static void offsets_created(st_kshard_t *s, st_ctl_op_t *op)
+static int32_t offsets_partitions(const st_config_t *cfg)
 {
-    offsets_create_t *c = (offsets_create_t *)op;
-    (void)s;
-    /* NOT_CONTROLLER: in a cluster, the active controller creates it (controller.h) */
-    if (c->item.error && c->item.error != ST_KERR_TOPIC_ALREADY_EXISTS &&
-        c->item.error != ST_KERR_NOT_CONTROLLER)
-        ST_WARN("cannot create %s: %s", ST_OFFSETS_TOPIC, c->item.message);
-    c->cb(c->r, c->arg);
+    return (int32_t)cfg->offsets_topic_num_partitions;
 }
 
-/* Creates __consumer_offsets (with st_ctl_offsets_cfg) if this shard's snapshot does not have
- * it yet, then calls cb. */
+const st_coordsvc_t st_kgroup_service = {
+    .name = "group",
+    .topic = ST_OFFSETS_TOPIC,
+    .key_type = 0,
+    .partitions = offsets_partitions,
+    .configs = offsets_cfg,
+    .nconfigs = (int)(sizeof offsets_cfg / sizeof offsets_cfg[0]),
+    .route = st_gcoord_partition_for,
+    .start = group_start,
+    .load = group_load,
+    .unload = group_unload,
+    .drain = group_drain,
+    .fini = group_fini,
+};
+
 void st_kgroup_ensure_topic(st_kreq_t *r, st_kgroup_ready_fn cb, void *arg)
 {
-    if (st_kgroup_offsets_topic(r->shard->md)) {
-        cb(r, arg);
-        return;
-    }
-    offsets_create_t *c = st_arena_zalloc(&r->arena, sizeof *c);
-    if (!c) {
-        cb(r, arg);
-        return;
-    }
-    c->r = r;
-    c->cb = cb;
-    c->arg = arg;
-    memcpy(c->cfg, st_ctl_offsets_cfg, sizeof c->cfg);
-    c->item.name = ST_OFFSETS_TOPIC;
-    c->item.count = (int32_t)r->shard->b->cfg->offsets_topic_num_partitions;
-    c->item.rf = -1;
-    c->item.assigned = -1;
-    c->item.internal = true;
-    c->item.ncfg = ST_CTL_OFFSETS_NCFG;
-    c->item.cfg = c->cfg;
-    c->op.kind = ST_CTL_CREATE;
-    c->op.hint = true; /* not the active controller: ask it to create the topic */
-    c->op.n = 1;
-    c->op.items = &c->item;
-    c->op.cb = offsets_created;
-    st_ctl_submit(r->shard, &c->op);
+    st_coordsvc_ensure_topic(r, &st_kgroup_service, cb, arg);
 }
 
 /* ---- calls to coordinators ---- */
@@ -246,7 +240,8 @@ static void gcall_run(st_fanout_leg_t *leg)
         detach(s, g->partition); /* leadership moved: whatever was loaded goes */
         g->partition = -1;       /* the snapshot changed since routing: NOT_COORDINATOR */
     }
-    attach(s, g->partition);
+    if (g->partition >= 0)
+        attach(s, g->partition, epoch_of(s, g->partition));
     g->exec(s, g);
 }
 
@@ -292,10 +287,4 @@ void st_kgroup_call_group(st_kgroup_ctx_t *ctx, st_kstr_t group_id, st_kgroup_ex
         p = -1;
     }
     st_kgroup_call_to(ctx, owner, p, exec, item);
-}
-
-int32_t st_kgroup_coordinator(const st_md_t *md, st_kstr_t group_id)
-{
-    const st_md_topic_t *t = st_kgroup_offsets_topic(md);
-    return t ? t->partitions[st_gcoord_partition_for(group_id, t->npartitions)].leader : -1;
 }

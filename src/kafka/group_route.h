@@ -18,8 +18,8 @@
 #include "broker/fanout.h"
 #include "broker/request.h"
 #include "cluster/metadata.h"
-
-#define ST_OFFSETS_TOPIC "__consumer_offsets"
+#include "group/coord.h"
+#include "kafka/coordsvc.h"
 
 typedef struct st_kgroup_ctx st_kgroup_ctx_t;
 typedef struct st_kgroup_call st_kgroup_call_t;
@@ -51,24 +51,16 @@ struct st_kgroup_ctx {
         st_kgroup_calls_free(calls_);                                                              \
     } while (0)
 
+/* The group coordinator's service (coordsvc.h): __consumer_offsets, keys are group ids. */
+extern const st_coordsvc_t st_kgroup_service;
+
 /* The internal topic in a snapshot, or NULL. */
 const st_md_topic_t *st_kgroup_offsets_topic(const st_md_t *md);
-/* The broker coordinating group_id: the leader of its __consumer_offsets partition in md; -1
- * when the topic does not exist or the partition has no leader. */
-int32_t st_kgroup_coordinator(const st_md_t *md, st_kstr_t group_id);
 /* True when shard s coordinates the groups of __consumer_offsets partition `partition`: s owns
  * it and this broker leads it, in s's snapshot. On s's thread. */
 bool st_kgroup_leads(const st_kshard_t *s, int32_t partition);
 
-/* Leadership of __consumer_offsets partition `partition` here changed: leads, this broker now
- * leads it (or leads it at a new leader epoch); !leads, it no longer does. On the shard owning
- * the partition, after that shard adopted the snapshot saying so (controller.c). Loads the
- * partition's groups from the local log before any request for them is served, or unloads
- * them (waiting JoinGroup/SyncGroup answered NOT_COORDINATOR). Nothing when it is already
- * so; calls for partitions the shard does not own are ignored. */
-void st_kgroup_leadership(st_kshard_t *s, int32_t partition, bool leads);
-
-typedef void (*st_kgroup_ready_fn)(st_kreq_t *r, void *arg);
+typedef st_coordsvc_ready_fn st_kgroup_ready_fn;
 /* Creates __consumer_offsets if the snapshot lacks it, then cb(r, arg) (either way). */
 void st_kgroup_ensure_topic(st_kreq_t *r, st_kgroup_ready_fn cb, void *arg);
 

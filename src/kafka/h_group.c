@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "broker/fanout.h"
 #include "group/coord.h"
+#include "kafka/coordsvc.h"
 #include "kafka/group_route.h"
 #include "kafka/handlers.h"
 #include "proto/kerr.h"
@@ -36,23 +37,23 @@ typedef struct {
     st_kp_find_coordinator_resp_t resp;
 } find_coord_t;
 
-/* The coordinator of `key`: a group's is the leader of its __consumer_offsets partition
- * (group_route.h); for transactions (key type 1, which Strata does not implement) this broker
- * answers itself. */
+/* The coordinator of `key`: the leader of the key's partition of its service's internal topic
+ * (coordsvc.h; a group's is its __consumer_offsets partition). For transactions (key type 1),
+ * which no service coordinates yet, this broker answers itself. */
 static void find_coord_fill(st_kreq_t *r, int8_t key_type, st_kstr_t key, int16_t *err,
                             st_kstr_t *msg, int32_t *node, st_kstr_t *host, int32_t *port)
 {
     const st_md_t *md = r->shard->md;
+    const st_coordsvc_t *svc = st_coordsvc_by_key_type(key_type);
     *node = -1;
     *host = ST_KSTR_EMPTY;
     *port = -1;
-    if (key_type != 0 && key_type != 1) {
+    if (!svc && key_type != 1) {
         *err = ST_KERR_INVALID_REQUEST;
         *msg = st_kstr("Unknown coordinator key type");
         return;
     }
-    int32_t id =
-        key_type == 0 ? st_kgroup_coordinator(md, key) : (int32_t)r->shard->b->cfg->node_id;
+    int32_t id = svc ? st_coordsvc_coordinator(svc, md, key) : (int32_t)r->shard->b->cfg->node_id;
     const st_md_broker_t *b = id >= 0 ? st_md_broker(md, id) : NULL;
     if (!b) {
         *err = ST_KERR_COORDINATOR_NOT_AVAILABLE;
@@ -101,8 +102,9 @@ void st_kh_find_coordinator(st_kreq_t *r)
         return;
     }
     st_kp_find_coordinator_resp_init(&f->resp);
-    if (f->req.key_type == 0)
-        st_kgroup_ensure_topic(r, find_coord_answer, f);
+    const st_coordsvc_t *svc = st_coordsvc_by_key_type(f->req.key_type);
+    if (svc)
+        st_coordsvc_ensure_topic(r, svc, find_coord_answer, f);
     else
         find_coord_answer(r, f);
 }

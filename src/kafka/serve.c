@@ -5,7 +5,8 @@
 
 #include "kafka/controller.h"
 #include "kafka/fetch_wait.h"
-#include "kafka/group_life.h"
+#include "kafka/coordsvc.h"
+#include "kafka/group_route.h"
 #include "kafka/handlers.h"
 #include "kafka/replica_link.h"
 #include "kafka/topic_config.h"
@@ -46,20 +47,31 @@ static void shard_drain(st_kshard_t *s)
     st_parts_release_acks(&s->parts); /* acks=all waiting on followers that are stopping */
     st_kmetadata_ready(s, true);      /* Metadata waiting for the broker to catch up */
     st_fetch_cancel_all(s);           /* long polls answer now with what they have */
-    st_kgroup_drain(s);               /* waiting joins and syncs answer now */
+    st_coordsvc_drain(s);             /* waiting joins and syncs answer now */
+}
+
+static void shard_tick(st_kshard_t *s)
+{
+    st_ctl_tick(s);
+    st_coordsvc_tick(s);
+}
+
+int st_kafka_init(void)
+{
+    return st_coordsvc_register(&st_kgroup_service);
 }
 
 const st_broker_hooks_t st_kafka_hooks = {
     .load_metadata = st_ctl_load,
     .dispatch = dispatch,
     .topic_log_config = st_topic_log_config,
-    .shard_start = st_kgroup_start,
+    .shard_start = st_coordsvc_start,
     .shard_drain = shard_drain,
-    .shard_fini = st_kgroup_fini,
+    .shard_fini = st_coordsvc_fini,
     .adopt_metadata = st_ctl_adopt,
     .quorum_answers = st_ctl_quorum_answers,
     .hint_create = st_ctl_hint_create,
-    .shard_tick = st_ctl_tick,
+    .shard_tick = shard_tick,
     .replication_start = st_krepl_start,
     .replication_stop = st_krepl_stop,
     .wake_fetches = st_fetch_notify,

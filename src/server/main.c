@@ -161,7 +161,12 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
     signal(SIGPIPE, SIG_IGN);
 
     st_broker_t *b;
-    int rc = st_broker_create(&b, cfgp, smp, &st_kafka_hooks, err, sizeof err);
+    int rc = st_kafka_init();
+    if (rc) {
+        fprintf(stderr, "strata-server: cannot register the coordinators: %s\n", st_strerror(rc));
+        return 1;
+    }
+    rc = st_broker_create(&b, cfgp, smp, &st_kafka_hooks, err, sizeof err);
     if (rc) {
         fprintf(stderr, "strata-server: %s\n", err);
         return 1;

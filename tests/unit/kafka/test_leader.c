@@ -260,13 +260,13 @@ static void test_group_coordinator(void **state)
     set_part(t, 1, 1, 1, 0, 2, (int32_t[]){1, 3});
     assert_int_equal(st_md_add_topic(f->md, t), 0);
     /* Kafka's abs(hashCode) % 2: "a" (97) -> 1, "b" (98) -> 0. */
-    assert_int_equal(st_kgroup_coordinator(f->md, st_kstr("a")), 1);
-    assert_int_equal(st_kgroup_coordinator(f->md, st_kstr("b")), 3);
+    assert_int_equal(st_coordsvc_coordinator(&st_kgroup_service, f->md, st_kstr("a")), 1);
+    assert_int_equal(st_coordsvc_coordinator(&st_kgroup_service, f->md, st_kstr("b")), 3);
     assert_true(st_kgroup_leads(&f->s, 1));
     assert_false(st_kgroup_leads(&f->s, 0));
     assert_false(st_kgroup_leads(&f->s, -1));
     assert_int_equal(st_md_remove_topic(f->md, ST_OFFSETS_TOPIC), 0);
-    assert_int_equal(st_kgroup_coordinator(f->md, st_kstr("a")), -1);
+    assert_int_equal(st_coordsvc_coordinator(&st_kgroup_service, f->md, st_kstr("a")), -1);
 }
 
 int main(void)
