@@ -202,52 +202,43 @@ static int fault_request(st_admin_t *a, struct MHD_Connection *c, bool post, cha
 static void add_part(void *arg, st_part_t *p)
 {
     st_admin_snap_t *snap = arg;
-    if (p->dead)
+    if (st_part_deleted(p))
         return;
-    st_admin_part_t *r = st_admin_snap_add_part(snap, p->topic);
+    st_admin_part_t *r = st_admin_snap_add_part(snap, st_part_topic(p));
     if (!r)
         return;
-    r->partition = p->index;
-    if (!p->log) {
+    r->partition = st_part_index(p);
+    st_part_stats_t ps;
+    if (!st_part_stats(p, &ps)) {
         r->offline = true;
         r->log_start_offset = r->log_end_offset = r->high_watermark = -1;
         return;
     }
-    r->log_start_offset = st_log_start_offset(p->log);
-    r->log_end_offset = st_log_end_offset(p->log);
-    r->high_watermark = p->hw;
-    r->size_bytes = st_log_size_bytes(p->log);
-    r->segments = st_log_segment_count(p->log);
-    r->records_in = p->records_in;
-    r->bytes_in = p->bytes_in;
-    r->records_out = p->records_out;
-    r->bytes_out = p->bytes_out;
-    const st_part_repl_t *rp = &p->repl;
-    if (rp->on && rp->role.leader) {
+    r->log_start_offset = ps.log_start;
+    r->log_end_offset = ps.log_end;
+    r->high_watermark = ps.hw;
+    r->size_bytes = ps.size_bytes;
+    r->segments = ps.segments;
+    r->records_in = ps.records_in;
+    r->bytes_in = ps.bytes_in;
+    r->records_out = ps.records_out;
+    r->bytes_out = ps.bytes_out;
+    if (ps.leads) {
         r->leads = true;
-        r->replicas = rp->role.nreplicas;
-        r->isr = rp->role.nisr;
-        int64_t end = st_part_durable_end(p);
-        for (int i = 0; i < rp->role.nreplicas; i++) {
-            if (rp->role.replicas[i] == rp->role.self)
-                continue;
-            int64_t lag = rp->pos[i] < 0 ? -1 : end - rp->pos[i];
-            if (r->max_follower_lag >= 0 && (lag < 0 || lag > r->max_follower_lag))
-                r->max_follower_lag = lag;
-        }
+        r->replicas = ps.replicas;
+        r->isr = ps.isr;
+        r->max_follower_lag = ps.max_follower_lag;
     }
-    if (!st_log_config(p->log)->compact)
+    if (!ps.compact)
         return;
-    st_log_clean_stats_t cs;
-    st_log_clean_stats(p->log, &cs);
     r->compact = true;
-    r->cleaning = cs.in_progress;
-    r->dirty_ratio = cs.dirty_ratio;
-    r->last_clean_ms = cs.last_clean_ms;
-    r->cleans = cs.cleans;
-    r->clean_bytes_read = cs.bytes_read;
-    r->bytes_reclaimed = cs.bytes_read - cs.bytes_written;
-    r->records_removed = cs.records_removed;
+    r->cleaning = ps.clean.in_progress;
+    r->dirty_ratio = ps.clean.dirty_ratio;
+    r->last_clean_ms = ps.clean.last_clean_ms;
+    r->cleans = ps.clean.cleans;
+    r->clean_bytes_read = ps.clean.bytes_read;
+    r->bytes_reclaimed = ps.clean.bytes_read - ps.clean.bytes_written;
+    r->records_removed = ps.clean.records_removed;
 }
 
 static void st_admin_on_tick(void *arg, st_kshard_t *s)

@@ -103,9 +103,10 @@ static void attach(st_kshard_t *s, int32_t partition, int32_t epoch)
         st_gcoord_unload(s->groups, partition);
     }
     st_part_t *p = st_parts_get(&s->parts, t->id, partition);
-    if (!p || !p->log)
+    st_log_t *log = p ? st_part_log(p) : NULL;
+    if (!log)
         return;
-    int rc = st_gcoord_load(s->groups, partition, p->log, epoch);
+    int rc = st_gcoord_load(s->groups, partition, log, epoch);
     if (rc)
         ST_ERROR("cannot load %s-%d: %s", ST_OFFSETS_TOPIC, partition, st_strerror(rc));
 }

@@ -30,7 +30,7 @@ static void pcall_run(st_fanout_leg_t *leg)
         st_part_t *p = st_parts_get(&s->parts, it->topic_id, it->partition);
         if ((it->error = st_kleader_local(s, p)))
             continue;
-        if (!p->log) {
+        if (!st_part_online(p)) {
             it->error = ST_KERR_KAFKA_STORAGE_ERROR;
             continue;
         }

@@ -35,8 +35,8 @@ static void job_free(krepl_job_t *j)
 static st_part_t *job_part(st_kshard_t *s, const krepl_job_t *j)
 {
     st_part_t *p = st_parts_get(&s->parts, j->topic_id, j->partition);
-    if (!p || !p->log || !p->repl.on || p->repl.role.leader ||
-        p->repl.role.leader_epoch != j->leader_epoch)
+    if (!p || !st_part_online(p) || !st_part_replicated(p) || st_part_role(p)->leader ||
+        st_part_role(p)->leader_epoch != j->leader_epoch)
         return NULL;
     return p;
 }
@@ -45,7 +45,7 @@ static void job_answer(st_kshard_t *s, krepl_job_t *j, int err)
 {
     if (j->want_position) {
         st_part_t *p = st_parts_get(&s->parts, j->topic_id, j->partition);
-        bool on = p && p->log;
+        bool on = p && st_part_online(p);
         st_fetcher_position(j->f, j->topic_id, j->partition, j->leader_epoch,
                             on ? st_part_durable_end(p) : -1, on ? st_part_latest_epoch(p) : -1,
                             on ? st_part_durable_start(p) : -1, err);
@@ -138,7 +138,7 @@ static st_fetcher_t *link_fetcher(st_kshard_t *s)
 static void follow_one(void *arg, st_part_t *p)
 {
     st_kshard_t *s = arg;
-    if (p->repl.on && s->md)
+    if (st_part_replicated(p) && s->md)
         st_krepl_follow(s, p, s->md);
 }
 
@@ -209,15 +209,16 @@ void st_krepl_follow(st_kshard_t *s, st_part_t *p, const st_md_t *md)
     st_fetcher_t *f = link_fetcher(s);
     if (!f)
         return;
-    const st_part_role_t *r = &p->repl.role;
+    const st_part_role_t *r = st_part_role(p);
     const st_md_broker_t *lb = r->leader_id >= 0 ? st_md_broker(md, r->leader_id) : NULL;
-    if (!p->log || !p->repl.on || r->leader || !lb || !lb->host || lb->port <= 0) {
-        st_fetcher_unfollow(f, p->topic_id, p->index);
+    if (!st_part_online(p) || !st_part_replicated(p) || r->leader || !lb || !lb->host ||
+        lb->port <= 0) {
+        st_fetcher_unfollow(f, st_part_topic_id(p), st_part_index(p));
         return;
     }
     st_follow_t fw = {
-        .topic = p->topic,
-        .partition = p->index,
+        .topic = st_part_topic(p),
+        .partition = st_part_index(p),
         .shard = s->id,
         .leader_id = r->leader_id,
         .leader_host = lb->host,
@@ -227,7 +228,7 @@ void st_krepl_follow(st_kshard_t *s, st_part_t *p, const st_md_t *md)
         .last_epoch = st_part_latest_epoch(p),
         .log_start = st_part_durable_start(p),
     };
-    memcpy(fw.topic_id, p->topic_id, 16);
+    memcpy(fw.topic_id, st_part_topic_id(p), 16);
     st_fetcher_follow(f, &fw);
 }
 
@@ -235,5 +236,5 @@ void st_krepl_unfollow(st_kshard_t *s, st_part_t *p)
 {
     st_fetcher_t *f = link_fetcher(s);
     if (f)
-        st_fetcher_unfollow(f, p->topic_id, p->index);
+        st_fetcher_unfollow(f, st_part_topic_id(p), st_part_index(p));
 }

@@ -347,6 +347,85 @@ void st_parts_delete(st_parts_t *t, st_part_t *p)
     st_part_maybe_free(p);
 }
 
+const char *st_part_topic(const st_part_t *p)
+{
+    return p->topic;
+}
+
+const uint8_t *st_part_topic_id(const st_part_t *p)
+{
+    return p->topic_id;
+}
+
+int32_t st_part_index(const st_part_t *p)
+{
+    return p->index;
+}
+
+bool st_part_online(const st_part_t *p)
+{
+    return p->log != NULL && !p->dead;
+}
+
+bool st_part_deleted(const st_part_t *p)
+{
+    return p->dead;
+}
+
+int64_t st_part_hw(const st_part_t *p)
+{
+    return p->hw;
+}
+
+bool st_part_replicated(const st_part_t *p)
+{
+    return p->repl.on;
+}
+
+const st_part_role_t *st_part_role(const st_part_t *p)
+{
+    return &p->repl.role;
+}
+
+st_log_t *st_part_log(st_part_t *p)
+{
+    return st_part_online(p) ? p->log : NULL;
+}
+
+bool st_part_stats(st_part_t *p, st_part_stats_t *out)
+{
+    if (!st_part_online(p))
+        return false;
+    memset(out, 0, sizeof *out);
+    out->log_start = st_log_start_offset(p->log);
+    out->log_end = st_log_end_offset(p->log);
+    out->hw = p->hw;
+    out->size_bytes = st_log_size_bytes(p->log);
+    out->segments = (int32_t)st_log_segment_count(p->log);
+    out->records_in = p->records_in;
+    out->bytes_in = p->bytes_in;
+    out->records_out = p->records_out;
+    out->bytes_out = p->bytes_out;
+    const st_part_repl_t *rp = &p->repl;
+    if (rp->on && rp->role.leader) {
+        out->leads = true;
+        out->replicas = rp->role.nreplicas;
+        out->isr = rp->role.nisr;
+        int64_t end = st_part_durable_end(p);
+        for (int i = 0; i < rp->role.nreplicas; i++) {
+            if (rp->role.replicas[i] == rp->role.self)
+                continue;
+            int64_t lag = rp->pos[i] < 0 ? -1 : end - rp->pos[i];
+            if (out->max_follower_lag >= 0 && (lag < 0 || lag > out->max_follower_lag))
+                out->max_follower_lag = lag;
+        }
+    }
+    out->compact = st_log_config(p->log)->compact;
+    if (out->compact)
+        st_log_clean_stats(p->log, &out->clean);
+    return true;
+}
+
 void st_part_reconfigure(st_part_t *p, const st_log_config_t *lc)
 {
     if (!p->log)

@@ -212,6 +212,39 @@ void st_parts_tick(st_parts_t *t);
 
 /* ---- one partition ---- */
 
+/* What a partition is, for the modules above (they call these, never read st_part_t's
+ * fields; on the owner shard). */
+const char *st_part_topic(const st_part_t *p);
+const uint8_t *st_part_topic_id(const st_part_t *p);
+int32_t st_part_index(const st_part_t *p);
+/* Its log is open: false while offline (the open failed) or once deleted. */
+bool st_part_online(const st_part_t *p);
+/* Deleted (st_parts_delete), but not freed yet: durability callbacks still hold it. */
+bool st_part_deleted(const st_part_t *p);
+/* The high watermark: what consumers may read up to. */
+int64_t st_part_hw(const st_part_t *p);
+/* Whether a replication role was set (st_part_set_role: in a cluster), and that role. */
+bool st_part_replicated(const st_part_t *p);
+const st_part_role_t *st_part_role(const st_part_t *p);
+/* The log, for a reader that must scan it whole (a coordinator loading its state from its
+ * internal topic): NULL unless online. Appends go through st_part_append, never through it. */
+st_log_t *st_part_log(st_part_t *p);
+
+/* A partition's figures for the admin API and metrics. */
+typedef struct st_part_stats {
+    int64_t log_start, log_end, hw, size_bytes;
+    int32_t segments;
+    uint64_t records_in, bytes_in, records_out, bytes_out;
+    bool leads;               /* a replicated partition led here */
+    int16_t replicas, isr;    /* when it leads */
+    int64_t max_follower_lag; /* when it leads: the furthest follower's lag in offsets (-1:
+                                 one not heard from since the leadership began; 0: none) */
+    bool compact;             /* cleanup.policy=compact: clean holds the cleaner's figures */
+    st_log_clean_stats_t clean;
+} st_part_stats_t;
+/* Fills *out; false (nothing filled) while the partition is offline or deleted. */
+bool st_part_stats(st_part_t *p, st_part_stats_t *out);
+
 /* Applies changed settings to an open log (the high watermark follows the flush policy). */
 void st_part_reconfigure(st_part_t *p, const st_log_config_t *lc);
 
