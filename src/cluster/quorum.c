@@ -16,7 +16,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
-#include <pthread.h>
 #include <raft.h>
 #include <raft/uv.h>
 #include <stdatomic.h>
@@ -32,25 +31,13 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "cluster/heartbeat.h"
 #include "cluster/records.h"
+#include "io/uvthread.h"
 
 #define Q_TICK_MS    50
 #define Q_MAX_HINTS  64
 #define Q_MAX_ALTERS 1024
-
-/* What the active controller knows of a broker from its heartbeats. */
-typedef struct q_peer {
-    int32_t id;
-    int64_t last_ms; /* monotonic time of its last heartbeat */
-    uint64_t incarnation;
-    char host[256];
-    int port;
-    char rack[128];
-    char raft_addr[300];
-    bool voter;
-    int64_t applied;  /* how far it has applied the log */
-    int64_t catch_up; /* the log index it must reach to be unfenced (0: not set) */
-} q_peer_t;
 
 typedef struct q_apply {
     struct raft_apply req;
@@ -67,20 +54,16 @@ struct st_quorum {
     char dir[4096];
     char self_addr[300];
     int lock_fd;
-    pthread_t thread;
-    /* start-up handshake */
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    int start_rc; /* 1 while starting */
+    /* the thread, its loop and the inbox's lock (io/uvthread.h) */
+    st_uvthread_t th;
+    uv_loop_t *loop;
+    bool th_up, init_ran; /* th started (stop and fini it); q_init ran (err says why) */
     char *start_err;
     size_t start_errlen;
-    /* the loop */
-    uv_loop_t loop;
-    uv_async_t async;
     uv_timer_t tick;
     uv_timer_t stop_timer; /* bounds the hand-over of leadership at stop */
     uv_check_t check;
-    uv_udp_t udp;
+    st_hb_link_t hb; /* the heartbeats' UDP socket */
     struct raft_uv_transport transport;
     struct raft_io io;
     struct raft_fsm fsm;
@@ -96,13 +79,11 @@ struct st_quorum {
     bool dirty;
     int32_t published_leader;
     int64_t last_hb_sent;
-    /* the inbox (mu) */
+    /* the inbox (th's lock) */
     st_quorum_req_t *inbox, *inbox_tail;
-    char hints[Q_MAX_HINTS][256];
-    int nhints;
-    st_rec_alter_t *alters; /* [Q_MAX_ALTERS]: ISR changes this node's partitions ask for */
-    int nalters;
-    bool stop;
+    /* the topics to create and ISR changes (alter: [Q_MAX_ALTERS]) this node's next heartbeat
+     * asks for; the wake-up swaps it with spare, which the loop sends */
+    st_hb_t *out, *spare;
     /* the active controller */
     bool leader, ready, busy;
     int64_t leader_since, last_rebalance, last_tick;
@@ -111,10 +92,8 @@ struct st_quorum {
     int npending_hints;
     st_rec_alter_t *pending_alters; /* [Q_MAX_ALTERS]: the controller's, to decide */
     int npending_alters;
-    q_peer_t *peers;
+    st_hb_peer_t *peers;
     int npeers;
-    /* voters' UDP addresses, resolved at start */
-    struct sockaddr_in voter_addr[16];
     /* info */
     _Atomic int32_t info_leader;
     _Atomic uint64_t info_term;
@@ -241,24 +220,7 @@ static int propose(st_quorum_t *q, json_t *records, st_quorum_req_t *user)
     return 0;
 }
 
-static q_peer_t *peer_get(st_quorum_t *q, int32_t id, bool create)
-{
-    for (int i = 0; i < q->npeers; i++)
-        if (q->peers[i].id == id)
-            return &q->peers[i];
-    if (!create)
-        return NULL;
-    q_peer_t *v = realloc(q->peers, (size_t)(q->npeers + 1) * sizeof *v);
-    if (!v)
-        return NULL;
-    q->peers = v;
-    q_peer_t *p = &v[q->npeers++];
-    memset(p, 0, sizeof *p);
-    p->id = id;
-    return p;
-}
-
-static bool registration_differs(const st_md_broker_t *b, const q_peer_t *p)
+static bool registration_differs(const st_md_broker_t *b, const st_hb_peer_t *p)
 {
     const char *rack = p->rack[0] ? p->rack : NULL;
     return !b || b->incarnation != p->incarnation || strcmp(b->host, p->host) != 0 ||
@@ -299,7 +261,7 @@ static bool broker_duty(st_quorum_t *q)
     int64_t timeout = q->cfg->broker_session_timeout_ms;
     /* registrations (new incarnation, listener or rack) */
     for (int i = 0; i < q->npeers; i++) {
-        q_peer_t *p = &q->peers[i];
+        st_hb_peer_t *p = &q->peers[i];
         const st_md_broker_t *b = st_md_broker(q->state, p->id);
         if (!p->incarnation || !registration_differs(b, p))
             continue;
@@ -323,7 +285,7 @@ static bool broker_duty(st_quorum_t *q)
     }
     for (int i = 0; i < q->state->nbrokers; i++) {
         const st_md_broker_t *b = &q->state->brokers[i];
-        q_peer_t *p = peer_get(q, b->node_id, true);
+        st_hb_peer_t *p = st_hb_peer_get(&q->peers, &q->npeers, b->node_id, true);
         if (!p)
             return false;
         if (!p->last_ms)
@@ -354,17 +316,6 @@ static bool broker_duty(st_quorum_t *q)
 }
 
 /* Adds an ISR change to decide (the newest for a partition replaces an older one). */
-static void alter_queue(st_rec_alter_t *v, int *n, const st_rec_alter_t *a)
-{
-    for (int i = 0; i < *n; i++)
-        if (v[i].partition == a->partition && memcmp(v[i].topic_id, a->topic_id, 16) == 0) {
-            v[i] = *a;
-            return;
-        }
-    if (*n < Q_MAX_ALTERS)
-        v[(*n)++] = *a;
-}
-
 /* The ISR changes partitions' leaders asked for, decided together: one record per topic. */
 static bool alter_duty(st_quorum_t *q)
 {
@@ -452,7 +403,7 @@ static void membership_duty(st_quorum_t *q)
     if (q->change_busy)
         return;
     for (int i = 0; i < q->npeers; i++) {
-        q_peer_t *p = &q->peers[i];
+        st_hb_peer_t *p = &q->peers[i];
         if (p->voter || !p->raft_addr[0] || !p->incarnation)
             continue;
         const struct raft_server *srv = NULL;
@@ -557,115 +508,36 @@ static void leadership(st_quorum_t *q, bool leader)
 
 /* ---- heartbeats ---- */
 
-static void hb_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)suggested;
-    static __thread char space[65536];
-    (void)h;
-    buf->base = space;
-    buf->len = sizeof space;
-}
-
-static json_t *alter_json(const st_rec_alter_t *a)
-{
-    char hex[33];
-    st_md_id_hex(a->topic_id, hex);
-    json_t *isr = json_array();
-    for (int i = 0; i < a->nisr; i++)
-        json_array_append_new(isr, json_integer(a->isr[i]));
-    return json_pack("{s:s,s:i,s:i,s:i,s:i,s:o}", "t", hex, "p", a->partition, "l", a->leader, "le",
-                     a->leader_epoch, "pe", a->partition_epoch, "isr", isr);
-}
-
-static int alter_parse(json_t *j, st_rec_alter_t *a)
-{
-    json_t *isr = json_object_get(j, "isr");
-    memset(a, 0, sizeof *a);
-    if (st_md_id_parse(json_string_value(json_object_get(j, "t")), a->topic_id) ||
-        !json_is_array(isr) || json_array_size(isr) > ST_MD_MAX_REPLICAS)
-        return ST_E_MALFORMED;
-    a->partition = (int32_t)json_integer_value(json_object_get(j, "p"));
-    a->leader = (int32_t)json_integer_value(json_object_get(j, "l"));
-    a->leader_epoch = (int32_t)json_integer_value(json_object_get(j, "le"));
-    a->partition_epoch = (int32_t)json_integer_value(json_object_get(j, "pe"));
-    size_t i;
-    json_t *v;
-    json_array_foreach(isr, i, v) a->isr[i] = (int32_t)json_integer_value(v);
-    a->nisr = (int16_t)json_array_size(isr);
-    return 0;
-}
-
 /* A heartbeat reached this node (it matters only while it is the active controller). */
-static void hb_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *from,
-                    unsigned flags)
+static void hb_take(st_quorum_t *q, const void *data, size_t len)
 {
-    (void)from;
-    (void)flags;
-    st_quorum_t *q = h->data;
-    if (n <= 0 || !q->leader)
-        return;
-    json_error_t je;
-    json_t *j = json_loadb(buf->base, (size_t)n, 0, &je);
-    json_t *id = json_object_get(j, "id");
-    const char *inc = json_string_value(json_object_get(j, "inc"));
-    const char *host = json_string_value(json_object_get(j, "host"));
-    if (!json_is_integer(id) || !inc || !host || json_integer_value(id) < 1) {
-        json_decref(j);
+    st_hb_t *hb = malloc(sizeof *hb);
+    if (!hb || st_hb_decode(data, len, hb)) {
+        free(hb);
         return;
     }
-    q_peer_t *p = peer_get(q, (int32_t)json_integer_value(id), true);
-    if (p) {
-        p->last_ms = st_mono_ms();
-        uint64_t incarnation = strtoull(inc, NULL, 16);
-        if (incarnation != p->incarnation)
-            p->catch_up = 0;
-        p->incarnation = incarnation;
-        snprintf(p->host, sizeof p->host, "%s", host);
-        p->port = (int)json_integer_value(json_object_get(j, "port"));
-        const char *rack = json_string_value(json_object_get(j, "rack"));
-        snprintf(p->rack, sizeof p->rack, "%s", rack ? rack : "");
-        const char *ra = json_string_value(json_object_get(j, "raft"));
-        snprintf(p->raft_addr, sizeof p->raft_addr, "%s", ra ? ra : "");
-        p->voter = json_is_true(json_object_get(j, "voter"));
-        p->applied = json_integer_value(json_object_get(j, "applied"));
-    }
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(j, "create"), i, t)
-    {
-        if (json_is_string(t) && q->npending_hints < Q_MAX_HINTS)
-            snprintf(q->pending_hints[q->npending_hints++], 256, "%s", json_string_value(t));
-    }
-    json_array_foreach(json_object_get(j, "alter"), i, t)
-    {
-        st_rec_alter_t a;
-        if (alter_parse(t, &a) == 0)
-            alter_queue(q->pending_alters, &q->npending_alters, &a);
-    }
-    json_decref(j);
+    st_hb_peer_t *p = st_hb_peer_get(&q->peers, &q->npeers, hb->id, true);
+    if (p)
+        st_hb_peer_take(p, hb, st_mono_ms());
+    for (int i = 0; i < hb->ncreate && q->npending_hints < Q_MAX_HINTS; i++)
+        snprintf(q->pending_hints[q->npending_hints++], 256, "%s", hb->create[i]);
+    for (int i = 0; i < hb->nalter; i++)
+        st_hb_alter_put(q->pending_alters, &q->npending_alters, Q_MAX_ALTERS, &hb->alter[i]);
+    st_hb_fini(hb);
+    free(hb);
     controller_step(q);
 }
 
-/* Builds this node's heartbeat (with the topics to create, if any). */
-static char *hb_message(st_quorum_t *q, json_t *create, json_t *alter)
+static void hb_recv(void *arg, const void *data, size_t len)
 {
-    const st_config_t *c = q->cfg;
-    char inc[17];
-    snprintf(inc, sizeof inc, "%016" PRIx64, q->incarnation);
-    json_t *j = json_pack(
-        "{s:i,s:s,s:s,s:i,s:s?,s:s,s:b,s:I,s:O?,s:O?}", "id", self_id(q), "inc", inc, "host",
-        c->advertised_host, "port", c->advertised_port ? c->advertised_port : q->kafka_port, "rack",
-        *c->broker_rack ? c->broker_rack : NULL, "raft", q->self_addr, "voter", c->role_controller,
-        "applied", (json_int_t)raft_last_applied(&q->raft), "create", create, "alter", alter);
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    if (!text)
-        ST_WARN("metadata: cannot encode this node's heartbeat");
-    json_decref(j);
-    return text;
+    st_quorum_t *q = arg;
+    if (q->leader)
+        hb_take(q, data, len);
 }
 
-/* Sends this node's heartbeat to the active controller (or takes it directly when it is). */
-static void hb_send(st_quorum_t *q, json_t *create, json_t *alter)
+/* Sends this node's heartbeat to the active controller (or takes it directly when it is),
+ * with the topics to create and the ISR changes to ask for, if any. */
+static void hb_send(st_quorum_t *q, st_hb_t *lists)
 {
     raft_id leader;
     const char *addr;
@@ -674,16 +546,25 @@ static void hb_send(st_quorum_t *q, json_t *create, json_t *alter)
      * when it hears from it: until then it tells every voter (the others ignore it). */
     if (!leader && q->cfg->role_controller)
         return;
-    char *text = hb_message(q, create, alter);
-    if (!text)
+    st_hb_t *hb = lists ? lists : calloc(1, sizeof *hb);
+    if (!hb)
         return;
-    uv_buf_t b = uv_buf_init(text, (unsigned)strlen(text));
+    st_hb_self(hb, q->cfg, q->incarnation, q->kafka_port, q->self_addr,
+               (int64_t)raft_last_applied(&q->raft));
+    char *text = NULL;
+    size_t len = 0;
+    int rc = st_hb_encode(hb, &text, &len);
+    if (!lists)
+        free(hb);
+    if (rc) {
+        ST_WARN("metadata: cannot encode this node's heartbeat");
+        return;
+    }
     if ((int32_t)leader == self_id(q)) {
-        hb_recv(&q->udp, (ssize_t)b.len, &b, NULL, 0);
+        if (q->leader)
+            hb_take(q, text, len);
     } else {
-        for (int i = 0; i < q->cfg->nvoters; i++)
-            if (!leader || q->cfg->voters[i].id == (int32_t)leader)
-                uv_udp_try_send(&q->udp, &b, 1, (const struct sockaddr *)&q->voter_addr[i]);
+        st_hb_link_send(&q->hb, (int32_t)leader, text, len);
     }
     free(text);
     q->last_hb_sent = st_mono_ms();
@@ -740,7 +621,7 @@ static void on_tick(uv_timer_t *t)
     q->last_tick = now;
     atomic_store(&q->alive_ms, now);
     if (st_mono_ms() - q->last_hb_sent >= q->cfg->broker_heartbeat_interval_ms)
-        hb_send(q, NULL, NULL);
+        hb_send(q, NULL);
     controller_step(q);
 }
 
@@ -783,24 +664,17 @@ static void stop_timeout(uv_timer_t *t)
     begin_close(t->data);
 }
 
-static void on_async(uv_async_t *h)
+/* The inbox: changes to queue, hints and ISR changes to send, or the stop. */
+static void on_wake(void *arg, bool stop)
 {
-    st_quorum_t *q = h->data;
-    pthread_mutex_lock(&q->mu);
+    st_quorum_t *q = arg;
+    st_uvthread_lock(&q->th);
     st_quorum_req_t *in = q->inbox;
     q->inbox = q->inbox_tail = NULL;
-    char hints[Q_MAX_HINTS][256];
-    int nh = q->nhints;
-    memcpy(hints, q->hints, (size_t)nh * sizeof hints[0]);
-    q->nhints = 0;
-    int na = q->nalters;
-    st_rec_alter_t *alters = na ? malloc((size_t)na * sizeof *alters) : NULL;
-    if (alters)
-        memcpy(alters, q->alters, (size_t)na * sizeof *alters);
-    na = alters ? na : 0;
-    q->nalters = 0;
-    bool stop = q->stop;
-    pthread_mutex_unlock(&q->mu);
+    st_hb_t *lists = q->out;
+    q->out = q->spare;
+    q->spare = lists;
+    st_uvthread_unlock(&q->th);
     while (in) {
         st_quorum_req_t *req = in;
         in = in->next;
@@ -815,17 +689,9 @@ static void on_async(uv_async_t *h)
             q->queue = req;
         q->queue_tail = req;
     }
-    if ((nh || na) && q->raft_up && !q->closing) {
-        json_t *create = json_array(), *alter = json_array();
-        for (int i = 0; i < nh; i++)
-            json_array_append_new(create, json_string(hints[i]));
-        for (int i = 0; i < na; i++)
-            json_array_append_new(alter, alter_json(&alters[i]));
-        hb_send(q, create, alter);
-        json_decref(create);
-        json_decref(alter);
-    }
-    free(alters);
+    if ((lists->ncreate || lists->nalter) && q->raft_up && !q->closing)
+        hb_send(q, lists);
+    lists->ncreate = lists->nalter = 0;
     if (stop && !q->closing) {
         /* a leader hands over first, so the cluster does not wait out an election */
         if (q->leader && q->cfg->nvoters > 1) {
@@ -844,11 +710,10 @@ static void on_async(uv_async_t *h)
 
 static void close_handles(st_quorum_t *q)
 {
-    uv_close((uv_handle_t *)&q->async, NULL);
     uv_close((uv_handle_t *)&q->tick, NULL);
     uv_close((uv_handle_t *)&q->stop_timer, NULL);
     uv_close((uv_handle_t *)&q->check, NULL);
-    uv_close((uv_handle_t *)&q->udp, NULL);
+    st_hb_link_close(&q->hb);
 }
 
 /* ---- start ---- */
@@ -860,55 +725,19 @@ static int q_fail(st_quorum_t *q, int rc, const char *what, const char *why)
     return rc ? rc : ST_E_CONFIG;
 }
 
-static int resolve_voters(st_quorum_t *q)
-{
-    for (int i = 0; i < q->cfg->nvoters; i++) {
-        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
-        char port[16];
-        snprintf(port, sizeof port, "%d", q->cfg->voters[i].port);
-        if (getaddrinfo(q->cfg->voters[i].host, port, &hints, &res) || !res) {
-            snprintf(q->start_err, q->start_errlen,
-                     "controller.quorum.voters: cannot resolve %s (IPv4)", q->cfg->voters[i].host);
-            return ST_E_CONFIG;
-        }
-        memcpy(&q->voter_addr[i], res->ai_addr, sizeof q->voter_addr[i]);
-        freeaddrinfo(res);
-    }
-    return 0;
-}
-
-static int bind_udp(st_quorum_t *q)
-{
-    const st_config_t *c = q->cfg;
-    struct sockaddr_in sa;
-    int rc = uv_ip4_addr(c->controller_host, c->role_controller ? c->controller_port : 0, &sa);
-    if (rc)
-        rc = uv_ip4_addr("0.0.0.0", c->role_controller ? c->controller_port : 0, &sa);
-    if (!rc)
-        rc = uv_udp_bind(&q->udp, (const struct sockaddr *)&sa, 0);
-    if (!rc && c->role_controller)
-        rc = uv_udp_recv_start(&q->udp, hb_alloc, hb_recv);
-    if (rc) {
-        snprintf(q->start_err, q->start_errlen, "cannot bind UDP %s:%d for heartbeats: %s",
-                 c->controller_host, c->controller_port, uv_strerror(rc));
-        return ST_E_CONFIG;
-    }
-    return 0;
-}
-
 static int start_raft(st_quorum_t *q)
 {
     const st_config_t *c = q->cfg;
     q->transport.version = 1;
     q->transport.data = NULL;
-    int rc = raft_uv_tcp_init(&q->transport, &q->loop);
+    int rc = raft_uv_tcp_init(&q->transport, q->loop);
     if (rc)
         return q_fail(q, -EIO, "cannot start the quorum's transport", raft_strerror(rc));
     q->transport_up = true;
     char bind[300];
     snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
     raft_uv_tcp_set_bind_address(&q->transport, bind);
-    rc = raft_uv_init(&q->io, &q->loop, q->dir, &q->transport);
+    rc = raft_uv_init(&q->io, q->loop, q->dir, &q->transport);
     if (rc)
         return q_fail(q, -EIO, "cannot open the metadata log", q->io.errmsg);
     q->io_up = true;
@@ -956,50 +785,38 @@ static int start_raft(st_quorum_t *q)
     return 0;
 }
 
-static int q_init(st_quorum_t *q)
+/* The quorum thread, before st_quorum_start returns (io/uvthread.h). */
+static int q_init(void *arg, uv_loop_t *loop)
 {
-    int rc = uv_loop_init(&q->loop);
-    if (rc)
-        return q_fail(q, -EIO, "cannot start the quorum's loop", uv_strerror(rc));
-    uv_async_init(&q->loop, &q->async, on_async);
-    uv_timer_init(&q->loop, &q->tick);
-    uv_timer_init(&q->loop, &q->stop_timer);
-    uv_check_init(&q->loop, &q->check);
-    uv_udp_init(&q->loop, &q->udp);
-    q->async.data = q->tick.data = q->stop_timer.data = q->check.data = q->udp.data = q;
-    rc = resolve_voters(q);
-    if (!rc)
-        rc = bind_udp(q);
+    st_quorum_t *q = arg;
+    q->init_ran = true;
+    q->loop = loop;
+    uv_timer_init(loop, &q->tick);
+    uv_timer_init(loop, &q->stop_timer);
+    uv_check_init(loop, &q->check);
+    q->tick.data = q->stop_timer.data = q->check.data = q;
+    int rc = st_hb_link_open(&q->hb, loop, q->cfg, hb_recv, q, q->start_err, q->start_errlen);
     if (!rc)
         rc = start_raft(q);
-    if (rc)
+    if (rc) {
+        begin_close(q); /* undo what started: the handles close, then the loop ends */
         return rc;
+    }
     uv_timer_start(&q->tick, on_tick, Q_TICK_MS, Q_TICK_MS);
     uv_check_start(&q->check, on_check);
     return 0;
 }
 
-static void *q_main(void *arg)
+static void q_started(void *arg)
 {
     st_quorum_t *q = arg;
-    int rc = q_init(q);
-    pthread_mutex_lock(&q->mu);
-    q->start_rc = rc;
-    pthread_cond_broadcast(&q->cond);
-    pthread_mutex_unlock(&q->mu);
-    if (rc) {
-        /* undo what started: the handles close, then the loop ends */
-        begin_close(q);
-    } else {
-        ST_INFO("metadata: node %d %s, quorum %s, log %s; waiting for quorum", self_id(q),
-                q->cfg->role_controller ? "votes" : "follows without a vote",
-                q->cfg->controller_quorum_voters, q->dir);
-        publish(q);
-    }
-    uv_run(&q->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&q->loop);
-    return NULL;
+    ST_INFO("metadata: node %d %s, quorum %s, log %s; waiting for quorum", self_id(q),
+            q->cfg->role_controller ? "votes" : "follows without a vote",
+            q->cfg->controller_quorum_voters, q->dir);
+    publish(q);
 }
+
+static const st_uvthread_ops_t q_ops = {.init = q_init, .started = q_started, .wake = on_wake};
 
 static int open_dir(st_quorum_t *q, const st_config_t *cfg, char *err, size_t errlen)
 {
@@ -1042,32 +859,27 @@ int st_quorum_start(st_quorum_t **out, const st_config_t *cfg, const char *clust
     atomic_init(&q->info_leader, -1);
     atomic_init(&q->alive_ms, st_mono_ms());
     q->state = st_md_new("", -1);
-    q->alters = calloc(Q_MAX_ALTERS, sizeof *q->alters);
+    q->out = calloc(1, sizeof *q->out);
+    q->spare = calloc(1, sizeof *q->spare);
+    if (q->out && q->spare) {
+        q->out->alter = calloc(Q_MAX_ALTERS, sizeof *q->out->alter);
+        q->spare->alter = calloc(Q_MAX_ALTERS, sizeof *q->spare->alter);
+    }
     q->pending_alters = calloc(Q_MAX_ALTERS, sizeof *q->pending_alters);
-    pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cond, NULL);
-    int rc = q->state && q->alters && q->pending_alters ? open_dir(q, cfg, err, errlen) : -ENOMEM;
+    int rc = q->state && q->out && q->out->alter && q->spare && q->spare->alter && q->pending_alters
+                 ? open_dir(q, cfg, err, errlen)
+                 : -ENOMEM;
     if (rc) {
         st_quorum_destroy(q);
         return rc;
     }
-    q->start_rc = 1;
     q->start_err = err;
     q->start_errlen = errlen;
-    rc = pthread_create(&q->thread, NULL, q_main, q);
+    rc = st_uvthread_start(&q->th, &q_ops, q);
+    q->th_up = true;
     if (rc) {
-        snprintf(err, errlen, "cannot start the quorum thread: %s", strerror(rc));
-        st_quorum_destroy(q);
-        return -rc;
-    }
-    pthread_mutex_lock(&q->mu);
-    while (q->start_rc == 1)
-        pthread_cond_wait(&q->cond, &q->mu);
-    rc = q->start_rc;
-    pthread_mutex_unlock(&q->mu);
-    if (rc) {
-        pthread_join(q->thread, NULL);
-        q->thread = 0;
+        if (!q->init_ran)
+            snprintf(err, errlen, "cannot start the quorum thread: %s", uv_strerror(rc));
         st_quorum_destroy(q);
         return rc;
     }
@@ -1079,9 +891,7 @@ void st_quorum_submit(st_quorum_t *q, st_quorum_req_t *req)
 {
     req->next = NULL;
     req->index = 0;
-    pthread_mutex_lock(&q->mu);
-    if (q->stop) {
-        pthread_mutex_unlock(&q->mu);
+    if (!st_uvthread_post_begin(&q->th)) {
         req->done(req, ST_E_NOT_LEADER); /* stopped: nobody will run it */
         return;
     }
@@ -1090,34 +900,23 @@ void st_quorum_submit(st_quorum_t *q, st_quorum_req_t *req)
     else
         q->inbox = req;
     q->inbox_tail = req;
-    uv_async_send(&q->async); /* under mu: the thread closes the handle only once stop is set */
-    pthread_mutex_unlock(&q->mu);
+    st_uvthread_post_end(&q->th);
 }
 
 void st_quorum_hint_create(st_quorum_t *q, const char *topic)
 {
-    pthread_mutex_lock(&q->mu);
-    if (q->stop) {
-        pthread_mutex_unlock(&q->mu);
+    if (!st_uvthread_post_begin(&q->th))
         return;
-    }
-    bool dup = false;
-    for (int i = 0; i < q->nhints; i++)
-        dup |= strcmp(q->hints[i], topic) == 0;
-    if (!dup && q->nhints < Q_MAX_HINTS && strlen(topic) < 256)
-        snprintf(q->hints[q->nhints++], 256, "%s", topic);
-    uv_async_send(&q->async);
-    pthread_mutex_unlock(&q->mu);
+    st_hb_add_create(q->out, topic);
+    st_uvthread_post_end(&q->th);
 }
 
 void st_quorum_alter_isr(st_quorum_t *q, const st_rec_alter_t *alter)
 {
-    pthread_mutex_lock(&q->mu);
-    if (!q->stop) {
-        alter_queue(q->alters, &q->nalters, alter);
-        uv_async_send(&q->async);
-    }
-    pthread_mutex_unlock(&q->mu);
+    if (!st_uvthread_post_begin(&q->th))
+        return;
+    st_hb_alter_put(q->out->alter, &q->out->nalter, Q_MAX_ALTERS, alter);
+    st_uvthread_post_end(&q->th);
 }
 
 int64_t st_quorum_alive_ms(st_quorum_t *q)
@@ -1141,14 +940,9 @@ void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out)
 
 void st_quorum_stop(st_quorum_t *q)
 {
-    if (!q || !q->thread)
+    if (!q || !q->th_up)
         return;
-    pthread_mutex_lock(&q->mu);
-    q->stop = true;
-    uv_async_send(&q->async);
-    pthread_mutex_unlock(&q->mu);
-    pthread_join(q->thread, NULL);
-    q->thread = 0;
+    st_uvthread_stop(&q->th);
 }
 
 void st_quorum_destroy(st_quorum_t *q)
@@ -1159,10 +953,15 @@ void st_quorum_destroy(st_quorum_t *q)
     if (q->lock_fd >= 0)
         close(q->lock_fd);
     st_md_unref(q->state);
-    free(q->alters);
+    for (int i = 0; i < 2; i++) {
+        st_hb_t *hb = i ? q->spare : q->out;
+        if (hb)
+            free(hb->alter);
+        free(hb);
+    }
     free(q->pending_alters);
     free(q->peers);
-    pthread_mutex_destroy(&q->mu);
-    pthread_cond_destroy(&q->cond);
+    if (q->th_up)
+        st_uvthread_fini(&q->th);
     free(q);
 }

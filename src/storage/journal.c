@@ -1,6 +1,7 @@
 /*
- * journal.c — the shard's write-ahead journal (journal.h: layout, invariants), and its replay
- * at start-up.
+ * journal.c — the shard's write-ahead journal (journal.h: layout, invariants): the writer.
+ * Its replay at start-up is journal_replay.c's; the two share only the format
+ * (journal_fmt.h).
  *
  * Life of an append on a journaled log (strict flush mode, env->journal set):
  *
@@ -46,22 +47,8 @@
 #include "base/crc32c.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "storage/journal_fmt.h"
 #include "storage/log_impl.h"
-
-#define HDR_SLOT      4096
-#define DATA_OFF      (2 * HDR_SLOT)
-#define HDR_SIZE      64
-#define ENTRY_HDR     64
-#define HDR_MAGIC     0x53544a48u /* "STJH" */
-#define ENTRY_MAGIC   0x53544a45u /* "STJE" */
-#define FENCE_MAGIC   0x53544a46u /* "STJF" */
-#define FENCE_SIZE    24
-#define KIND_APPEND   1
-#define KIND_TRUNCATE 2
-#define FLAG_TOPIC_ID 1
-/* The smallest entry (a header and a one-byte name, padded): a lap holds at most capacity /
- * ENTRY_MIN entries. */
-#define ENTRY_MIN 72
 
 struct st_journal {
     st_storage_env_t *env;
@@ -111,11 +98,6 @@ typedef struct jname {
     struct jname *next;
     char name[];
 } jname_t;
-
-static int64_t pad8(int64_t n)
-{
-    return (n + 7) & ~(int64_t)7;
-}
 
 static int64_t used(const st_journal_t *j)
 {
@@ -221,25 +203,15 @@ static void journal_fail(st_journal_t *j, int err, const char *what)
     }
 }
 
-static void encode_header(const st_journal_t *j, uint64_t gen, uint8_t *b)
-{
-    memset(b, 0, HDR_SIZE);
-    st_put_be32(b, HDR_MAGIC);
-    st_put_be16(b + 8, 1);
-    st_put_be64(b + 16, gen);
-    st_put_be64(b + 24, (uint64_t)j->cap);
-    st_put_be64(b + 32, j->run_id);
-    st_put_be64(b + 40, (uint64_t)j->tail);
-    st_put_be64(b + 48, j->tail_seq);
-    st_put_be32(b + 4, st_crc32c(0, b + 8, HDR_SIZE - 8));
-}
-
 static int write_header(st_journal_t *j)
 {
-    uint8_t b[HDR_SIZE];
+    uint8_t b[ST_JFMT_HDR_SIZE];
     uint64_t gen = j->hdr_gen + 1;
-    encode_header(j, gen, b);
-    int rc = st_fs_pwrite_full(&j->env->fs, j->fd, b, sizeof b, (int64_t)(gen % 2) * HDR_SLOT);
+    st_jhdr_t h = {
+        .gen = gen, .run_id = j->run_id, .tail_seq = j->tail_seq, .cap = j->cap, .tail = j->tail};
+    st_jfmt_encode_header(&h, b);
+    int rc =
+        st_fs_pwrite_full(&j->env->fs, j->fd, b, sizeof b, (int64_t)(gen % 2) * ST_JFMT_HDR_SLOT);
     if (rc < 0)
         return rc;
     j->hdr_gen = gen;
@@ -272,34 +244,29 @@ static int write_entry(st_journal_t *j, st_log_t *log, int kind, int64_t first, 
     size_t nl = strlen(name);
     if (nl > NAME_MAX)
         return ST_E_TOO_LARGE;
-    int64_t length = ENTRY_HDR + (int64_t)nl + (int64_t)len;
-    if (length > UINT32_MAX || pad8(length) > j->cap)
+    int64_t length = ST_JFMT_ENTRY_HDR + (int64_t)nl + (int64_t)len;
+    if (length > UINT32_MAX || st_jfmt_pad8(length) > j->cap)
         return ST_E_TOO_LARGE;
-    int64_t pos = place(j, pad8(length), reserve);
+    int64_t pos = place(j, st_jfmt_pad8(length), reserve);
     if (pos < 0)
         return ST_E_FULL;
-    uint8_t h[ENTRY_HDR + NAME_MAX];
-    memset(h, 0, ENTRY_HDR);
+    uint8_t h[ST_JFMT_ENTRY_HDR + NAME_MAX];
     uint64_t seq = j->next_seq;
-    st_put_be32(h, ENTRY_MAGIC);
-    st_put_be32(h + 8, (uint32_t)length);
-    h[12] = (uint8_t)kind;
-    h[13] = log->has_topic_id ? FLAG_TOPIC_ID : 0;
-    st_put_be16(h + 14, (uint16_t)nl);
-    st_put_be64(h + 16, seq);
-    st_put_be64(h + 24, (uint64_t)first);
-    st_put_be64(h + 32, (uint64_t)next);
+    st_jentry_hdr_t eh = {.length = (uint32_t)length,
+                          .kind = kind,
+                          .has_tid = log->has_topic_id,
+                          .name_len = (uint16_t)nl,
+                          .seq = seq,
+                          .first = first,
+                          .next = next,
+                          .data_len = (uint32_t)len};
     if (log->has_topic_id)
-        memcpy(h + 40, log->topic_id, 16);
-    st_put_be32(h + 56, (uint32_t)len);
-    memcpy(h + ENTRY_HDR, name, nl);
-    uint32_t crc = st_crc32c(0, h + 8, ENTRY_HDR - 8 + nl);
-    if (len > 0)
-        crc = st_crc32c(crc, data, len);
-    st_put_be32(h + 4, crc);
-    int64_t at = DATA_OFF + pos % j->cap;
+        memcpy(eh.tid, log->topic_id, 16);
+    st_jfmt_encode_entry(&eh, name, data, h);
+    memcpy(h + ST_JFMT_ENTRY_HDR, name, nl);
+    int64_t at = ST_JFMT_DATA_OFF + pos % j->cap;
     /* Header and batch in one call, the batch not copied. */
-    int rc = st_fs_pwrite2_full(&j->env->fs, j->fd, h, ENTRY_HDR + nl, data, len, at);
+    int rc = st_fs_pwrite2_full(&j->env->fs, j->fd, h, ST_JFMT_ENTRY_HDR + nl, data, len, at);
     if (rc < 0) {
         /* The head stays: the next entry overwrites what of this one reached the file (ENOSPC,
          * mostly). The log falls back meanwhile. */
@@ -309,7 +276,7 @@ static int write_entry(st_journal_t *j, st_log_t *log, int kind, int64_t first, 
         return rc;
     }
     j->next_seq++;
-    j->head = pos + pad8(length);
+    j->head = pos + st_jfmt_pad8(length);
     j->st.entries++;
     st_journal_log_t *jl = &log->jl;
     int64_t now = st_log_now(log);
@@ -611,7 +578,7 @@ int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t fi
     int rc = ST_E_CLOSED;
     bool want = wanted(j);
     if (usable(log) && jl->on && want) {
-        rc = write_entry(j, log, KIND_APPEND, first, next, data, len, j->reserve);
+        rc = write_entry(j, log, ST_JFMT_KIND_APPEND, first, next, data, len, j->reserve);
         if (rc == 0) {
             jl->written_end = next;
             return 0;
@@ -630,39 +597,13 @@ int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t fi
  * synced atomic write): only when the journal cannot take a truncate entry. */
 static int write_fence(st_journal_t *j, st_log_t *log, uint64_t seq)
 {
-    uint8_t b[FENCE_SIZE];
-    st_put_be32(b, FENCE_MAGIC);
-    st_put_be64(b + 8, j->run_id);
-    st_put_be64(b + 16, seq);
-    st_put_be32(b + 4, st_crc32c(0, b + 8, FENCE_SIZE - 8));
+    uint8_t b[ST_JFMT_FENCE_SIZE];
+    st_jfmt_encode_fence(j->run_id, seq, b);
     int rc = st_fs_write_file_atomic(&log->env->fs, log->dir, ST_JOURNAL_FENCE_FILE, b, sizeof b);
     if (rc == 0) {
         j->st.fences++;
         log->jl.fence_seq = seq;
     }
-    return rc;
-}
-
-static int read_fence(st_fs_t *fs, const char *dir, uint64_t *run_id, uint64_t *seq)
-{
-    char p[PATH_MAX];
-    int r = snprintf(p, sizeof p, "%s/%s", dir, ST_JOURNAL_FENCE_FILE);
-    if (r < 0 || (size_t)r >= sizeof p)
-        return -ENAMETOOLONG;
-    uint8_t *d;
-    size_t n;
-    int rc = st_fs_read_file(fs, p, 4096, &d, &n);
-    if (rc < 0)
-        return rc;
-    rc = n == FENCE_SIZE && st_be32(d) == FENCE_MAGIC &&
-                 st_be32(d + 4) == st_crc32c(0, d + 8, FENCE_SIZE - 8)
-             ? 0
-             : ST_E_CORRUPT;
-    if (rc == 0) {
-        *run_id = st_be64(d + 8);
-        *seq = st_be64(d + 16);
-    }
-    free(d);
     return rc;
 }
 
@@ -679,7 +620,7 @@ int st_journal_prepare(st_log_t *log)
         return write_fence(j, log, j->next_seq);
     uint64_t run = 0, seq = 0;
     st_fs_t *fs = &log->env->fs;
-    int rc = read_fence(fs, log->dir, &run, &seq);
+    int rc = st_jfmt_read_fence(fs, log->dir, &run, &seq);
     if (rc == -ENOENT)
         return 0;
     if (rc == 0 && run == j->run_id) {
@@ -728,7 +669,7 @@ void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset)
      * created with the directory synced, the checkpoint synced): an entry would let replay
      * apply the log's older entries onto it first, moving it back. A fence instead. */
     if (!reset && !j->failed && !j->closed) {
-        rc = write_entry(j, log, KIND_TRUNCATE, new_end, new_end, NULL, 0, 0);
+        rc = write_entry(j, log, ST_JFMT_KIND_TRUNCATE, new_end, new_end, NULL, 0, 0);
         if (rc == 0) {
             round_want(j); /* cheap, and rare: the cut reaches the disk promptly */
             return;
@@ -865,15 +806,6 @@ void st_journal_tick(st_log_t *log)
 
 /* ---- open and close ---------------------------------------------------------------------- */
 
-/* A decoded header. */
-typedef struct jhdr {
-    uint64_t gen, run_id, tail_seq;
-    int64_t cap, tail;
-} jhdr_t;
-
-static int read_header(st_fs_t *fs, int fd, jhdr_t *h);
-static bool entry_at(st_fs_t *fs, int fd, const jhdr_t *h);
-
 int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int64_t bytes,
                     st_journal_t **out)
 {
@@ -919,9 +851,9 @@ int st_journal_open(st_storage_env_t *env, const char *data_dir, int shard, int6
         /* Kept from an earlier run (a clean close, or replay, leaves the file at its size with a
          * header that says nothing is to be replayed): its blocks are allocated, so this run's
          * syncs change no metadata, at least until it grows past them. */
-        jhdr_t h;
-        rc = read_header(fs, j->fd, &h);
-        if (rc == 0 || (rc > 0 && entry_at(fs, j->fd, &h))) {
+        st_jhdr_t h;
+        rc = st_jfmt_read_header(fs, j->fd, &h);
+        if (rc == 0 || (rc > 0 && st_jfmt_entry_at(fs, j->fd, &h))) {
             ST_ERROR("storage: journal %s holds entries not replayed (st_journal_recover did not"
                      " empty it); left alone, this shard runs without a journal",
                      j->path);
@@ -985,564 +917,4 @@ int st_journal_close(st_journal_t *j)
         j->env->journal = NULL;
     journal_unref(j);
     return rc;
-}
-
-/* ---- recovery ---------------------------------------------------------------------------- */
-
-typedef struct jentry {
-    int file;
-    uint64_t seq;
-    int64_t data_at; /* file offset of the batch bytes */
-    uint32_t data_len;
-    int kind;
-    bool has_tid;
-    int64_t first, next;
-    uint8_t tid[16];
-    char *name;
-} jentry_t;
-
-typedef struct jfile {
-    char *path;
-    uint64_t run_id;
-    int fd;
-    bool has_hdr; /* hdr: its newest valid header */
-    jhdr_t hdr;
-} jfile_t;
-
-typedef struct recover {
-    st_fs_t fs;
-    const char *data_dir;
-    jfile_t *files;
-    int nfiles, capfiles;
-    jentry_t *e;
-    size_t n, cap;
-    st_journal_recovery_t *out;
-    int err;
-    bool keep; /* an I/O error: do not empty the journal files */
-} recover_t;
-
-/* An I/O error while replaying a partition: the journal files are kept (not emptied), so the
- * next start replays them again; the shards run without a journal meanwhile. */
-static int keep_files(recover_t *rc, const char *name, int err)
-{
-    ST_WARN("storage: journal replay: %s: %s; the journal files are kept for the next start", name,
-            st_strerror(err));
-    rc->out->warnings++;
-    rc->keep = true;
-    return 0;
-}
-
-static bool decode_header(const uint8_t *b, uint64_t *gen, int64_t *cap, uint64_t *run_id,
-                          int64_t *tail, uint64_t *tail_seq)
-{
-    if (st_be32(b) != HDR_MAGIC || st_be32(b + 4) != st_crc32c(0, b + 8, HDR_SIZE - 8) ||
-        st_be16(b + 8) != 1)
-        return false;
-    *gen = st_be64(b + 16);
-    *cap = (int64_t)st_be64(b + 24);
-    *run_id = st_be64(b + 32);
-    *tail = (int64_t)st_be64(b + 40);
-    *tail_seq = st_be64(b + 48);
-    return *cap >= 64 && *cap <= ((int64_t)1 << 46) && *tail >= 0;
-}
-
-/* Reads the entry at logical position pos if it is valid and has sequence seq: 1 and the
- * entry (name malloc'd), 0 if not. */
-static int read_entry(recover_t *rc, int fd, int64_t cap, int64_t pos, uint64_t seq, jentry_t *e,
-                      int64_t *length)
-{
-    int64_t phys = pos % cap;
-    if (phys + ENTRY_HDR > cap)
-        return 0;
-    uint8_t h[ENTRY_HDR];
-    ssize_t n = st_fs_pread_full(&rc->fs, fd, h, sizeof h, DATA_OFF + phys);
-    if (n < 0)
-        return (int)n;
-    if (n != (ssize_t)sizeof h || st_be32(h) != ENTRY_MAGIC || st_be64(h + 16) != seq)
-        return 0;
-    int64_t len = st_be32(h + 8);
-    size_t nl = st_be16(h + 14);
-    uint32_t dl = st_be32(h + 56);
-    if (len < ENTRY_HDR || phys + pad8(len) > cap || (int64_t)(ENTRY_HDR + nl + dl) != len ||
-        nl == 0 || nl > NAME_MAX || h[12] < KIND_APPEND || h[12] > KIND_TRUNCATE)
-        return 0;
-    uint8_t *rest = malloc((size_t)(len - 8));
-    if (!rest)
-        return -ENOMEM;
-    memcpy(rest, h + 8, ENTRY_HDR - 8);
-    n = st_fs_pread_full(&rc->fs, fd, rest + ENTRY_HDR - 8, (size_t)(len - ENTRY_HDR),
-                         DATA_OFF + phys + ENTRY_HDR);
-    if (n < 0) {
-        free(rest);
-        return (int)n;
-    }
-    if (n != len - ENTRY_HDR || st_crc32c(0, rest, (size_t)(len - 8)) != st_be32(h + 4)) {
-        free(rest);
-        return 0;
-    }
-    char *name = malloc(nl + 1);
-    if (!name) {
-        free(rest);
-        return -ENOMEM;
-    }
-    memcpy(name, rest + ENTRY_HDR - 8, nl);
-    name[nl] = 0;
-    free(rest);
-    if (memchr(name, '/', nl) || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
-        strlen(name) != nl) {
-        free(name);
-        return 0;
-    }
-    e->seq = seq;
-    e->kind = h[12];
-    e->has_tid = (h[13] & FLAG_TOPIC_ID) != 0;
-    e->first = (int64_t)st_be64(h + 24);
-    e->next = (int64_t)st_be64(h + 32);
-    memcpy(e->tid, h + 40, 16);
-    e->data_len = dl;
-    e->data_at = DATA_OFF + phys + ENTRY_HDR + (int64_t)nl;
-    e->name = name;
-    *length = len;
-    return 1;
-}
-
-/* The valid header of higher generation: 1 and h, 0 when neither slot holds one, or an I/O
- * error. */
-static int read_header(st_fs_t *fs, int fd, jhdr_t *h)
-{
-    bool found = false;
-    for (int s = 0; s < 2; s++) {
-        uint8_t b[HDR_SIZE];
-        jhdr_t x;
-        ssize_t n = st_fs_pread_full(fs, fd, b, HDR_SIZE, (int64_t)s * HDR_SLOT);
-        if (n < 0)
-            return (int)n;
-        if (n == HDR_SIZE && decode_header(b, &x.gen, &x.cap, &x.run_id, &x.tail, &x.tail_seq) &&
-            (!found || x.gen > h->gen)) {
-            *h = x;
-            found = true;
-        }
-    }
-    return found ? 1 : 0;
-}
-
-/* Whether a valid entry starts at the header's tail (entries not replayed yet). An I/O error
- * counts as one: the file is then left alone. */
-static bool entry_at(st_fs_t *fs, int fd, const jhdr_t *h)
-{
-    recover_t rc = {.fs = *fs};
-    jentry_t e = {0};
-    int64_t len;
-    int r = read_entry(&rc, fd, h->cap, h->tail, h->tail_seq, &e, &len);
-    free(e.name);
-    return r != 0;
-}
-
-static int push_entry(recover_t *rc, const jentry_t *e)
-{
-    if (rc->n == rc->cap) {
-        size_t cap = rc->cap ? rc->cap * 2 : 256;
-        jentry_t *ne = realloc(rc->e, cap * sizeof *ne);
-        if (!ne)
-            return -ENOMEM;
-        rc->e = ne;
-        rc->cap = cap;
-    }
-    rc->e[rc->n++] = *e;
-    return 0;
-}
-
-/* Collects the valid entries of one journal file, from the tail of its newest header. */
-static int scan_file(recover_t *rc, int fi)
-{
-    jfile_t *f = &rc->files[fi];
-    jhdr_t h;
-    int r = read_header(&rc->fs, f->fd, &h);
-    if (r < 0)
-        return keep_files(rc, f->path, r);
-    if (r == 0) {
-        int64_t size = 0;
-        rc->fs.ops->fsize(rc->fs.ctx, f->fd, &size);
-        if (size > 0) {
-            ST_WARN("storage: journal %s has no valid header; nothing replayed from it", f->path);
-            rc->out->warnings++;
-        }
-        return 0;
-    }
-    f->has_hdr = true;
-    f->hdr = h;
-    f->run_id = h.run_id;
-    int64_t pos = h.tail;
-    uint64_t seq = h.tail_seq;
-    int64_t start = pos;
-    for (;;) {
-        jentry_t e = {.file = fi};
-        int64_t len = 0;
-        r = read_entry(rc, f->fd, h.cap, pos, seq, &e, &len);
-        if (r == 0 && pos % h.cap != 0) {
-            int64_t lap = pos + (h.cap - pos % h.cap);
-            r = read_entry(rc, f->fd, h.cap, lap, seq, &e, &len);
-            if (r == 1)
-                pos = lap;
-        }
-        if (r == -ENOMEM)
-            return r;
-        if (r < 0)
-            return keep_files(rc, f->path, r);
-        if (r == 0)
-            break;
-        if ((r = push_entry(rc, &e)) < 0) {
-            free(e.name);
-            return r;
-        }
-        rc->out->entries++;
-        pos += pad8(len);
-        seq++;
-        if (pos - start >= h.cap)
-            break;
-    }
-    return 0;
-}
-
-static int cmp_entry(const void *a, const void *b)
-{
-    const jentry_t *x = a, *y = b;
-    int c = strcmp(x->name, y->name);
-    if (c)
-        return c;
-    if (x->file != y->file)
-        return x->file < y->file ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
-static int noop_cb(void *arg, const char *name, int is_dir)
-{
-    (void)arg;
-    (void)name;
-    (void)is_dir;
-    return 0;
-}
-
-/* Applies one append entry: the batches at or past the log end. 0, 1 when replay of this
- * partition must stop (gap, mismatch, or the log refused them), or an I/O error. */
-static int apply_append(recover_t *rc, st_log_t *log, const jentry_t *e)
-{
-    int64_t end = st_log_end_offset(log);
-    if (e->next <= end)
-        return 0;
-    if (e->first > end) {
-        /* The log lacks what came before: bytes never acknowledged (durable is a prefix), or
-         * a later truncate entry realigns it. */
-        rc->out->skipped++;
-        return 0;
-    }
-    uint8_t *d = malloc(e->data_len ? e->data_len : 1);
-    if (!d)
-        return -ENOMEM;
-    ssize_t n = st_fs_pread_full(&rc->fs, rc->files[e->file].fd, d, e->data_len, e->data_at);
-    int res = 0;
-    if (n != (ssize_t)e->data_len) {
-        res = n < 0 ? (int)n : -EIO;
-        goto out;
-    }
-    size_t pos = 0;
-    while (pos < e->data_len) {
-        st_batch_hdr_t h;
-        if (st_batch_check(d + pos, e->data_len - pos, &h) < 0) {
-            res = 1;
-            goto out;
-        }
-        if (st_batch_last_offset(&h) >= end) {
-            if (h.base_offset < end) {
-                /* The log holds other batches there: a later state (its truncate entry comes
-                 * later) or unacknowledged bytes. */
-                rc->out->skipped++;
-                goto out;
-            }
-            break;
-        }
-        pos += (size_t)st_batch_size(&h);
-    }
-    if (pos < e->data_len) {
-        int r = st_log_append_replica(log, d + pos, e->data_len - pos, NULL);
-        if (r < 0 && r > -4096) {
-            res = r; /* an I/O error: the journal is kept for another try */
-            goto out;
-        }
-        if (r < 0) {
-            ST_WARN("storage: journal replay: %s: entry %" PRIu64 " not appended: %s", e->name,
-                    e->seq, st_strerror(r));
-            res = 1;
-            goto out;
-        }
-        rc->out->applied++;
-    }
-out:
-    free(d);
-    return res;
-}
-
-/* Replays entries e[0..n) (one partition, in order) into its log. */
-static int replay_partition(recover_t *rc, st_storage_env_t *env, jentry_t *e, size_t n)
-{
-    char dir[PATH_MAX];
-    int r = snprintf(dir, sizeof dir, "%s/%s", rc->data_dir, e[0].name);
-    if (r < 0 || (size_t)r >= sizeof dir)
-        return 0;
-    r = rc->fs.ops->listdir(rc->fs.ctx, dir, noop_cb, NULL);
-    if (r == -ENOENT) {
-        ST_INFO("storage: journal replay: %s is gone (deleted); its %zu entries are skipped",
-                e[0].name, n);
-        return 0;
-    }
-    if (r < 0)
-        return keep_files(rc, e[0].name, r);
-    /* Closed cleanly since (every byte synced, then the marker; an open removes it, durably,
-     * before anything is appended): the segments hold all, and older entries must not apply
-     * (a crash after the close and before the journal was emptied). */
-    char marker[PATH_MAX];
-    r = snprintf(marker, sizeof marker, "%s/%s", dir, ST_META_CLEAN_FILE);
-    if (r < 0 || (size_t)r >= sizeof marker)
-        return 0;
-    int mfd = rc->fs.ops->open(rc->fs.ctx, marker, ST_FS_RDONLY);
-    if (mfd >= 0) {
-        rc->fs.ops->close(rc->fs.ctx, mfd);
-        ST_INFO("storage: journal replay: %s was closed cleanly since; its %zu entries are"
-                " skipped",
-                e[0].name, n);
-        return 0;
-    }
-    if (mfd != -ENOENT)
-        return keep_files(rc, e[0].name, mfd);
-    uint8_t tid[16];
-    bool has_tid = st_storage_read_topic_id(env, dir, tid) == 0;
-    uint64_t fence_run = 0, fence_seq = 0;
-    int fr = read_fence(&rc->fs, dir, &fence_run, &fence_seq);
-    if (fr < 0 && fr != -ENOENT) /* a truncation the journal could not record lies behind */
-        return keep_files(rc, e[0].name, fr);
-    size_t keep = 0;
-    for (size_t i = 0; i < n; i++) {
-        bool fenced = fr == 0 && rc->files[e[i].file].run_id == fence_run && e[i].seq < fence_seq;
-        bool other = e[i].has_tid && has_tid && memcmp(e[i].tid, tid, 16) != 0;
-        if (!fenced && !other) {
-            jentry_t t = e[keep]; /* a swap: each name stays owned once */
-            e[keep++] = e[i];
-            e[i] = t;
-        }
-    }
-    if (keep < n)
-        ST_INFO("storage: journal replay: %s: %zu entries skipped (a later incarnation of the"
-                " partition, or fenced off by a truncation)",
-                e[0].name, n - keep);
-    if (keep == 0)
-        return 0;
-    st_log_config_t cfg;
-    st_log_config_default(&cfg);
-    /* Replay appends only; the log is closed synced at the end. compact keeps open from
-     * moving the start of a compacted log up to its first segment. */
-    cfg.flush_policy = ST_FLUSH_WRITE_CACHING;
-    cfg.compact = true;
-    cfg.segment_ms = -1;
-    /* The log start as synced (DeleteRecords, retention): open may lower it to a log end
-     * that replay then moves past again; replay puts it back. */
-    int64_t synced_start = -1;
-    {
-        char p[PATH_MAX];
-        uint8_t *d;
-        size_t dn;
-        st_meta_ckpt_t ck;
-        if (snprintf(p, sizeof p, "%s/%s", dir, ST_META_CKPT_FILE) < (int)sizeof p &&
-            st_fs_read_file(&rc->fs, p, 4096, &d, &dn) == 0) {
-            if (st_meta_decode_ckpt(d, dn, &ck) == 0)
-                synced_start = ck.log_start_offset;
-            free(d);
-        }
-    }
-    st_log_t *log;
-    r = st_log_open(env, dir, &cfg, &log);
-    if (r < 0 && r != ST_E_CORRUPT)
-        return keep_files(rc, e[0].name, r);
-    if (r < 0) {
-        ST_WARN("storage: journal replay: %s does not open (%s); its journal entries are lost",
-                e[0].name, st_strerror(r));
-        rc->out->warnings++;
-        return 0;
-    }
-    rc->out->partitions++;
-    for (size_t i = 0; i < keep; i++) {
-        int res = 0;
-        if (e[i].kind == KIND_APPEND) {
-            res = apply_append(rc, log, &e[i]);
-        } else if (e[i].first < st_log_end_offset(log)) {
-            res = st_log_truncate_to(log, e[i].first);
-            rc->out->applied++;
-        }
-        if (res == -ENOMEM) {
-            st_log_close(log);
-            return res;
-        }
-        if (res < 0) {
-            st_log_close(log);
-            return keep_files(rc, e[0].name, res);
-        }
-        if (res > 0) {
-            rc->out->warnings++;
-            break;
-        }
-    }
-    if (synced_start > st_log_start_offset(log) && synced_start <= st_log_end_offset(log))
-        st_log_set_start_offset(log, synced_start);
-    r = st_log_close(log);
-    if (r < 0)
-        return keep_files(rc, e[0].name, r);
-    return 0;
-}
-
-static int list_wal_cb(void *arg, const char *name, int is_dir)
-{
-    recover_t *rc = arg;
-    size_t nl = strlen(name);
-    if (is_dir || nl < 5 || strcmp(name + nl - 4, ".wal") != 0)
-        return 0;
-    if (rc->nfiles == rc->capfiles) {
-        int cap = rc->capfiles ? rc->capfiles * 2 : 8;
-        jfile_t *nf = realloc(rc->files, (size_t)cap * sizeof *nf);
-        if (!nf) {
-            rc->err = -ENOMEM;
-            return 1;
-        }
-        rc->files = nf;
-        rc->capfiles = cap;
-    }
-    char p[PATH_MAX];
-    int r = snprintf(p, sizeof p, "%s/%s/%s", rc->data_dir, ST_JOURNAL_DIR, name);
-    if (r < 0 || (size_t)r >= sizeof p)
-        return 0;
-    jfile_t *f = &rc->files[rc->nfiles];
-    f->path = strdup(p);
-    f->fd = -1;
-    f->run_id = 0;
-    f->has_hdr = false;
-    if (!f->path) {
-        rc->err = -ENOMEM;
-        return 1;
-    }
-    rc->nfiles++;
-    return 0;
-}
-
-/*
- * Empties a replayed journal file, synced. One with a valid header keeps its size (its blocks
- * stay allocated for the next run) and gets a header whose tail sequence is above every entry
- * the file can hold: any entry written after its newest header lies within one capacity of that
- * header's tail (space is reused only up to a synced header's tail, and no header on disk is
- * older than the last synced one), so it carries a sequence below tail_seq + capacity /
- * ENTRY_MIN + 1, and the next run, going on from there, never meets an old one with the
- * sequence it expects. One without is truncated to 0.
- */
-static int empty_file(st_fs_t *fs, jfile_t *f)
-{
-    int rc;
-    if (!f->has_hdr) {
-        rc = fs->ops->ftruncate(fs->ctx, f->fd, 0);
-    } else {
-        st_journal_t j = {.cap = f->hdr.cap, .tail = f->hdr.tail};
-        j.tail_seq = f->hdr.tail_seq + (uint64_t)(f->hdr.cap / ENTRY_MIN) + 1;
-        uint8_t b[HDR_SIZE];
-        uint64_t gen = f->hdr.gen + 1;
-        encode_header(&j, gen, b);
-        rc = st_fs_pwrite_full(fs, f->fd, b, sizeof b, (int64_t)(gen % 2) * HDR_SLOT);
-    }
-    if (rc == 0)
-        rc = fs->ops->fdatasync(fs->ctx, f->fd);
-    return rc;
-}
-
-/*
- * Recovery: every journal file's entries from its header's tail, grouped by partition
- * directory and in sequence order; each partition that has entries is opened (the usual
- * recovery of its segments: torn tails cut), the entries applied (truncate: cut to its offset
- * if the log is longer; reset: start over empty at it; append: the batches at or past the log
- * end, as replica appends; one that starts past the end is a gap and ends that partition's
- * replay), the log closed synced. Only then are the journal files emptied: a crash during
- * recovery replays the same entries again onto logs that already hold them, changing nothing.
- */
-int st_journal_recover(st_fs_t fs, const char *data_dir, st_journal_recovery_t *out)
-{
-    st_journal_recovery_t dummy;
-    if (!out)
-        out = &dummy;
-    memset(out, 0, sizeof *out);
-    recover_t rc = {.fs = fs, .data_dir = data_dir, .out = out};
-    char jdir[PATH_MAX];
-    int r = snprintf(jdir, sizeof jdir, "%s/%s", data_dir, ST_JOURNAL_DIR);
-    if (r < 0 || (size_t)r >= sizeof jdir)
-        return 0;
-    r = fs.ops->listdir(fs.ctx, jdir, list_wal_cb, &rc);
-    if (r == -ENOENT)
-        return 0;
-    if (r < 0 && r != 1) {
-        ST_WARN("storage: cannot list %s (%s); no journal replayed", jdir, st_strerror(r));
-        out->warnings++;
-        return 0;
-    }
-    int err = rc.err;
-    for (int i = 0; i < rc.nfiles && err == 0; i++) {
-        jfile_t *f = &rc.files[i];
-        f->fd = fs.ops->open(fs.ctx, f->path, ST_FS_RDWR);
-        if (f->fd < 0) {
-            ST_WARN("storage: cannot open the journal %s: %s", f->path, st_strerror(f->fd));
-            out->warnings++;
-            continue;
-        }
-        out->files++;
-        err = scan_file(&rc, i);
-    }
-    if (err == 0 && rc.n > 0) {
-        qsort(rc.e, rc.n, sizeof *rc.e, cmp_entry);
-        st_storage_env_t env;
-        st_storage_env_init(&env, fs, 64);
-        for (size_t i = 0; i < rc.n && err == 0;) {
-            size_t k = i + 1;
-            while (k < rc.n && strcmp(rc.e[k].name, rc.e[i].name) == 0)
-                k++;
-            if (rc.e[k - 1].file != rc.e[i].file)
-                ST_WARN("storage: journal replay: %s has entries in more than one journal"
-                        " file; replayed file by file",
-                        rc.e[i].name);
-            err = replay_partition(&rc, &env, rc.e + i, k - i);
-            i = k;
-        }
-        st_storage_env_fini(&env);
-    }
-    if (err == 0 && rc.keep)
-        ST_WARN("storage: journal replay incomplete; %s kept for the next start", jdir);
-    if (err == 0 && !rc.keep) {
-        for (int i = 0; i < rc.nfiles; i++) {
-            jfile_t *f = &rc.files[i];
-            if (f->fd < 0)
-                continue;
-            int x = empty_file(&fs, f);
-            if (x < 0) {
-                ST_WARN("storage: cannot empty the journal %s: %s", f->path, st_strerror(x));
-                out->warnings++;
-            }
-        }
-        if (rc.nfiles > 0)
-            fs.ops->fsync_dir(fs.ctx, jdir);
-        if (out->entries > 0)
-            ST_INFO("storage: journal replay: %" PRId64 " entries in %d file(s), %d partition(s)"
-                    " replayed into, %" PRId64 " applied",
-                    out->entries, out->files, out->partitions, out->applied);
-    }
-    for (size_t i = 0; i < rc.n; i++)
-        free(rc.e[i].name);
-    free(rc.e);
-    for (int i = 0; i < rc.nfiles; i++) {
-        if (rc.files[i].fd >= 0)
-            fs.ops->close(fs.ctx, rc.files[i].fd);
-        free(rc.files[i].path);
-    }
-    free(rc.files);
-    return err;
 }

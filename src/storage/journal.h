@@ -52,6 +52,11 @@
  *      round that, when the log has entries replay could see, first writes a fence: replay
  *      never applies a truncate entry older than synced bytes it never saw.
  *
+ * Headers: this one is the broker's (open, close, rounds, stats, replay); the log's hooks into
+ * the journal (the per-log state embedded in st_log_t and the calls log.c, commit.c and open.c
+ * make) are journal_log.h's, so no journal header includes a log header. The format's encode
+ * and decode are journal_fmt.h's; the writer is journal.c, the replay journal_replay.c.
+ *
  * Threads: a journal belongs to its env's shard, like every log of that env. Recovery
  * (st_journal_recover) runs once at start-up, before any shard opens logs.
  */
@@ -63,7 +68,6 @@
 #include <stdint.h>
 
 #include "storage/env.h"
-#include "storage/log.h"
 
 typedef struct st_journal st_journal_t;
 
@@ -73,34 +77,6 @@ typedef struct st_journal st_journal_t;
 #define ST_JOURNAL_MIN_BYTES (64 * 1024)
 /* A per-file round is started from st_log_tick for a log whose oldest entry is this old. */
 #define ST_JOURNAL_SEGMENT_SYNC_MS 3000
-
-/* Per-log journal state, embedded in st_log_t (log_impl.h); journal.c owns it. */
-typedef struct st_journal_log {
-    st_journal_t *j;            /* NULL: not attached */
-    struct st_log *next, *prev; /* the journal's attached logs */
-    struct st_log *qnext;       /* the journal's queue for the next round */
-    struct st_log *rnext;       /* the round in flight */
-    bool on;                    /* appends are journaled now */
-    bool queued, in_round;      /* on the lists above */
-    bool pinned;                /* the journal must never be used for this log again */
-    int64_t base;               /* offsets >= base the log wrote are in the journal (when on) */
-    int64_t written_end;        /* offsets below it are journaled */
-    int64_t jdurable;           /* journal rounds made the journaled offsets below it durable */
-    int64_t round_target;       /* the round in flight covers offsets below this */
-    uint64_t last_seq;          /* this log's last entry, 0: none in this run */
-    uint64_t iter_mark;         /* counted in the journal's iteration of this mark */
-    bool has_need;              /* holds entries no per-file round covered yet */
-    int64_t need_pos;           /* the oldest of them: logical position, sequence, time */
-    uint64_t need_seq;
-    int64_t need_ms;
-    uint64_t pf_seq;     /* entries below this sequence are covered by the per-file round */
-    bool pf_unjournaled; /* that round covers bytes the journal does not hold */
-    uint64_t fence_seq;  /* the fence file makes replay ignore entries below this */
-    bool pf_after;       /* an entry was written since that round started: */
-    int64_t after_pos;   /*   the first one */
-    uint64_t after_seq;
-    int64_t after_ms;
-} st_journal_log_t;
 
 /* ---- the broker's calls ------------------------------------------------------------------ */
 
@@ -177,36 +153,5 @@ typedef struct st_journal_recovery {
  * any shard opens a log. The number of shards may differ from the run that wrote them.
  */
 int st_journal_recover(st_fs_t fs, const char *data_dir, st_journal_recovery_t *out);
-
-/* ---- storage-internal: the log's files (log.c, commit.c, open.c) ------------------------- */
-
-/* Open, once every segment is synced: the partition's fence file. One from an earlier run was
- * replayed already and goes; when this run's journal holds entries of an earlier incarnation
- * of the log (closed and opened again), a new fence makes replay ignore them (they know
- * nothing of what the new one syncs without them). 0 or an I/O error. */
-int st_journal_prepare(st_log_t *log);
-/* open/close/delete: joins env->journal (if any) / leaves it. close_ok false keeps the log's
- * entries needed for good (its final sync failed: only replay can still save them). */
-void st_journal_attach(st_log_t *log);
-void st_journal_detach(st_log_t *log, bool close_ok);
-/* Whether the log's next append would be journaled (a hint; st_journal_append decides). */
-bool st_journal_active(const st_log_t *log);
-/* After the batches [first, next) were written to the segment: journals them. Returns 0 when
- * journaled, < 0 when not (the log then falls back to per-file rounds). */
-int st_journal_append(st_log_t *log, const uint8_t *data, size_t len, int64_t first, int64_t next);
-/* After the log's end moved down to new_end: a truncate entry, or a fence file when the
- * journal cannot take one, and always for a reset (the log restarted empty at new_end,
- * durably: st_log_truncate_fully). */
-void st_journal_truncated(st_log_t *log, int64_t new_end, bool reset);
-/* Starts the journal's round (or leaves the log queued for the next one). */
-void st_journal_kick(st_log_t *log);
-/* A per-file round of the log starts / completed (ok: every file synced without error). When
- * the round made bytes the journal does not hold durable while entries of the log could still
- * be replayed, a fence is written first (a truncate entry replayed onto them would cut them);
- * its error, if it could not be, is returned: the round then counts as failed. */
-void st_journal_file_round_start(st_log_t *log);
-int st_journal_file_round_done(st_log_t *log, bool ok);
-/* From st_log_tick: a per-file round for old entries. */
-void st_journal_tick(st_log_t *log);
 
 #endif

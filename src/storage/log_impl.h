@@ -6,7 +6,7 @@
 #ifndef ST_STORAGE_LOG_IMPL_H
 #define ST_STORAGE_LOG_IMPL_H
 
-#include "storage/journal.h"
+#include "storage/journal_log.h"
 #include "storage/log.h"
 #include "storage/meta.h"
 #include "storage/segment.h"
