@@ -12,11 +12,19 @@ nested struct, and:
     int  st_kp_<api>_<req|resp>_encode(st_kwriter_t *, int16_t version, const T *in)
 
 plus the API table, generic dispatch (decode/encode/format/fill by api key) and a deterministic
-filler used by the tests. Python 3 standard library only; output is deterministic.
+filler used by the tests. For an API with a `mirror` line (topic x partition APIs), also:
+
+    int32_t st_kp_<api>_flatten(arena, req, &items)        the request's partitions, flat
+    int     st_kp_<api>_skeleton(arena, req, resp, items)  the response mirroring the request
+    int32_t st_kp_<api>_mirror(arena, req, resp, &items)   both
+    int     st_kp_<api>_req_build(arena, req, items, n)    a request from items (clients)
+ Python 3 standard library only; output is deterministic.
 """
 import os
 import re
 import sys
+
+import protogen_mirror
 
 PRIMS = {
     # name: (C type, reader/writer suffix, fixed size or None, format call)
@@ -116,6 +124,7 @@ class Api:
         self.req = Struct(self, 'req', '')
         self.resp = Struct(self, 'resp', '')
         self.structs = {'req': {}, 'resp': {}}
+        self.mirror = None  # (tokens, where) until check_api resolves it into a Mirror
 
     def versions(self):
         return range(self.min, self.max + 1)
@@ -148,6 +157,13 @@ def parse_schema(path):
                 api = Api(toks[1], int(attrs['key']), parse_versions(attrs['versions'], where),
                           parse_versions(attrs['flexible'], where), where)
                 apis.append(api)
+                kind = None
+            elif toks[0] == 'mirror':
+                if api is None:
+                    raise SchemaError('%s: mirror outside an api' % where)
+                if api.mirror is not None:
+                    raise SchemaError('%s: one mirror per api' % where)
+                api.mirror = (toks[1:], where)
                 kind = None
             elif toks[0] in ('request', 'response') and len(toks) == 1:
                 if api is None:
@@ -262,6 +278,11 @@ def intersect(a, b):
 def check_api(api):
     check_struct(api, api.req, None)
     check_struct(api, api.resp, None)
+    if api.mirror is not None:
+        try:
+            api.mirror = protogen_mirror.Mirror(api, *api.mirror)
+        except ValueError as e:
+            raise SchemaError(str(e))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -455,6 +476,10 @@ def gen_header(apis):
     o(' *   ST_E_UNSUPPORTED. Decoders do not require the input to be fully consumed; callers')
     o(' *   that need it compare r->p with r->end. Unknown tagged fields are skipped.')
     o(' *')
+    o(' * Topic x partition APIs (a `mirror` line in the schema) also get st_kp_<api>_item_t and')
+    o(' * st_kp_<api>_flatten / _skeleton / _mirror / _req_build (docs/protocol.md): handlers')
+    o(' * take the request\'s partitions as one flat array linked to a response skeleton.')
+    o(' *')
     o(' * Owned by the shard that decodes or encodes; no global state.')
     o(' */')
     o('#ifndef ST_PROTO_KAFKA_GEN_H')
@@ -535,6 +560,8 @@ def gen_header(apis):
             o('int st_kp_%s_decode(st_kreader_t *r, int16_t version, %s *out);' % (top.prefix, top.ctype))
             o('int st_kp_%s_encode(st_kwriter_t *w, int16_t version, const %s *in);' % (top.prefix, top.ctype))
             o()
+        if a.mirror is not None:
+            protogen_mirror.gen_header(o, a)
     o('/* ' + '-' * 94 + ' */')
     o('/* Generic dispatch by api key. ST_E_UNSUPPORTED for an unknown api or version. */')
     o()
@@ -1005,6 +1032,8 @@ def gen_source(apis):
                     o('    return %s;' % (call % P))
                 o('}')
                 o()
+        if a.mirror is not None:
+            protogen_mirror.gen_source(o, a)
 
     o('/* ' + '-' * 94 + ' */')
     o('/* Tables and dispatch */')

@@ -515,56 +515,36 @@ void st_kh_fetch(st_kreq_t *r)
         ST_KREQ_RESPOND(r, fetch, &f->resp);
         return;
     }
-    int total = 0;
-    for (int t = 0; t < f->req.topics_count; t++)
-        total += f->req.topics[t].partitions_count;
-    f->parts = st_arena_zalloc(&r->arena, (size_t)total * sizeof *f->parts + 1);
-    f->resp.responses =
-        st_arena_zalloc(&r->arena, (size_t)f->req.topics_count * sizeof *f->resp.responses + 1);
-    if (!f->parts || !f->resp.responses) {
+    st_kp_fetch_item_t *q = NULL;
+    f->nparts = st_kp_fetch_mirror(&r->arena, &f->req, &f->resp, &q);
+    f->parts =
+        f->nparts < 0 ? NULL : st_arena_zalloc(&r->arena, (size_t)f->nparts * sizeof *f->parts + 1);
+    if (!f->parts) {
         free(f->legs);
         st_kreq_fail(r, "out of memory");
         return;
     }
-    f->resp.responses_count = f->req.topics_count;
     const st_md_t *md = r->shard->md;
-    int k = 0;
-    for (int t = 0; t < f->req.topics_count; t++) {
-        st_kp_fetch_req_topic_t *qt = &f->req.topics[t];
-        st_kp_fetch_resp_response_t *rt = &f->resp.responses[t];
-        const st_md_topic_t *mt = r->api_version >= 13
-                                      ? st_md_find_id(md, qt->topic_id.b)
-                                      : st_md_find(md, qt->topic.ptr, qt->topic.len);
-        rt->topic = qt->topic;
-        rt->topic_id = qt->topic_id;
-        rt->partitions_count = qt->partitions_count;
-        rt->partitions =
-            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
-        if (!rt->partitions) {
-            free(f->legs);
-            st_kreq_fail(r, "out of memory");
-            return;
-        }
-        for (int p = 0; p < qt->partitions_count; p++) {
-            st_kp_fetch_req_partition_t *qp = &qt->partitions[p];
-            fetch_part_t *fp = &f->parts[k++];
-            st_kp_fetch_resp_partition_init(&rt->partitions[p]);
-            rt->partitions[p].partition_index = qp->partition;
-            fp->out = &rt->partitions[p];
-            fp->partition = qp->partition;
-            fp->fetch_offset = qp->fetch_offset;
-            fp->max_bytes = qp->partition_max_bytes;
-            fp->last_fetched_epoch = r->api_version >= 12 ? qp->last_fetched_epoch : -1;
-            fp->replica_log_start = qp->log_start_offset;
-            fp->div = (st_part_diverging_t){-1, -1};
-            fp->owner = st_kshard_owner(mt, qp->partition);
-            if (mt)
-                memcpy(fp->topic_id, mt->id, 16);
-            fp->error = fetch_check(r, f, mt, qp, fp->owner);
-            if (fp->error)
-                fp->owner = -1; /* answered here: no owner reads it */
-        }
+    const st_md_topic_t *mt = NULL;
+    for (int k = 0; k < f->nparts; k++) {
+        const st_kp_fetch_req_partition_t *qp = q[k].req_partition;
+        if (k == 0 || q[k].topic_at != q[k - 1].topic_at)
+            mt = r->api_version >= 13 ? st_md_find_id(md, q[k].topic_id.b)
+                                      : st_md_find(md, q[k].topic.ptr, q[k].topic.len);
+        fetch_part_t *fp = &f->parts[k];
+        fp->out = q[k].resp_partition;
+        fp->partition = qp->partition;
+        fp->fetch_offset = qp->fetch_offset;
+        fp->max_bytes = qp->partition_max_bytes;
+        fp->last_fetched_epoch = r->api_version >= 12 ? qp->last_fetched_epoch : -1;
+        fp->replica_log_start = qp->log_start_offset;
+        fp->div = (st_part_diverging_t){-1, -1};
+        fp->owner = st_kshard_owner(mt, qp->partition);
+        if (mt)
+            memcpy(fp->topic_id, mt->id, 16);
+        fp->error = fetch_check(r, f, mt, qp, fp->owner);
+        if (fp->error)
+            fp->owner = -1; /* answered here: no owner reads it */
     }
-    f->nparts = k;
     fetch_round(f);
 }

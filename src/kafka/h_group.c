@@ -296,6 +296,7 @@ void st_kh_leave_group(st_kreq_t *r)
 typedef struct {
     st_kp_offset_commit_req_t req;
     st_kp_offset_commit_resp_t resp;
+    st_kp_offset_commit_item_t *q; /* the request's partitions (o.parts[k] is q[k]'s) */
     st_goffsets_t o;
 } commit_t;
 
@@ -308,14 +309,12 @@ static void commit_exec(st_kshard_t *s, st_kgroup_call_t *g)
 static void commit_finish(st_kgroup_ctx_t *ctx)
 {
     commit_t *c = ctx->data;
-    int k = 0;
-    for (int t = 0; t < c->resp.topics_count; t++)
-        for (int i = 0; i < c->resp.topics[t].partitions_count; i++) {
-            int16_t e = c->o.parts[k++].error;
-            c->resp.topics[t].partitions[i].error_code = e;
-            if (e)
-                ctx->r->error_code = e;
-        }
+    for (int k = 0; k < c->o.n; k++) {
+        int16_t e = c->o.parts[k].error;
+        c->q[k].resp_partition->error_code = e;
+        if (e)
+            ctx->r->error_code = e;
+    }
     ST_KGROUP_RESPOND(ctx, offset_commit, &c->resp);
 }
 
@@ -324,21 +323,20 @@ static void commit_route(st_kreq_t *r, void *arg)
     st_kgroup_ctx_t *ctx = arg;
     commit_t *c = ctx->data;
     const st_md_t *md = r->shard->md;
-    int k = 0;
-    for (int t = 0; t < c->req.topics_count; t++) {
-        st_kp_offset_commit_req_topic_t *qt = &c->req.topics[t];
-        const st_md_topic_t *mt = r->api_version >= 10 ? st_md_find_id(md, qt->topic_id.b)
-                                                       : st_md_find(md, qt->name.ptr, qt->name.len);
-        for (int i = 0; i < qt->partitions_count; i++) {
-            st_goffset_t *p = &c->o.parts[k++];
-            if (mt)
-                p->topic = st_kstr(st_arena_strndup(&r->arena, mt->name, strlen(mt->name)));
-            if (!mt)
-                p->error = r->api_version >= 10 ? ST_KERR_UNKNOWN_TOPIC_ID
-                                                : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
-            else if (p->partition < 0 || p->partition >= mt->npartitions || !p->topic.ptr)
-                p->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
-        }
+    const st_md_topic_t *mt = NULL;
+    for (int k = 0; k < c->o.n; k++) {
+        const st_kp_offset_commit_item_t *q = &c->q[k];
+        if (k == 0 || q->topic_at != c->q[k - 1].topic_at)
+            mt = r->api_version >= 10 ? st_md_find_id(md, q->topic_id.b)
+                                      : st_md_find(md, q->name.ptr, q->name.len);
+        st_goffset_t *p = &c->o.parts[k];
+        if (mt)
+            p->topic = st_kstr(st_arena_strndup(&r->arena, mt->name, strlen(mt->name)));
+        if (!mt)
+            p->error = r->api_version >= 10 ? ST_KERR_UNKNOWN_TOPIC_ID
+                                            : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
+        else if (p->partition < 0 || p->partition >= mt->npartitions || !p->topic.ptr)
+            p->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
     }
     st_kgroup_call_group(ctx, c->req.group_id, commit_exec, c);
     st_kgroup_ctx_end(ctx);
@@ -352,46 +350,24 @@ void st_kh_offset_commit(st_kreq_t *r)
         return;
     }
     st_kp_offset_commit_resp_init(&c->resp);
-    int total = 0;
-    for (int t = 0; t < c->req.topics_count; t++)
-        total += c->req.topics[t].partitions_count;
-    c->o.parts = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->o.parts + 1);
-    c->resp.topics =
-        st_arena_zalloc(&r->arena, (size_t)c->req.topics_count * sizeof *c->resp.topics + 1);
-    if (!c->o.parts || !c->resp.topics) {
+    c->o.n = st_kp_offset_commit_mirror(&r->arena, &c->req, &c->resp, &c->q);
+    c->o.parts =
+        c->o.n < 0 ? NULL : st_arena_zalloc(&r->arena, (size_t)c->o.n * sizeof *c->o.parts + 1);
+    if (!c->o.parts) {
         st_kreq_fail(r, "out of memory");
         return;
     }
-    c->o.n = total;
     c->o.group_id = c->req.group_id;
     c->o.member_id = c->req.member_id;
     c->o.group_instance_id = c->req.group_instance_id;
     c->o.generation = c->req.generation_id_or_member_epoch;
-    c->resp.topics_count = c->req.topics_count;
-    int k = 0;
-    for (int t = 0; t < c->req.topics_count; t++) {
-        st_kp_offset_commit_req_topic_t *qt = &c->req.topics[t];
-        st_kp_offset_commit_resp_topic_t *rt = &c->resp.topics[t];
-        st_kp_offset_commit_resp_topic_init(rt);
-        rt->name = qt->name;
-        rt->topic_id = qt->topic_id;
-        rt->partitions =
-            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
-        if (!rt->partitions) {
-            st_kreq_fail(r, "out of memory");
-            return;
-        }
-        rt->partitions_count = qt->partitions_count;
-        for (int i = 0; i < qt->partitions_count; i++) {
-            st_kp_offset_commit_req_partition_t *qp = &qt->partitions[i];
-            st_kp_offset_commit_resp_partition_init(&rt->partitions[i]);
-            rt->partitions[i].partition_index = qp->partition_index;
-            st_goffset_t *p = &c->o.parts[k++];
-            p->partition = qp->partition_index;
-            p->offset = qp->committed_offset;
-            p->leader_epoch = qp->committed_leader_epoch;
-            p->metadata = qp->committed_metadata;
-        }
+    for (int k = 0; k < c->o.n; k++) {
+        const st_kp_offset_commit_req_partition_t *qp = c->q[k].req_partition;
+        st_goffset_t *p = &c->o.parts[k];
+        p->partition = qp->partition_index;
+        p->offset = qp->committed_offset;
+        p->leader_epoch = qp->committed_leader_epoch;
+        p->metadata = qp->committed_metadata;
     }
     st_kgroup_ctx_t *ctx = st_kgroup_ctx_new(r, commit_finish, c);
     if (!ctx) {
@@ -815,6 +791,7 @@ void st_kh_delete_groups(st_kreq_t *r)
 typedef struct {
     st_kp_offset_delete_req_t req;
     st_kp_offset_delete_resp_t resp;
+    st_kp_offset_delete_item_t *q; /* the request's partitions (o.parts[k] is q[k]'s) */
     st_goffsets_t o;
 } offset_delete_t;
 
@@ -829,10 +806,8 @@ static void offset_delete_finish(st_kgroup_ctx_t *ctx)
     offset_delete_t *d = ctx->data;
     d->resp.error_code = d->o.error;
     ctx->r->error_code = d->o.error;
-    int k = 0;
-    for (int t = 0; t < d->resp.topics_count; t++)
-        for (int i = 0; i < d->resp.topics[t].partitions_count; i++)
-            d->resp.topics[t].partitions[i].error_code = d->o.error ? 0 : d->o.parts[k++].error;
+    for (int k = 0; k < d->o.n; k++)
+        d->q[k].resp_partition->error_code = d->o.error ? 0 : d->o.parts[k].error;
     if (d->o.error)
         for (int t = 0; t < d->resp.topics_count; t++)
             d->resp.topics[t].partitions_count = 0;
@@ -844,15 +819,14 @@ static void offset_delete_route(st_kreq_t *r, void *arg)
     st_kgroup_ctx_t *ctx = arg;
     offset_delete_t *d = ctx->data;
     const st_md_t *md = r->shard->md;
-    int k = 0;
-    for (int t = 0; t < d->req.topics_count; t++) {
-        st_kp_offset_delete_req_topic_t *qt = &d->req.topics[t];
-        const st_md_topic_t *mt = st_md_find(md, qt->name.ptr, qt->name.len);
-        for (int i = 0; i < qt->partitions_count; i++) {
-            st_goffset_t *p = &d->o.parts[k++];
-            if (!mt || p->partition < 0 || p->partition >= mt->npartitions)
-                p->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
-        }
+    const st_md_topic_t *mt = NULL;
+    for (int k = 0; k < d->o.n; k++) {
+        const st_kp_offset_delete_item_t *q = &d->q[k];
+        if (k == 0 || q->topic_at != d->q[k - 1].topic_at)
+            mt = st_md_find(md, q->name.ptr, q->name.len);
+        st_goffset_t *p = &d->o.parts[k];
+        if (!mt || p->partition < 0 || p->partition >= mt->npartitions)
+            p->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
     }
     st_kgroup_call_group(ctx, d->req.group_id, offset_delete_exec, d);
     st_kgroup_ctx_end(ctx);
@@ -866,40 +840,19 @@ void st_kh_offset_delete(st_kreq_t *r)
         return;
     }
     st_kp_offset_delete_resp_init(&d->resp);
-    int total = 0;
-    for (int t = 0; t < d->req.topics_count; t++)
-        total += d->req.topics[t].partitions_count;
-    d->o.parts = st_arena_zalloc(&r->arena, (size_t)total * sizeof *d->o.parts + 1);
-    d->resp.topics =
-        st_arena_zalloc(&r->arena, (size_t)d->req.topics_count * sizeof *d->resp.topics + 1);
+    d->o.n = st_kp_offset_delete_mirror(&r->arena, &d->req, &d->resp, &d->q);
+    d->o.parts =
+        d->o.n < 0 ? NULL : st_arena_zalloc(&r->arena, (size_t)d->o.n * sizeof *d->o.parts + 1);
     st_kgroup_ctx_t *ctx = st_kgroup_ctx_new(r, offset_delete_finish, d);
-    if (!d->o.parts || !d->resp.topics || !ctx) {
+    if (!d->o.parts || !ctx) {
         st_kreq_fail(r, "out of memory");
         return;
     }
     d->o.group_id = d->req.group_id;
-    d->o.n = total;
-    d->resp.topics_count = d->req.topics_count;
-    int k = 0;
-    for (int t = 0; t < d->req.topics_count; t++) {
-        st_kp_offset_delete_req_topic_t *qt = &d->req.topics[t];
-        st_kp_offset_delete_resp_topic_t *rt = &d->resp.topics[t];
-        st_kp_offset_delete_resp_topic_init(rt);
-        rt->name = qt->name;
-        rt->partitions =
-            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
-        if (!rt->partitions) {
-            st_kreq_fail(r, "out of memory");
-            return;
-        }
-        rt->partitions_count = qt->partitions_count;
-        for (int i = 0; i < qt->partitions_count; i++) {
-            st_kp_offset_delete_resp_partition_init(&rt->partitions[i]);
-            rt->partitions[i].partition_index = qt->partitions[i].partition_index;
-            st_goffset_t *p = &d->o.parts[k++];
-            p->topic = qt->name;
-            p->partition = qt->partitions[i].partition_index;
-        }
+    for (int k = 0; k < d->o.n; k++) {
+        st_goffset_t *p = &d->o.parts[k];
+        p->topic = d->q[k].name;
+        p->partition = d->q[k].partition_index;
     }
     st_kgroup_ensure_topic(r, offset_delete_route, ctx);
 }

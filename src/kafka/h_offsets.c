@@ -16,6 +16,16 @@
 #include "kafka/pcall.h"
 #include "proto/kerr.h"
 
+/* The pcall items for a request of n partitions (n < 0: its response skeleton could not be
+ * built), from the request's arena; NULL once the request has been failed. */
+static st_pitem_t *pitems_new(st_kreq_t *r, int n)
+{
+    st_pitem_t *it = n < 0 ? NULL : st_arena_zalloc(&r->arena, (size_t)n * sizeof *it + 1);
+    if (!it)
+        st_kreq_fail(r, "out of memory");
+    return it;
+}
+
 /* ---- ListOffsets ---- */
 
 static void list_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
@@ -27,24 +37,24 @@ static void list_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 typedef struct {
     st_kp_list_offsets_req_t req;
     st_kp_list_offsets_resp_t resp;
+    st_kp_list_offsets_item_t *q; /* the request's partitions, each with its answer */
     st_pitem_t *items;
+    int n;
 } list_ctx_t;
 
 static void list_done(st_kreq_t *r, void *arg)
 {
     list_ctx_t *c = arg;
-    int k = 0;
-    for (int t = 0; t < c->resp.topics_count; t++)
-        for (int p = 0; p < c->resp.topics[t].partitions_count; p++) {
-            st_kp_list_offsets_resp_partition_t *o = &c->resp.topics[t].partitions[p];
-            st_pitem_t *it = &c->items[k++];
-            o->error_code = it->error;
-            o->offset = it->error ? -1 : it->out_offset;
-            o->timestamp = it->error ? -1 : it->out_ts;
-            o->leader_epoch = it->error ? -1 : it->out_epoch;
-            if (it->error)
-                r->error_code = it->error;
-        }
+    for (int k = 0; k < c->n; k++) {
+        st_kp_list_offsets_resp_partition_t *o = c->q[k].resp_partition;
+        st_pitem_t *it = &c->items[k];
+        o->error_code = it->error;
+        o->offset = it->error ? -1 : it->out_offset;
+        o->timestamp = it->error ? -1 : it->out_ts;
+        o->leader_epoch = it->error ? -1 : it->out_epoch;
+        if (it->error)
+            r->error_code = it->error;
+    }
     ST_KREQ_RESPOND(r, list_offsets, &c->resp);
 }
 
@@ -55,38 +65,16 @@ void st_kh_list_offsets(st_kreq_t *r)
         st_kreq_fail(r, "malformed ListOffsets request");
         return;
     }
-    int total = 0;
-    for (int t = 0; t < c->req.topics_count; t++)
-        total += c->req.topics[t].partitions_count;
-    c->items = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->items + 1);
-    c->resp.topics =
-        st_arena_zalloc(&r->arena, (size_t)c->req.topics_count * sizeof *c->resp.topics + 1);
-    if (!c->items || !c->resp.topics) {
-        st_kreq_fail(r, "out of memory");
+    c->n = st_kp_list_offsets_mirror(&r->arena, &c->req, &c->resp, &c->q);
+    if (!(c->items = pitems_new(r, c->n)))
         return;
+    for (int k = 0; k < c->n; k++) {
+        st_kp_list_offsets_item_t *q = &c->q[k];
+        st_pitem_resolve(r, &c->items[k], q->name, q->partition_index,
+                         q->req_partition->current_leader_epoch);
+        c->items[k].value = q->req_partition->timestamp;
     }
-    c->resp.topics_count = c->req.topics_count;
-    int k = 0;
-    for (int t = 0; t < c->req.topics_count; t++) {
-        st_kp_list_offsets_req_topic_t *qt = &c->req.topics[t];
-        st_kp_list_offsets_resp_topic_t *rt = &c->resp.topics[t];
-        rt->name = qt->name;
-        rt->partitions_count = qt->partitions_count;
-        rt->partitions =
-            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
-        if (!rt->partitions) {
-            st_kreq_fail(r, "out of memory");
-            return;
-        }
-        for (int p = 0; p < qt->partitions_count; p++) {
-            st_pitem_t *it = &c->items[k++];
-            rt->partitions[p].partition_index = qt->partitions[p].partition_index;
-            st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index,
-                             qt->partitions[p].current_leader_epoch);
-            it->value = qt->partitions[p].timestamp;
-        }
-    }
-    st_pcall(r, c->items, k, list_one, list_done, c);
+    st_pcall(r, c->items, c->n, list_one, list_done, c);
 }
 
 /* ---- DeleteRecords ---- */
@@ -111,19 +99,19 @@ static void delrec_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 typedef struct {
     st_kp_delete_records_req_t req;
     st_kp_delete_records_resp_t resp;
+    st_kp_delete_records_item_t *q; /* the request's partitions, each with its answer */
     st_pitem_t *items;
+    int n;
 } delrec_ctx_t;
 
 static void delrec_done(st_kreq_t *r, void *arg)
 {
     delrec_ctx_t *c = arg;
-    int k = 0;
-    for (int t = 0; t < c->resp.topics_count; t++)
-        for (int p = 0; p < c->resp.topics[t].partitions_count; p++) {
-            st_pitem_t *it = &c->items[k++];
-            c->resp.topics[t].partitions[p].error_code = it->error;
-            c->resp.topics[t].partitions[p].low_watermark = it->error ? -1 : it->out_offset;
-        }
+    for (int k = 0; k < c->n; k++) {
+        st_pitem_t *it = &c->items[k];
+        c->q[k].resp_partition->error_code = it->error;
+        c->q[k].resp_partition->low_watermark = it->error ? -1 : it->out_offset;
+    }
     ST_KREQ_RESPOND(r, delete_records, &c->resp);
 }
 
@@ -134,37 +122,14 @@ void st_kh_delete_records(st_kreq_t *r)
         st_kreq_fail(r, "malformed DeleteRecords request");
         return;
     }
-    int total = 0;
-    for (int t = 0; t < c->req.topics_count; t++)
-        total += c->req.topics[t].partitions_count;
-    c->items = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->items + 1);
-    c->resp.topics =
-        st_arena_zalloc(&r->arena, (size_t)c->req.topics_count * sizeof *c->resp.topics + 1);
-    if (!c->items || !c->resp.topics) {
-        st_kreq_fail(r, "out of memory");
+    c->n = st_kp_delete_records_mirror(&r->arena, &c->req, &c->resp, &c->q);
+    if (!(c->items = pitems_new(r, c->n)))
         return;
+    for (int k = 0; k < c->n; k++) {
+        st_pitem_resolve(r, &c->items[k], c->q[k].name, c->q[k].partition_index, -1);
+        c->items[k].value = c->q[k].req_partition->offset;
     }
-    c->resp.topics_count = c->req.topics_count;
-    int k = 0;
-    for (int t = 0; t < c->req.topics_count; t++) {
-        st_kp_delete_records_req_topic_t *qt = &c->req.topics[t];
-        st_kp_delete_records_resp_topic_t *rt = &c->resp.topics[t];
-        rt->name = qt->name;
-        rt->partitions_count = qt->partitions_count;
-        rt->partitions =
-            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
-        if (!rt->partitions) {
-            st_kreq_fail(r, "out of memory");
-            return;
-        }
-        for (int p = 0; p < qt->partitions_count; p++) {
-            st_pitem_t *it = &c->items[k++];
-            rt->partitions[p].partition_index = qt->partitions[p].partition_index;
-            st_pitem_resolve(r, it, qt->name, qt->partitions[p].partition_index, -1);
-            it->value = qt->partitions[p].offset;
-        }
-    }
-    st_pcall(r, c->items, k, delrec_one, delrec_done, c);
+    st_pcall(r, c->items, c->n, delrec_one, delrec_done, c);
 }
 
 /* ---- OffsetForLeaderEpoch ---- */
@@ -182,21 +147,21 @@ static void epoch_end_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 typedef struct {
     st_kp_offset_for_leader_epoch_req_t req;
     st_kp_offset_for_leader_epoch_resp_t resp;
+    st_kp_offset_for_leader_epoch_item_t *q; /* the request's partitions, with their answers */
     st_pitem_t *items;
+    int n;
 } epoch_end_ctx_t;
 
 static void epoch_end_done(st_kreq_t *r, void *arg)
 {
     epoch_end_ctx_t *c = arg;
-    int k = 0;
-    for (int t = 0; t < c->resp.topics_count; t++)
-        for (int p = 0; p < c->resp.topics[t].partitions_count; p++) {
-            st_pitem_t *it = &c->items[k++];
-            st_kp_offset_for_leader_epoch_resp_partition_t *o = &c->resp.topics[t].partitions[p];
-            o->error_code = it->error;
-            o->leader_epoch = it->error ? -1 : it->out_epoch;
-            o->end_offset = it->error ? -1 : it->out_offset;
-        }
+    for (int k = 0; k < c->n; k++) {
+        st_pitem_t *it = &c->items[k];
+        st_kp_offset_for_leader_epoch_resp_partition_t *o = c->q[k].resp_partition;
+        o->error_code = it->error;
+        o->leader_epoch = it->error ? -1 : it->out_epoch;
+        o->end_offset = it->error ? -1 : it->out_offset;
+    }
     ST_KREQ_RESPOND(r, offset_for_leader_epoch, &c->resp);
 }
 
@@ -207,36 +172,14 @@ void st_kh_offset_for_leader_epoch(st_kreq_t *r)
         st_kreq_fail(r, "malformed OffsetForLeaderEpoch request");
         return;
     }
-    int total = 0;
-    for (int t = 0; t < c->req.topics_count; t++)
-        total += c->req.topics[t].partitions_count;
-    c->items = st_arena_zalloc(&r->arena, (size_t)total * sizeof *c->items + 1);
-    c->resp.topics =
-        st_arena_zalloc(&r->arena, (size_t)c->req.topics_count * sizeof *c->resp.topics + 1);
-    if (!c->items || !c->resp.topics) {
-        st_kreq_fail(r, "out of memory");
+    c->n = st_kp_offset_for_leader_epoch_mirror(&r->arena, &c->req, &c->resp, &c->q);
+    if (!(c->items = pitems_new(r, c->n)))
         return;
+    for (int k = 0; k < c->n; k++) {
+        st_kp_offset_for_leader_epoch_item_t *q = &c->q[k];
+        st_pitem_resolve(r, &c->items[k], q->topic, q->partition,
+                         q->req_partition->current_leader_epoch);
+        c->items[k].value = q->req_partition->leader_epoch;
     }
-    c->resp.topics_count = c->req.topics_count;
-    int k = 0;
-    for (int t = 0; t < c->req.topics_count; t++) {
-        st_kp_offset_for_leader_epoch_req_topic_t *qt = &c->req.topics[t];
-        st_kp_offset_for_leader_epoch_resp_topic_t *rt = &c->resp.topics[t];
-        rt->topic = qt->topic;
-        rt->partitions_count = qt->partitions_count;
-        rt->partitions =
-            st_arena_zalloc(&r->arena, (size_t)qt->partitions_count * sizeof *rt->partitions + 1);
-        if (!rt->partitions) {
-            st_kreq_fail(r, "out of memory");
-            return;
-        }
-        for (int p = 0; p < qt->partitions_count; p++) {
-            st_pitem_t *it = &c->items[k++];
-            rt->partitions[p].partition = qt->partitions[p].partition;
-            st_pitem_resolve(r, it, qt->topic, qt->partitions[p].partition,
-                             qt->partitions[p].current_leader_epoch);
-            it->value = qt->partitions[p].leader_epoch;
-        }
-    }
-    st_pcall(r, c->items, k, epoch_end_one, epoch_end_done, c);
+    st_pcall(r, c->items, c->n, epoch_end_one, epoch_end_done, c);
 }

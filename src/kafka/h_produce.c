@@ -61,6 +61,7 @@ struct st_produce {
     st_kp_produce_resp_t resp;
     int nparts;
     prod_part_t *parts;
+    st_kp_produce_item_t *q; /* the request's partitions (parts[k] is q[k]'s), with answers */
     st_fanout_t fan;
     st_fanout_leg_t *legs; /* one per shard */
 };
@@ -230,19 +231,18 @@ static void prod_dispatch(st_kreq_t *r, void *arg)
 {
     st_produce_t *p = arg;
     const st_md_t *md = r->shard->md;
-    int k = 0;
-    for (int t = 0; t < p->req.topic_data_count; t++) {
-        st_kp_produce_req_topic_data_t *qt = &p->req.topic_data[t];
-        const st_md_topic_t *mt = r->api_version >= 13 ? st_md_find_id(md, qt->topic_id.b)
-                                                       : st_md_find(md, qt->name.ptr, qt->name.len);
-        for (int i = 0; i < qt->partition_data_count; i++) {
-            prod_part_t *pp = &p->parts[k++];
-            pp->owner = st_kshard_owner(mt, pp->partition);
-            if (mt)
-                memcpy(pp->topic_id, mt->id, 16);
-            if (!pp->error)
-                pp->error = prod_check(r, qt, mt, pp);
-        }
+    const st_md_topic_t *mt = NULL;
+    for (int k = 0; k < p->nparts; k++) {
+        const st_kp_produce_item_t *q = &p->q[k];
+        if (k == 0 || q->topic_at != p->q[k - 1].topic_at)
+            mt = r->api_version >= 13 ? st_md_find_id(md, q->topic_id.b)
+                                      : st_md_find(md, q->name.ptr, q->name.len);
+        prod_part_t *pp = &p->parts[k];
+        pp->owner = st_kshard_owner(mt, pp->partition);
+        if (mt)
+            memcpy(pp->topic_id, mt->id, 16);
+        if (!pp->error)
+            pp->error = prod_check(r, q->req_topic, mt, pp);
     }
     int nshards = r->shard->b->nshards;
     p->legs = calloc((size_t)nshards, sizeof *p->legs);
@@ -268,49 +268,28 @@ void st_kh_produce(st_kreq_t *r)
     }
     p->r = r;
     st_kp_produce_resp_init(&p->resp);
-    int total = 0;
-    for (int t = 0; t < p->req.topic_data_count; t++)
-        total += p->req.topic_data[t].partition_data_count;
-    p->parts = st_arena_zalloc(&r->arena, (size_t)total * sizeof *p->parts + 1);
-    p->resp.responses =
-        st_arena_zalloc(&r->arena, (size_t)p->req.topic_data_count * sizeof *p->resp.responses + 1);
+    p->nparts = st_kp_produce_mirror(&r->arena, &p->req, &p->resp, &p->q);
+    p->parts =
+        p->nparts < 0 ? NULL : st_arena_zalloc(&r->arena, (size_t)p->nparts * sizeof *p->parts + 1);
     st_kstr_t *names =
         st_arena_zalloc(&r->arena, (size_t)p->req.topic_data_count * sizeof *names + 1);
-    if (!p->parts || !p->resp.responses || !names) {
+    if (!p->parts || !names) {
         st_kreq_fail(r, "out of memory");
         return;
     }
-    p->resp.responses_count = p->req.topic_data_count;
-    int k = 0;
-    for (int t = 0; t < p->req.topic_data_count; t++) {
-        st_kp_produce_req_topic_data_t *qt = &p->req.topic_data[t];
-        st_kp_produce_resp_response_t *rt = &p->resp.responses[t];
-        names[t] = qt->name;
-        rt->name = qt->name;
-        rt->topic_id = qt->topic_id;
-        rt->partition_responses_count = qt->partition_data_count;
-        rt->partition_responses = st_arena_zalloc(
-            &r->arena, (size_t)qt->partition_data_count * sizeof *rt->partition_responses + 1);
-        if (!rt->partition_responses) {
-            st_kreq_fail(r, "out of memory");
-            return;
-        }
-        for (int i = 0; i < qt->partition_data_count; i++) {
-            st_kp_produce_req_partition_data_t *qp = &qt->partition_data[i];
-            prod_part_t *pp = &p->parts[k++];
-            st_kp_produce_resp_partition_response_init(&rt->partition_responses[i]);
-            rt->partition_responses[i].index = qp->index;
-            pp->out = &rt->partition_responses[i];
-            pp->partition = qp->index;
-            pp->records = (uint8_t *)qp->records.ptr;
-            pp->len = qp->records.len;
-            if (p->req.acks != 0 && p->req.acks != 1 && p->req.acks != -1)
-                pp->error = ST_KERR_INVALID_REQUIRED_ACKS;
-            else if (!st_kstr_is_null(p->req.transactional_id))
-                pp->error = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-        }
+    for (int t = 0; t < p->req.topic_data_count; t++)
+        names[t] = p->req.topic_data[t].name;
+    for (int k = 0; k < p->nparts; k++) {
+        prod_part_t *pp = &p->parts[k];
+        pp->out = p->q[k].resp_partition;
+        pp->partition = p->q[k].index;
+        pp->records = (uint8_t *)p->q[k].req_partition->records.ptr;
+        pp->len = p->q[k].req_partition->records.len;
+        if (p->req.acks != 0 && p->req.acks != 1 && p->req.acks != -1)
+            pp->error = ST_KERR_INVALID_REQUIRED_ACKS;
+        else if (!st_kstr_is_null(p->req.transactional_id))
+            pp->error = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     }
-    p->nparts = k;
     if (r->api_version < 13 && r->shard->b->cfg->auto_create_topics_enable)
         st_autocreate(r, names, p->req.topic_data_count, NULL, prod_dispatch, p);
     else

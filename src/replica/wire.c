@@ -2,7 +2,6 @@
 #include "replica/wire.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -44,47 +43,31 @@ static int frame_end(st_buf_t *out, size_t start, int rc)
     return 0;
 }
 
-/* The number of runs of consecutive parts with the same topic. */
-static int count_topics(const st_rwire_part_t *parts, int n)
-{
-    int t = 0;
-    for (int i = 0; i < n; i++)
-        if (i == 0 || strcmp(parts[i].topic, parts[i - 1].topic) != 0)
-            t++;
-    return t;
-}
-
 int st_rwire_fetch_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
                        const st_rwire_fetch_t *fr, const st_rwire_part_t *parts, int n)
 {
-    int nt = count_topics(parts, n);
-    st_kp_fetch_req_topic_t *topics = calloc((size_t)nt + 1, sizeof *topics);
-    st_kp_fetch_req_partition_t *ps = calloc((size_t)n + 1, sizeof *ps);
-    if (!topics || !ps) {
-        free(topics);
-        free(ps);
-        return -ENOMEM;
+    st_arena_t arena;
+    st_arena_init(&arena, 4096);
+    st_kp_fetch_req_t req;
+    st_kp_fetch_req_init(&req);
+    st_kp_fetch_item_t *items = st_arena_zalloc(&arena, (size_t)n * sizeof *items + 1);
+    for (int i = 0; items && i < n; i++) {
+        items[i].topic = st_kstr(parts[i].topic);
+        items[i].partition = parts[i].partition;
     }
-    int t = -1;
-    for (int i = 0; i < n; i++) {
-        if (i == 0 || strcmp(parts[i].topic, parts[i - 1].topic) != 0) {
-            t++;
-            st_kp_fetch_req_topic_init(&topics[t]);
-            topics[t].topic = st_kstr(parts[i].topic);
-            topics[t].partitions = &ps[i];
-        }
-        st_kp_fetch_req_partition_t *p = &ps[i];
-        st_kp_fetch_req_partition_init(p);
-        p->partition = parts[i].partition;
+    int rc = items ? st_kp_fetch_req_build(&arena, &req, items, n) : -ENOMEM;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        st_kp_fetch_req_partition_t *p = items[i].req_partition;
         p->current_leader_epoch = parts[i].current_leader_epoch;
         p->fetch_offset = parts[i].fetch_offset;
         p->last_fetched_epoch = parts[i].last_fetched_epoch;
         p->log_start_offset = parts[i].log_start_offset;
         p->partition_max_bytes = fr->partition_max_bytes;
-        topics[t].partitions_count++;
     }
-    st_kp_fetch_req_t req;
-    st_kp_fetch_req_init(&req);
+    if (rc) {
+        st_arena_fini(&arena);
+        return rc;
+    }
     req.replica_id = fr->replica_id;
     req.max_wait_ms = fr->max_wait_ms;
     req.min_bytes = fr->min_bytes;
@@ -92,16 +75,13 @@ int st_rwire_fetch_req(st_buf_t *out, int32_t correlation_id, const char *client
     req.isolation_level = 0;
     req.session_id = 0;
     req.session_epoch = -1; /* full fetches: no session */
-    req.topics = topics;
-    req.topics_count = nt;
     st_kwriter_t w;
     size_t start;
-    int rc = frame_begin(out, ST_KP_API_FETCH, ST_RWIRE_FETCH_VERSION, correlation_id, client_id,
-                         &w, &start);
+    rc = frame_begin(out, ST_KP_API_FETCH, ST_RWIRE_FETCH_VERSION, correlation_id, client_id, &w,
+                     &start);
     if (rc == 0)
         rc = st_kp_fetch_req_encode(&w, ST_RWIRE_FETCH_VERSION, &req);
-    free(topics);
-    free(ps);
+    st_arena_fini(&arena);
     return frame_end(out, start, rc);
 }
 

@@ -49,8 +49,6 @@ int st_rwire_fetch_req(st_buf_t *out, int32_t correlation_id, const char *client
  * (ST_E_TRUNCATED, ST_E_MALFORMED, -ENOMEM). */
 int st_rwire_fetch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
                         st_kp_fetch_resp_t *out);
-int st_rwire_epoch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
-                        st_kp_offset_for_leader_epoch_resp_t *out);
 
 /* The length of the longest prefix of records[0..len) made of whole RecordBatch frames (a
  * leader may end an answer with part of a batch). When it is > 0, *last_epoch gets the
