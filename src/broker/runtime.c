@@ -179,6 +179,50 @@ static int fd_budget(int nshards)
 
 static void broker_sweep_data_dir(const st_md_t *md, const char *data_dir);
 
+/* Binds every Kafka listener once per shard (SO_REUSEPORT): b->listeners gets each one's
+ * bound port (a configured 0 is the kernel's pick, the same for every shard), logged for
+ * whoever started the broker with port 0; b->listen_port is the inter-broker listener's. */
+static int broker_listen(st_broker_t *b, char *err, size_t errlen)
+{
+    const st_config_t *cfg = b->cfg;
+    int nl = cfg->nkafka_listeners, ns = b->nshards;
+    b->listeners = calloc((size_t)nl, sizeof *b->listeners);
+    b->listen_fds = calloc((size_t)nl * (size_t)ns, sizeof *b->listen_fds);
+    if (!b->listeners || !b->listen_fds)
+        return -ENOMEM;
+    b->nlisteners = nl;
+    for (int i = 0; i < nl * ns; i++)
+        b->listen_fds[i] = -1;
+    for (int l = 0; l < nl; l++) {
+        st_listener_t *ls = &b->listeners[l];
+        *ls = cfg->kafka_listeners[l];
+        /* A process killed a moment ago may still hold the port: io_uring tears a dead ring
+         * down asynchronously, closing its sockets shortly after the process is gone. Wait
+         * for that (bounded), but never share the port with a listener that is really there. */
+        int rc = st_net_probe_port(ls->host, ls->port);
+        for (int64_t give_up = st_mono_ms() + 2000; rc == -EADDRINUSE && st_mono_ms() < give_up;) {
+            struct timespec ts = {0, 50 * 1000000};
+            nanosleep(&ts, NULL);
+            rc = st_net_probe_port(ls->host, ls->port);
+        }
+        int port = ls->port;
+        for (int i = 0; i < ns && !rc; i++)
+            rc = st_net_listen(ls->host, port, &b->listen_fds[i * nl + l], &port);
+        if (rc) {
+            snprintf(err, errlen, "cannot listen on %s:%d: %s", ls->host, port, strerror(-rc));
+            return rc;
+        }
+        ls->port = port;
+        if (!ls->adv_port)
+            ls->adv_port = port;
+        if (nl > 1)
+            ST_INFO("listener %s (%s) on %s:%d, advertised %s:%d", ls->name,
+                    st_sec_protocol_name(ls->protocol), ls->host, port, ls->adv_host, ls->adv_port);
+    }
+    b->listen_port = b->listeners[cfg->inter_broker_listener].port;
+    return 0;
+}
+
 int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
                      const st_broker_hooks_t *hooks, char *err, size_t errlen)
 {
@@ -195,41 +239,18 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
     int rc = load_identity(b, err, errlen);
     if (rc)
         goto fail;
-    /* A process killed a moment ago may still hold the port: io_uring tears a dead ring
-     * down asynchronously, closing its sockets shortly after the process is gone. Wait for
-     * that (bounded), but never share the port with a listener that is really there. */
-    rc = st_net_probe_port(cfg->listen_host, cfg->listen_port);
-    for (int64_t give_up = st_mono_ms() + 2000; rc == -EADDRINUSE && st_mono_ms() < give_up;) {
-        struct timespec ts = {0, 50 * 1000000};
-        nanosleep(&ts, NULL);
-        rc = st_net_probe_port(cfg->listen_host, cfg->listen_port);
-    }
-    if (rc) {
-        snprintf(err, errlen, "cannot listen on %s:%d: %s", cfg->listen_host, cfg->listen_port,
-                 strerror(-rc));
+    rc = broker_listen(b, err, errlen);
+    if (rc)
         goto fail;
-    }
-    b->listen_fds = calloc((size_t)nshards, sizeof *b->listen_fds);
     b->shards = calloc((size_t)nshards, sizeof *b->shards);
-    if (!b->listen_fds || !b->shards) {
+    if (!b->shards) {
         rc = -ENOMEM;
         goto fail;
     }
-    for (int i = 0; i < nshards; i++)
-        b->listen_fds[i] = -1;
-    int port = cfg->listen_port;
-    for (int i = 0; i < nshards; i++) {
-        rc = st_net_listen(cfg->listen_host, port, &b->listen_fds[i], &port);
-        if (rc) {
-            snprintf(err, errlen, "cannot listen on %s:%d: %s", cfg->listen_host, port,
-                     strerror(-rc));
-            goto fail;
-        }
-    }
-    b->listen_port = port;
+    const st_listener_t *ib = &b->listeners[cfg->inter_broker_listener];
     b->ctl_md = st_md_new(b->cluster_id, (int32_t)cfg->node_id);
-    if (!b->ctl_md || st_md_add_broker(b->ctl_md, (int32_t)cfg->node_id, cfg->advertised_host,
-                                       cfg->advertised_port ? cfg->advertised_port : port)) {
+    if (!b->ctl_md ||
+        st_md_add_broker(b->ctl_md, (int32_t)cfg->node_id, ib->adv_host, ib->adv_port)) {
         rc = -ENOMEM;
         goto fail;
     }
@@ -320,7 +341,7 @@ void st_broker_destroy(st_broker_t *b)
     if (b->dir_lock_fd >= 0)
         close(b->dir_lock_fd);
     if (b->listen_fds)
-        for (int i = 0; i < b->nshards; i++)
+        for (int i = 0; i < b->nshards * b->nlisteners; i++)
             if (b->listen_fds[i] >= 0)
                 close(b->listen_fds[i]);
     if (b->shards)
@@ -335,6 +356,7 @@ void st_broker_destroy(st_broker_t *b)
     st_md_unref(b->ctl_md);
     st_mesh_destroy(b->mesh);
     free(b->listen_fds);
+    free(b->listeners);
     free(b->shards);
     free(b);
 }
@@ -735,13 +757,18 @@ static void *kshard_main(void *arg)
     st_net_limits_t lim = {
         (size_t)b->cfg->socket_request_max_bytes, (size_t)b->cfg->connection_max_inflight_bytes,
         queued > 0 ? (size_t)(queued / b->nshards > 0 ? queued / b->nshards : 1) : 0};
-    rc = st_net_create(&s->net, s->loop, b->listen_fds[s->id], &h, &lim);
+    st_net_port_t ports[ST_CONFIG_MAX_LISTENERS];
+    for (int l = 0; l < b->nlisteners; l++)
+        ports[l] = (st_net_port_t){b->listen_fds[s->id * b->nlisteners + l], &b->listeners[l],
+                                   NULL}; /* plain TCP: the only transport so far */
+    rc = st_net_create(&s->net, s->loop, ports, b->nlisteners, &h, &lim);
     if (rc) {
-        ST_ERROR("cannot start the listener: %s", st_strerror(rc));
+        ST_ERROR("cannot start the listeners: %s", st_strerror(rc));
         start_signal(b, false);
         return NULL;
     }
-    b->listen_fds[s->id] = -1; /* the net owns it now */
+    for (int l = 0; l < b->nlisteners; l++)
+        b->listen_fds[s->id * b->nlisteners + l] = -1; /* the net owns them now */
     if (b->tick_hook)
         b->tick_hook(b->tick_hook_arg, s);
     start_signal(b, true);

@@ -81,9 +81,13 @@ struct st_broker {
     int nshards;
     st_mesh_t *mesh;
     st_kshard_t **shards;
+    /* The Kafka listeners (cfg->kafka_listeners with their bound ports) and their sockets:
+     * listen_fds[shard * nlisteners + listener], handed to each shard's net at its start. */
+    st_listener_t *listeners;
+    int nlisteners;
     int *listen_fds;
-    int listen_port;                  /* actual port (when configured as 0) */
-    int fds_per_shard;                /* descriptor cache of each shard's storage env */
+    int listen_port;   /* the inter-broker listener's bound port (when configured as 0) */
+    int fds_per_shard; /* descriptor cache of each shard's storage env */
     _Atomic int64_t next_producer_id; /* InitProducerId (h_init_producer_id.c) */
     char cluster_id[64];
     st_fs_t fs;      /* the file-system table of the broker's files and every shard's storage */

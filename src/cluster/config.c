@@ -1,6 +1,7 @@
 /* config.c — the broker's settings table, properties file and --set parsing. */
 #include "cluster/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -299,32 +300,186 @@ static int st_config_cluster(st_config_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* ---- listeners ---- */
+
+/* The security protocol the map gives listener `name` (len bytes): 0, 1 if the map does not
+ * name it, ST_E_CONFIG on a malformed map. */
+static int st_map_protocol(const st_config_t *c, const char *name, size_t len,
+                           st_sec_protocol_t *out, char *err, size_t errlen)
+{
+    const char *key = "listener.security.protocol.map";
+    int rc = 1;
+    char *copy = strdup(c->listener_security_protocol_map), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        char *colon = strchr(tok, ':');
+        st_sec_protocol_t p;
+        if (!colon || colon == tok || st_sec_protocol_parse(colon + 1, strlen(colon + 1), &p)) {
+            rc = st_cfg_fail(err, errlen,
+                             "bad value for %s: '%s' (expected NAME:PROTOCOL,... with PLAINTEXT, "
+                             "SSL, SASL_PLAINTEXT or SASL_SSL)",
+                             key, tok);
+            break;
+        }
+        if ((size_t)(colon - tok) == len && strncasecmp(tok, name, len) == 0) {
+            *out = p;
+            rc = 0;
+        }
+    }
+    free(copy);
+    return rc;
+}
+
+/* Whether name is one of the comma-separated names of list (case-insensitive). */
+static bool st_name_in_list(const char *name, const char *list)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        size_t k = strcspn(p, ", ");
+        if (k == n && k > 0 && strncasecmp(p, name, n) == 0)
+            return true;
+        p += k;
+    }
+    return false;
+}
+
+/* Finds the Kafka listener called name (case-insensitive): its index, or -1. */
+static int st_kafka_listener(const st_config_t *c, const char *name, size_t len)
+{
+    for (int i = 0; i < c->nkafka_listeners; i++)
+        if (strlen(c->kafka_listeners[i].name) == len &&
+            strncasecmp(c->kafka_listeners[i].name, name, len) == 0)
+            return i;
+    return -1;
+}
+
+/* Parses listeners (every entry but the controller's is a Kafka listener),
+ * listener.security.protocol.map, advertised.listeners and inter.broker.listener.name into
+ * kafka_listeners and the inter-broker listener's listen_* and advertised_* fields. */
+static int st_config_listeners(st_config_t *c, char *err, size_t errlen)
+{
+    c->nkafka_listeners = 0;
+    char *copy = strdup(c->listeners), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        char *sep = strstr(tok, "://");
+        st_listener_t l = {0};
+        size_t nlen = sep ? (size_t)(sep - tok) : 0;
+        if (!sep || nlen == 0 || nlen >= sizeof l.name ||
+            st_parse_hostport(sep + 3, l.host, sizeof l.host, &l.port)) {
+            rc = st_cfg_fail(err, errlen,
+                             "bad value for listeners: '%s' (expected NAME://host:port,...)",
+                             c->listeners);
+            break;
+        }
+        for (size_t i = 0; i < nlen; i++)
+            l.name[i] = (char)toupper((unsigned char)tok[i]);
+        if (st_name_in_list(l.name, c->controller_listener_names))
+            continue; /* the metadata quorum's (st_config_cluster) */
+        if (st_kafka_listener(c, l.name, nlen) >= 0) {
+            rc = st_cfg_fail(err, errlen, "listeners names %s twice", l.name);
+            break;
+        }
+        rc = st_map_protocol(c, l.name, nlen, &l.protocol, err, errlen);
+        if (rc == 1)
+            rc = st_cfg_fail(err, errlen,
+                             "listeners: listener %s has no security protocol in "
+                             "listener.security.protocol.map (%s)",
+                             l.name, c->listener_security_protocol_map);
+        if (rc)
+            break;
+        if (l.protocol != ST_SEC_PLAINTEXT) {
+            rc = st_cfg_fail(err, errlen,
+                             "listeners: listener %s://%s:%d uses security protocol %s, which is "
+                             "not supported yet (only PLAINTEXT)",
+                             l.name, l.host, l.port, st_sec_protocol_name(l.protocol));
+            break;
+        }
+        for (int i = 0; i < c->nkafka_listeners && !rc; i++)
+            if (l.port != 0 && c->kafka_listeners[i].port == l.port)
+                rc = st_cfg_fail(err, errlen, "listeners %s and %s share port %d",
+                                 c->kafka_listeners[i].name, l.name, l.port);
+        if (!rc && c->nkafka_listeners == ST_CONFIG_MAX_LISTENERS)
+            rc = st_cfg_fail(err, errlen, "listeners: at most %d Kafka listeners",
+                             ST_CONFIG_MAX_LISTENERS);
+        if (rc)
+            break;
+        /* Advertised by default at its own address; every interface: the loopback one. */
+        const char *h = *l.host && strcmp(l.host, "0.0.0.0") != 0 ? l.host : "127.0.0.1";
+        snprintf(l.adv_host, sizeof l.adv_host, "%s", h);
+        l.adv_port = l.port;
+        c->kafka_listeners[c->nkafka_listeners++] = l;
+    }
+    free(copy);
+    if (rc)
+        return rc;
+    if (c->nkafka_listeners == 0)
+        return st_cfg_fail(err, errlen,
+                           "bad value for listeners: '%s' (no Kafka listener: "
+                           "PLAINTEXT://host:port)",
+                           c->listeners);
+    copy = strdup(c->advertised_listeners);
+    if (!copy)
+        return -ENOMEM;
+    save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        char *sep = strstr(tok, "://"), h[256];
+        int pt, i = sep ? st_kafka_listener(c, tok, (size_t)(sep - tok)) : -1;
+        if (!sep || sep == tok || st_parse_hostport(sep + 3, h, sizeof h, &pt))
+            rc = st_cfg_fail(err, errlen,
+                             "bad value for advertised.listeners: '%s' (expected "
+                             "NAME://host:port,...)",
+                             c->advertised_listeners);
+        else if (i < 0)
+            rc = st_cfg_fail(err, errlen,
+                             "advertised.listeners: '%.*s' is not a Kafka listener of listeners "
+                             "(%s)",
+                             (int)(sep - tok), tok, c->listeners);
+        else {
+            snprintf(c->kafka_listeners[i].adv_host, sizeof c->kafka_listeners[i].adv_host, "%s",
+                     h);
+            c->kafka_listeners[i].adv_port = pt;
+        }
+    }
+    free(copy);
+    if (rc)
+        return rc;
+    const char *ib = c->inter_broker_listener_name;
+    c->inter_broker_listener = 0;
+    if (*ib) {
+        c->inter_broker_listener = st_kafka_listener(c, ib, strlen(ib));
+        if (c->inter_broker_listener < 0)
+            return st_cfg_fail(err, errlen,
+                               "inter.broker.listener.name=%s is not a Kafka listener of "
+                               "listeners (%s)",
+                               ib, c->listeners);
+    } else if (st_kafka_listener(c, "PLAINTEXT", 9) >= 0) {
+        c->inter_broker_listener = st_kafka_listener(c, "PLAINTEXT", 9);
+    }
+    const st_listener_t *l = &c->kafka_listeners[c->inter_broker_listener];
+    snprintf(c->listen_host, sizeof c->listen_host, "%s", l->host);
+    c->listen_port = l->port;
+    snprintf(c->advertised_host, sizeof c->advertised_host, "%s", l->adv_host);
+    c->advertised_port = l->adv_port;
+    return 0;
+}
+
 int st_config_finish(st_config_t *c, char *err, size_t errlen)
 {
-    int rc = st_find_listener("listeners", c->listeners, "PLAINTEXT", c->listen_host,
-                              sizeof c->listen_host, &c->listen_port, err, errlen);
-    if (rc == 0)
-        return st_cfg_fail(err, errlen, "bad value for listeners: '%s' (no PLAINTEXT://host:port)",
-                           c->listeners);
-    if (rc < 0)
+    int rc = st_config_listeners(c, err, errlen);
+    if (rc)
         return rc;
-    if (*c->advertised_listeners) {
-        rc = st_find_listener("advertised.listeners", c->advertised_listeners, "PLAINTEXT",
-                              c->advertised_host, sizeof c->advertised_host, &c->advertised_port,
-                              err, errlen);
-        if (rc == 0)
-            return st_cfg_fail(
-                err, errlen, "bad value for advertised.listeners: '%s' (no PLAINTEXT://host:port)",
-                c->advertised_listeners);
-        if (rc < 0)
-            return rc;
-    } else {
-        const char *h = c->listen_host;
-        if (!*h || strcmp(h, "0.0.0.0") == 0)
-            h = "127.0.0.1";
-        snprintf(c->advertised_host, sizeof c->advertised_host, "%s", h);
-        c->advertised_port = c->listen_port;
-    }
     rc = st_config_cluster(c, err, errlen);
     if (rc)
         return rc;

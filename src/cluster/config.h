@@ -14,13 +14,25 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "net/listener.h"
+
+#define ST_CONFIG_MAX_LISTENERS 16
+
 /* X(field, "key", TYPE, default, min, max, "help"); TYPE is STR, INT or BOOL. */
 #define ST_CONFIG_KEYS(X)                                                                          \
     X(listeners, "listeners", STR, "PLAINTEXT://127.0.0.1:9092", 0, 0,                             \
-      "where the Kafka protocol listens (PLAINTEXT://host:port), and in a cluster where the "      \
-      "metadata quorum listens (CONTROLLER://host:port)")                                          \
+      "where the Kafka protocol listens (NAME://host:port,...; empty host: every interface), "     \
+      "and in a cluster where the metadata quorum listens (CONTROLLER://host:port)")               \
     X(advertised_listeners, "advertised.listeners", STR, "", 0, 0,                                 \
-      "address given to clients in metadata (default: listeners)")                                 \
+      "address of each listener given to clients in metadata (NAME://host:port,...; default: "     \
+      "listeners)")                                                                                \
+    X(listener_security_protocol_map, "listener.security.protocol.map", STR,                       \
+      "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"               \
+      "CONTROLLER:PLAINTEXT",                                                                      \
+      0, 0,                                                                                        \
+      "security protocol of each listener name (NAME:PROTOCOL,...; only PLAINTEXT is served)")     \
+    X(inter_broker_listener_name, "inter.broker.listener.name", STR, "", 0, 0,                     \
+      "the listener other brokers reach this one on (default: PLAINTEXT, else the first)")         \
     X(log_dirs, "log.dirs", STR, "./data", 0, 0, "directory holding partition logs")               \
     X(node_id, "node.id", INT, "0", 0, 2147483647, "this broker's id")                             \
     X(process_roles, "process.roles", STR, "broker,controller", 0, 0,                              \
@@ -147,6 +159,12 @@ typedef struct st_config {
     ST_CONFIG_KEYS(ST_CFG_FIELD)
 #undef ST_CFG_FIELD
     /* Derived from the settings above by st_config_finish(). */
+    /* The Kafka listeners (every entry of listeners but the controller's), in order; port and
+     * adv_port as configured (0: the kernel's pick, the bound port). */
+    int nkafka_listeners;
+    st_listener_t kafka_listeners[ST_CONFIG_MAX_LISTENERS];
+    int inter_broker_listener; /* index of inter.broker.listener.name in kafka_listeners */
+    /* The inter-broker listener's address and advertised address (registration, logs): */
     char listen_host[256];
     int listen_port;
     char advertised_host[256];

@@ -65,6 +65,11 @@ static void find_coord_fill(st_kreq_t *r, int8_t key_type, st_kstr_t key, int16_
     *node = b->node_id;
     *host = st_kstr(b->host);
     *port = b->port;
+    const st_listener_t *l = st_conn_listener(r->conn);
+    if (b->node_id == (int32_t)r->shard->b->cfg->node_id && l) {
+        *host = st_kstr(l->adv_host); /* this broker: the listener asked on (as Metadata) */
+        *port = l->adv_port;
+    }
 }
 
 static void find_coord_answer(st_kreq_t *r, void *arg)

@@ -88,9 +88,13 @@ static void missing_topic(const metadata_t *m, int i, st_kp_metadata_resp_topic_
     out->topic_authorized_operations = INT32_MIN;
 }
 
-/* The brokers clients may use: registered and not fenced. */
+/* The brokers clients may use: registered and not fenced. This broker is named by the
+ * advertised endpoint of the listener the request came in on (Kafka's rule); the others by
+ * what they registered (their inter-broker listener's). */
 static int fill_brokers(st_kreq_t *r, const st_md_t *md, st_kp_metadata_resp_t *resp)
 {
+    const st_listener_t *l = st_conn_listener(r->conn);
+    int32_t self = (int32_t)r->shard->b->cfg->node_id;
     resp->brokers = st_arena_zalloc(&r->arena, (size_t)md->nbrokers * sizeof *resp->brokers + 1);
     if (!resp->brokers)
         return -1;
@@ -102,6 +106,10 @@ static int fill_brokers(st_kreq_t *r, const st_md_t *md, st_kp_metadata_resp_t *
         o->node_id = b->node_id;
         o->host = st_kstr(b->host);
         o->port = b->port;
+        if (b->node_id == self && l) {
+            o->host = st_kstr(l->adv_host);
+            o->port = l->adv_port;
+        }
         o->rack = b->rack ? st_kstr(b->rack) : ST_KSTR_NULL;
     }
     return 0;

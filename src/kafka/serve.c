@@ -10,12 +10,30 @@
 #include "kafka/handlers.h"
 #include "kafka/replica_link.h"
 #include "kafka/topic_config.h"
+#include "net/conn.h"
 #include "proto/kreader.h"
 
-/* The request's header, then its handler. An unknown api key or version closes the
- * connection, except ApiVersions, which answers any version. */
+/* The api keys of SASL's own requests (no handler yet: the security issue brings them). */
+enum { SASL_HANDSHAKE_KEY = 17, SASL_AUTHENTICATE_KEY = 36 };
+
+/* Whether a connection that is not authenticated yet (net/auth.h) may send api_key: only what
+ * the handshake itself needs, as Kafka's SASL server allows. */
+static bool allowed_before_auth(int16_t api_key)
+{
+    return api_key == ST_KP_API_API_VERSIONS || api_key == SASL_HANDSHAKE_KEY ||
+           api_key == SASL_AUTHENTICATE_KEY;
+}
+
+/* The connection's authentication state, then the request's header, then its handler. A
+ * request an unauthenticated connection may not send, an unknown api key or version closes
+ * the connection, except ApiVersions, which answers any version. PLAINTEXT connections are
+ * authenticated from their accept. */
 static void dispatch(st_kreq_t *r)
 {
+    if (!st_auth_done(st_conn_auth(r->conn)) && !allowed_before_auth(r->api_key)) {
+        st_kreq_fail(r, "request before authentication");
+        return;
+    }
     const st_khandler_t *h = st_khandler_find(r->api_key);
     if (!h) {
         st_kreq_fail(r, "unsupported api key");

@@ -16,8 +16,14 @@
  *             buffer of exactly its size, received into directly, once the shard's frame
  *             budget has room for it (conn.h); until then the connection waits, its next
  *             frame's first bytes kept in rbuf.
- * Send path:  memory pieces of consecutive responses go out in one sendmsg; file pieces go
- *             out with sendfile(2) on the non-blocking socket, waiting for POLLOUT on EAGAIN.
+ * Send path:  memory pieces of consecutive responses go out in one gathered send; file
+ *             pieces go out with the transport's sendfile, waiting until the socket is
+ *             writable on EAGAIN. A transport that cannot sendfile (transport.h) gets file
+ *             bytes copied: read (asynchronously, st_loop_read) into the connection's bounce
+ *             buffer, 64 KiB at a time, then sent from there like memory.
+ *
+ * Every socket operation goes through the connection's transport (c->t); conn.c calls no
+ * recv, sendmsg or sendfile itself.
  */
 #include "net/conn.h"
 
@@ -30,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,7 +43,9 @@
 #include "base/log.h"
 
 #define ST_RBUF_SIZE (64 * 1024)
-#define ST_MAX_IOV   64
+#define ST_BOUNCE_SIZE                                                                             \
+    (64 * 1024) /* file bytes copied per read when the transport cannot sendfile */
+#define ST_MAX_IOV 64
 /* Unanswered requests per connection before it stops reading: pipelining is welcome, but a
  * client must not park unbounded numbers of cheap requests (long polls) on the broker. */
 #define ST_MAX_PENDING_REQUESTS 4096
@@ -52,19 +59,26 @@ typedef struct {
 
 struct st_conn {
     st_net_t *net;
-    int fd;
+    st_transport_t *t;
+    const st_listener_t *listener;
+    st_auth_t auth;
     uint64_t id;
     int refs;
     bool open;
-    bool draining; /* server shutting down: read no more */
-    bool reading;  /* a recv is in flight */
-    bool sending;  /* a send or POLLOUT wait is in flight */
-    bool parsing;  /* inside the recv callback: rbuf must not be the target of a new recv */
-    bool waiting;  /* on the net's wait list for frame budget: not reading */
+    bool draining;       /* server shutting down: read no more */
+    bool reading;        /* a recv is in flight */
+    bool sending;        /* a send or POLLOUT wait is in flight */
+    bool parsing;        /* inside the recv callback: rbuf must not be the target of a new recv */
+    bool waiting;        /* on the net's wait list for frame budget: not reading */
+    bool handshaking;    /* the transport's handshake is in flight (as the read operation) */
+    bool freading;       /* the send-direction operation in flight is a file read into bounce */
+    bool bounce_sending; /* the send in flight is from bounce */
     char peer[64];
     void *data;
 
-    st_io_t rio, wio;
+    st_io_t rio, wio, fio;
+    uint8_t *bounce;               /* file bytes read for a transport that cannot sendfile */
+    size_t bounce_len, bounce_pos; /* bytes read; bytes of them sent */
     uint8_t *rbuf;
     size_t rlen;
     uint8_t *frame; /* large frame being received */
@@ -86,12 +100,21 @@ struct st_conn {
     st_conn_t *wnext;       /* net's wait list */
 };
 
+/* One listening socket of the net. */
+typedef struct st_lport {
+    st_net_t *net;
+    int fd;
+    const st_listener_t *listener;
+    st_transport_make_t make;
+    st_io_t aio;
+    bool armed; /* an accept is in flight */
+} st_lport_t;
+
 struct st_net {
     st_loop_t *loop;
-    int listen_fd;
-    st_io_t aio;
+    st_lport_t *ports;
+    int nports;
     bool accepting;
-    bool accept_armed;
     st_net_handler_t h;
     st_net_limits_t lim;
     st_conn_t *conns;
@@ -176,63 +199,6 @@ static void st_budget_put(st_net_t *n, size_t len)
     st_budget_kick(n);
 }
 
-/* ---- sockets ---- */
-
-static int st_sockaddr(const char *host, int port, struct sockaddr_in *sa)
-{
-    memset(sa, 0, sizeof *sa);
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons((uint16_t)port);
-    if (!host || !*host || strcmp(host, "0.0.0.0") == 0)
-        sa->sin_addr.s_addr = htonl(INADDR_ANY);
-    else if (strcmp(host, "localhost") == 0)
-        sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
-        return -EINVAL;
-    return 0;
-}
-
-int st_net_probe_port(const char *host, int port)
-{
-    struct sockaddr_in sa;
-    int rc = st_sockaddr(host, port, &sa);
-    if (rc)
-        return rc;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    rc = bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
-int st_net_listen(const char *host, int port, int *fd_out, int *port_out)
-{
-    struct sockaddr_in sa;
-    int rc = st_sockaddr(host, port, &sa);
-    if (rc)
-        return rc;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 1024) < 0) {
-        rc = -errno;
-        close(fd);
-        return rc;
-    }
-    socklen_t sl = sizeof sa;
-    getsockname(fd, (struct sockaddr *)&sa, &sl);
-    *fd_out = fd;
-    if (port_out)
-        *port_out = ntohs(sa.sin_port);
-    return 0;
-}
-
 /* ---- lifetime ---- */
 
 static void st_conn_unref(st_conn_t *c)
@@ -256,9 +222,10 @@ static void st_conn_unref(st_conn_t *c)
         c->next->prev = c->prev;
     n->nconns--;
     n->stats.closed++;
-    close(c->fd);
+    c->t->ops->close(c->t);
     free(c->slots);
     free(c->rbuf);
+    free(c->bounce);
     if (c->frame)
         st_budget_put(n, c->frame_len);
     free(c->frame);
@@ -276,7 +243,7 @@ void st_conn_close(st_conn_t *c)
         st_budget_kick(c->net); /* those behind it may fit now */
     }
     ST_DEBUG("connection %llu from %s closed", (unsigned long long)c->id, c->peer);
-    shutdown(c->fd, SHUT_RDWR);
+    c->t->ops->shutdown(c->t);
     if (c->net->h.on_close)
         c->net->h.on_close(c->net->h.ctx, c);
     st_conn_unref(c);
@@ -305,6 +272,16 @@ void st_conn_set_data(st_conn_t *c, void *data)
 uint64_t st_conn_id(const st_conn_t *c)
 {
     return c->id;
+}
+
+const st_listener_t *st_conn_listener(const st_conn_t *c)
+{
+    return c->listener;
+}
+
+st_auth_t *st_conn_auth(st_conn_t *c)
+{
+    return &c->auth;
 }
 
 /* A draining connection closes once every request is answered and everything is sent. */
@@ -422,17 +399,18 @@ static void st_conn_recv_done(st_io_t *io, int res)
 
 static void st_conn_arm_recv(st_conn_t *c)
 {
-    if (c->reading || c->parsing || !c->open || c->draining || c->waiting)
+    if (c->reading || c->parsing || !c->open || c->draining || c->waiting || c->handshaking)
         return;
-    if ((c->inflight > c->net->lim.max_inflight && c->nslots > 0) ||
-        c->nslots >= ST_MAX_PENDING_REQUESTS)
-        return; /* backpressure: resumes as answers drain */
+    /* Backpressure: resumes as answers are made and sent (st_conn_respond, the send and file
+     * read completions arm the receive again). Unsent answers count even when every request
+     * is answered, so a client that sends but never reads cannot grow the send queue. */
+    if (c->inflight > c->net->lim.max_inflight || c->nslots >= ST_MAX_PENDING_REQUESTS)
+        return;
     int rc;
     if (c->frame)
-        rc = st_loop_recv(c->net->loop, &c->rio, c->fd, c->frame + c->frame_have,
-                          c->frame_len - c->frame_have);
+        rc = c->t->ops->recv(c->t, &c->rio, c->frame + c->frame_have, c->frame_len - c->frame_have);
     else
-        rc = st_loop_recv(c->net->loop, &c->rio, c->fd, c->rbuf + c->rlen, ST_RBUF_SIZE - c->rlen);
+        rc = c->t->ops->recv(c->t, &c->rio, c->rbuf + c->rlen, ST_RBUF_SIZE - c->rlen);
     if (rc < 0) {
         st_conn_close(c);
         return;
@@ -544,8 +522,14 @@ static void st_conn_send_done(st_io_t *io, int res)
         st_conn_unref(c);
         return;
     }
-    if (res > 0 && c->msg.msg_iovlen > 0)
+    if (res > 0 && c->msg.msg_iovlen > 0) {
         st_conn_advance(c, res);
+        if (c->bounce_sending)
+            c->bounce_pos += (size_t)res;
+    }
+    if (c->bounce_pos == c->bounce_len)
+        c->bounce_pos = c->bounce_len = 0;
+    c->bounce_sending = false;
     c->msg.msg_iovlen = 0;
     st_conn_pump(c);
     st_conn_arm_recv(c);
@@ -553,7 +537,68 @@ static void st_conn_send_done(st_io_t *io, int res)
     st_conn_unref(c);
 }
 
-/* Sends as much as possible: memory through one async sendmsg, files through sendfile. */
+/* A file read into bounce for a transport that cannot sendfile finished. */
+static void st_conn_fread_done(st_io_t *io, int res)
+{
+    st_conn_t *c = io->data;
+    c->sending = false;
+    c->freading = false;
+    if (!c->open) {
+        st_conn_unref(c);
+        return;
+    }
+    if (res <= 0) {
+        if (res == 0)
+            ST_WARN("file range for %s ended early", c->peer);
+        else
+            ST_DEBUG("reading file bytes for %s: %s", c->peer, strerror(-res));
+        st_conn_close(c);
+        st_conn_unref(c);
+        return;
+    }
+    c->bounce_len = (size_t)res;
+    c->bounce_pos = 0;
+    st_conn_pump(c);
+    st_conn_arm_recv(c);
+    st_conn_check_drained(c);
+    st_conn_unref(c);
+}
+
+/* The copy path of file piece f (left bytes still to go): sends what bounce holds, or reads
+ * the next chunk of the file into it. Starts one operation or closes the connection. */
+static void st_conn_copy_file(st_conn_t *c, const st_out_file_t *f, size_t left)
+{
+    if (c->bounce_pos < c->bounce_len) {
+        c->iov[0].iov_base = c->bounce + c->bounce_pos;
+        c->iov[0].iov_len = c->bounce_len - c->bounce_pos;
+        memset(&c->msg, 0, sizeof c->msg);
+        c->msg.msg_iov = c->iov;
+        c->msg.msg_iovlen = 1;
+        if (c->t->ops->send(c->t, &c->wio, &c->msg) < 0) {
+            st_conn_close(c);
+            return;
+        }
+        c->bounce_sending = true;
+    } else {
+        if (!c->bounce && !(c->bounce = malloc(ST_BOUNCE_SIZE))) {
+            st_conn_close(c);
+            return;
+        }
+        size_t n = left < ST_BOUNCE_SIZE ? left : ST_BOUNCE_SIZE;
+        uint64_t off = (uint64_t)(f->off + c->piece_off);
+        c->msg.msg_iovlen = 0;
+        if (st_loop_read(c->net->loop, &c->fio, f->fd, c->bounce, n, off) < 0) {
+            st_conn_close(c);
+            return;
+        }
+        c->freading = true;
+    }
+    c->sending = true;
+    c->refs++;
+}
+
+/* Sends as much as possible: memory through one gathered send, files through sendfile (or
+ * the copy path). */
 static void st_conn_pump(st_conn_t *c)
 {
     while (!c->sending && c->open && c->sq_head) {
@@ -566,7 +611,11 @@ static void st_conn_pump(st_conn_t *c)
                 st_conn_advance(c, 0);
                 continue;
             }
-            ssize_t w = sendfile(c->fd, f->fd, &off, left);
+            if (!c->t->ops->can_sendfile(c->t)) {
+                st_conn_copy_file(c, f, left);
+                return;
+            }
+            int64_t w = c->t->ops->sendfile(c->t, f->fd, (int64_t)off, left);
             if (w > 0) {
                 st_conn_advance(c, w);
                 continue;
@@ -577,13 +626,13 @@ static void st_conn_pump(st_conn_t *c)
                 st_conn_close(c);
                 return;
             }
-            if (errno != EAGAIN) {
-                ST_DEBUG("sendfile to %s: %s", c->peer, strerror(errno));
+            if (w != -EAGAIN) {
+                ST_DEBUG("sendfile to %s: %s", c->peer, strerror((int)-w));
                 st_conn_close(c);
                 return;
             }
             c->msg.msg_iovlen = 0;
-            if (st_loop_poll(c->net->loop, &c->wio, c->fd, POLLOUT) < 0) {
+            if (c->t->ops->wait_writable(c->t, &c->wio) < 0) {
                 st_conn_close(c);
                 return;
             }
@@ -616,7 +665,7 @@ static void st_conn_pump(st_conn_t *c)
         memset(&c->msg, 0, sizeof c->msg);
         c->msg.msg_iov = c->iov;
         c->msg.msg_iovlen = (size_t)n;
-        if (st_loop_sendmsg(c->net->loop, &c->wio, c->fd, &c->msg) < 0) {
+        if (c->t->ops->send(c->t, &c->wio, &c->msg) < 0) {
             st_conn_close(c);
             return;
         }
@@ -628,59 +677,126 @@ static void st_conn_pump(st_conn_t *c)
 
 /* ---- accept ---- */
 
-static void st_net_arm_accept(st_net_t *n);
+static void st_lport_arm(st_lport_t *p);
+
+static void st_conn_handshake_done(st_io_t *io, int res)
+{
+    st_conn_t *c = io->data;
+    c->reading = false;
+    c->handshaking = false;
+    c->rio.cb = st_conn_recv_done;
+    if (!c->open) {
+        st_conn_unref(c);
+        return;
+    }
+    if (res < 0 || st_auth_transport_ready(&c->auth)) {
+        ST_DEBUG("%s handshake with %s failed: %s", c->t->ops->name, c->peer, strerror(-res));
+        st_conn_close(c);
+        st_conn_unref(c);
+        return;
+    }
+    st_conn_arm_recv(c);
+    st_conn_unref(c);
+}
+
+/* Makes a connection over transport t (taken over, closed on failure) belonging to l, and
+ * starts its handshake or its first receive. */
+static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l, st_conn_t **out)
+{
+    st_conn_t *c = calloc(1, sizeof *c);
+    uint8_t *rbuf = malloc(ST_RBUF_SIZE);
+    if (!c || !rbuf) {
+        free(c);
+        free(rbuf);
+        t->ops->close(t);
+        return -ENOMEM;
+    }
+    c->net = n;
+    c->t = t;
+    c->listener = l;
+    st_auth_init(&c->auth, l->protocol);
+    c->id = ++n->next_id;
+    c->refs = 1;
+    c->open = true;
+    c->rbuf = rbuf;
+    c->rio.cb = st_conn_recv_done;
+    c->rio.data = c;
+    c->wio.cb = st_conn_send_done;
+    c->wio.data = c;
+    c->fio.cb = st_conn_fread_done;
+    c->fio.data = c;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    snprintf(c->peer, sizeof c->peer, "local");
+    if (getpeername(t->fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
+        const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof ip);
+        snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(sa->sin_port));
+    }
+    c->next = n->conns;
+    if (n->conns)
+        n->conns->prev = c;
+    n->conns = c;
+    n->nconns++;
+    n->stats.accepted++;
+    ST_DEBUG("connection %llu from %s on listener %s", (unsigned long long)c->id, c->peer, l->name);
+    if (out)
+        *out = c;
+    if (t->ops->handshake) {
+        c->rio.cb = st_conn_handshake_done;
+        if (t->ops->handshake(t, &c->rio) < 0) {
+            c->rio.cb = st_conn_recv_done;
+            st_conn_close(c);
+            return 0;
+        }
+        c->handshaking = true;
+        c->reading = true;
+        c->refs++;
+        return 0;
+    }
+    st_auth_transport_ready(&c->auth); /* no handshake: the transport is ready now */
+    st_conn_arm_recv(c);
+    return 0;
+}
 
 static void st_net_accept_done(st_io_t *io, int res)
 {
-    st_net_t *n = io->data;
-    n->accept_armed = false;
+    st_lport_t *p = io->data;
+    st_net_t *n = p->net;
+    p->armed = false;
     if (res >= 0 && !n->accepting) {
         close(res);
         res = -ECANCELED;
     }
     if (res >= 0) {
-        st_conn_t *c = calloc(1, sizeof *c);
-        uint8_t *rbuf = malloc(ST_RBUF_SIZE);
-        if (!c || !rbuf) {
-            free(c);
-            free(rbuf);
+        int one = 1;
+        setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        st_transport_t *t;
+        int rc = p->make(n->loop, res, &t);
+        if (rc) {
+            ST_WARN("listener %s: cannot set up a connection: %s", p->listener->name,
+                    strerror(-rc));
             close(res);
         } else {
-            int one = 1;
-            setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            c->net = n;
-            c->fd = res;
-            c->id = ++n->next_id;
-            c->refs = 1;
-            c->open = true;
-            c->rbuf = rbuf;
-            c->rio.cb = st_conn_recv_done;
-            c->rio.data = c;
-            c->wio.cb = st_conn_send_done;
-            c->wio.data = c;
-            struct sockaddr_in sa;
-            socklen_t sl = sizeof sa;
-            if (getpeername(res, (struct sockaddr *)&sa, &sl) == 0) {
-                char ip[INET_ADDRSTRLEN];
-                inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof ip);
-                snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(sa.sin_port));
-            }
-            c->next = n->conns;
-            if (n->conns)
-                n->conns->prev = c;
-            n->conns = c;
-            n->nconns++;
-            n->stats.accepted++;
-            ST_DEBUG("connection %llu from %s", (unsigned long long)c->id, c->peer);
-            st_conn_arm_recv(c);
+            st_conn_start(n, t, p->listener, NULL);
         }
     } else if (res != -ECANCELED && res != -EAGAIN && res != -EINTR) {
-        ST_WARN("accept: %s", strerror(-res));
+        ST_WARN("accept on listener %s: %s", p->listener->name, strerror(-res));
     }
     if (n->accepting)
-        st_net_arm_accept(n);
+        st_lport_arm(p);
     else
         st_net_maybe_done(n);
+}
+
+int st_net_adopt(st_net_t *n, st_transport_t *t, const st_listener_t *l, st_conn_t **out)
+{
+    if (!n->accepting) {
+        t->ops->close(t);
+        return -ECANCELED;
+    }
+    return st_conn_start(n, t, l, out);
 }
 
 /* The loop task behind st_budget_put: connections waiting for budget, oldest first, parse
@@ -704,38 +820,53 @@ static void st_net_wake(st_task_t *t)
     }
 }
 
-static void st_net_arm_accept(st_net_t *n)
+static void st_lport_arm(st_lport_t *p)
 {
-    if (st_loop_accept(n->loop, &n->aio, n->listen_fd) == 0)
-        n->accept_armed = true;
+    if (st_loop_accept(p->net->loop, &p->aio, p->fd) == 0)
+        p->armed = true;
 }
 
-int st_net_create(st_net_t **out, st_loop_t *loop, int listen_fd, const st_net_handler_t *h,
-                  const st_net_limits_t *lim)
+int st_net_create(st_net_t **out, st_loop_t *loop, const st_net_port_t *ports, int nports,
+                  const st_net_handler_t *h, const st_net_limits_t *lim)
 {
     st_net_t *n = calloc(1, sizeof *n);
-    if (!n)
+    st_lport_t *lp = nports > 0 ? calloc((size_t)nports, sizeof *lp) : NULL;
+    if (!n || (nports > 0 && !lp)) {
+        free(n);
+        free(lp);
         return -ENOMEM;
+    }
     n->loop = loop;
-    n->listen_fd = listen_fd;
+    n->ports = lp;
+    n->nports = nports;
     n->h = *h;
     n->lim = *lim;
-    n->aio.cb = st_net_accept_done;
-    n->aio.data = n;
     st_task_init(&n->wake, st_net_wake, n);
     n->accepting = true;
-    st_net_arm_accept(n);
+    for (int i = 0; i < nports; i++) {
+        lp[i].net = n;
+        lp[i].fd = ports[i].fd;
+        lp[i].listener = ports[i].listener;
+        lp[i].make = ports[i].make ? ports[i].make : st_transport_tcp_new;
+        lp[i].aio.cb = st_net_accept_done;
+        lp[i].aio.data = &lp[i];
+    }
+    for (int i = 0; i < nports; i++)
+        st_lport_arm(&lp[i]);
     *out = n;
     return 0;
 }
 
 static void st_net_maybe_done(st_net_t *n)
 {
-    if (n->shutting_down && !n->accept_armed && n->nconns == 0 && n->done) {
-        void (*done)(void *) = n->done;
-        n->done = NULL;
-        done(n->done_arg);
-    }
+    if (!n->shutting_down || n->nconns != 0 || !n->done)
+        return;
+    for (int i = 0; i < n->nports; i++)
+        if (n->ports[i].armed)
+            return;
+    void (*done)(void *) = n->done;
+    n->done = NULL;
+    done(n->done_arg);
 }
 
 void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
@@ -744,14 +875,15 @@ void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
     n->done = done;
     n->done_arg = arg;
     n->accepting = false;
-    if (n->accept_armed)
-        st_loop_cancel(n->loop, &n->aio);
+    for (int i = 0; i < n->nports; i++)
+        if (n->ports[i].armed)
+            st_loop_cancel(n->loop, &n->ports[i].aio);
     for (st_conn_t *c = n->conns, *next; c; c = next) {
         next = c->next;
         c->draining = true;
         st_wait_unlink(c); /* its partial request will not be read any further */
         if (c->reading && c->nslots == 0 && !c->frame && c->rlen == 0)
-            st_loop_cancel(n->loop, &c->rio);
+            c->t->ops->cancel(c->t, &c->rio);
         st_conn_check_drained(c);
     }
     st_net_maybe_done(n);
@@ -762,9 +894,11 @@ void st_net_close_all(st_net_t *n)
     for (st_conn_t *c = n->conns, *next; c; c = next) {
         next = c->next;
         if (c->reading)
-            st_loop_cancel(n->loop, &c->rio);
-        if (c->sending)
-            st_loop_cancel(n->loop, &c->wio);
+            c->t->ops->cancel(c->t, &c->rio);
+        if (c->sending && c->freading)
+            st_loop_cancel(n->loop, &c->fio);
+        else if (c->sending)
+            c->t->ops->cancel(c->t, &c->wio);
         st_conn_close(c);
     }
 }
@@ -774,8 +908,10 @@ void st_net_destroy(st_net_t *n)
     if (!n)
         return;
     ST_ASSERT(n->nconns == 0);
-    if (n->listen_fd >= 0)
-        close(n->listen_fd);
+    for (int i = 0; i < n->nports; i++)
+        if (n->ports[i].fd >= 0)
+            close(n->ports[i].fd);
+    free(n->ports);
     free(n);
 }
 

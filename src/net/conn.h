@@ -1,8 +1,12 @@
 /*
- * conn.h — a shard's Kafka listener and its connections.
+ * conn.h — a shard's Kafka listeners and its connections.
  *
- * Each shard owns one listening socket (SO_REUSEPORT, so the kernel spreads connections)
- * and every connection it accepts. Incoming bytes are cut into size-prefixed frames
+ * Each shard owns one listening socket per listener (SO_REUSEPORT, so the kernel spreads
+ * connections) and every connection it accepts. A connection belongs to the listener that
+ * accepted it (st_conn_listener: name, security protocol, advertised endpoint), moves its
+ * bytes through that listener's transport (net/transport.h; plain TCP by default) and
+ * carries an authentication state (st_conn_auth, net/auth.h) that the protocol layer
+ * consults before serving a request. Incoming bytes are cut into size-prefixed frames
  * (int32 length, big-endian, then that many bytes); each complete frame goes to the
  * handler with a sequence number. The handler answers with st_conn_respond(seq, out) in any
  * order; responses leave the socket in sequence order, as Kafka requires.
@@ -31,7 +35,10 @@
 #include <stdint.h>
 
 #include "io/loop.h"
+#include "net/auth.h"
+#include "net/listener.h"
 #include "net/out.h"
+#include "net/transport.h"
 
 typedef struct st_conn st_conn_t;
 typedef struct st_net st_net_t;
@@ -59,13 +66,26 @@ typedef struct st_net_stats {
     uint64_t queued_waits; /* times a connection waited for the frame budget */
 } st_net_stats_t;
 
-/* Opens a listening socket bound to host:port with SO_REUSEPORT (port 0: pick one). */
+/* One listening socket of a net: what connections accepted on it belong to. */
+typedef struct st_net_port {
+    int fd;                        /* listening socket; the net owns it from st_net_create */
+    const st_listener_t *listener; /* must outlive the net */
+    st_transport_make_t make;      /* transport of each accepted socket; NULL: plain TCP */
+} st_net_port_t;
+
+/* Opens a listening socket bound to host:port with SO_REUSEPORT (port 0: pick one; empty
+ * host: every interface). tcp.c. */
 int st_net_listen(const char *host, int port, int *fd_out, int *port_out);
 /* Fails with -EADDRINUSE when another socket (not ours) already listens on host:port. */
 int st_net_probe_port(const char *host, int port);
 
-int st_net_create(st_net_t **out, st_loop_t *loop, int listen_fd, const st_net_handler_t *h,
-                  const st_net_limits_t *lim);
+/* Starts accepting on every port (nports may be 0: connections then come only from
+ * st_net_adopt). On failure the ports' descriptors are still the caller's. */
+int st_net_create(st_net_t **out, st_loop_t *loop, const st_net_port_t *ports, int nports,
+                  const st_net_handler_t *h, const st_net_limits_t *lim);
+/* Serves an already connected transport (taken over: closed on failure) as a connection of
+ * listener l, as if accepted; *out (may be NULL) gets it. Tests drive socketpairs this way. */
+int st_net_adopt(st_net_t *n, st_transport_t *t, const st_listener_t *l, st_conn_t **out);
 /* Stops accepting; closes each connection once it has no unanswered request and nothing left
  * to send; calls done(arg) when no connection is left. */
 void st_net_shutdown(st_net_t *n, void (*done)(void *arg), void *arg);
@@ -81,8 +101,13 @@ void st_conn_respond(st_conn_t *c, uint64_t seq, st_out_t *out);
 /* Closes now; unsent responses are dropped. */
 void st_conn_close(st_conn_t *c);
 int st_conn_is_closed(const st_conn_t *c);
-/* "ip:port" of the peer. */
+/* "ip:port" of the peer ("local" for a socket that is not IPv4). */
 const char *st_conn_peer(const st_conn_t *c);
+/* The listener the connection came in on. */
+const st_listener_t *st_conn_listener(const st_conn_t *c);
+/* The connection's authentication state; the protocol layer reads it before each request
+ * and drives its SASL states (net/auth.h). */
+st_auth_t *st_conn_auth(st_conn_t *c);
 /* Caller data slot (the Kafka layer keeps its per-connection state here). */
 void *st_conn_get_data(const st_conn_t *c);
 void st_conn_set_data(st_conn_t *c, void *data);

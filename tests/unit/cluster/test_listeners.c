@@ -1,0 +1,143 @@
+/* Unit tests for the listener settings of cluster/config.c: listeners, the security protocol
+ * map, advertised.listeners per listener, inter.broker.listener.name and the refusals. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "cluster/config.h"
+
+/* Applies the key=value pairs (NULL-terminated) to a default config and finishes it:
+ * st_config_finish's result, err holding its line. */
+static int configure(st_config_t *c, char *err, size_t errlen, const char *const *kv)
+{
+    assert_int_equal(st_config_init(c), 0);
+    for (int i = 0; kv[i]; i += 2)
+        assert_int_equal(st_config_set(c, kv[i], kv[i + 1], err, errlen), 0);
+    err[0] = 0;
+    return st_config_finish(c, err, errlen);
+}
+
+static void test_default_is_one_plaintext_listener(void **state)
+{
+    (void)state;
+    st_config_t c;
+    char err[512];
+    const char *kv[] = {NULL};
+    assert_int_equal(configure(&c, err, sizeof err, kv), 0);
+    assert_int_equal(c.nkafka_listeners, 1);
+    const st_listener_t *l = &c.kafka_listeners[0];
+    assert_string_equal(l->name, "PLAINTEXT");
+    assert_int_equal(l->protocol, ST_SEC_PLAINTEXT);
+    assert_string_equal(l->host, "127.0.0.1");
+    assert_int_equal(l->port, 9092);
+    assert_string_equal(l->adv_host, "127.0.0.1");
+    assert_int_equal(l->adv_port, 9092);
+    assert_int_equal(c.inter_broker_listener, 0);
+    assert_string_equal(c.listen_host, "127.0.0.1");
+    assert_int_equal(c.listen_port, 9092);
+    assert_string_equal(c.advertised_host, "127.0.0.1");
+    assert_int_equal(c.advertised_port, 9092);
+    st_config_fini(&c);
+}
+
+static void test_several_listeners(void **state)
+{
+    (void)state;
+    st_config_t c;
+    char err[512];
+    const char *kv[] = {"listeners",
+                        "internal://10.0.0.5:9094, PLAINTEXT://:9092,CONTROLLER://127.0.0.1:9093",
+                        "listener.security.protocol.map",
+                        "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                        "advertised.listeners",
+                        "PLAINTEXT://broker1.example:19092",
+                        NULL};
+    assert_int_equal(configure(&c, err, sizeof err, kv), 0);
+    assert_int_equal(c.nkafka_listeners, 2); /* CONTROLLER is the quorum's */
+    assert_string_equal(c.kafka_listeners[0].name, "INTERNAL");
+    assert_string_equal(c.kafka_listeners[0].adv_host, "10.0.0.5"); /* its own address */
+    assert_int_equal(c.kafka_listeners[0].adv_port, 9094);
+    assert_string_equal(c.kafka_listeners[1].name, "PLAINTEXT");
+    assert_string_equal(c.kafka_listeners[1].host, ""); /* every interface */
+    assert_string_equal(c.kafka_listeners[1].adv_host, "broker1.example");
+    assert_int_equal(c.kafka_listeners[1].adv_port, 19092);
+    /* PLAINTEXT is the inter-broker listener by default, wherever it is in the list. */
+    assert_int_equal(c.inter_broker_listener, 1);
+    assert_int_equal(c.listen_port, 9092);
+    assert_string_equal(c.advertised_host, "broker1.example");
+    assert_int_equal(c.controller_port, 9093);
+    st_config_fini(&c);
+
+    const char *kv2[] = {"listeners",
+                         "A://127.0.0.1:0,B://127.0.0.1:0",
+                         "listener.security.protocol.map",
+                         "A:PLAINTEXT,B:PLAINTEXT",
+                         "inter.broker.listener.name",
+                         "b",
+                         NULL};
+    assert_int_equal(configure(&c, err, sizeof err, kv2), 0);
+    assert_int_equal(c.nkafka_listeners, 2); /* two on port 0 do not share a port */
+    assert_int_equal(c.inter_broker_listener, 1);
+    st_config_fini(&c);
+
+    const char *kv3[] = {"listeners", "A://127.0.0.1:1,B://127.0.0.1:2",
+                         "listener.security.protocol.map", "A:PLAINTEXT,B:PLAINTEXT", NULL};
+    assert_int_equal(configure(&c, err, sizeof err, kv3), 0);
+    assert_int_equal(c.inter_broker_listener, 0); /* no PLAINTEXT: the first */
+    st_config_fini(&c);
+}
+
+/* The configuration is refused with a line containing `want`. */
+static void refused(const char *const *kv, const char *want)
+{
+    st_config_t c;
+    char err[512];
+    assert_int_not_equal(configure(&c, err, sizeof err, kv), 0);
+    if (!strstr(err, want))
+        fail_msg("refusal '%s' does not say '%s'", err, want);
+    assert_null(strchr(err, '\n'));
+    st_config_fini(&c);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    const char *sasl[] = {"listeners", "PLAINTEXT://127.0.0.1:1,SASL_SSL://127.0.0.1:2", NULL};
+    refused(sasl, "listener SASL_SSL://127.0.0.1:2 uses security protocol SASL_SSL, which is "
+                  "not supported yet (only PLAINTEXT)");
+    const char *ssl[] = {"listeners", "S://h:1", "listener.security.protocol.map", "S:ssl", NULL};
+    refused(ssl, "security protocol SSL");
+    const char *unmapped[] = {"listeners", "FOO://127.0.0.1:1", NULL};
+    refused(unmapped, "listener FOO has no security protocol in listener.security.protocol.map");
+    const char *badmap[] = {"listener.security.protocol.map", "PLAINTEXT", NULL};
+    refused(badmap, "bad value for listener.security.protocol.map");
+    const char *twice[] = {"listeners", "PLAINTEXT://a:1,plaintext://b:2", NULL};
+    refused(twice, "listeners names PLAINTEXT twice");
+    const char *port[] = {"listeners", "PLAINTEXT://a:7,SSL://b:7",
+                          "listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SSL:PLAINTEXT",
+                          NULL};
+    refused(port, "listeners PLAINTEXT and SSL share port 7");
+    const char *none[] = {"listeners", "CONTROLLER://127.0.0.1:1", NULL};
+    refused(none, "no Kafka listener");
+    const char *syntax[] = {"listeners", "PLAINTEXT:/127.0.0.1:1", NULL};
+    refused(syntax, "bad value for listeners");
+    const char *adv[] = {"advertised.listeners", "OTHER://x:1", NULL};
+    refused(adv, "advertised.listeners: 'OTHER' is not a Kafka listener");
+    const char *advsyntax[] = {"advertised.listeners", "PLAINTEXT://x", NULL};
+    refused(advsyntax, "bad value for advertised.listeners");
+    const char *ib[] = {"inter.broker.listener.name", "REPL", NULL};
+    refused(ib, "inter.broker.listener.name=REPL is not a Kafka listener");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_is_one_plaintext_listener),
+        cmocka_unit_test(test_several_listeners),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
