@@ -1,16 +1,16 @@
 /*
- * fetcher.c — the follower fetcher's thread: a libuv loop with one TCP client connection per
- * leader broker, the partitions followed from each, and the inbox other threads fill.
+ * fetcher.c — the follower fetcher's thread: a libuv loop (io/uvthread.h) with one client
+ * connection (conn.h: connect, reconnect backoff, framing, requests in flight) per leader
+ * broker, the partitions followed from each, and the inbox other threads fill.
  *
  * Everything here runs on the fetcher thread except st_fetcher_start / _stop / _follow /
- * _unfollow / _position / _ref / _unref, which only touch the mutex-guarded inbox and the
- * reference count. Protocol encoding and decoding is wire.c's; the states are fetcher.h's.
+ * _unfollow / _position / _ref / _unref, which only touch the locked inbox and the reference
+ * count. Protocol encoding and decoding is wire.c's; the states are fetcher.h's.
  */
 #include "replica/fetcher.h"
 
 #include <errno.h>
 #include <netdb.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,13 +24,13 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "io/uvthread.h"
 #include "proto/kerr.h"
+#include "replica/conn.h"
 #include "replica/follow.h"
 #include "replica/wire.h"
 
 #define F_TICK_MS        50
-#define F_MAX_FRAME      (128u << 20) /* an answer is at most max_bytes plus one batch */
-#define F_READ_CHUNK     (64u << 10)
 #define F_HASH_MIN       256
 #define F_CLIENT_ID_SIZE 64
 
@@ -66,28 +66,17 @@ typedef struct freq_item {
 } freq_item_t;
 
 typedef struct freq {
-    int32_t corr;
-    int64_t sent_ms;
     int n, ntopics;
     freq_item_t *items;
     char **topics; /* one copy per run of a topic */
-    struct freq *next;
 } freq_t;
 
 struct fconn {
     st_fetcher_t *f;
     char host[256];
     int port;
-    uv_tcp_t tcp;
-    uv_connect_t connect_req;
-    bool tcp_open; /* the handle is initialised (until its close callback) */
-    bool closing, connected, dead;
-    bool warned; /* its failure was logged; cleared by an answer */
-    int backoff_ms;
-    int64_t retry_at;
-    st_buf_t rbuf;
-    freq_t *inflight, *inflight_tail;
-    bool fetch_inflight;
+    st_rconn_t *rc;      /* the connection (conn.h); its requests in flight are freq_t */
+    bool fetch_inflight; /* invariant 1 */
     int64_t answered_ms; /* when the last Fetch answer came */
     fpart_t *parts;
     int nparts, njobs; /* partitions; of them awaiting a position (ST_RF_JOB) */
@@ -117,17 +106,11 @@ struct st_fetcher {
     int32_t self;
     char client_id[F_CLIENT_ID_SIZE];
     _Atomic int refs;
-    pthread_t thread;
-    bool thread_up;
-    /* start-up handshake and the inbox */
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    int start_rc; /* 1 while starting */
+    /* the thread, its loop and the inbox's lock (io/uvthread.h) */
+    st_uvthread_t th;
+    bool th_up; /* th was started: stop and fini it */
     fmsg_t *inbox, *inbox_tail;
-    bool stop; /* set by st_fetcher_stop: the inbox takes nothing more */
     /* the loop (fetcher thread) */
-    uv_loop_t loop;
-    uv_async_t async;
     uv_timer_t tick;
     bool closing;
     int32_t next_corr;
@@ -218,56 +201,36 @@ static void freq_free(freq_t *q)
     free(q);
 }
 
-static void conn_free(fconn_t *c)
+/* The connection was lost: its Fetch is forgotten, its partitions free to go again. */
+static void on_lost(void *arg, st_rconn_t *rc, const char *why)
 {
-    while (c->inflight) {
-        freq_t *q = c->inflight;
-        c->inflight = q->next;
-        freq_free(q);
-    }
-    st_buf_fini(&c->rbuf);
-    free(c);
-}
-
-static void on_tcp_closed(uv_handle_t *h)
-{
-    fconn_t *c = h->data;
-    c->tcp_open = false;
-    c->closing = false;
-    if (c->dead)
-        conn_free(c);
-}
-
-/* Drops the connection (its requests are forgotten, their partitions free to go again) and
- * schedules a reconnect after the connection's backoff. */
-static void conn_fail(fconn_t *c, const char *why)
-{
-    if (!c->tcp_open || c->closing)
-        return;
-    if (!c->warned)
-        ST_WARN("replica fetcher: connection to leader %s:%d lost: %s (retrying every %d ms "
-                "at most)",
-                c->host, c->port, why, ST_FETCHER_BACKOFF_MAX_MS);
-    c->warned = true;
-    c->closing = true;
-    c->connected = false;
-    uv_close((uv_handle_t *)&c->tcp, on_tcp_closed);
-    while (c->inflight) {
-        freq_t *q = c->inflight;
-        c->inflight = q->next;
-        freq_free(q);
-    }
-    c->inflight_tail = NULL;
+    (void)rc;
+    (void)why;
+    fconn_t *c = arg;
     c->fetch_inflight = false;
-    st_buf_clear(&c->rbuf);
     for (fpart_t *p = c->parts; p; p = p->cnext)
         p->in_flight = false;
-    c->retry_at = st_mono_ms() + c->backoff_ms;
-    c->backoff_ms = c->backoff_ms * 2 > ST_FETCHER_BACKOFF_MAX_MS ? ST_FETCHER_BACKOFF_MAX_MS
-                                                                  : c->backoff_ms * 2;
 }
 
-/* Forgets the connection: freed now, or once its handle has closed. */
+static void on_drop(void *arg, st_rconn_t *rc, void *req)
+{
+    (void)arg;
+    (void)rc;
+    freq_free(req);
+}
+
+static void on_connected(void *arg, st_rconn_t *rc)
+{
+    (void)rc;
+    conn_pump(arg);
+}
+
+static void on_answer(void *arg, st_rconn_t *rc, void *req, const uint8_t *frame, size_t len);
+
+static const st_rconn_ops_t conn_ops = {
+    .connected = on_connected, .answer = on_answer, .drop = on_drop, .lost = on_lost};
+
+/* Forgets the connection (its requests are dropped; the socket closes). */
 static void conn_release(st_fetcher_t *f, fconn_t *c)
 {
     for (fconn_t **pp = &f->conns; *pp; pp = &(*pp)->next)
@@ -275,15 +238,8 @@ static void conn_release(st_fetcher_t *f, fconn_t *c)
             *pp = c->next;
             break;
         }
-    c->dead = true;
-    if (c->tcp_open) {
-        if (!c->closing) {
-            c->warned = true; /* no warning: it is no longer wanted */
-            conn_fail(c, "not needed");
-        }
-        return;
-    }
-    conn_free(c);
+    st_rconn_close(c->rc);
+    free(c);
 }
 
 static fconn_t *conn_get(st_fetcher_t *f, const char *host, int port)
@@ -297,8 +253,12 @@ static fconn_t *conn_get(st_fetcher_t *f, const char *host, int port)
     c->f = f;
     snprintf(c->host, sizeof c->host, "%s", host);
     c->port = port;
-    c->backoff_ms = ST_FETCHER_BACKOFF_MIN_MS;
-    st_buf_init(&c->rbuf);
+    c->rc = st_rconn_new(&f->th.loop, host, port, "replica fetcher: connection to leader",
+                         &conn_ops, c);
+    if (!c->rc) {
+        free(c);
+        return NULL;
+    }
     c->next = f->conns;
     f->conns = c;
     return c;
@@ -337,150 +297,6 @@ static void part_detach(st_fetcher_t *f, fpart_t *p, bool keep)
         conn_release(f, c);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)suggested;
-    fconn_t *c = h->data;
-    if (st_buf_reserve(&c->rbuf, F_READ_CHUNK)) {
-        *buf = uv_buf_init(NULL, 0);
-        return;
-    }
-    *buf = uv_buf_init((char *)c->rbuf.data + c->rbuf.len, (unsigned)(c->rbuf.cap - c->rbuf.len));
-}
-
-static void on_frame(fconn_t *c, const uint8_t *frame, size_t len);
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-    (void)buf;
-    fconn_t *c = s->data;
-    if (n < 0) {
-        conn_fail(c, n == UV_EOF ? "closed by the leader" : uv_strerror((int)n));
-        return;
-    }
-    if (n == 0)
-        return;
-    c->rbuf.len += (size_t)n;
-    size_t at = 0;
-    while (c->connected && c->rbuf.len - at >= 4) {
-        uint32_t size = st_be32(c->rbuf.data + at);
-        if (size > F_MAX_FRAME) {
-            conn_fail(c, "answer too large");
-            return;
-        }
-        if (c->rbuf.len - at - 4 < size)
-            break;
-        on_frame(c, c->rbuf.data + at + 4, size);
-        at += 4 + (size_t)size;
-    }
-    if (!c->connected)
-        return; /* conn_fail cleared the buffer */
-    if (at) {
-        memmove(c->rbuf.data, c->rbuf.data + at, c->rbuf.len - at);
-        c->rbuf.len -= at;
-    }
-}
-
-static void on_connect(uv_connect_t *req, int status)
-{
-    fconn_t *c = req->data;
-    if (c->closing)
-        return;
-    if (status < 0) {
-        conn_fail(c, uv_strerror(status));
-        return;
-    }
-    c->connected = true;
-    uv_tcp_nodelay(&c->tcp, 1);
-    int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    if (rc) {
-        conn_fail(c, uv_strerror(rc));
-        return;
-    }
-    ST_DEBUG("replica fetcher: connected to leader %s:%d", c->host, c->port);
-    conn_pump(c);
-}
-
-static int resolve(const char *host, int port, struct sockaddr_storage *out)
-{
-    if (uv_ip4_addr(host, port, (struct sockaddr_in *)out) == 0)
-        return 0;
-    if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)out) == 0)
-        return 0;
-    /* a name: resolved here, blocking only this thread */
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
-    char p[16];
-    snprintf(p, sizeof p, "%d", port);
-    if (getaddrinfo(host, p, &hints, &res) || !res)
-        return -ENOENT;
-    memcpy(out, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    return 0;
-}
-
-static void conn_connect(fconn_t *c)
-{
-    struct sockaddr_storage sa;
-    c->retry_at = st_mono_ms() + c->backoff_ms; /* the next try, should this one fail at once */
-    if (resolve(c->host, c->port, &sa)) {
-        if (c->backoff_ms >= ST_FETCHER_BACKOFF_MAX_MS)
-            ST_WARN("replica fetcher: cannot resolve leader %s", c->host);
-        c->backoff_ms = ST_FETCHER_BACKOFF_MAX_MS;
-        c->retry_at = st_mono_ms() + c->backoff_ms;
-        return;
-    }
-    uv_tcp_init(&c->f->loop, &c->tcp);
-    c->tcp.data = c;
-    c->tcp_open = true;
-    c->connect_req.data = c;
-    int rc = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&sa, on_connect);
-    if (rc)
-        conn_fail(c, uv_strerror(rc));
-}
-
-typedef struct fwrite {
-    uv_write_t req;
-    fconn_t *c;
-    uint8_t *data;
-} fwrite_t;
-
-static void on_write(uv_write_t *req, int status)
-{
-    fwrite_t *w = req->data;
-    fconn_t *c = w->c;
-    free(w->data);
-    free(w);
-    if (status < 0 && !c->closing)
-        conn_fail(c, uv_strerror(status));
-}
-
-/* Sends the frame in b (taken) as request q; q joins the in-flight queue. */
-static int conn_send(fconn_t *c, st_buf_t *b, freq_t *q)
-{
-    fwrite_t *w = malloc(sizeof *w);
-    if (!w)
-        return -ENOMEM;
-    size_t len;
-    w->c = c;
-    w->data = st_buf_steal(b, &len);
-    w->req.data = w;
-    uv_buf_t ub = uv_buf_init((char *)w->data, (unsigned)len);
-    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &ub, 1, on_write);
-    if (rc) {
-        free(w->data);
-        free(w);
-        return rc;
-    }
-    q->sent_ms = st_mono_ms();
-    q->next = NULL;
-    if (c->inflight_tail)
-        c->inflight_tail->next = q;
-    else
-        c->inflight = q;
-    c->inflight_tail = q;
-    return 0;
-}
-
 /* ---- requests ---- */
 
 static int cmp_parts(const void *a, const void *b)
@@ -507,12 +323,11 @@ static fpart_t **collect(fconn_t *c, int64_t now, int *n)
 }
 
 /* Builds the in-flight record of a request over v[0..n). */
-static freq_t *freq_new(fpart_t **v, int n, int32_t corr)
+static freq_t *freq_new(fpart_t **v, int n)
 {
     freq_t *q = calloc(1, sizeof *q);
     if (!q)
         return NULL;
-    q->corr = corr;
     q->items = calloc((size_t)n, sizeof *q->items);
     q->topics = calloc((size_t)n, sizeof *q->topics);
     if (!q->items || !q->topics) {
@@ -549,7 +364,7 @@ static void send_fetch(fconn_t *c, int64_t now)
     }
     st_rwire_part_t *w = malloc((size_t)n * sizeof *w);
     int32_t corr = f->next_corr++ & 0x7fffffff;
-    freq_t *q = w ? freq_new(v, n, corr) : NULL;
+    freq_t *q = w ? freq_new(v, n) : NULL;
     st_buf_t b;
     st_buf_init(&b);
     int rc = q ? 0 : -ENOMEM;
@@ -568,14 +383,14 @@ static void send_fetch(fconn_t *c, int64_t now)
         rc = st_rwire_fetch_req(&b, corr, f->client_id, &fr, w, n);
     }
     if (rc == 0)
-        rc = conn_send(c, &b, q);
+        rc = st_rconn_send(c->rc, &b, corr, q);
     st_buf_fini(&b);
     free(w);
     if (rc) {
         if (q)
             freq_free(q);
         free(v);
-        conn_fail(c, "cannot send a request");
+        st_rconn_fail(c->rc, "cannot send a request");
         return;
     }
     for (int i = 0; i < n; i++)
@@ -587,14 +402,11 @@ static void send_fetch(fconn_t *c, int64_t now)
 /* Sends what c may send now: connects, fetches (invariant 1). */
 static void conn_pump(fconn_t *c)
 {
-    if (c->dead || c->f->closing)
+    if (c->f->closing)
         return;
     int64_t now = st_mono_ms();
-    if (!c->connected) {
-        if (!c->tcp_open && now >= c->retry_at)
-            conn_connect(c);
+    if (!st_rconn_pump(c->rc, now))
         return;
-    }
     if (c->fetch_inflight)
         return;
     if (c->njobs > 0 && now - c->answered_ms < ST_FETCHER_GATE_MS)
@@ -720,12 +532,11 @@ static void on_fetch_answer(fconn_t *c, freq_t *q, const uint8_t *frame, size_t 
     c->fetch_inflight = false;
     if (rc) {
         st_arena_fini(&a);
-        conn_fail(c, "malformed Fetch answer");
+        st_rconn_fail(c->rc, "malformed Fetch answer");
         return;
     }
     c->answered_ms = st_mono_ms();
-    c->backoff_ms = ST_FETCHER_BACKOFF_MIN_MS;
-    c->warned = false;
+    st_rconn_healthy(c->rc);
     int cursor = 0;
     for (int t = 0; t < r.responses_count && !r.error_code; t++) {
         const st_kp_fetch_resp_response_t *rt = &r.responses[t];
@@ -748,22 +559,16 @@ static void on_fetch_answer(fconn_t *c, freq_t *q, const uint8_t *frame, size_t 
     st_arena_fini(&a);
 }
 
-static void on_frame(fconn_t *c, const uint8_t *frame, size_t len)
+/* The answer to Fetch q (conn.h matched its correlation id). */
+static void on_answer(void *arg, st_rconn_t *rc, void *req, const uint8_t *frame, size_t len)
 {
-    freq_t *q = c->inflight;
-    if (!q || len < 4 || (int32_t)st_be32(frame) != q->corr) {
-        conn_fail(c, "an answer to no request");
-        return;
-    }
-    c->inflight = q->next;
-    if (!c->inflight)
-        c->inflight_tail = NULL;
+    (void)rc;
+    fconn_t *c = arg;
+    freq_t *q = req;
     on_fetch_answer(c, q, frame, len);
     freq_free(q);
     conn_pump(c);
 }
-
-/* ---- the inbox ---- */
 
 /* ---- the inbox ---- */
 
@@ -862,7 +667,6 @@ static void close_all(st_fetcher_t *f)
     free(f->buckets);
     f->buckets = NULL;
     f->nbuckets = f->count = 0;
-    uv_close((uv_handle_t *)&f->async, NULL);
     uv_close((uv_handle_t *)&f->tick, NULL);
 }
 
@@ -872,14 +676,14 @@ static void msg_free(fmsg_t *m)
     free(m);
 }
 
-static void on_async(uv_async_t *h)
+/* The inbox (or the stop): follows, unfollows and positions, in the order posted. */
+static void on_wake(void *arg, bool stop)
 {
-    st_fetcher_t *f = h->data;
-    pthread_mutex_lock(&f->mu);
+    st_fetcher_t *f = arg;
+    st_uvthread_lock(&f->th);
     fmsg_t *in = f->inbox;
     f->inbox = f->inbox_tail = NULL;
-    bool stop = f->stop;
-    pthread_mutex_unlock(&f->mu);
+    st_uvthread_unlock(&f->th);
     while (in) {
         fmsg_t *m = in;
         in = in->next;
@@ -903,24 +707,25 @@ static void on_tick(uv_timer_t *t)
     int64_t now = st_mono_ms();
     for (fconn_t *c = f->conns, *next; c && !f->closing; c = next) {
         next = c->next;
-        if (c->inflight &&
-            now - c->inflight->sent_ms > ST_FETCHER_REQ_TIMEOUT_MS + ST_FETCHER_MAX_WAIT_MS) {
-            conn_fail(c, "no answer in time");
+        if (st_rconn_tick(c->rc, now, ST_FETCHER_REQ_TIMEOUT_MS + ST_FETCHER_MAX_WAIT_MS))
             continue;
-        }
         conn_pump(c);
     }
 }
 
 /* ---- start, stop, the API ---- */
 
-static void *f_main(void *arg)
+/* The fetcher thread, before st_fetcher_start returns. */
+static int f_init(void *arg, uv_loop_t *loop)
 {
     st_fetcher_t *f = arg;
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&f->loop);
-    return NULL;
+    uv_timer_init(loop, &f->tick);
+    f->tick.data = f;
+    uv_timer_start(&f->tick, on_tick, F_TICK_MS, F_TICK_MS);
+    return 0;
 }
+
+static const st_uvthread_ops_t f_ops = {.init = f_init, .wake = on_wake};
 
 static void f_free(st_fetcher_t *f)
 {
@@ -929,8 +734,8 @@ static void f_free(st_fetcher_t *f)
         f->inbox = m->next;
         msg_free(m);
     }
-    pthread_mutex_destroy(&f->mu);
-    pthread_cond_destroy(&f->cond);
+    if (f->th_up)
+        st_uvthread_fini(&f->th);
     free(f);
 }
 
@@ -945,29 +750,13 @@ int st_fetcher_start(st_fetcher_t **out, const st_config_t *cfg, const st_fetche
     f->self = (int32_t)cfg->node_id;
     snprintf(f->client_id, sizeof f->client_id, "strata-replica-%d", (int)f->self);
     atomic_init(&f->refs, 1);
-    pthread_mutex_init(&f->mu, NULL);
-    pthread_cond_init(&f->cond, NULL);
-    int rc = uv_loop_init(&f->loop);
+    int rc = st_uvthread_start(&f->th, &f_ops, f);
+    f->th_up = true;
     if (rc) {
-        snprintf(err, errlen, "cannot start the replica fetcher's loop: %s", uv_strerror(rc));
+        snprintf(err, errlen, "cannot start the replica fetcher thread: %s", uv_strerror(rc));
         f_free(f);
-        return -EIO;
+        return rc;
     }
-    uv_async_init(&f->loop, &f->async, on_async);
-    uv_timer_init(&f->loop, &f->tick);
-    f->async.data = f->tick.data = f;
-    uv_timer_start(&f->tick, on_tick, F_TICK_MS, F_TICK_MS);
-    rc = pthread_create(&f->thread, NULL, f_main, f);
-    if (rc) {
-        snprintf(err, errlen, "cannot start the replica fetcher thread: %s", strerror(rc));
-        uv_close((uv_handle_t *)&f->async, NULL);
-        uv_close((uv_handle_t *)&f->tick, NULL);
-        uv_run(&f->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&f->loop);
-        f_free(f);
-        return -rc;
-    }
-    f->thread_up = true;
     *out = f;
     return 0;
 }
@@ -980,7 +769,7 @@ void st_fetcher_ref(st_fetcher_t *f)
 void st_fetcher_unref(st_fetcher_t *f)
 {
     if (f && atomic_fetch_sub(&f->refs, 1) == 1) {
-        ST_ASSERT(!f->thread_up);
+        ST_ASSERT(!st_uvthread_running(&f->th));
         f_free(f);
     }
 }
@@ -989,16 +778,7 @@ void st_fetcher_stop(st_fetcher_t *f)
 {
     if (!f)
         return;
-    pthread_mutex_lock(&f->mu);
-    bool was = f->stop;
-    f->stop = true;
-    if (!was)
-        uv_async_send(&f->async); /* under mu: the thread closes the handle only once stop is set */
-    pthread_mutex_unlock(&f->mu);
-    if (f->thread_up) {
-        pthread_join(f->thread, NULL);
-        f->thread_up = false;
-    }
+    st_uvthread_stop(&f->th);
     st_fetcher_unref(f);
 }
 
@@ -1006,9 +786,7 @@ void st_fetcher_stop(st_fetcher_t *f)
 static void post(st_fetcher_t *f, fmsg_t *m)
 {
     m->next = NULL;
-    pthread_mutex_lock(&f->mu);
-    if (f->stop) {
-        pthread_mutex_unlock(&f->mu);
+    if (!st_uvthread_post_begin(&f->th)) {
         msg_free(m);
         return;
     }
@@ -1017,8 +795,7 @@ static void post(st_fetcher_t *f, fmsg_t *m)
     else
         f->inbox = m;
     f->inbox_tail = m;
-    uv_async_send(&f->async);
-    pthread_mutex_unlock(&f->mu);
+    st_uvthread_post_end(&f->th);
 }
 
 void st_fetcher_follow(st_fetcher_t *f, const st_follow_t *fw)

@@ -2,9 +2,9 @@
  * fetcher.h — the follower side of replication: one thread per broker that fetches the
  * partitions this broker follows from their leaders, as a Kafka replica fetcher does.
  *
- * The fetcher runs its own libuv loop on its own thread. It keeps one TCP connection per
- * leader broker (host:port) and batches every partition it follows from that leader into one
- * Fetch request (replica_id = node.id). It never touches a partition: what the log must do is
+ * The fetcher runs its own libuv loop on its own thread (io/uvthread.h). It keeps one TCP
+ * connection (conn.h, shared with the inter-broker client) per leader broker (host:port) and
+ * batches every partition it follows from that leader into one Fetch request (replica_id = node.id). It never touches a partition: what the log must do is
  * handed to the partition's owner shard through the hooks (the kafka layer turns them into
  * st_broker_post calls), and the shard answers with st_fetcher_position once the log is durable
  * there. A partition's decisions are follow.h's state machine (st_rfollow_t), so the same code
