@@ -117,8 +117,12 @@ size_t st_rwire_whole_batches(const uint8_t *records, size_t len, int32_t *last_
         int32_t blen = (int32_t)st_be32(b + BATCH_LEN_AT);
         if (blen < BATCH_HEADER_BYTES - 12 || (size_t)blen > len - at - 12)
             break;
+        int64_t base = (int64_t)st_be64(b);
+        int32_t delta = (int32_t)st_be32(b + BATCH_LAST_AT);
+        if (base < 0 || delta < 0 || base > INT64_MAX - 1 - delta)
+            break; /* offsets no log holds (and no next offset): not a batch to append */
         *last_epoch = (int32_t)st_be32(b + BATCH_EPOCH_AT);
-        *next_offset = (int64_t)st_be64(b) + (int32_t)st_be32(b + BATCH_LAST_AT) + 1;
+        *next_offset = base + delta + 1;
         at += 12 + (size_t)blen;
     }
     return at;

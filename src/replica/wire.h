@@ -51,8 +51,10 @@ int st_rwire_fetch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t
                         st_kp_fetch_resp_t *out);
 
 /* The length of the longest prefix of records[0..len) made of whole RecordBatch frames (a
- * leader may end an answer with part of a batch). When it is > 0, *last_epoch gets the
- * partitionLeaderEpoch and *next_offset the offset after the last whole batch. */
+ * leader may end an answer with part of a batch). A batch whose baseOffset or lastOffsetDelta
+ * is negative, or whose last offset is INT64_MAX or beyond, ends the prefix too. When it is
+ * > 0, *last_epoch gets the partitionLeaderEpoch and *next_offset the offset after the last
+ * whole batch. */
 size_t st_rwire_whole_batches(const uint8_t *records, size_t len, int32_t *last_epoch,
                               int64_t *next_offset);
 
