@@ -685,6 +685,7 @@ static void test_connection_knows_listener_and_auth(void **state)
     (void)state;
     tctx_t t;
     setup(&t);
+    print_message("event loop backend: %s\n", st_loop_backend(t.loop));
     assert_ptr_equal(st_conn_listener(t.conn), &t.listener);
     assert_string_equal(st_conn_listener(t.conn)->name, "TEST");
     st_auth_t *a = st_conn_auth(t.conn);
