@@ -1,7 +1,9 @@
 /*
  * conn.c — listener, framing, ordered responses and backpressure.
  *
- * Per connection, at most one recv and at most one send (or POLLOUT wait) are in flight.
+ * Per connection, at most one read-direction operation (the handshake, then recv) and one
+ * send-direction operation (a send, a writable wait or a file read of the copy path) are in
+ * flight.
  * Invariants:
  *   1. refs = (open ? 1 : 0) + operations in flight + unanswered requests;
  *      the connection is freed exactly when refs drops to 0;
@@ -31,7 +33,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,9 +44,9 @@
 #include "base/log.h"
 
 #define ST_RBUF_SIZE (64 * 1024)
-#define ST_BOUNCE_SIZE                                                                             \
-    (64 * 1024) /* file bytes copied per read when the transport cannot sendfile */
-#define ST_MAX_IOV 64
+/* File bytes copied per read when the transport cannot sendfile. */
+#define ST_BOUNCE_SIZE (64 * 1024)
+#define ST_MAX_IOV     64
 /* Unanswered requests per connection before it stops reading: pipelining is welcome, but a
  * client must not park unbounded numbers of cheap requests (long polls) on the broker. */
 #define ST_MAX_PENDING_REQUESTS 4096
@@ -67,7 +68,7 @@ struct st_conn {
     bool open;
     bool draining;       /* server shutting down: read no more */
     bool reading;        /* a recv is in flight */
-    bool sending;        /* a send or POLLOUT wait is in flight */
+    bool sending;        /* a send, writable wait or file read (copy path) is in flight */
     bool parsing;        /* inside the recv callback: rbuf must not be the target of a new recv */
     bool waiting;        /* on the net's wait list for frame budget: not reading */
     bool handshaking;    /* the transport's handshake is in flight (as the read operation) */

@@ -1,7 +1,7 @@
 /*
  * Unit tests for net/: framing of partial frames, response order, backpressure, a peer that
- * goes away mid-request, the copy path of a transport that cannot sendfile, a transport
- * handshake, and the authentication state machine.
+ * goes away mid-request, the copy path of a transport that cannot sendfile, short writes, a
+ * transport handshake, and the authentication state machine.
  *
  * Each test serves one end of a socketpair through the real event loop (st_net_adopt) and
  * plays the client on the other end from a 1 ms timer on the same loop: the client writes
@@ -611,6 +611,114 @@ static void test_file_ranges_copied_without_sendfile(void **state)
     file_answer(false);
 }
 
+/* ---- short writes ---- */
+
+/* A transport that takes at most `cap` bytes per send or sendfile, as a congested socket
+ * may: every partial-progress path of the send queue runs. */
+typedef struct {
+    st_transport_t base;
+    size_t cap;
+    struct iovec iov[64];
+    struct msghdr msg; /* the capped copy; lives until the send completes */
+} short_transport_t;
+
+static int short_send(st_transport_t *tr, st_io_t *io, const struct msghdr *msg)
+{
+    short_transport_t *s = (short_transport_t *)tr;
+    size_t left = s->cap, n = 0;
+    for (size_t i = 0; i < msg->msg_iovlen && left > 0 && n < 64; i++) {
+        size_t k = msg->msg_iov[i].iov_len < left ? msg->msg_iov[i].iov_len : left;
+        s->iov[n].iov_base = msg->msg_iov[i].iov_base;
+        s->iov[n++].iov_len = k;
+        left -= k;
+    }
+    memset(&s->msg, 0, sizeof s->msg);
+    s->msg.msg_iov = s->iov;
+    s->msg.msg_iovlen = n;
+    return st_transport_tcp_ops.send(tr, io, &s->msg);
+}
+
+static int64_t short_sendfile(st_transport_t *tr, int fd, int64_t off, size_t len)
+{
+    short_transport_t *s = (short_transport_t *)tr;
+    return st_transport_tcp_ops.sendfile(tr, fd, off, len < s->cap ? len : s->cap);
+}
+
+static void short_close(st_transport_t *tr)
+{
+    close(tr->fd);
+    free(tr);
+}
+
+static st_transport_ops_t short_ops[2];
+
+/* Three answers, each memory, a file range, memory, through sends of at most cap bytes. */
+static void short_writes(bool can_sendfile, size_t cap)
+{
+    char path[] = "/tmp/strata-net-test-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    enum { FILE_LEN = 9000 };
+    uint8_t content[FILE_LEN];
+    for (int i = 0; i < FILE_LEN; i++)
+        content[i] = (uint8_t)(i * 7 + 3);
+    assert_int_equal(write(fd, content, FILE_LEN), FILE_LEN);
+    st_transport_ops_t *ops = &short_ops[can_sendfile];
+    *ops = st_transport_tcp_ops;
+    ops->send = short_send;
+    ops->sendfile = short_sendfile;
+    ops->close = short_close;
+    if (!can_sendfile)
+        ops->can_sendfile = refuse_sendfile;
+    short_transport_t *st = calloc(1, sizeof *st);
+    st->base.ops = ops;
+    st->cap = cap;
+    tctx_t t;
+    setup_with(&t, NULL, &st->base, ST_SEC_PLAINTEXT);
+    t.hold = true;
+    size_t sizes[] = {1, 2, 3};
+    size_t len;
+    uint8_t *script = make_script(sizes, 3, &len);
+    t.script = script;
+    t.script_len = len;
+    t.client_reads = true;
+    want_frames = 3;
+    assert_true(run_until(&t, have_frames, 5000));
+    st_buf_t want;
+    st_buf_init(&want);
+    for (int i = 0; i < 3; i++) {
+        int64_t off = 100 * i, flen = 3000 + 1000 * i;
+        char head[32], tail[32];
+        int hl = snprintf(head, sizeof head, "head-%d", i);
+        int tl = snprintf(tail, sizeof tail, "tail-%d!", i);
+        st_out_t *o = st_out_new();
+        st_buf_append(&o->mem, head, (size_t)hl);
+        assert_int_equal(st_out_add_file(o, fd, off, flen, NULL, NULL), 0);
+        st_buf_append(&o->mem, tail, (size_t)tl);
+        st_buf_append(&want, head, (size_t)hl);
+        st_buf_append(&want, content + off, (size_t)flen);
+        st_buf_append(&want, tail, (size_t)tl);
+        st_conn_respond(t.conn, (uint64_t)i, o);
+    }
+    want_in = want.len;
+    assert_true(run_until(&t, have_in, 20000));
+    assert_int_equal(t.in.len, want.len);
+    assert_memory_equal(t.in.data, want.data, want.len);
+    st_buf_fini(&want);
+    teardown(&t);
+    free(script);
+    close(fd);
+}
+
+static void test_short_writes(void **state)
+{
+    (void)state;
+    short_writes(true, 7);
+    short_writes(false, 5);
+    short_writes(false, 70000); /* several messages in one send, file bytes in between */
+}
+
 /* ---- a transport with a handshake ---- */
 
 typedef struct {
@@ -685,6 +793,7 @@ static void test_connection_knows_listener_and_auth(void **state)
     (void)state;
     tctx_t t;
     setup(&t);
+    print_message("event loop backend: %s\n", st_loop_backend(t.loop));
     assert_ptr_equal(st_conn_listener(t.conn), &t.listener);
     assert_string_equal(st_conn_listener(t.conn)->name, "TEST");
     st_auth_t *a = st_conn_auth(t.conn);
@@ -798,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_disconnect_with_request_unanswered),
         cmocka_unit_test(test_file_ranges_through_sendfile),
         cmocka_unit_test(test_file_ranges_copied_without_sendfile),
+        cmocka_unit_test(test_short_writes),
         cmocka_unit_test(test_handshake_before_reading),
         cmocka_unit_test(test_connection_knows_listener_and_auth),
         cmocka_unit_test(test_auth_state_machine),
