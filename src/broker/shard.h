@@ -57,8 +57,8 @@ struct st_kshard {
     st_storage_env_t env;
     st_parts_t parts;
     int syncs_in_flight;
-    struct st_fetch *waits; /* fetches waiting for data, on this shard */
-    st_timer_t tick_timer;  /* storage housekeeping */
+    void *proto;           /* the protocol layer's own state (kafka/kshard.h): opaque here */
+    st_timer_t tick_timer; /* storage housekeeping */
     st_timer_t shutdown_timer;
     struct st_gcoord *groups; /* the group coordinator of this shard (h_group.c) */
     int shutdown_state;       /* 0 running, 1 draining, 2 closing logs, 3 done */

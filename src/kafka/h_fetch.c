@@ -41,6 +41,7 @@
 #include "base/log.h"
 #include "broker/fanout.h"
 #include "kafka/handlers.h"
+#include "kafka/kshard.h"
 #include "kafka/fetch_wait.h"
 #include "kafka/leader.h"
 #include "proto/kerr.h"
@@ -226,11 +227,11 @@ static void fetch_unlink(st_fetch_t *f)
 {
     if (!f->waiting)
         return;
-    st_kshard_t *s = f->r->shard;
+    st_kafka_shard_t *ks = st_kafka_shard(f->r->shard);
     if (f->prev)
         f->prev->next = f->next;
     else
-        s->waits = f->next;
+        ks->waits = f->next;
     if (f->next)
         f->next->prev = f->prev;
     f->prev = f->next = NULL;
@@ -278,10 +279,11 @@ static void fetch_wait(st_fetch_t *f)
     }
     f->waiting = true;
     f->prev = NULL;
-    f->next = s->waits;
-    if (s->waits)
-        s->waits->prev = f;
-    s->waits = f;
+    st_kafka_shard_t *ks = st_kafka_shard(s);
+    f->next = ks->waits;
+    if (ks->waits)
+        ks->waits->prev = f;
+    ks->waits = f;
     if (!st_timer_armed(&f->timer))
         st_loop_timer_start_ns(s->loop, &f->timer, f->deadline_ns - st_mono_ns());
 }
@@ -422,8 +424,9 @@ static void fetch_respond(st_fetch_t *f)
 
 void st_fetch_cancel_all(st_kshard_t *s)
 {
-    while (s->waits) {
-        st_fetch_t *f = s->waits;
+    st_kafka_shard_t *ks = st_kafka_shard(s);
+    while (ks && ks->waits) {
+        st_fetch_t *f = ks->waits;
         fetch_unlink(f);
         st_loop_timer_stop(s->loop, &f->timer);
         f->final = true;
@@ -444,7 +447,8 @@ static void fetch_note_on_waiter(st_msg_t *m)
 {
     fetch_note_t *n = (fetch_note_t *)m;
     st_kshard_t *s = st_kshard_current();
-    for (st_fetch_t *f = s->waits, *next; f; f = next) {
+    st_kafka_shard_t *ks = st_kafka_shard(s);
+    for (st_fetch_t *f = ks ? ks->waits : NULL, *next; f; f = next) {
         next = f->next;
         for (int i = 0; i < f->nparts; i++) {
             fetch_part_t *fp = &f->parts[i];

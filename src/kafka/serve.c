@@ -1,13 +1,16 @@
 /* serve.c — the Kafka protocol's hooks into the shard runtime (serve.h). */
 #include "kafka/serve.h"
 
+#include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 #include "kafka/controller.h"
 #include "kafka/fetch_wait.h"
 #include "kafka/coordsvc.h"
 #include "kafka/group_route.h"
 #include "kafka/handlers.h"
+#include "kafka/kshard.h"
 #include "kafka/replica_link.h"
 #include "kafka/topic_config.h"
 #include "net/conn.h"
@@ -68,6 +71,27 @@ static void shard_drain(st_kshard_t *s)
     st_coordsvc_drain(s);             /* waiting joins and syncs answer now */
 }
 
+/* The layer's own per-shard state (kshard.h), then the coordinators. */
+static int shard_start(st_kshard_t *s)
+{
+    s->proto = calloc(1, sizeof(st_kafka_shard_t));
+    if (!s->proto)
+        return -ENOMEM;
+    int rc = st_coordsvc_start(s);
+    if (rc) {
+        free(s->proto);
+        s->proto = NULL;
+    }
+    return rc;
+}
+
+static void shard_fini(st_kshard_t *s)
+{
+    st_coordsvc_fini(s);
+    free(s->proto);
+    s->proto = NULL;
+}
+
 static void shard_tick(st_kshard_t *s)
 {
     st_ctl_tick(s);
@@ -83,9 +107,9 @@ const st_broker_hooks_t st_kafka_hooks = {
     .load_metadata = st_ctl_load,
     .dispatch = dispatch,
     .topic_log_config = st_topic_log_config,
-    .shard_start = st_coordsvc_start,
+    .shard_start = shard_start,
     .shard_drain = shard_drain,
-    .shard_fini = st_coordsvc_fini,
+    .shard_fini = shard_fini,
     .adopt_metadata = st_ctl_adopt,
     .quorum_answers = st_ctl_quorum_answers,
     .hint_create = st_ctl_hint_create,

@@ -1,0 +1,24 @@
+/*
+ * kshard.h — the Kafka layer's own state on each shard. The shard runtime (broker/shard.h)
+ * keeps it behind an opaque pointer (st_kshard_t.proto) and never looks inside: it is created
+ * by the layer's shard_start hook, before the shard serves a frame, and freed by shard_fini,
+ * once its loop has stopped (kafka/serve.c).
+ *
+ * Threads: the shard's own thread only.
+ */
+#ifndef ST_KAFKA_KSHARD_H
+#define ST_KAFKA_KSHARD_H
+
+#include "broker/shard.h"
+
+typedef struct st_kafka_shard {
+    struct st_fetch *waits; /* fetches waiting for data on this shard (h_fetch.c) */
+} st_kafka_shard_t;
+
+/* The Kafka layer's state of shard s; NULL before shard_start and after shard_fini. */
+static inline st_kafka_shard_t *st_kafka_shard(const st_kshard_t *s)
+{
+    return (st_kafka_shard_t *)s->proto;
+}
+
+#endif
