@@ -232,12 +232,13 @@ static bool hosts(const st_kshard_t *s, const st_md_partition_t *p)
 static void sweep_one(void *arg, st_part_t *p)
 {
     sweep_t *w = arg;
-    const st_md_topic_t *t = st_md_find_id(w->md, p->topic_id);
-    if (t && p->index < t->npartitions && hosts(w->s, &t->partitions[p->index]))
+    const st_md_topic_t *t = st_md_find_id(w->md, st_part_topic_id(p));
+    int32_t index = st_part_index(p);
+    if (t && index < t->npartitions && hosts(w->s, &t->partitions[index]))
         return;
     if (w->s->b->cfg->clustered) {
         st_krepl_unfollow(w->s, p);
-        st_coordsvc_leadership(w->s, p->topic, p->index, false, -1);
+        st_coordsvc_leadership(w->s, st_part_topic(p), index, false, -1);
     }
     st_parts_delete(&w->s->parts, p);
 }
@@ -1064,16 +1065,17 @@ typedef struct {
 static void isr_tick_one(void *arg, st_part_t *p)
 {
     isr_tick_t *w = arg;
-    st_rec_alter_t a = {.partition = p->index};
+    const st_part_role_t *role = st_part_role(p);
+    st_rec_alter_t a = {.partition = st_part_index(p)};
     if (!st_part_isr_change_due(p, w->now, w->s->b->cfg->replica_lag_time_max_ms, 2000, a.isr,
                                 &a.nisr))
         return;
-    memcpy(a.topic_id, p->topic_id, 16);
-    a.leader = p->repl.role.self;
-    a.leader_epoch = p->repl.role.leader_epoch;
-    a.partition_epoch = p->repl.role.partition_epoch;
-    ST_DEBUG("%s-%d: asking the controller for an ISR of %d (was %d)", p->topic, p->index, a.nisr,
-             p->repl.role.nisr);
+    memcpy(a.topic_id, st_part_topic_id(p), 16);
+    a.leader = role->self;
+    a.leader_epoch = role->leader_epoch;
+    a.partition_epoch = role->partition_epoch;
+    ST_DEBUG("%s-%d: asking the controller for an ISR of %d (was %d)", st_part_topic(p),
+             a.partition, a.nisr, role->nisr);
     st_quorum_alter_isr(w->s->b->quorum, &a);
 }
 

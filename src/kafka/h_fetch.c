@@ -146,13 +146,13 @@ static int16_t fetch_read_replica(st_part_t *p, int32_t replica, fetch_part_t *f
         return e;
     e = st_part_follower_fetch(p, replica, fp->fetch_offset, fp->last_fetched_epoch,
                                fp->replica_log_start, st_mono_ms(), &fp->div);
-    rd->hw = p->hw;
+    rd->hw = st_part_hw(p);
     rd->log_start = st_part_log_start(p);
     fp->durable = st_part_durable_end(p);
     if (e || fp->div.epoch >= 0)
         return e;
     e = st_part_read_replica(p, fp->fetch_offset, fp->max_bytes, rd);
-    rd->hw = p->hw; /* the follower's high watermark follows the leader's */
+    rd->hw = st_part_hw(p); /* the follower's high watermark follows the leader's */
     return e;
 }
 
@@ -208,7 +208,7 @@ static void fetch_reg_on_owner(st_msg_t *m)
     fetch_reg_t *g = (fetch_reg_t *)m;
     st_kshard_t *s = st_kshard_current();
     st_part_t *p = st_parts_get(&s->parts, g->topic_id, g->partition);
-    bool ok = p && p->log && !st_kleader_local(s, p);
+    bool ok = p && st_part_online(p) && !st_kleader_local(s, p);
     if (ok && g->replica_id >= 0 && !st_kleader_follower_local(p, g->replica_id))
         st_part_add_replica_waiter(p, g->waiter, g->seen);
     else if (ok && g->replica_id < 0)

@@ -66,10 +66,11 @@ int16_t st_kleader_local(const st_kshard_t *s, const st_part_t *p)
         return p ? 0 : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
     if (!p)
         return ST_KERR_NOT_LEADER_OR_FOLLOWER;
-    const st_md_topic_t *t = st_md_find(s->md, p->topic, (int32_t)strlen(p->topic));
-    if (!t || memcmp(t->id, p->topic_id, 16) != 0)
+    const char *topic = st_part_topic(p);
+    const st_md_topic_t *t = st_md_find(s->md, topic, (int32_t)strlen(topic));
+    if (!t || memcmp(t->id, st_part_topic_id(p), 16) != 0)
         return ST_KERR_NOT_LEADER_OR_FOLLOWER;
-    const st_md_partition_t *mp = md_part(t, p->index);
+    const st_md_partition_t *mp = md_part(t, st_part_index(p));
     bool leads = mp && mp->leader == (int32_t)s->b->cfg->node_id && mp->shard == s->id;
     return leads && !stale(s) ? 0 : ST_KERR_NOT_LEADER_OR_FOLLOWER;
 }
@@ -87,11 +88,11 @@ int16_t st_kleader_follower(const st_kshard_t *s, const st_md_topic_t *t, int32_
 
 int16_t st_kleader_follower_local(const st_part_t *p, int32_t replica)
 {
-    const st_part_repl_t *r = &p->repl;
-    if (!r->on || !r->role.leader || replica == r->role.self)
+    const st_part_role_t *r = st_part_role(p);
+    if (!st_part_replicated(p) || !r->leader || replica == r->self)
         return ST_KERR_NOT_LEADER_OR_FOLLOWER;
-    for (int i = 0; i < r->role.nreplicas; i++)
-        if (r->role.replicas[i] == replica)
+    for (int i = 0; i < r->nreplicas; i++)
+        if (r->replicas[i] == replica)
             return 0;
     return ST_KERR_NOT_LEADER_OR_FOLLOWER;
 }

@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "partition/partition.h"
+#include "partition/part_impl.h"
 #include "proto/kerr.h"
 
 /* Idempotence: checks the producer ids and sequences of the batches about to be appended.

@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "partition/partition.h"
+#include "partition/part_impl.h"
 
 static void turn(st_timer_t *timer);
 

@@ -3,6 +3,7 @@
  * delete, settings, the high watermark and the fetches waiting on it, housekeeping.
  */
 #include "partition/partition.h"
+#include "partition/part_impl.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -286,6 +287,15 @@ static void tick_one(void *arg, st_part_t *p)
     st_part_check_deletes(p); /* timeouts */
     st_part_expire_acks(p, st_mono_ms());
     tick_producers(p, st_wall_ms());
+}
+
+void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg)
+{
+    for (size_t i = 0; t->buckets && i < t->nbuckets; i++)
+        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
+            next = p->next;
+            fn(arg, p);
+        }
 }
 
 void st_parts_tick(st_parts_t *t)

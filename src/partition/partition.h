@@ -105,56 +105,9 @@ typedef struct st_part_diverging {
     int64_t end_offset; /* where the leader's `epoch` ends */
 } st_part_diverging_t;
 
-struct st_repl_wait;
-
-/* Replication state (cluster mode: a role was set). */
-typedef struct st_part_repl {
-    bool on; /* false: a single broker's partition, which leads and is its whole ISR */
-    st_part_role_t role;
-    /* leader: each replica's durable log end as its last fetch said (-1: not heard from
-     * since this leadership began), when it last caught up, and the log end it had to reach */
-    int64_t pos[ST_PART_MAX_REPLICAS];
-    int64_t caught_up_ms[ST_PART_MAX_REPLICAS];
-    int64_t target[ST_PART_MAX_REPLICAS];
-    int64_t start[ST_PART_MAX_REPLICAS]; /* leader: each replica's log start (-1: unknown) */
-    int64_t epoch_start;  /* leader: where its leader epoch starts (KAFKA-7128's ISR rule) */
-    int32_t isr_asked_pe; /* leader: partition epoch an ISR change was asked at (-1: none) */
-    /* leader: replicas an ISR change asked at partition epoch pending_pe would add (KIP-497's
-     * maximal ISR): the high watermark waits for them as for members, since the controller
-     * may already list them */
-    int32_t pending_add[ST_PART_MAX_REPLICAS];
-    int16_t npending;
-    int32_t pending_pe;
-    int64_t isr_asked_ms;
-    int64_t leader_hw;             /* follower: the leader's high watermark from its last answer */
-    int64_t leader_start;          /* follower: the leader's log start from its last answer (-1) */
-    int64_t durable_start;         /* follower: the log start known durable (the one reported) */
-    struct st_repl_wait *del_head; /* leader: DeleteRecords waiting for the low watermark */
-    int64_t durable_seen;          /* the durable end replica fetches were last woken for */
-    struct st_repl_wait *acks_head, *acks_tail; /* leader: acks=all waiting for the ISR */
-} st_part_repl_t;
-
-typedef struct st_part {
-    uint8_t topic_id[16];
-    int32_t index;
-    char *topic;
-    st_log_t *log;       /* NULL: offline (open_err) or deleted */
-    st_parts_t *parts;   /* the owning table */
-    int64_t hw;          /* high watermark */
-    uint64_t waiters[4]; /* bitmap of shards (up to 256) with fetches waiting */
-    int pending_durable; /* durability callbacks outstanding (they hold the partition) */
-    bool dead;           /* deleted: freed once pending_durable drops to 0 */
-    int open_err;        /* offline (log NULL): why its log could not be opened */
-    uint64_t records_in, bytes_in, records_out, bytes_out;
-    st_pstate_t pstate;  /* idempotent producers (rebuilt from the log at open) */
-    st_part_repl_t repl; /* replication (replica.c) */
-    /* log cleaner (compacted topics) */
-    bool cleaning;          /* in the shard's active set */
-    bool clean_full_map;    /* the last clean ran out of key map: the next gets the whole share */
-    size_t clean_map_bytes; /* key map of a clean that starts now */
-    int64_t clean_retry_ms; /* a clean failed: not again before this (monotonic ms) */
-    struct st_part *next;   /* hash chain */
-} st_part_t;
+/* A partition: opaque outside partition/ (its fields are part_impl.h's); the modules above
+ * call the functions below. */
+typedef struct st_part st_part_t;
 
 #define ST_CLEAN_MAX_ACTIVE  64          /* log.cleaner.threads' upper bound */
 #define ST_CLEAN_SLICE_BYTES (256 << 10) /* input bytes of one st_log_clean_step */
@@ -194,16 +147,8 @@ int st_parts_open(st_parts_t *t, const char *topic, const uint8_t topic_id[16], 
                   const st_log_config_t *lc, st_part_t **out);
 /* Deletes the partition's files and forgets it; its waiting fetches are woken. */
 void st_parts_delete(st_parts_t *t, st_part_t *p);
-/* Calls fn for every partition (fn may delete the one it is given). Inline, so that the
- * module's files (cleaner.c) walk the table without calling back into partition.c. */
-static inline void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg)
-{
-    for (size_t i = 0; t->buckets && i < t->nbuckets; i++)
-        for (st_part_t *p = t->buckets[i], *next; p; p = next) {
-            next = p->next;
-            fn(arg, p);
-        }
-}
+/* Calls fn for every partition (fn may delete the one it is given). */
+void st_parts_each(st_parts_t *t, void (*fn)(void *arg, st_part_t *p), void *arg);
 /* The shard's housekeeping (every 100 ms): each log's tick (roll, retention, time-based
  * flush), the high watermark that follows, idle producer ids expired and snapshots written;
  * then the cleaner's scheduling: when fewer than cleaner_threads partitions are being cleaned,

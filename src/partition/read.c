@@ -6,6 +6,7 @@
 
 #include "base/err.h"
 #include "partition/partition.h"
+#include "partition/part_impl.h"
 #include "proto/kerr.h"
 
 /* Reads from offset up to `limit` (the high watermark for consumers, the durable end for

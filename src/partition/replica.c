@@ -15,6 +15,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "partition/partition.h"
+#include "partition/part_impl.h"
 #include "proto/kerr.h"
 
 /* An answer waiting on the replicas: an acks=all append for the high watermark to pass `at`,

@@ -11,6 +11,7 @@
 #include "kafka/group_route.h"
 #include "kafka/leader.h"
 #include "kafka/pid.h"
+#include "partition/part_impl.h" /* partitions built field by field as fixtures */
 #include "proto/kerr.h"
 
 /* A snapshot of brokers 1, 2 (fenced) and 3 (rack "r3"), and topic "t" of three partitions:

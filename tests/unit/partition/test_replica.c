@@ -20,6 +20,7 @@
 #include "base/err.h"
 #include "io/loop.h"
 #include "partition/partition.h"
+#include "partition/part_impl.h"
 #include "proto/kerr.h"
 #include "storage/testutil.h"
 

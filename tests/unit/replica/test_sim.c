@@ -68,6 +68,7 @@
 #include "cluster/records.h"
 #include "io/loop.h"
 #include "partition/partition.h"
+#include "partition/part_impl.h"
 #include "proto/kerr.h"
 #include "replica/follow.h"
 #include "storage/testutil.h"
