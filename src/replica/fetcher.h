@@ -4,11 +4,12 @@
  *
  * The fetcher runs its own libuv loop on its own thread (io/uvthread.h). It keeps one TCP
  * connection (conn.h, shared with the inter-broker client) per leader broker (host:port) and
- * batches every partition it follows from that leader into one Fetch request (replica_id = node.id). It never touches a partition: what the log must do is
- * handed to the partition's owner shard through the hooks (the kafka layer turns them into
- * st_broker_post calls), and the shard answers with st_fetcher_position once the log is durable
- * there. A partition's decisions are follow.h's state machine (st_rfollow_t), so the same code
- * runs here and in the simulation test; this file is its transport:
+ * batches every partition it follows from that leader into one Fetch request (replica_id =
+ * node.id). It never touches a partition: what the log must do is handed to the partition's owner
+ * shard through the hooks (the kafka layer turns them into st_broker_post calls), and the shard
+ * answers with st_fetcher_position once the log is durable there. A partition's decisions are
+ * follow.h's state machine (st_rfollow_t), so the same code runs here and in the simulation test;
+ * this file is its transport:
  *
  *   follow() --> FETCH: in the connection's next Fetch (fetch_offset, last_fetched_epoch,
  *       log_start_offset: follow.h R1) --answer--> st_rfollow_on_fetch -->
