@@ -59,16 +59,17 @@ static inline int64_t st_jfmt_pad8(int64_t n)
 }
 
 /* The 64 header bytes of h, CRC included, into b. */
-void st_jfmt_encode_header(const st_jhdr_t *h, uint8_t b[ST_JFMT_HDR_SIZE]);
-/* A valid header (magic, CRC, version 1, capacity and tail in bounds): true and h. */
-bool st_jfmt_decode_header(const uint8_t b[ST_JFMT_HDR_SIZE], st_jhdr_t *h);
+void st_jfmt_encode_header(const st_jhdr_t *h, uint8_t *b);
+/* b: ST_JFMT_HDR_SIZE bytes. A valid header (magic, CRC, version 1, capacity and tail in bounds):
+ * true and h. */
+bool st_jfmt_decode_header(const uint8_t *b, st_jhdr_t *h);
 /* The valid header of higher generation of the file: 1 and h, 0 when neither slot holds one,
  * or an I/O error. */
 int st_jfmt_read_header(st_fs_t *fs, int fd, st_jhdr_t *h);
 
 /* The 64 header bytes of an entry into b, its CRC covering them, the name and the data. */
 void st_jfmt_encode_entry(const st_jentry_hdr_t *e, const char *name, const uint8_t *data,
-                          uint8_t b[ST_JFMT_ENTRY_HDR]);
+                          uint8_t *b);
 
 /* An entry read back: where its batch bytes lie in the file. */
 typedef struct st_jentry {
@@ -92,8 +93,8 @@ int st_jfmt_read_entry(st_fs_t *fs, int fd, int64_t cap, int64_t pos, uint64_t s
  * counts as one. */
 bool st_jfmt_entry_at(st_fs_t *fs, int fd, const st_jhdr_t *h);
 
-/* A fence file's bytes (journal.h invariant 4). */
-void st_jfmt_encode_fence(uint64_t run_id, uint64_t seq, uint8_t b[ST_JFMT_FENCE_SIZE]);
+/* A fence file's ST_JFMT_FENCE_SIZE bytes into b (journal.h invariant 4). */
+void st_jfmt_encode_fence(uint64_t run_id, uint64_t seq, uint8_t *b);
 /* The fence file of partition directory dir: 0 and its run id and sequence, -ENOENT, ST_E_CORRUPT
  * or an I/O error. */
 int st_jfmt_read_fence(st_fs_t *fs, const char *dir, uint64_t *run_id, uint64_t *seq);
