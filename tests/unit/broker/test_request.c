@@ -142,8 +142,10 @@ static void *srv_main(void *arg)
     int rc = st_loop_create(&s->loop, 64);
     st_net_handler_t h = {srv_on_frame, srv_on_close, s};
     st_net_limits_t lim = {1 << 20, 16 << 20, 0};
+    static const st_listener_t plain = {.name = "PLAINTEXT"};
+    st_net_port_t port = {.fd = s->listen_fd, .listener = &plain, .make = NULL};
     if (rc == 0)
-        rc = st_net_create(&s->net, s->loop, s->listen_fd, &h, &lim);
+        rc = st_net_create(&s->net, s->loop, &port, 1, &h, &lim);
     if (rc == 0) {
         st_loop_add_before_sleep(s->loop, srv_before_sleep, s);
         st_timer_init(&s->guard, srv_on_guard, s);
