@@ -32,6 +32,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "cluster/local_transport.h"
 #include "cluster/records.h"
 
 #define Q_TICK_MS    50
@@ -127,6 +128,30 @@ static int32_t self_id(const st_quorum_t *q)
     return (int32_t)q->cfg->node_id;
 }
 
+/* Raft ids are node ids, except in a local quorum (no voters configured), whose one voter is
+ * raft id 1 whatever node.id is (raft wants ids above 0; a single broker's node.id is 0 by
+ * default). */
+static raft_id raft_of(const st_quorum_t *q, int32_t node)
+{
+    return q->cfg->quorum_local ? 1 : (raft_id)node;
+}
+
+static int32_t node_of(const st_quorum_t *q, raft_id id)
+{
+    if (!id)
+        return -1;
+    return q->cfg->quorum_local ? self_id(q) : (int32_t)id;
+}
+
+/* The active controller's node id, or -1. */
+static int32_t leader_node(st_quorum_t *q)
+{
+    raft_id leader = 0;
+    const char *addr;
+    raft_leader(&q->raft, &leader, &addr);
+    return node_of(q, leader);
+}
+
 /* ---- the state machine ---- */
 
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
@@ -188,6 +213,7 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 /* ---- the controller's changes ---- */
 
 static void controller_step(st_quorum_t *q);
+static void hb_send(st_quorum_t *q, json_t *create, json_t *alter);
 
 static void finish_user(st_quorum_t *q, st_quorum_req_t *req, int status)
 {
@@ -297,6 +323,10 @@ static bool broker_duty(st_quorum_t *q)
 {
     int64_t now = st_mono_ms();
     int64_t timeout = q->cfg->broker_session_timeout_ms;
+    /* how far this node applied the log needs no heartbeat to be known */
+    q_peer_t *me = peer_get(q, self_id(q), false);
+    if (me)
+        me->applied = (int64_t)raft_last_applied(&q->raft);
     /* registrations (new incarnation, listener or rack) */
     for (int i = 0; i < q->npeers; i++) {
         q_peer_t *p = &q->peers[i];
@@ -491,6 +521,10 @@ static void controller_step(st_quorum_t *q)
     if (!q->state->cluster_id[0]) {
         json_t *records = json_array();
         json_array_append_new(records, st_rec_cluster(q->cluster_id));
+        json_t *seed = q->hooks.seed ? q->hooks.seed(q->hooks.arg) : NULL;
+        if (seed)
+            json_array_extend(records, seed);
+        json_decref(seed);
         propose(q, records, NULL);
         json_decref(records);
         return;
@@ -536,6 +570,7 @@ static void barrier_done(struct raft_barrier *req, int status)
             (unsigned long long)raft_current_term(&q->raft),
             (unsigned long long)raft_last_applied(&q->raft));
     controller_step(q);
+    hb_send(q, NULL, NULL); /* this node registers now, not at its next heartbeat */
 }
 
 /* Leadership came or went. */
@@ -609,7 +644,7 @@ static void hb_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct so
     json_t *id = json_object_get(j, "id");
     const char *inc = json_string_value(json_object_get(j, "inc"));
     const char *host = json_string_value(json_object_get(j, "host"));
-    if (!json_is_integer(id) || !inc || !host || json_integer_value(id) < 1) {
+    if (!json_is_integer(id) || !inc || !host || json_integer_value(id) < 0) {
         json_decref(j);
         return;
     }
@@ -667,22 +702,20 @@ static char *hb_message(st_quorum_t *q, json_t *create, json_t *alter)
 /* Sends this node's heartbeat to the active controller (or takes it directly when it is). */
 static void hb_send(st_quorum_t *q, json_t *create, json_t *alter)
 {
-    raft_id leader;
-    const char *addr;
-    raft_leader(&q->raft, &leader, &addr);
+    int32_t leader = leader_node(q);
     /* A broker-only node learns the leader only once the leader has added it, which it does
      * when it hears from it: until then it tells every voter (the others ignore it). */
-    if (!leader && q->cfg->role_controller)
+    if (leader < 0 && q->cfg->role_controller)
         return;
     char *text = hb_message(q, create, alter);
     if (!text)
         return;
     uv_buf_t b = uv_buf_init(text, (unsigned)strlen(text));
-    if ((int32_t)leader == self_id(q)) {
+    if (leader == self_id(q)) {
         hb_recv(&q->udp, (ssize_t)b.len, &b, NULL, 0);
     } else {
         for (int i = 0; i < q->cfg->nvoters; i++)
-            if (!leader || q->cfg->voters[i].id == (int32_t)leader)
+            if (leader < 0 || q->cfg->voters[i].id == leader)
                 uv_udp_try_send(&q->udp, &b, 1, (const struct sockaddr *)&q->voter_addr[i]);
     }
     free(text);
@@ -693,10 +726,7 @@ static void hb_send(st_quorum_t *q, json_t *create, json_t *alter)
 
 static void publish(st_quorum_t *q)
 {
-    raft_id leader = 0;
-    const char *addr;
-    raft_leader(&q->raft, &leader, &addr);
-    int32_t lid = leader ? (int32_t)leader : -1;
+    int32_t lid = leader_node(q);
     atomic_store(&q->info_leader, lid);
     atomic_store(&q->info_term, (uint64_t)raft_current_term(&q->raft));
     atomic_store(&q->info_applied, (int64_t)raft_last_applied(&q->raft));
@@ -746,11 +776,19 @@ static void on_tick(uv_timer_t *t)
 
 static void close_handles(st_quorum_t *q);
 
+static void transport_fini(st_quorum_t *q)
+{
+    if (q->cfg->quorum_local)
+        st_local_transport_fini(&q->transport);
+    else
+        raft_uv_tcp_close(&q->transport);
+}
+
 static void raft_closed(struct raft *r)
 {
     st_quorum_t *q = r->data;
     raft_uv_close(&q->io);
-    raft_uv_tcp_close(&q->transport);
+    transport_fini(q);
     close_handles(q);
 }
 
@@ -768,7 +806,7 @@ static void begin_close(st_quorum_t *q)
     if (q->io_up)
         raft_uv_close(&q->io);
     if (q->transport_up)
-        raft_uv_tcp_close(&q->transport);
+        transport_fini(q);
     close_handles(q);
 }
 
@@ -901,13 +939,17 @@ static int start_raft(st_quorum_t *q)
     const st_config_t *c = q->cfg;
     q->transport.version = 1;
     q->transport.data = NULL;
-    int rc = raft_uv_tcp_init(&q->transport, &q->loop);
+    /* a local quorum's one voter talks to nobody: no socket (local_transport.h) */
+    int rc = c->quorum_local ? st_local_transport_init(&q->transport, &q->loop)
+                             : raft_uv_tcp_init(&q->transport, &q->loop);
     if (rc)
         return q_fail(q, -EIO, "cannot start the quorum's transport", raft_strerror(rc));
     q->transport_up = true;
-    char bind[300];
-    snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
-    raft_uv_tcp_set_bind_address(&q->transport, bind);
+    if (!c->quorum_local) {
+        char bind[300];
+        snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
+        raft_uv_tcp_set_bind_address(&q->transport, bind);
+    }
     rc = raft_uv_init(&q->io, &q->loop, q->dir, &q->transport);
     if (rc)
         return q_fail(q, -EIO, "cannot open the metadata log", q->io.errmsg);
@@ -918,7 +960,7 @@ static int start_raft(st_quorum_t *q)
                                .snapshot = fsm_snapshot,
                                .restore = fsm_restore,
                                .snapshot_finalize = fsm_snapshot_finalize};
-    rc = raft_init(&q->raft, &q->io, &q->fsm, (raft_id)self_id(q), q->self_addr);
+    rc = raft_init(&q->raft, &q->io, &q->fsm, raft_of(q, self_id(q)), q->self_addr);
     if (rc)
         return q_fail(q, -EIO, "cannot open the metadata log", raft_errmsg(&q->raft));
     q->raft_inited = true;
@@ -936,7 +978,7 @@ static int start_raft(st_quorum_t *q)
         for (int i = 0; i < c->nvoters && rc == 0; i++) {
             char a[300];
             snprintf(a, sizeof a, "%s:%d", c->voters[i].host, c->voters[i].port);
-            rc = raft_configuration_add(&conf, (raft_id)c->voters[i].id, a, RAFT_VOTER);
+            rc = raft_configuration_add(&conf, raft_of(q, c->voters[i].id), a, RAFT_VOTER);
         }
         if (rc == 0)
             rc = raft_bootstrap(&q->raft, &conf);
@@ -967,8 +1009,9 @@ static int q_init(st_quorum_t *q)
     uv_check_init(&q->loop, &q->check);
     uv_udp_init(&q->loop, &q->udp);
     q->async.data = q->tick.data = q->stop_timer.data = q->check.data = q->udp.data = q;
-    rc = resolve_voters(q);
-    if (!rc)
+    /* a local quorum's heartbeats go straight to itself (hb_send): no datagram socket */
+    rc = q->cfg->quorum_local ? 0 : resolve_voters(q);
+    if (!rc && !q->cfg->quorum_local)
         rc = bind_udp(q);
     if (!rc)
         rc = start_raft(q);
@@ -993,7 +1036,8 @@ static void *q_main(void *arg)
     } else {
         ST_INFO("metadata: node %d %s, quorum %s, log %s; waiting for quorum", self_id(q),
                 q->cfg->role_controller ? "votes" : "follows without a vote",
-                q->cfg->controller_quorum_voters, q->dir);
+                q->cfg->quorum_local ? "local (this node alone)" : q->cfg->controller_quorum_voters,
+                q->dir);
         publish(q);
     }
     uv_run(&q->loop, UV_RUN_DEFAULT);
@@ -1003,7 +1047,7 @@ static void *q_main(void *arg)
 
 static int open_dir(st_quorum_t *q, const st_config_t *cfg, char *err, size_t errlen)
 {
-    snprintf(q->dir, sizeof q->dir, "%s/__cluster_metadata-0", cfg->log_dirs);
+    snprintf(q->dir, sizeof q->dir, "%s/" ST_QUORUM_TOPIC "-0", cfg->log_dirs);
     if (mkdir(q->dir, 0755) && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", q->dir, strerror(errno));
         return -errno;
@@ -1137,6 +1181,12 @@ void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out)
     out->applied = atomic_load(&q->info_applied);
     out->snapshot = atomic_load(&q->info_snapshot);
     out->voter = q->cfg->role_controller;
+    out->local = q->cfg->quorum_local;
+}
+
+bool st_quorum_alone(const st_quorum_t *q)
+{
+    return q->cfg->nvoters == 1 && q->cfg->voters[0].id == self_id(q) && q->cfg->role_controller;
 }
 
 void st_quorum_stop(st_quorum_t *q)

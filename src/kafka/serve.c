@@ -50,7 +50,6 @@ static void shard_drain(st_kshard_t *s)
 }
 
 const st_broker_hooks_t st_kafka_hooks = {
-    .load_metadata = st_ctl_load,
     .dispatch = dispatch,
     .topic_log_config = st_topic_log_config,
     .shard_start = st_kgroup_start,
