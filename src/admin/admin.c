@@ -383,9 +383,9 @@ static int view_take(st_admin_t *a, view_hold_t *h, bool process)
     int64_t su = atomic_load(&a->startup_ns);
     v->recovery_seconds = su < 0 ? -1 : (double)su / 1e9;
     st_quorum_t *q = __atomic_load_n(&b->quorum, __ATOMIC_ACQUIRE);
-    v->clustered = q != NULL;
     if (q)
         st_quorum_info(q, &v->qi);
+    v->clustered = q && !v->qi.local;
     v->rss_bytes = process ? rss_bytes() : -1;
     v->open_fds = process ? open_fds() : -1;
     v->max_fds = process ? max_fds() : -1;

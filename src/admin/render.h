@@ -43,7 +43,7 @@ typedef struct st_admin_view {
     double uptime_seconds;
     double recovery_seconds;              /* < 0: start-up not finished */
     int64_t rss_bytes, open_fds, max_fds; /* < 0: unknown */
-    bool clustered;                       /* the metadata quorum runs; qi says where it stands */
+    bool clustered; /* a quorum of configured voters; qi says where it stands */
     st_quorum_info_t qi;
 } st_admin_view_t;
 

@@ -31,6 +31,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "cluster/legacy.h"
 #include "cluster/quorum.h"
 #include "broker/request.h"
 #include "storage/fs.h"
@@ -178,6 +179,7 @@ static int fd_budget(int nshards)
 }
 
 static void broker_sweep_data_dir(const st_md_t *md, const char *data_dir);
+static int broker_start_quorum(st_broker_t *b, char *err, size_t errlen);
 
 /* Binds every Kafka listener once per shard (SO_REUSEPORT): b->listeners gets each one's
  * bound port (a configured 0 is the kernel's pick, the same for every shard), logged for
@@ -235,7 +237,6 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
     b->nshards = nshards;
     b->dir_lock_fd = -1;
     b->fds_per_shard = fd_budget(nshards);
-    atomic_init(&b->next_producer_id, st_wall_ms() << 20);
     int rc = load_identity(b, err, errlen);
     if (rc)
         goto fail;
@@ -247,28 +248,12 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
         rc = -ENOMEM;
         goto fail;
     }
-    const st_listener_t *ib = &b->listeners[cfg->inter_broker_listener];
-    b->ctl_md = st_md_new(b->cluster_id, (int32_t)cfg->node_id);
-    if (!b->ctl_md ||
-        st_md_add_broker(b->ctl_md, (int32_t)cfg->node_id, ib->adv_host, ib->adv_port)) {
-        rc = -ENOMEM;
-        goto fail;
-    }
     pthread_mutex_init(&b->ctl_mu, NULL);
-    /* In a cluster the metadata comes from the quorum once it runs; until then no partition
-     * is known, and none is set aside for not being known. */
-    rc = cfg->clustered
-             ? 0
-             : b->hooks->load_metadata(&b->fs, b->ctl_md, cfg->log_dirs, nshards, err, errlen);
-    if (rc)
-        goto fail;
     /* Whatever a crash left in the shards' journals goes into the logs before any opens,
      * whether the journal is on in this run or not (the shard count may differ too). */
     st_journal_recovery_t jrec;
     if (st_journal_recover(b->fs, cfg->log_dirs, &jrec) < 0)
         ST_WARN("journal recovery ran out of memory; continuing without it");
-    if (!cfg->clustered)
-        broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
     rc = st_mesh_create(&b->mesh, nshards, 4096);
     if (rc) {
         snprintf(err, errlen, "cannot create the shard mesh: %s", st_strerror(rc));
@@ -283,8 +268,12 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
         b->shards[i]->b = b;
         b->shards[i]->id = i;
         pthread_mutex_init(&b->shards[i]->ext_mu, NULL);
-        b->shards[i]->md = st_md_ref(b->ctl_md);
     }
+    rc = broker_start_quorum(b, err, errlen);
+    if (rc)
+        goto fail;
+    for (int i = 0; i < nshards; i++)
+        b->shards[i]->md = st_md_ref(b->ctl_md);
     *out = b;
     return 0;
 fail:
@@ -301,6 +290,8 @@ typedef struct {
 static int sweep_partition_dir(void *arg, const char *dir, const char *topic, int32_t partition)
 {
     sweep_ctx_t *c = arg;
+    if (strcmp(topic, ST_QUORUM_TOPIC) == 0)
+        return 0; /* the metadata log itself (cluster/quorum.h) */
     const st_md_topic_t *t = st_md_find(c->md, topic, strlen(topic));
     if (t && partition < t->npartitions)
         return 0; /* its topic id is checked when it opens (st_parts_open) */
@@ -352,6 +343,7 @@ void st_broker_destroy(st_broker_t *b)
                 free(b->shards[i]);
             }
     st_quorum_destroy(b->quorum);
+    json_decref(atomic_exchange(&b->quorum_seed, NULL));
     st_md_unref(atomic_exchange(&b->quorum_md, NULL));
     st_md_unref(b->ctl_md);
     st_mesh_destroy(b->mesh);
@@ -459,13 +451,14 @@ static void kshard_quorum(st_kshard_t *s)
 bool st_kshard_stalled(st_kshard_t *s)
 {
     const st_config_t *cfg = s->b->cfg;
-    if (!cfg->clustered)
+    st_quorum_t *q = s->b->quorum;
+    /* the only voter's broker was replaced by nobody while it was frozen */
+    if (!q || st_quorum_alone(q))
         return false;
     int64_t now = st_mono_ms(), session = cfg->broker_session_timeout_ms;
     /* a shard merely busy (opening thousands of partitions) is not frozen: the quorum thread,
      * which a whole-process freeze stops too, kept running */
-    st_quorum_t *q = s->b->quorum;
-    bool quorum_frozen = !q || now - st_quorum_alive_ms(q) > session / 2 ||
+    bool quorum_frozen = now - st_quorum_alive_ms(q) > session / 2 ||
                          st_quorum_frozen_ms(q) >= s->last_tick_ms; /* it woke first */
     if (!s->stall_version && s->last_tick_ms && now - s->last_tick_ms > session && quorum_frozen) {
         s->stall_version = s->md->version + 1;
@@ -818,12 +811,18 @@ void st_broker_stop(st_broker_t *b)
             st_loop_wake(b->shards[i]->loop);
 }
 
-/* Quorum thread: a new state for shard 0 (only the latest matters). */
+/* Quorum thread: a new state for shard 0 (only the latest matters). Under start_mu, so that
+ * st_broker_create may read it while it waits for this broker's registration. */
 static void quorum_publish(void *arg, st_md_t *md)
 {
     st_broker_t *b = arg;
+    pthread_mutex_lock(&start_mu);
     st_md_unref(atomic_exchange(&b->quorum_md, md));
-    st_loop_wake(b->shards[0]->loop);
+    pthread_cond_broadcast(&start_cv);
+    pthread_mutex_unlock(&start_mu);
+    st_loop_t *l = __atomic_load_n(&b->shards[0]->loop, __ATOMIC_ACQUIRE);
+    if (l) /* else shard 0 takes it in its loop's first round */
+        st_loop_wake(l);
 }
 
 static void quorum_hint(void *arg, const char *name)
@@ -832,15 +831,99 @@ static void quorum_hint(void *arg, const char *name)
     b->hooks->hint_create(b, name);
 }
 
-int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen)
+/* Quorum thread: the records of an upgrade (cluster/legacy.h), once. */
+static json_t *quorum_seed(void *arg)
 {
-    st_quorum_hooks_t h = {.publish = quorum_publish, .hint_create = quorum_hint, .arg = b};
+    st_broker_t *b = arg;
+    return atomic_exchange(&b->quorum_seed, NULL);
+}
+
+/* Whether md shows this broker registered at this incarnation and unfenced: it has caught up
+ * (kafka/h_metadata.c st_kmetadata_ready asks the same). */
+static bool registered(const st_md_t *md, int32_t node)
+{
+    const st_md_broker_t *me = md ? st_md_broker(md, node) : NULL;
+    return me && !me->fenced && md->self_incarnation && me->incarnation == md->self_incarnation;
+}
+
+#define ST_REGISTER_WAIT_MS 30000
+
+/*
+ * Joins the metadata quorum (cluster/quorum.h). On the quorum's only voter (a single broker)
+ * its log is the whole metadata as soon as it started, and it commits alone, so the shards
+ * start from it as they would from a file: this waits (bounded) until the broker is
+ * registered, then upgrades what an earlier release left (strata-metadata.json, legacy.h) and
+ * sweeps the data directory with it. A cluster member starts with no partition known and
+ * adopts the states the quorum publishes (shard 0) as they come.
+ */
+static int broker_start_quorum(st_broker_t *b, char *err, size_t errlen)
+{
+    const st_config_t *cfg = b->cfg;
+    int32_t node = (int32_t)cfg->node_id;
+    json_t *seed = NULL;
+    int ntopics = 0;
+    int rc = st_legacy_read(&b->fs, cfg->log_dirs, node, &seed, &ntopics, err, errlen);
+    if (rc)
+        return rc;
+    atomic_store(&b->quorum_seed, seed);
+    st_quorum_hooks_t h = {
+        .publish = quorum_publish, .hint_create = quorum_hint, .seed = quorum_seed, .arg = b};
     st_quorum_t *q;
-    int rc = st_quorum_start(&q, b->cfg, b->cluster_id, b->listen_port, &h, err, errlen);
+    rc = st_quorum_start(&q, cfg, b->cluster_id, b->listen_port, &h, err, errlen);
     if (rc)
         return rc;
     __atomic_store_n(&b->quorum, q, __ATOMIC_RELEASE); /* the admin thread reads it */
-    st_loop_wake(b->shards[0]->loop);
+    if (!st_quorum_alone(q)) {
+        if (seed)
+            ST_WARN("%s/%s is ignored: this node is a member of a cluster's quorum", cfg->log_dirs,
+                    ST_LEGACY_FILE);
+        b->ctl_md = st_md_new(b->cluster_id, node);
+        if (!b->ctl_md ||
+            st_md_add_broker(b->ctl_md, node, cfg->advertised_host,
+                             cfg->advertised_port ? cfg->advertised_port : b->listen_port))
+            return -ENOMEM;
+        return 0;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += ST_REGISTER_WAIT_MS / 1000;
+    pthread_mutex_lock(&start_mu);
+    st_md_t *md = atomic_load(&b->quorum_md);
+    while (!registered(md, node)) {
+        if (pthread_cond_timedwait(&start_cv, &start_mu, &until)) {
+            md = atomic_load(&b->quorum_md);
+            break;
+        }
+        md = atomic_load(&b->quorum_md);
+    }
+    bool ok = registered(md, node);
+    b->ctl_md = ok ? st_md_clone(md) : NULL;
+    pthread_mutex_unlock(&start_mu);
+    if (!ok) {
+        snprintf(err, errlen, "the metadata quorum did not register this broker within %d s",
+                 ST_REGISTER_WAIT_MS / 1000);
+        return ST_E_CONFIG;
+    }
+    if (!b->ctl_md)
+        return -ENOMEM;
+    st_md_assign_shards(b->ctl_md, b->nshards);
+    if (seed && atomic_load(&b->quorum_seed) == NULL)
+        ST_INFO("upgraded %s/%s into the metadata log (%d topic(s))", cfg->log_dirs, ST_LEGACY_FILE,
+                ntopics);
+    if (st_legacy_present(&b->fs, cfg->log_dirs)) {
+        rc = st_legacy_retire(&b->fs, cfg->log_dirs);
+        if (rc) {
+            snprintf(err, errlen, "cannot rename %s/%s aside: %s", cfg->log_dirs, ST_LEGACY_FILE,
+                     st_strerror(rc));
+            return rc;
+        }
+    }
+    broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
+    return 0;
+}
+
+int st_broker_start_replication(st_broker_t *b, char *err, size_t errlen)
+{
     if (b->hooks->replication_start)
         return b->hooks->replication_start(b, err, errlen);
     return 0;

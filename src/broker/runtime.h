@@ -28,9 +28,6 @@
 #include "storage/log.h"
 
 typedef struct st_broker_hooks {
-    /* Main thread, in st_broker_create: loads the persisted metadata into md. */
-    int (*load_metadata)(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshards,
-                         char *err, size_t errlen);
     /* A request whose api_key, api_version and correlation id are read (the frame holds at
      * least 8 bytes): decode its header and run its handler, or st_kreq_fail it. */
     void (*dispatch)(st_kreq_t *r);
@@ -42,15 +39,15 @@ typedef struct st_broker_hooks {
     void (*shard_drain)(st_kshard_t *s);
     /* On the shard, once its loop has stopped. */
     void (*shard_fini)(st_kshard_t *s);
-    /* Cluster, shard 0: adopt a state the metadata quorum published (owns md's reference). */
+    /* Shard 0: adopt a state the metadata quorum published (owns md's reference). */
     void (*adopt_metadata)(st_kshard_t *s0, st_md_t *md);
-    /* Cluster, shard 0: answer the ops the quorum finished. */
+    /* Shard 0: answer the ops the quorum finished. */
     void (*quorum_answers)(st_kshard_t *s0);
-    /* Cluster, the quorum thread of the active controller: create topic `name` with defaults. */
+    /* The quorum thread of the active controller: create topic `name` with defaults. */
     void (*hint_create)(st_broker_t *b, const char *name);
     /* On each shard, every 100 ms after its partitions' housekeeping, or NULL. */
     void (*shard_tick)(st_kshard_t *s);
-    /* Cluster, main thread: start the replication (follower fetcher) after the quorum, and
+    /* Main thread: start the replication (follower fetcher) after the shards, and
      * stop it after the quorum stopped, before the shards stop. NULL: none. */
     int (*replication_start)(st_broker_t *b, char *err, size_t errlen);
     void (*replication_stop)(st_broker_t *b);
@@ -58,20 +55,25 @@ typedef struct st_broker_hooks {
     void (*wake_fetches)(st_kshard_t *owner, int waiter, const uint8_t topic_id[16], int32_t index);
 } st_broker_hooks_t;
 
-/* Creates the broker: reads or creates meta.properties under log.dirs (cluster id), loads the
- * metadata, binds one listening socket per shard. hooks must outlive the broker. Returns 0, or
- * an error with one line in err. */
+/* Creates the broker: reads or creates meta.properties under log.dirs (cluster id), binds one
+ * listening socket per shard, joins the metadata quorum (cluster/quorum.h; without
+ * controller.quorum.voters this node is its only voter). The only voter waits (bounded) until
+ * the quorum registered it, upgrades a strata-metadata.json an earlier release wrote
+ * (cluster/legacy.h) and its shards start from the quorum's state; a cluster member's shards
+ * start with no partition and adopt the states the quorum publishes. hooks must outlive the
+ * broker. Returns 0, or an error with one line in err. */
 int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
                      const st_broker_hooks_t *hooks, char *err, size_t errlen);
 /* Starts the shard threads and waits until every shard serves (or one failed). */
 int st_broker_start(st_broker_t *b);
-/* Cluster (controller.quorum.voters set): joins the metadata quorum (cluster/quorum.h), whose
- * states shard 0 then adopts. After st_broker_start. Returns 0 or an error with one line. */
-int st_broker_start_quorum(st_broker_t *b, char *err, size_t errlen);
-/* On shard s's thread, in a cluster: whether its loop was frozen (SIGSTOP, a stalled machine)
+/* Starts the replication (hooks->replication_start). After st_broker_start. Returns 0 or an
+ * error with one line. */
+int st_broker_start_replication(st_broker_t *b, char *err, size_t errlen);
+/* On shard s's thread: whether its loop was frozen (SIGSTOP, a stalled machine)
  * for more than a broker session since its last tick, so that it may have been fenced and
- * replaced without hearing it yet. Stays true until the snapshots show this broker fenced and
- * then unfenced again (kafka/leader.c st_kleader_unstall), or two sessions pass. */
+ * replaced without hearing it yet (never on the quorum's only voter: nobody could replace it).
+ * Stays true until the snapshots show this broker fenced and then unfenced again (kafka/leader.c
+ * st_kleader_unstall), or two sessions pass. */
 bool st_kshard_stalled(st_kshard_t *s);
 
 /* Any thread: runs c->fn on shard `shard`'s thread before it next sleeps (calls posted to one

@@ -253,14 +253,22 @@ static int st_config_cluster(st_config_t *c, char *err, size_t errlen)
                            "broker,controller",
                            c->process_roles);
     c->role_controller = controller;
-    c->clustered = *c->controller_quorum_voters != 0;
     int rc = st_find_listener("listeners", c->listeners, c->controller_listener_names,
                               c->controller_host, sizeof c->controller_host, &c->controller_port,
                               err, errlen);
     if (rc < 0)
         return rc;
-    if (!c->clustered)
+    if (!*c->controller_quorum_voters) {
+        /* No voters: this node is the only voter of its own quorum, which nothing on the
+         * network reaches (cluster/quorum.h: a local quorum). */
+        c->quorum_local = true;
+        c->role_controller = true;
+        c->nvoters = 1;
+        c->voters[0].id = (int32_t)c->node_id;
+        snprintf(c->voters[0].host, sizeof c->voters[0].host, "local");
+        c->voters[0].port = 0;
         return 0;
+    }
     if (strchr(c->controller_listener_names, ','))
         return st_cfg_fail(err, errlen, "controller.listener.names: one listener name only");
     rc = st_parse_voters(c, err, errlen);

@@ -171,8 +171,8 @@ typedef struct st_config {
     int advertised_port;
     char admin_host[256];
     int admin_port; /* -1 = disabled (admin.listen empty), 0 = any free port */
-    /* The cluster (controller.quorum.voters set): */
-    bool clustered;
+    /* The metadata quorum: */
+    bool quorum_local;    /* no controller.quorum.voters: this node is its only voter */
     bool role_controller; /* a voter; otherwise a broker following the quorum */
     char controller_host[256];
     int controller_port; /* the CONTROLLER listener, 0 when none */

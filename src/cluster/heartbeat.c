@@ -115,7 +115,7 @@ int st_hb_decode(const void *buf, size_t len, st_hb_t *hb)
     json_t *id = json_object_get(j, "id");
     const char *inc = json_string_value(json_object_get(j, "inc"));
     const char *host = json_string_value(json_object_get(j, "host"));
-    if (!json_is_integer(id) || !inc || !host || json_integer_value(id) < 1) {
+    if (!json_is_integer(id) || !inc || !host || json_integer_value(id) < 0) {
         json_decref(j);
         return ST_E_MALFORMED;
     }
@@ -224,6 +224,8 @@ int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *c, st_h
     l->recv = recv;
     l->arg = arg;
     l->nvoters = c->nvoters < 16 ? c->nvoters : 16;
+    if (c->quorum_local)
+        return 0; /* a local quorum's one node takes its own heartbeats: no socket, no voters */
     for (int i = 0; i < l->nvoters; i++) {
         struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
         char port[16];
@@ -257,7 +259,7 @@ void st_hb_link_send(st_hb_link_t *l, int32_t leader, const char *data, size_t l
 {
     uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
     for (int i = 0; i < l->nvoters; i++)
-        if (!leader || l->voter_id[i] == leader)
+        if (leader < 0 || l->voter_id[i] == leader)
             uv_udp_try_send(&l->udp, &b, 1, (const struct sockaddr *)&l->voter_addr[i]);
 }
 

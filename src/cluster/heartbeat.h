@@ -130,7 +130,7 @@ typedef struct st_hb_link {
  * recv). 0, or ST_E_CONFIG with one line in err. */
 int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *cfg, st_hb_recv_fn recv,
                     void *arg, char *err, size_t errlen);
-/* Loop thread: sends one datagram to voter `leader`, or to every voter when leader is 0. */
+/* Loop thread: sends one datagram to voter `leader`, or to every voter when leader is -1. */
 void st_hb_link_send(st_hb_link_t *l, int32_t leader, const char *data, size_t len);
 /* Loop thread: closes the socket (its close completes on the loop). */
 void st_hb_link_close(st_hb_link_t *l);

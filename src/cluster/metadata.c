@@ -325,3 +325,15 @@ const st_md_broker_t *st_md_broker(const st_md_t *md, int32_t node_id)
             return &md->brokers[i];
     return NULL;
 }
+
+void st_md_assign_shards(st_md_t *md, int nshards)
+{
+    for (int i = 0; i < md->ntopics; i++) {
+        st_md_topic_t *t = md->topics[i];
+        uint32_t h = 2166136261u;
+        for (int k = 0; k < 16; k++)
+            h = (h ^ t->id[k]) * 16777619u;
+        for (int32_t p = 0; p < t->npartitions; p++)
+            t->partitions[p].shard = (int32_t)((h + (uint32_t)p) % (uint32_t)nshards);
+    }
+}

@@ -108,6 +108,9 @@ int st_md_topic_grow(st_md_topic_t *t, int32_t n);
 const st_md_topic_t *st_md_find(const st_md_t *md, const char *name, int32_t len);
 const st_md_topic_t *st_md_find_id(const st_md_t *md, const uint8_t id[16]);
 const st_md_broker_t *st_md_broker(const st_md_t *md, int32_t node_id);
+/* Sets the shard of every partition on this broker (node-local, never replicated): spread by
+ * topic id and index over nshards. On a snapshot not yet shared. */
+void st_md_assign_shards(st_md_t *md, int nshards);
 
 /* A topic id as 32 lower-case hex digits, and back (ST_E_INVALID when malformed). */
 void st_md_id_hex(const uint8_t id[16], char out[33]);

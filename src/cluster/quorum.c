@@ -32,6 +32,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "cluster/heartbeat.h"
+#include "cluster/local_transport.h"
 #include "cluster/records.h"
 #include "io/uvthread.h"
 
@@ -106,6 +107,30 @@ static int32_t self_id(const st_quorum_t *q)
     return (int32_t)q->cfg->node_id;
 }
 
+/* Raft ids are node ids, except in a local quorum (no voters configured), whose one voter is
+ * raft id 1 whatever node.id is (raft wants ids above 0; a single broker's node.id is 0 by
+ * default). */
+static raft_id raft_of(const st_quorum_t *q, int32_t node)
+{
+    return q->cfg->quorum_local ? 1 : (raft_id)node;
+}
+
+static int32_t node_of(const st_quorum_t *q, raft_id id)
+{
+    if (!id)
+        return -1;
+    return q->cfg->quorum_local ? self_id(q) : (int32_t)id;
+}
+
+/* The active controller's node id, or -1. */
+static int32_t leader_node(st_quorum_t *q)
+{
+    raft_id leader = 0;
+    const char *addr;
+    raft_leader(&q->raft, &leader, &addr);
+    return node_of(q, leader);
+}
+
 /* ---- the state machine ---- */
 
 static int fsm_apply(struct raft_fsm *fsm, const struct raft_buffer *buf, void **result)
@@ -167,6 +192,7 @@ static int fsm_restore(struct raft_fsm *fsm, struct raft_buffer *buf)
 /* ---- the controller's changes ---- */
 
 static void controller_step(st_quorum_t *q);
+static void hb_send(st_quorum_t *q, st_hb_t *lists);
 
 static void finish_user(st_quorum_t *q, st_quorum_req_t *req, int status)
 {
@@ -259,6 +285,10 @@ static bool broker_duty(st_quorum_t *q)
 {
     int64_t now = st_mono_ms();
     int64_t timeout = q->cfg->broker_session_timeout_ms;
+    /* how far this node applied the log needs no heartbeat to be known */
+    st_hb_peer_t *me = st_hb_peer_get(&q->peers, &q->npeers, self_id(q), false);
+    if (me)
+        me->applied = (int64_t)raft_last_applied(&q->raft);
     /* registrations (new incarnation, listener or rack) */
     for (int i = 0; i < q->npeers; i++) {
         st_hb_peer_t *p = &q->peers[i];
@@ -442,6 +472,10 @@ static void controller_step(st_quorum_t *q)
     if (!q->state->cluster_id[0]) {
         json_t *records = json_array();
         json_array_append_new(records, st_rec_cluster(q->cluster_id));
+        json_t *seed = q->hooks.seed ? q->hooks.seed(q->hooks.arg) : NULL;
+        if (seed)
+            json_array_extend(records, seed);
+        json_decref(seed);
         propose(q, records, NULL);
         json_decref(records);
         return;
@@ -487,6 +521,7 @@ static void barrier_done(struct raft_barrier *req, int status)
             (unsigned long long)raft_current_term(&q->raft),
             (unsigned long long)raft_last_applied(&q->raft));
     controller_step(q);
+    hb_send(q, NULL); /* this node registers now, not at its next heartbeat */
 }
 
 /* Leadership came or went. */
@@ -539,12 +574,10 @@ static void hb_recv(void *arg, const void *data, size_t len)
  * with the topics to create and the ISR changes to ask for, if any. */
 static void hb_send(st_quorum_t *q, st_hb_t *lists)
 {
-    raft_id leader;
-    const char *addr;
-    raft_leader(&q->raft, &leader, &addr);
+    int32_t leader = leader_node(q);
     /* A broker-only node learns the leader only once the leader has added it, which it does
      * when it hears from it: until then it tells every voter (the others ignore it). */
-    if (!leader && q->cfg->role_controller)
+    if (leader < 0 && q->cfg->role_controller)
         return;
     st_hb_t *hb = lists ? lists : calloc(1, sizeof *hb);
     if (!hb)
@@ -560,11 +593,11 @@ static void hb_send(st_quorum_t *q, st_hb_t *lists)
         ST_WARN("metadata: cannot encode this node's heartbeat");
         return;
     }
-    if ((int32_t)leader == self_id(q)) {
+    if (leader == self_id(q)) {
         if (q->leader)
             hb_take(q, text, len);
     } else {
-        st_hb_link_send(&q->hb, (int32_t)leader, text, len);
+        st_hb_link_send(&q->hb, leader, text, len);
     }
     free(text);
     q->last_hb_sent = st_mono_ms();
@@ -574,10 +607,7 @@ static void hb_send(st_quorum_t *q, st_hb_t *lists)
 
 static void publish(st_quorum_t *q)
 {
-    raft_id leader = 0;
-    const char *addr;
-    raft_leader(&q->raft, &leader, &addr);
-    int32_t lid = leader ? (int32_t)leader : -1;
+    int32_t lid = leader_node(q);
     atomic_store(&q->info_leader, lid);
     atomic_store(&q->info_term, (uint64_t)raft_current_term(&q->raft));
     atomic_store(&q->info_applied, (int64_t)raft_last_applied(&q->raft));
@@ -627,11 +657,19 @@ static void on_tick(uv_timer_t *t)
 
 static void close_handles(st_quorum_t *q);
 
+static void transport_fini(st_quorum_t *q)
+{
+    if (q->cfg->quorum_local)
+        st_local_transport_fini(&q->transport);
+    else
+        raft_uv_tcp_close(&q->transport);
+}
+
 static void raft_closed(struct raft *r)
 {
     st_quorum_t *q = r->data;
     raft_uv_close(&q->io);
-    raft_uv_tcp_close(&q->transport);
+    transport_fini(q);
     close_handles(q);
 }
 
@@ -649,7 +687,7 @@ static void begin_close(st_quorum_t *q)
     if (q->io_up)
         raft_uv_close(&q->io);
     if (q->transport_up)
-        raft_uv_tcp_close(&q->transport);
+        transport_fini(q);
     close_handles(q);
 }
 
@@ -730,13 +768,17 @@ static int start_raft(st_quorum_t *q)
     const st_config_t *c = q->cfg;
     q->transport.version = 1;
     q->transport.data = NULL;
-    int rc = raft_uv_tcp_init(&q->transport, q->loop);
+    /* a local quorum's one voter talks to nobody: no socket (local_transport.h) */
+    int rc = c->quorum_local ? st_local_transport_init(&q->transport, q->loop)
+                             : raft_uv_tcp_init(&q->transport, q->loop);
     if (rc)
         return q_fail(q, -EIO, "cannot start the quorum's transport", raft_strerror(rc));
     q->transport_up = true;
-    char bind[300];
-    snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
-    raft_uv_tcp_set_bind_address(&q->transport, bind);
+    if (!c->quorum_local) {
+        char bind[300];
+        snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
+        raft_uv_tcp_set_bind_address(&q->transport, bind);
+    }
     rc = raft_uv_init(&q->io, q->loop, q->dir, &q->transport);
     if (rc)
         return q_fail(q, -EIO, "cannot open the metadata log", q->io.errmsg);
@@ -747,7 +789,7 @@ static int start_raft(st_quorum_t *q)
                                .snapshot = fsm_snapshot,
                                .restore = fsm_restore,
                                .snapshot_finalize = fsm_snapshot_finalize};
-    rc = raft_init(&q->raft, &q->io, &q->fsm, (raft_id)self_id(q), q->self_addr);
+    rc = raft_init(&q->raft, &q->io, &q->fsm, raft_of(q, self_id(q)), q->self_addr);
     if (rc)
         return q_fail(q, -EIO, "cannot open the metadata log", raft_errmsg(&q->raft));
     q->raft_inited = true;
@@ -765,7 +807,7 @@ static int start_raft(st_quorum_t *q)
         for (int i = 0; i < c->nvoters && rc == 0; i++) {
             char a[300];
             snprintf(a, sizeof a, "%s:%d", c->voters[i].host, c->voters[i].port);
-            rc = raft_configuration_add(&conf, (raft_id)c->voters[i].id, a, RAFT_VOTER);
+            rc = raft_configuration_add(&conf, raft_of(q, c->voters[i].id), a, RAFT_VOTER);
         }
         if (rc == 0)
             rc = raft_bootstrap(&q->raft, &conf);
@@ -812,7 +854,8 @@ static void q_started(void *arg)
     st_quorum_t *q = arg;
     ST_INFO("metadata: node %d %s, quorum %s, log %s; waiting for quorum", self_id(q),
             q->cfg->role_controller ? "votes" : "follows without a vote",
-            q->cfg->controller_quorum_voters, q->dir);
+            q->cfg->quorum_local ? "local (this node alone)" : q->cfg->controller_quorum_voters,
+            q->dir);
     publish(q);
 }
 
@@ -820,7 +863,7 @@ static const st_uvthread_ops_t q_ops = {.init = q_init, .started = q_started, .w
 
 static int open_dir(st_quorum_t *q, const st_config_t *cfg, char *err, size_t errlen)
 {
-    snprintf(q->dir, sizeof q->dir, "%s/__cluster_metadata-0", cfg->log_dirs);
+    snprintf(q->dir, sizeof q->dir, "%s/" ST_QUORUM_TOPIC "-0", cfg->log_dirs);
     if (mkdir(q->dir, 0755) && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", q->dir, strerror(errno));
         return -errno;
@@ -936,6 +979,12 @@ void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out)
     out->applied = atomic_load(&q->info_applied);
     out->snapshot = atomic_load(&q->info_snapshot);
     out->voter = q->cfg->role_controller;
+    out->local = q->cfg->quorum_local;
+}
+
+bool st_quorum_alone(const st_quorum_t *q)
+{
+    return q->cfg->nvoters == 1 && q->cfg->voters[0].id == self_id(q) && q->cfg->role_controller;
 }
 
 void st_quorum_stop(st_quorum_t *q)

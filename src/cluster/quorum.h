@@ -36,6 +36,9 @@
 #include "cluster/metadata.h"
 #include "cluster/records.h"
 
+/* The metadata log's directory is <log.dirs>/__cluster_metadata-0 (Kafka's name). */
+#define ST_QUORUM_TOPIC "__cluster_metadata"
+
 typedef struct st_quorum st_quorum_t;
 
 typedef struct st_quorum_hooks {
@@ -44,6 +47,10 @@ typedef struct st_quorum_hooks {
     /* Quorum thread, on the active controller: a broker asked for topic `name` to be created
      * with the defaults (st_quorum_hint_create there); submit the creation, if wanted. */
     void (*hint_create)(void *arg, const char *name);
+    /* Quorum thread, the first active controller of a new log: records to write in the log's
+     * first entry, after the cluster's id (a JSON array the quorum then owns), or NULL. The
+     * upgrade of a single broker's strata-metadata.json (cluster/legacy.h). NULL: none. */
+    json_t *(*seed)(void *arg);
     void *arg;
 } st_quorum_hooks_t;
 
@@ -90,6 +97,7 @@ typedef struct st_quorum_info {
     int64_t applied;  /* last applied log index */
     int64_t snapshot; /* log index of the last snapshot taken or installed */
     bool voter;
+    bool local; /* no voters configured: this node alone, nothing on the network */
 } st_quorum_info_t;
 /* Any thread: when the quorum thread last ran its tick (monotonic ms): a whole process frozen
  * (SIGSTOP) stops it too, a busy shard does not. */
@@ -99,6 +107,9 @@ int64_t st_quorum_frozen_ms(st_quorum_t *q);
 
 /* Any thread: where the quorum stands. */
 void st_quorum_info(st_quorum_t *q, st_quorum_info_t *out);
+/* Any thread: whether this node is the quorum's only voter. Its log then is the whole metadata
+ * once st_quorum_start returned (raft_start applied it), and it commits alone. */
+bool st_quorum_alone(const st_quorum_t *q);
 
 /* Stops the quorum thread (a leader hands leadership to another voter first) and joins it. */
 void st_quorum_stop(st_quorum_t *q);

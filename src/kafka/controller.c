@@ -1,20 +1,12 @@
 /*
- * controller.c — topic administration on the controller shard, persistence of the metadata,
- * and the hand-over of each new snapshot to every shard.
+ * controller.c — topic administration through the metadata quorum, and the hand-over of each
+ * state the quorum publishes to every shard.
  *
- * strata-metadata.json:
- *   {"version": N, "topics": [{"name": "t", "id": "<32 hex>", "internal": false,
- *     "replication_factor": 1, "partitions": [<shard of p0>, <shard of p1>, ...],
- *     "configs": {"retention.ms": "1000"}}]}
- * A partition's shard is taken modulo the current shard count at load, so a broker restarted
- * with another --smp still finds every partition.
- *
- * An op on shard 0: validate its items against a copy of the snapshot -> write the file
- * (broker/afile.h: through the storage layer's st_fs_t, both syncs asynchronous, so the shard
- * serves on meanwhile) -> the copy becomes the controller's -> fan out to every shard, which
- * opens, reconfigures or deletes its partitions -> the op goes back to its shard. Ops are
- * persisted one at a time, in the order they came (the next waits for the file, not for the
- * shards), so each starts from the snapshot its predecessor wrote.
+ * An op: shard 0 submits it to the quorum (cluster/quorum.h) -> the active controller decides
+ * it against its state and writes its records (ctl_propose) -> committed and applied, the op
+ * waits on shard 0 until every shard here has adopted a state at least that new (st_ctl_adopt:
+ * each opens, reconfigures or deletes its partitions) -> it goes back to its shard. A single
+ * broker is its quorum's only voter: the same path, decided and committed alone.
  */
 #include "kafka/controller.h"
 
@@ -32,7 +24,6 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
-#include "broker/afile.h"
 #include "broker/request.h"
 #include "cluster/records.h"
 #include "partition/partition.h"
@@ -43,17 +34,6 @@
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 #include "storage/fs.h"
-
-/* A partition of a single broker: it leads, and is the only replica and the whole ISR. */
-static void solo(st_md_partition_t *p, int32_t node)
-{
-    p->leader = node;
-    p->nreplicas = p->nisr = 1;
-    p->replicas[0] = p->isr[0] = node;
-}
-
-/* strata-metadata.json is read whole: no cluster of this design needs more. */
-#define ST_CTL_MAX_FILE (256 << 20)
 
 int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen)
 {
@@ -83,102 +63,6 @@ int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen)
     return 0;
 }
 
-/* ---- persistence ---- */
-
-/* The metadata as strata-metadata.json's text (malloc'd), or NULL. */
-static char *ctl_render(const st_md_t *md)
-{
-    json_t *root = json_object(), *topics = json_array();
-    json_object_set_new(root, "version", json_integer(md->version));
-    json_object_set_new(root, "topics", topics);
-    for (int i = 0; i < md->ntopics; i++) {
-        const st_md_topic_t *t = md->topics[i];
-        char hex[33];
-        st_md_id_hex(t->id, hex);
-        json_t *jt = json_object(), *parts = json_array(), *cfg = json_object();
-        json_object_set_new(jt, "name", json_string(t->name));
-        json_object_set_new(jt, "id", json_string(hex));
-        json_object_set_new(jt, "internal", json_boolean(t->internal));
-        json_object_set_new(jt, "replication_factor", json_integer(t->replication_factor));
-        for (int32_t p = 0; p < t->npartitions; p++)
-            json_array_append_new(parts, json_integer(t->partitions[p].shard));
-        json_object_set_new(jt, "partitions", parts);
-        for (int c = 0; c < t->nconfigs; c++)
-            json_object_set_new(cfg, t->configs[c].key, json_string(t->configs[c].value));
-        json_object_set_new(jt, "configs", cfg);
-        json_array_append_new(topics, jt);
-    }
-    char *text = json_dumps(root, JSON_COMPACT);
-    json_decref(root);
-    return text;
-}
-
-int st_ctl_load(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshards, char *err,
-                size_t errlen)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/strata-metadata.json", log_dirs);
-    uint8_t *data;
-    size_t len;
-    int lrc = st_fs_read_file(fs, path, ST_CTL_MAX_FILE, &data, &len);
-    if (lrc == -ENOENT)
-        return 0;
-    if (lrc < 0) {
-        snprintf(err, errlen, "cannot read %s: %s", path, st_strerror(lrc));
-        return lrc;
-    }
-    json_error_t je;
-    json_t *root = json_loadb((const char *)data, len, 0, &je);
-    free(data);
-    if (!root) {
-        snprintf(err, errlen, "%s:%d: %s", path, je.line, je.text);
-        return ST_E_CORRUPT;
-    }
-    md->version = json_integer_value(json_object_get(root, "version"));
-    json_t *topics = json_object_get(root, "topics"), *jt;
-    size_t i;
-    int rc = 0;
-    json_array_foreach(topics, i, jt)
-    {
-        const char *name = json_string_value(json_object_get(jt, "name"));
-        uint8_t id[16];
-        json_t *parts = json_object_get(jt, "partitions");
-        if (!name || st_md_id_parse(json_string_value(json_object_get(jt, "id")), id) ||
-            !json_is_array(parts)) {
-            snprintf(err, errlen, "%s: topic %zu is malformed", path, i);
-            rc = ST_E_CORRUPT;
-            break;
-        }
-        st_md_topic_t *t = st_md_topic_new(name, id, (int32_t)json_array_size(parts));
-        if (!t) {
-            rc = -ENOMEM;
-            break;
-        }
-        t->internal = json_is_true(json_object_get(jt, "internal"));
-        json_t *rf = json_object_get(jt, "replication_factor");
-        t->replication_factor = rf ? (int16_t)json_integer_value(rf) : 1;
-        size_t p;
-        json_t *js;
-        json_array_foreach(parts, p, js)
-        {
-            t->partitions[p].shard = (int32_t)(json_integer_value(js) % nshards);
-            solo(&t->partitions[p], md->controller_id);
-        }
-        const char *k;
-        json_t *v;
-        json_object_foreach(json_object_get(jt, "configs"), k, v)
-            st_md_topic_set_config(t, k, json_string_value(v));
-        if (st_md_add_topic(md, t)) {
-            st_md_topic_free(t);
-            snprintf(err, errlen, "%s: topic %s appears twice", path, name);
-            rc = ST_E_CORRUPT;
-            break;
-        }
-    }
-    json_decref(root);
-    return rc;
-}
-
 __attribute__((format(printf, 3, 4))) static void st_item_fail(st_ctl_item_t *it, int16_t code,
                                                                const char *fmt, ...)
 {
@@ -193,18 +77,26 @@ __attribute__((format(printf, 3, 4))) static void st_item_fail(st_ctl_item_t *it
 
 #define ST_CTL_FAILS 8
 
-typedef struct st_ctl_apply {
-    st_fanout_leg_t leg;
-    st_md_t *md;
-    st_ctl_op_t *op;
-    /* partitions this shard could not open: reported back to the items (CreateTopics) */
-    int nfail;
+/* Partitions a shard could not open: reported back to the items naming their topic. */
+typedef struct ctl_fails {
+    int n;
     struct {
         uint8_t id[16];
         int32_t partition;
         int err;
-    } fail[ST_CTL_FAILS];
+    } f[ST_CTL_FAILS];
+} ctl_fails_t;
+
+typedef struct st_ctl_apply {
+    st_fanout_leg_t leg;
+    st_md_t *md;
+    ctl_fails_t fails; /* this shard's */
 } ctl_apply_t;
+
+/* Shard 0: what the latest adoption could not open, with the state it adopted, for the ops
+ * whose answer comes back after their change was adopted. */
+static ctl_fails_t ctl_last_fails;
+static st_md_t *ctl_last_fails_md;
 
 static bool configs_equal(const st_md_topic_t *a, const st_md_topic_t *b)
 {
@@ -225,8 +117,7 @@ typedef struct {
 /* Whether this broker keeps a copy of partition p on shard s. */
 static bool hosts(const st_kshard_t *s, const st_md_partition_t *p)
 {
-    const st_config_t *cfg = s->b->cfg;
-    return p->shard == s->id && (!cfg->clustered || st_md_is_replica(p, (int32_t)cfg->node_id));
+    return p->shard == s->id && st_md_is_replica(p, (int32_t)s->b->cfg->node_id);
 }
 
 static void sweep_one(void *arg, st_part_t *p)
@@ -236,14 +127,12 @@ static void sweep_one(void *arg, st_part_t *p)
     int32_t index = st_part_index(p);
     if (t && index < t->npartitions && hosts(w->s, &t->partitions[index]))
         return;
-    if (w->s->b->cfg->clustered) {
-        st_krepl_unfollow(w->s, p);
-        st_coordsvc_leadership(w->s, st_part_topic(p), index, false, -1);
-    }
+    st_krepl_unfollow(w->s, p);
+    st_coordsvc_leadership(w->s, st_part_topic(p), index, false, -1);
     st_parts_delete(&w->s->parts, p);
 }
 
-/* In a cluster: the partition's role from the snapshot (replication, partition.h), then what
+/* The partition's role from the snapshot (replication, partition.h), then what
  * follows from it: fetching from the leader, and for __consumer_offsets the coordinator. */
 static void set_role(st_kshard_t *s, st_part_t *part, const st_md_t *md, const st_md_topic_t *t,
                      int32_t p)
@@ -294,66 +183,22 @@ static void ctl_apply_run(st_fanout_leg_t *leg)
                 st_log_config_t lc;
                 st_topic_log_config(s->b->cfg, t, &lc);
                 int rc = st_parts_open(&s->parts, t->name, t->id, p, &lc, &np);
-                if (rc && a->nfail < ST_CTL_FAILS) {
-                    memcpy(a->fail[a->nfail].id, t->id, 16);
-                    a->fail[a->nfail].partition = p;
-                    a->fail[a->nfail].err = rc;
-                    a->nfail++;
+                if (rc && a->fails.n < ST_CTL_FAILS) {
+                    memcpy(a->fails.f[a->fails.n].id, t->id, 16);
+                    a->fails.f[a->fails.n].partition = p;
+                    a->fails.f[a->fails.n].err = rc;
+                    a->fails.n++;
                 }
             } else if (reconf) {
                 st_log_config_t lc;
                 st_topic_log_config(s->b->cfg, t, &lc);
                 st_part_reconfigure(part, &lc);
             }
-            if (s->b->cfg->clustered && (part = st_parts_get(&s->parts, t->id, p)) != NULL)
+            if ((part = st_parts_get(&s->parts, t->id, p)) != NULL)
                 set_role(s, part, a->md, t, p);
         }
     }
     st_md_unref(old);
-}
-
-/* Reports the partitions shard a could not open to the op's items. */
-static void ctl_apply_report(st_ctl_op_t *op, ctl_apply_t *a)
-{
-    /* A partition that could not be opened is offline: the topic exists, but the client is
-     * told (KAFKA_STORAGE_ERROR) instead of a success it cannot use. */
-    for (int f = 0; f < a->nfail; f++) {
-        const st_md_topic_t *t = st_md_find_id(a->md, a->fail[f].id);
-        for (int i = 0; t && i < op->n; i++) {
-            st_ctl_item_t *it = &op->items[i];
-            const char *name = it->name ? it->name : it->out_name;
-            if (it->error || !name || strcmp(name, t->name) != 0)
-                continue;
-            st_item_fail(it, ST_KERR_KAFKA_STORAGE_ERROR,
-                         "partition %d of %s could not be opened (%s); it is offline",
-                         (int)a->fail[f].partition, t->name, st_strerror(a->fail[f].err));
-        }
-    }
-    st_md_unref(a->md);
-}
-
-/* On shard 0, once every shard applied the snapshot: the op goes back to its shard. */
-static void ctl_applied(void *arg)
-{
-    st_ctl_op_t *op = arg;
-    st_kshard_t *s = st_kshard_current();
-    for (int i = 0; i < s->b->nshards; i++)
-        ctl_apply_report(op, &op->applies[i]);
-    free(op->applies);
-    op->applies = NULL;
-    st_xcall_return(s, &op->x);
-}
-
-/* ---- the operations ---- */
-
-static int32_t least_loaded_shard(int nshards, int32_t *load)
-{
-    int32_t best = 0;
-    for (int i = 1; i < nshards; i++)
-        if (load[i] < load[best])
-            best = i;
-    load[best]++;
-    return best;
 }
 
 /* Computes the new value of a list config for APPEND/SUBTRACT of `v` into out. */
@@ -431,25 +276,16 @@ static int apply_configs(st_md_topic_t *t, st_ctl_item_t *it)
     return 0;
 }
 
-/* What deciding an op needs: on shard 0 (single broker) or on the quorum thread (cluster). */
+/* What deciding an op needs (on the quorum thread). */
 typedef struct ctl_ctx {
     const st_config_t *cfg;
-    int nshards;
-    int32_t *load; /* partitions per shard (single broker) */
 } ctl_ctx_t;
 
-/* Places partitions [from, t->npartitions) of t: on a single broker, each on the least loaded
- * shard with this broker as its only replica; in a cluster, over the live brokers. */
+/* Places partitions [from, t->npartitions) of t over the live brokers. */
 static bool place(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, int32_t from,
                   st_ctl_item_t *it)
 {
-    if (!c->cfg->clustered) {
-        for (int32_t p = from; p < t->npartitions; p++) {
-            t->partitions[p].shard = least_loaded_shard(c->nshards, c->load);
-            solo(&t->partitions[p], md->controller_id);
-        }
-        return true;
-    }
+    (void)c;
     uint32_t start;
     if (getrandom(&start, sizeof start, 0) != (ssize_t)sizeof start)
         start = (uint32_t)md->ntopics;
@@ -496,25 +332,16 @@ static bool ctl_create(ctl_ctx_t *c, st_md_t *md, st_ctl_item_t *it)
                 : it->count < 0   ? (int32_t)cfg->num_partitions
                                   : it->count;
     int rf = it->rf < 0 ? (int)cfg->default_replication_factor : it->rf;
-    if (it->internal && it->rf < 0 && cfg->clustered) {
-        /* __consumer_offsets: offsets.topic.replication.factor, but never more than the
-         * brokers alive now, so a cluster still starting (or a single broker) works */
+    if (it->internal) {
+        /* a coordinator's topic: its service's factor (st_coordsvc_topic_item), but never more
+         * than the brokers alive now, so a cluster still starting (or a single broker) works */
         int live = st_rec_live_brokers(md);
-        rf = (int)cfg->offsets_topic_replication_factor;
         rf = rf > live && live > 0 ? live : rf;
     }
     if (it->assigned < 0 && (n <= 0 || n > 100000)) {
         snprintf(it->message, sizeof it->message,
                  "Number of partitions must be larger than 0 (and at most 100000), got %d.", n);
         it->error = ST_KERR_INVALID_PARTITIONS;
-        return false;
-    }
-    if (!cfg->clustered && (rf <= 0 || rf > md->nbrokers)) {
-        snprintf(it->message, sizeof it->message,
-                 "Unable to replicate the partition %d time(s): The target replication factor "
-                 "of %d cannot be reached because only %d broker(s) are registered.",
-                 rf, rf, md->nbrokers);
-        it->error = ST_KERR_INVALID_REPLICATION_FACTOR;
         return false;
     }
     uint8_t id[16];
@@ -570,7 +397,7 @@ static st_md_partition_t *item_partition(st_md_topic_t *t, st_ctl_item_t *it)
 
 /* ElectLeaders for one partition. Preferred: the first replica leads if it is live and in the
  * ISR. Unclean: when no live ISR member leads, any live replica may (st_rec_elect). A single
- * broker's only replica always leads already. */
+ * broker's only replica always leads already (ELECTION_NOT_NEEDED). */
 static bool ctl_elect(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
 {
     st_md_partition_t *p = item_partition(t, it);
@@ -581,10 +408,7 @@ static bool ctl_elect(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, st_ctl_
                      (int)it->election_type);
         return false;
     }
-    if (!c->cfg->clustered) {
-        it->error = ST_KERR_ELECTION_NOT_NEEDED;
-        return false;
-    }
+    (void)c;
     if (it->election_type == 0) {
         int32_t pref = p->nreplicas > 0 ? p->replicas[0] : -1;
         if (pref >= 0 && p->leader == pref) {
@@ -615,8 +439,7 @@ static bool ctl_elect(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, st_ctl_
 }
 
 /* Checks a reassignment's target replicas; false with the item failed. */
-static bool reassign_check(ctl_ctx_t *c, const st_md_t *md, const st_md_partition_t *p,
-                           st_ctl_item_t *it)
+static bool reassign_check(const st_md_t *md, const st_md_partition_t *p, st_ctl_item_t *it)
 {
     if (it->nreplicas <= 0 || it->nreplicas > ST_MD_MAX_REPLICAS) {
         st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
@@ -632,7 +455,7 @@ static bool reassign_check(ctl_ctx_t *c, const st_md_t *md, const st_md_partitio
                              "Duplicate replica %d in the target replica list", (int)id);
                 return false;
             }
-        if (!st_md_broker(md, id) || (!c->cfg->clustered && id != md->controller_id)) {
+        if (!st_md_broker(md, id)) {
             st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
                          "The target replica %d is not a registered broker", (int)id);
             return false;
@@ -652,7 +475,7 @@ static bool reassign_check(ctl_ctx_t *c, const st_md_t *md, const st_md_partitio
  * replicas are added first and the old ones leave only once every target replica is in sync,
  * so a move never drops the copies that hold the acknowledged records; until then it is in
  * progress (ListPartitionReassignments) and can be cancelled (a NULL target). */
-static bool ctl_reassign(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
+static bool ctl_reassign(const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
 {
     st_md_partition_t *p = item_partition(t, it);
     if (!p)
@@ -668,7 +491,7 @@ static bool ctl_reassign(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, st_c
                          t->name, (int)it->partition);
         return rc == 0;
     }
-    if (!reassign_check(c, md, p, it))
+    if (!reassign_check(md, p, it))
         return false;
     bool live = false;
     for (int32_t i = 0; i < it->nreplicas; i++)
@@ -736,107 +559,9 @@ static bool ctl_item(ctl_ctx_t *c, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *
     case ST_CTL_ELECT_LEADERS:
         return ctl_elect(c, md, t, it);
     case ST_CTL_REASSIGN:
-        return ctl_reassign(c, md, t, it);
+        return ctl_reassign(md, t, it);
     }
     return false;
-}
-
-static void ctl_exec(st_kshard_t *s, st_ctl_op_t *op);
-
-/* The controller is free: the next queued op runs. */
-static void ctl_next(st_kshard_t *s)
-{
-    st_broker_t *b = s->b;
-    b->ctl_busy = false;
-    st_ctl_op_t *next = b->ctl_queue;
-    if (next) {
-        b->ctl_queue = next->queue_next;
-        if (!b->ctl_queue)
-            b->ctl_queue_tail = NULL;
-        ctl_exec(s, next);
-    }
-}
-
-/* The op is answered (its items say how). */
-static void ctl_finish(st_kshard_t *s, st_ctl_op_t *op)
-{
-    st_xcall_return(s, &op->x);
-    ctl_next(s);
-}
-
-/* strata-metadata.json is durable (or not): on success the snapshot becomes the controller's
- * and goes to every shard; the next op may run while they apply it. */
-static void ctl_saved(void *arg, int rc)
-{
-    st_ctl_op_t *op = arg;
-    st_kshard_t *s = st_kshard_current();
-    st_broker_t *b = s->b;
-    st_md_t *md = op->next_md;
-    op->next_md = NULL;
-    if (rc) {
-        ST_ERROR("cannot persist the cluster metadata: %s", st_strerror(rc));
-        for (int i = 0; i < op->n; i++)
-            if (!op->items[i].error)
-                st_item_fail(&op->items[i], ST_KERR_KAFKA_STORAGE_ERROR,
-                             "cannot persist metadata: %s", st_strerror(rc));
-        st_md_unref(md);
-        ctl_finish(s, op);
-        return;
-    }
-    st_md_unref(b->ctl_md);
-    b->ctl_md = md;
-    op->applies = calloc((size_t)b->nshards, sizeof *op->applies);
-    ST_ASSERT(op->applies != NULL);
-    st_fanout_begin(&op->fan, b->mesh, s->id, ctl_apply_run, ctl_applied, op);
-    for (int i = 0; i < b->nshards; i++) {
-        ctl_apply_t *a = &op->applies[i];
-        a->md = st_md_ref(md);
-        a->op = op;
-        a->leg.data = a;
-        st_fanout_send(&op->fan, &a->leg, i);
-    }
-    st_fanout_end(&op->fan);
-    ctl_next(s);
-}
-
-/* Validates and applies op's items to a copy of the controller's snapshot, then persists it
- * without blocking the shard (broker/afile.h); one op at a time. */
-static void ctl_exec(st_kshard_t *s, st_ctl_op_t *op)
-{
-    st_broker_t *b = s->b;
-    b->ctl_busy = true;
-    st_md_t *md = st_md_clone(b->ctl_md);
-    if (!md) {
-        for (int i = 0; i < op->n; i++)
-            st_item_fail(&op->items[i], ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
-        ctl_finish(s, op);
-        return;
-    }
-    int32_t *load = calloc((size_t)b->nshards, sizeof *load);
-    for (int i = 0; i < md->ntopics; i++)
-        for (int32_t p = 0; p < md->topics[i]->npartitions; p++)
-            load[md->topics[i]->partitions[p].shard % b->nshards]++;
-    ctl_ctx_t c = {b->cfg, b->nshards, load};
-    bool changed = false;
-    for (int i = 0; i < op->n; i++) {
-        /* Validate-only runs each item against a scratch copy so nothing sticks. */
-        if (ctl_item(&c, md, op, &op->items[i]))
-            changed = true;
-    }
-    free(load);
-    if (!changed || op->validate_only) {
-        st_md_unref(md);
-        ctl_finish(s, op);
-        return;
-    }
-    op->next_md = md;
-    char *text = ctl_render(md);
-    int rc = text ? st_afile_write(&s->env, b->cfg->log_dirs, "strata-metadata.json", text,
-                                   strlen(text), ctl_saved, op)
-                  : -ENOMEM;
-    free(text);
-    if (rc)
-        ctl_saved(op, rc);
 }
 
 /* ---- in a cluster: ops go to the active controller through the quorum ---- */
@@ -856,7 +581,7 @@ static int ctl_propose(st_quorum_req_t *req, const st_md_t *state, json_t *recor
     st_md_t *md = st_md_clone(state);
     if (!md)
         return -ENOMEM;
-    ctl_ctx_t c = {op->b->cfg, op->b->nshards, NULL};
+    ctl_ctx_t c = {op->b->cfg};
     /* consecutive items changing one topic (one per partition: ElectLeaders, reassignments)
      * share one record, written after the last of them */
     const uint8_t *owed = NULL;
@@ -922,6 +647,25 @@ static void ctl_quorum_fail(st_broker_t *b, st_ctl_op_t *op)
     }
 }
 
+/* Reports the partitions that could not be opened to the op's items naming their topic. */
+static void ctl_report(st_ctl_op_t *op, const ctl_fails_t *fails, const st_md_t *md)
+{
+    /* A partition that could not be opened is offline: the topic exists, but the client is
+     * told (KAFKA_STORAGE_ERROR) instead of a success it cannot use. */
+    for (int f = 0; md && f < fails->n; f++) {
+        const st_md_topic_t *t = st_md_find_id(md, fails->f[f].id);
+        for (int i = 0; t && i < op->n; i++) {
+            st_ctl_item_t *it = &op->items[i];
+            const char *name = it->name ? it->name : it->out_name;
+            if (it->error || !name || strcmp(name, t->name) != 0)
+                continue;
+            st_item_fail(it, ST_KERR_KAFKA_STORAGE_ERROR,
+                         "partition %d of %s could not be opened (%s); it is offline",
+                         (int)fails->f[f].partition, t->name, st_strerror(fails->f[f].err));
+        }
+    }
+}
+
 /* Answers the waiting ops whose change every shard here has applied. */
 static void ctl_release(st_kshard_t *s)
 {
@@ -933,6 +677,7 @@ static void ctl_release(st_kshard_t *s)
             continue;
         }
         *pp = op->queue_next;
+        ctl_report(op, &ctl_last_fails, ctl_last_fails_md);
         st_xcall_return(s, &op->x);
     }
 }
@@ -975,6 +720,14 @@ static void ctl_adopted(void *arg)
 {
     ctl_adoption_t *ad = arg;
     st_kshard_t *s = st_kshard_current();
+    ctl_last_fails.n = 0;
+    for (int i = 0; i < s->b->nshards; i++) {
+        const ctl_fails_t *f = &ad->applies[i].fails;
+        for (int k = 0; k < f->n && ctl_last_fails.n < ST_CTL_FAILS; k++)
+            ctl_last_fails.f[ctl_last_fails.n++] = f->f[k];
+    }
+    st_md_unref(ctl_last_fails_md);
+    ctl_last_fails_md = st_md_ref(ad->applies[0].md);
     for (int i = 0; i < s->b->nshards; i++)
         st_md_unref(ad->applies[i].md);
     if (ad->version > s->b->ctl_applied)
@@ -984,23 +737,10 @@ static void ctl_adopted(void *arg)
     ctl_release(s);
 }
 
-/* The shard of each partition on this broker: spread by topic id and index. */
-static void assign_shards(st_md_t *md, int nshards)
-{
-    for (int i = 0; i < md->ntopics; i++) {
-        st_md_topic_t *t = md->topics[i];
-        uint32_t h = 2166136261u;
-        for (int k = 0; k < 16; k++)
-            h = (h ^ t->id[k]) * 16777619u;
-        for (int32_t p = 0; p < t->npartitions; p++)
-            t->partitions[p].shard = (int32_t)((h + (uint32_t)p) % (uint32_t)nshards);
-    }
-}
-
 void st_ctl_adopt(st_kshard_t *s, st_md_t *md)
 {
     st_broker_t *b = s->b;
-    assign_shards(md, b->nshards);
+    st_md_assign_shards(md, b->nshards);
     ctl_adoption_t *ad = calloc(1, sizeof *ad);
     ctl_apply_t *applies = calloc((size_t)b->nshards, sizeof *applies);
     ST_ASSERT(ad && applies);
@@ -1088,25 +828,11 @@ void st_ctl_tick(st_kshard_t *s)
     st_parts_each(&s->parts, isr_tick_one, &w);
 }
 
-/* On shard 0: ops run one at a time, in the order they came. */
+/* On shard 0: the op goes to the active controller, which decides ops one at a time in the
+ * order they came (cluster/quorum.h). */
 static void ctl_run(st_kshard_t *s, st_xcall_t *x)
 {
-    st_ctl_op_t *op = (st_ctl_op_t *)x;
-    st_broker_t *b = s->b;
-    if (b->quorum) {
-        ctl_submit_quorum(b, op);
-        return;
-    }
-    if (!b->ctl_busy) {
-        ctl_exec(s, op);
-        return;
-    }
-    op->queue_next = NULL;
-    if (b->ctl_queue_tail)
-        b->ctl_queue_tail->queue_next = op;
-    else
-        b->ctl_queue = op;
-    b->ctl_queue_tail = op;
+    ctl_submit_quorum(s->b, (st_ctl_op_t *)x);
 }
 
 static void ctl_done(st_kshard_t *s, st_xcall_t *x)

@@ -1,15 +1,16 @@
 /*
- * controller.h — topic administration, run on shard 0 (the controller shard).
+ * controller.h — topic administration, through the metadata quorum (cluster/quorum.h).
  *
- * Every change to the metadata goes through here: the controller validates it against its
- * authoritative snapshot, builds the next snapshot, persists it (<log.dirs>/strata-metadata.json,
- * written to a temporary file, synced, renamed), and sends it to every shard. Each shard swaps
- * its snapshot, opens the partitions newly assigned to it, deletes those removed, applies
- * config changes, and answers. Once all have answered, the operation returns to the shard
- * that asked. So when a CreateTopics answer leaves, every shard already serves the topic.
+ * Every change to the metadata goes through here: shard 0 hands the op to the quorum, whose
+ * active controller validates it against its state and writes the records of the change; once
+ * they are committed and applied, the op waits until every shard here has adopted a state that
+ * holds them (st_ctl_adopt: each shard swaps its snapshot, opens the partitions newly assigned
+ * to it, deletes those removed, applies config changes), then returns to the shard that asked.
+ * So when a CreateTopics answer leaves, every shard already serves the topic. A single broker
+ * is its quorum's only voter: the same path.
  *
- * Operations are applied in the order they reach the controller; snapshots reach each shard
- * in that same order (one ring per shard pair keeps order).
+ * Operations are decided in the order they reach the active controller; states reach each
+ * shard in the order they were published (one ring per shard pair keeps order).
  *
  * Threads: st_ctl_submit on any shard; the rest runs on shard 0 and the shards it updates.
  */
@@ -78,11 +79,8 @@ struct st_ctl_op {
     st_ctl_item_t *items;
     void (*cb)(st_kshard_t *s, st_ctl_op_t *op); /* on the submitting shard */
     void *arg;
-    st_fanout_t fan;              /* controller: the new snapshot to every shard */
-    struct st_ctl_apply *applies; /* one per shard, while they apply */
-    st_md_t *next_md;             /* controller: the snapshot being persisted */
-    struct st_ctl_op *queue_next; /* controller: ops waiting for the one running */
-    /* in a cluster: the op as a change for the active controller */
+    struct st_ctl_op *queue_next; /* shard 0: the answered or waiting ops */
+    /* the op as a change for the active controller */
     st_quorum_req_t qreq;
     struct st_broker *b;
     int qstatus;
@@ -91,21 +89,18 @@ struct st_ctl_op {
 /* Submits op (memory owned by the caller until cb runs). */
 void st_ctl_submit(st_kshard_t *s, st_ctl_op_t *op);
 
-/* Cluster: shard 0 adopts a state the quorum published (one reference, now the
+/* Shard 0 adopts a state the quorum published (one reference, now the
  * controller's): every shard applies it (opens the partitions it now hosts, deletes those it
  * no longer does), then the ops waiting for it answer. */
 void st_ctl_adopt(st_kshard_t *s0, st_md_t *md);
-/* Cluster: shard 0 answers the ops the quorum has finished (woken by the quorum thread). */
+/* Shard 0 answers the ops the quorum has finished (woken by the quorum thread). */
 void st_ctl_quorum_answers(st_kshard_t *s0);
-/* Cluster, each shard's tick: asks the controller for the ISR changes its led partitions need. */
+/* Each shard's tick: asks the controller for the ISR changes its led partitions need. */
 void st_ctl_tick(st_kshard_t *s);
-/* Cluster, quorum thread of the active controller: creates topic `name` with the defaults
+/* Quorum thread of the active controller: creates topic `name` with the defaults
  * (a hint from a broker that is not the controller; cluster/quorum.h). */
 void st_ctl_hint_create(struct st_broker *b, const char *name);
 
-/* Loads the persisted metadata into md (start-up, main thread). Missing file: nothing. */
-int st_ctl_load(const st_fs_t *fs, st_md_t *md, const char *log_dirs, int nshards, char *err,
-                size_t errlen);
 /* Validates a topic name as Kafka does; 0 or ST_E_INVALID with a message. */
 int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen);
 

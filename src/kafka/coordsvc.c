@@ -17,8 +17,8 @@ static int nservices;
 
 int st_coordsvc_register(const st_coordsvc_t *svc)
 {
-    ST_ASSERT(svc && svc->topic && svc->route && svc->partitions && svc->start && svc->load &&
-              svc->unload && svc->fini);
+    ST_ASSERT(svc && svc->topic && svc->route && svc->partitions && svc->replication_factor &&
+              svc->start && svc->load && svc->unload && svc->fini);
     for (int i = 0; i < nservices; i++)
         if (strcmp(services[i]->topic, svc->topic) == 0 || services[i]->key_type == svc->key_type)
             return services[i] == svc ? 0 : ST_E_EXISTS;
@@ -141,7 +141,7 @@ void st_coordsvc_topic_item(const st_coordsvc_t *svc, const st_config_t *cfg, st
 {
     it->internal = true;
     it->count = svc->partitions(cfg);
-    it->rf = -1;
+    it->rf = svc->replication_factor(cfg);
     it->ncfg = svc->nconfigs;
     it->cfg = (st_ctl_cfg_t *)svc->configs;
 }

@@ -52,8 +52,10 @@ typedef struct st_coordsvc {
     const char *name;  /* for logs: "group" */
     const char *topic; /* its internal topic: "__consumer_offsets" */
     int8_t key_type;   /* FindCoordinator's key type: 0 group, 1 transaction, 2 share */
-    /* the partitions the topic is created with */
+    /* the partitions and the replication factor the topic is created with (the controller
+     * lowers the factor to the brokers alive) */
     int32_t (*partitions)(const st_config_t *cfg);
+    int32_t (*replication_factor)(const st_config_t *cfg);
     const st_ctl_cfg_t *configs; /* the topic configs it is created with */
     int nconfigs;
     /* the topic's partition holding `key`, of n */
@@ -95,8 +97,8 @@ void st_coordsvc_tick(st_kshard_t *s);
 void st_coordsvc_drain(st_kshard_t *s);
 void st_coordsvc_fini(st_kshard_t *s);
 
-/* Fills creation item `it` for svc's topic: internal, the service's partition count and configs
- * (read only), the default replication factor. */
+/* Fills creation item `it` for svc's topic: internal, the service's partition count,
+ * replication factor and configs (read only). */
 void st_coordsvc_topic_item(const st_coordsvc_t *svc, const st_config_t *cfg, st_ctl_item_t *it);
 
 typedef void (*st_coordsvc_ready_fn)(st_kreq_t *r, void *arg);

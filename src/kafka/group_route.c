@@ -7,11 +7,11 @@
  * them all). Coordination moves with leadership (Kafka's onElection / onResignation):
  *
  *   start-up                     each partition the shard owns and this broker leads is loaded
- *   st_kgroup_leadership(true)   this broker now leads it (or at a new leader epoch): loaded
+ *   load (coordsvc.h)            this broker now leads it (or at a new leader epoch): loaded
  *                                from the local log, which replication kept up to date, before
  *                                any request for its groups is served (the load blocks the
  *                                shard while it reads the partition)
- *   st_kgroup_leadership(false)  unloaded: waiting JoinGroup/SyncGroup are answered
+ *   unload (coordsvc.h)          unloaded: waiting JoinGroup/SyncGroup are answered
  *                                NOT_COORDINATOR, its groups dropped (st_gcoord_unload)
  *   a call on the coordinator    checks the shard's snapshot again: a partition led here but
  *                                not loaded yet (created later, or the hook not called yet) is
@@ -181,11 +181,17 @@ static int32_t offsets_partitions(const st_config_t *cfg)
     return (int32_t)cfg->offsets_topic_num_partitions;
 }
 
+static int32_t offsets_replication_factor(const st_config_t *cfg)
+{
+    return (int32_t)cfg->offsets_topic_replication_factor;
+}
+
 const st_coordsvc_t st_kgroup_service = {
     .name = "group",
     .topic = ST_OFFSETS_TOPIC,
     .key_type = 0,
     .partitions = offsets_partitions,
+    .replication_factor = offsets_replication_factor,
     .configs = offsets_cfg,
     .nconfigs = (int)(sizeof offsets_cfg / sizeof offsets_cfg[0]),
     .route = st_gcoord_partition_for,

@@ -1,21 +1,21 @@
 /*
  * h_init_producer_id.c — InitProducerId (key 22): producer ids for idempotent producers.
  *
- * An id is unique across the broker's life and its restarts: the wall-clock millisecond of
- * start-up times 2^20, plus a counter (a restart within the same millisecond, or a clock set
- * back by more than the run lasted, could repeat one). In a cluster ids are also unique across
- * brokers, by construction: node.id in the top bits (layout and limits in pid.h). A producer that
- * sends its id and epoch back (v3+, after an error) gets the same id with the next epoch, which
- * fences the old epoch's in-flight batches (producer_state.h). Transactions are not supported: a
- * transactional id is refused, so clients report it instead of hanging.
+ * An id is unique across the broker's runs and across the brokers of a cluster, by
+ * construction: node.id in the top bits, then the millisecond of the run's first id, then a
+ * counter (layout and limits in pid.h). Ids a single broker of an earlier release handed out
+ * (its start's millisecond times 2^20) are all above 2^60, so no new id repeats one. A producer
+ * that sends its id and epoch back (v3+, after an error) gets the same id with the next epoch,
+ * which fences the old epoch's in-flight batches (producer_state.h). Transactions are not
+ * supported: a transactional id is refused, so clients report it instead of hanging.
  */
 #include "base/clock.h"
 #include "kafka/handlers.h"
 #include "kafka/pid.h"
 #include "proto/kerr.h"
 
-/* A cluster broker's next producer id (pid.h): the process's, for all its shards. */
-static _Atomic int64_t cluster_next_pid;
+/* This broker's next producer id (pid.h): the process's, for all its shards. */
+static _Atomic int64_t next_pid;
 
 void st_kh_init_producer_id(st_kreq_t *r)
 {
@@ -33,9 +33,7 @@ void st_kh_init_producer_id(st_kreq_t *r)
         resp.producer_id = req.producer_id;
         resp.producer_epoch = (int16_t)(req.producer_epoch + 1);
     } else {
-        resp.producer_id = b->cfg->clustered ? st_kpid_next(&cluster_next_pid,
-                                                            (int32_t)b->cfg->node_id, st_wall_ms())
-                                             : (int64_t)atomic_fetch_add(&b->next_producer_id, 1);
+        resp.producer_id = st_kpid_next(&next_pid, (int32_t)b->cfg->node_id, st_wall_ms());
         resp.producer_epoch = 0;
     }
     r->error_code = resp.error_code;

@@ -137,10 +137,9 @@ static void metadata_answer(st_kreq_t *r, void *arg)
                                                     : st_md_find_id(md, q->topic_id.b);
         if (!t) {
             missing_topic(m, i, &resp.topics[i]);
-            if (r->shard->b->cfg->clustered)
-                ST_DEBUG("Metadata: topic %.*s unknown here (metadata version %lld)",
-                         (int)(req->topics[i].name.len > 0 ? req->topics[i].name.len : 0),
-                         req->topics[i].name.ptr, (long long)md->version);
+            ST_DEBUG("Metadata: topic %.*s unknown here (metadata version %lld)",
+                     (int)(req->topics[i].name.len > 0 ? req->topics[i].name.len : 0),
+                     req->topics[i].name.ptr, (long long)md->version);
         } else if (fill_topic(r, md, t, &resp.topics[i]))
             goto oom;
     }
@@ -161,7 +160,7 @@ typedef struct st_md_park {
 void st_kmetadata_ready(st_kshard_t *s, bool force)
 {
     const st_config_t *cfg = s->b->cfg;
-    if (s->md_ready || !cfg->clustered)
+    if (s->md_ready)
         return;
     const st_md_broker_t *me = st_md_broker(s->md, (int32_t)cfg->node_id);
     /* (the snapshot a broker starts with, before the quorum published one, has no
@@ -186,7 +185,7 @@ void st_kmetadata_ready(st_kshard_t *s, bool force)
 static bool metadata_park(st_kreq_t *r)
 {
     st_kshard_t *s = r->shard;
-    if (s->md_ready || !s->b->cfg->clustered)
+    if (s->md_ready)
         return false;
     md_park_t *p = malloc(sizeof *p);
     if (!p)

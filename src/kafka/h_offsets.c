@@ -134,14 +134,12 @@ void st_kh_delete_records(st_kreq_t *r)
 
 /* ---- OffsetForLeaderEpoch ---- */
 
-/* On a single broker the log's latest epoch is the leader epoch the partition checks
- * current_leader_epoch against; in a cluster the snapshot's is, checked already
- * (st_pitem_resolve): a new leader's log may not hold its epoch yet. */
+/* current_leader_epoch is checked against the snapshot's leader epoch already
+ * (st_pitem_resolve), not the log's: a new leader's log may not hold its epoch yet. */
 static void epoch_end_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
-    int32_t current = s->b->cfg->clustered ? -1 : it->current_epoch;
-    it->error =
-        st_part_end_for_epoch(p, (int32_t)it->value, current, &it->out_epoch, &it->out_offset);
+    (void)s;
+    it->error = st_part_end_for_epoch(p, (int32_t)it->value, -1, &it->out_epoch, &it->out_offset);
 }
 
 typedef struct {

@@ -46,7 +46,7 @@ int16_t st_kleader_check(const st_kshard_t *s, const st_md_topic_t *t, int32_t p
                          int32_t current_epoch)
 {
     const st_md_partition_t *p = md_part(t, partition);
-    if (!s->b->cfg->clustered || !p)
+    if (!p)
         return 0;
     int32_t self = (int32_t)s->b->cfg->node_id;
     if (!st_md_is_replica(p, self))
@@ -62,8 +62,6 @@ int16_t st_kleader_check(const st_kshard_t *s, const st_md_topic_t *t, int32_t p
 
 int16_t st_kleader_local(const st_kshard_t *s, const st_part_t *p)
 {
-    if (!s->b->cfg->clustered)
-        return p ? 0 : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
     if (!p)
         return ST_KERR_NOT_LEADER_OR_FOLLOWER;
     const char *topic = st_part_topic(p);
@@ -81,8 +79,8 @@ int16_t st_kleader_follower(const st_kshard_t *s, const st_md_topic_t *t, int32_
     const st_md_partition_t *p = md_part(t, partition);
     if (!p)
         return 0;
-    bool ok = s->b->cfg->clustered && replica != (int32_t)s->b->cfg->node_id &&
-              st_md_is_replica(p, replica) && p->leader == (int32_t)s->b->cfg->node_id && !stale(s);
+    bool ok = replica != (int32_t)s->b->cfg->node_id && st_md_is_replica(p, replica) &&
+              p->leader == (int32_t)s->b->cfg->node_id && !stale(s);
     return ok ? 0 : ST_KERR_NOT_LEADER_OR_FOLLOWER;
 }
 
@@ -100,8 +98,7 @@ int16_t st_kleader_follower_local(const st_part_t *p, int32_t replica)
 bool st_kleader_current(const st_kshard_t *s, const uint8_t topic_id[16], int32_t partition,
                         int16_t error, int32_t *leader_id, int32_t *leader_epoch)
 {
-    if (!s->b->cfg->clustered ||
-        (error != ST_KERR_NOT_LEADER_OR_FOLLOWER && error != ST_KERR_FENCED_LEADER_EPOCH))
+    if (error != ST_KERR_NOT_LEADER_OR_FOLLOWER && error != ST_KERR_FENCED_LEADER_EPOCH)
         return false;
     const st_md_partition_t *p = md_part(st_md_find_id(s->md, topic_id), partition);
     if (!p || p->leader < 0)

@@ -3,9 +3,9 @@
  * OffsetForLeaderEpoch, DeleteRecords and the group coordinators make against a shard's
  * metadata snapshot (leader.c), and the KIP-951 hints that send a client to the right leader.
  *
- * A single broker (cfg->clustered false) leads every partition it has: every check passes and
- * each handler keeps its own answer for an unknown topic or partition, as before clustering.
- * In a cluster, st_kleader_check answers, in the order Kafka's Partition checks:
+ * A single broker is its quorum's only voter and the only replica of every partition: the same
+ * checks, which it passes once it is registered. st_kleader_check answers, in the order Kafka's
+ * Partition checks:
  *
  *   unknown topic or partition               0 (the handler's own unknown-topic answer)
  *   this broker is not a replica             NOT_LEADER_OR_FOLLOWER
@@ -21,7 +21,7 @@
  * A follower's fetch (Fetch with a replica id >= 0) passes the same check, and then the
  * replica must be one of the partition's other replicas: in the request shard's snapshot
  * (st_kleader_follower) and in the role the owner's partition holds (st_kleader_follower_local).
- * Anything else (a single broker, an unknown id, this broker's own) is NOT_LEADER_OR_FOLLOWER.
+ * Anything else (an unknown id, this broker's own) is NOT_LEADER_OR_FOLLOWER.
  *
  * Threads: any shard, with that shard's snapshot (s->md).
  */

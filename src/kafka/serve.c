@@ -104,7 +104,6 @@ int st_kafka_init(void)
 }
 
 const st_broker_hooks_t st_kafka_hooks = {
-    .load_metadata = st_ctl_load,
     .dispatch = dispatch,
     .topic_log_config = st_topic_log_config,
     .shard_start = shard_start,

@@ -194,7 +194,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
         st_broker_destroy(b);
         return 1;
     }
-    if (cfgp->clustered && (rc = st_broker_start_quorum(b, err, sizeof err)) != 0) {
+    if ((rc = st_broker_start_replication(b, err, sizeof err)) != 0) {
         fprintf(stderr, "strata-server: %s\n", err);
         st_broker_stop(b);
         st_broker_join(b);

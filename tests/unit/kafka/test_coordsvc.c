@@ -29,6 +29,10 @@ static int fail_start_of = -1; /* the service index whose start fails */
         (void)cfg;                                                                                 \
         return 3 + i;                                                                              \
     }                                                                                              \
+    static int32_t rf##i(const st_config_t *cfg)                                                   \
+    {                                                                                              \
+        return (int32_t)cfg->default_replication_factor + i;                                       \
+    }                                                                                              \
     static int start##i(st_kshard_t *s)                                                            \
     {                                                                                              \
         (void)s;                                                                                   \
@@ -66,6 +70,7 @@ static const st_coordsvc_t svc0 = {.name = "zero",
                                    .topic = "__zero",
                                    .key_type = 5,
                                    .partitions = parts0,
+                                   .replication_factor = rf0,
                                    .configs = cfgs,
                                    .nconfigs = 1,
                                    .route = route0,
@@ -77,6 +82,7 @@ static const st_coordsvc_t svc1 = {.name = "one",
                                    .topic = "__one",
                                    .key_type = 6,
                                    .partitions = parts1,
+                                   .replication_factor = rf1,
                                    .route = route1,
                                    .start = start1,
                                    .load = load1,
@@ -131,11 +137,14 @@ static void test_lookups(void **state)
     assert_ptr_equal(st_coordsvc_by_key_type(6), &svc1);
     assert_null(st_coordsvc_by_key_type(0));
     st_ctl_item_t it = {.name = "__zero"};
-    st_config_t cfg = {0};
+    st_config_t cfg = {.default_replication_factor = 2};
+    st_coordsvc_topic_item(&svc1, &cfg, &it);
+    assert_int_equal(it.count, 4);
+    assert_int_equal(it.rf, 3);
     st_coordsvc_topic_item(&svc0, &cfg, &it);
     assert_true(it.internal);
     assert_int_equal(it.count, 3);
-    assert_int_equal(it.rf, -1);
+    assert_int_equal(it.rf, 2);
     assert_int_equal(it.ncfg, 1);
     assert_string_equal(it.cfg[0].key, "cleanup.policy");
 }
@@ -200,10 +209,11 @@ static void test_group_service(void **state)
     assert_ptr_equal(st_coordsvc_by_key_type(0), &st_kgroup_service);
     assert_ptr_equal(st_coordsvc_find(ST_OFFSETS_TOPIC, strlen(ST_OFFSETS_TOPIC)),
                      &st_kgroup_service);
-    st_config_t cfg = {.offsets_topic_num_partitions = 50};
+    st_config_t cfg = {.offsets_topic_num_partitions = 50, .offsets_topic_replication_factor = 3};
     st_ctl_item_t it = {0};
     st_coordsvc_topic_item(&st_kgroup_service, &cfg, &it);
     assert_int_equal(it.count, 50);
+    assert_int_equal(it.rf, 3);
     assert_true(it.internal);
     bool compact = false;
     for (int i = 0; i < it.ncfg; i++)

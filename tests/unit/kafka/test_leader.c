@@ -57,7 +57,6 @@ static int setup(void **state)
     set_part(t, 2, -1, 7, 0, 2, (int32_t[]){1, 3});
     assert_int_equal(st_md_add_topic(f.md, t), 0);
     f.t = st_md_find(f.md, "t", 1);
-    f.cfg.clustered = true;
     f.cfg.node_id = 1;
     f.b.cfg = &f.cfg;
     f.s.b = &f.b;
@@ -123,21 +122,35 @@ static void test_not_current_leads_nothing(void **state)
     assert_int_equal(st_kleader_local(&f->s, &part), 0);
 }
 
+/* A single broker is its quorum's only voter and every partition's only replica: once its
+ * registration is current it passes every check, and it has no follower. */
 static void test_single_broker_passes(void **state)
 {
-    fixture_t *f = *state;
-    f->cfg.clustered = false;
+    (void)state;
+    st_config_t cfg = {.node_id = 0};
+    st_broker_t b = {.cfg = &cfg};
+    st_md_t *md = st_md_new("single", 0);
+    st_md_put_broker(md, &(st_md_broker_t){.node_id = 0, .host = "h", .port = 1, .incarnation = 5});
+    md->self_incarnation = 5;
+    uint8_t id[16] = {9};
+    st_md_topic_t *t = st_md_topic_new("solo", id, 3);
     for (int32_t p = 0; p < 3; p++)
-        assert_int_equal(st_kleader_check(&f->s, f->t, p, 99), 0);
-    st_part_t part = {.index = 1, .topic = "t"};
-    memcpy(part.topic_id, f->t->id, 16);
-    assert_int_equal(st_kleader_local(&f->s, &part), 0);
-    assert_int_equal(st_kleader_local(&f->s, NULL), ST_KERR_UNKNOWN_TOPIC_OR_PARTITION);
-    int32_t id = -9, epoch = -9;
-    assert_false(
-        st_kleader_current(&f->s, f->t->id, 1, ST_KERR_NOT_LEADER_OR_FOLLOWER, &id, &epoch));
-    assert_int_equal(id, -9);
-    f->cfg.clustered = true;
+        set_part(t, p, 0, 2, 0, 1, (int32_t[]){0});
+    assert_int_equal(st_md_add_topic(md, t), 0);
+    const st_md_topic_t *mt = st_md_find(md, "solo", 4);
+    st_kshard_t s = {.b = &b, .md = md};
+    for (int32_t p = 0; p < 3; p++) {
+        assert_int_equal(st_kleader_check(&s, mt, p, -1), 0);
+        assert_int_equal(st_kleader_check(&s, mt, p, 2), 0);
+    }
+    st_part_t part = {.index = 1, .topic = "solo"};
+    memcpy(part.topic_id, id, 16);
+    assert_int_equal(st_kleader_local(&s, &part), 0);
+    assert_int_equal(st_kleader_follower(&s, mt, 0, 1), ST_KERR_NOT_LEADER_OR_FOLLOWER);
+    int32_t leader = -9, epoch = -9;
+    assert_false(st_kleader_current(&s, id, 1, 0, &leader, &epoch));
+    assert_int_equal(leader, -9);
+    st_md_unref(md);
 }
 
 static void test_owner_rechecks(void **state)
@@ -171,10 +184,6 @@ static void test_follower_fetch(void **state)
     /* unknown topic or partition: the handler's own answer */
     assert_int_equal(st_kleader_follower(&f->s, NULL, 0, 2), 0);
     assert_int_equal(st_kleader_follower(&f->s, f->t, 3, 2), 0);
-    /* a single broker has no followers */
-    f->cfg.clustered = false;
-    assert_int_equal(st_kleader_follower(&f->s, f->t, 0, 2), ST_KERR_NOT_LEADER_OR_FOLLOWER);
-    f->cfg.clustered = true;
 
     /* On the owner: the partition's own role. */
     st_part_t part = {.index = 0, .topic = "t"};
