@@ -72,9 +72,12 @@ int st_broker_start_replication(st_broker_t *b, char *err, size_t errlen);
 /* On shard s's thread: whether its loop was frozen (SIGSTOP, a stalled machine)
  * for more than a broker session since its last tick, so that it may have been fenced and
  * replaced without hearing it yet (never on the quorum's only voter: nobody could replace it).
- * Stays true until the snapshots show this broker fenced and then unfenced again (kafka/leader.c
- * st_kleader_unstall), or two sessions pass. */
+ * Stays true until the snapshots show this broker fenced and then unfenced again
+ * (st_kshard_unstall), or two sessions pass. */
 bool st_kshard_stalled(st_kshard_t *s);
+/* On a new snapshot, on the shard: ends a freeze's abstention once the snapshots have shown
+ * this broker fenced and then unfenced again. */
+void st_kshard_unstall(st_kshard_t *s);
 
 /* Any thread: runs c->fn on shard `shard`'s thread before it next sleeps (calls posted to one
  * shard run in the order posted). Also during shutdown, so that fn can release what c holds. */

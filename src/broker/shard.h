@@ -62,17 +62,12 @@ struct st_kshard {
     st_timer_t shutdown_timer;
     struct st_gcoord *groups; /* the group coordinator of this shard (h_group.c) */
     int shutdown_state;       /* 0 running, 1 draining, 2 closing logs, 3 done */
-    /* cluster: Metadata requests wait (md_parked) until this broker has caught up with the
-     * metadata log since it started (kafka/h_metadata.c) */
-    bool md_ready;
-    int64_t md_wait_since;
     /* cluster: a shard frozen past a broker session (SIGSTOP, a stalled machine) may have been
      * fenced meanwhile; it leads nothing until a newer snapshot shows it unfenced
-     * (kafka/leader.c) */
+     * (broker/runtime.c: st_kshard_stalled, st_kshard_unstall) */
     int64_t last_tick_ms;
     int64_t stall_version, stall_since;
     bool stall_seen_fenced;
-    struct st_md_park *md_parked;
     st_kshard_stats_t stats;
 };
 

@@ -25,6 +25,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "broker/request.h"
+#include "broker/runtime.h"
 #include "cluster/records.h"
 #include "partition/partition.h"
 #include "kafka/coordsvc.h"
@@ -167,7 +168,7 @@ static void ctl_apply_run(st_fanout_leg_t *leg)
     st_md_t *old = s->md;
     s->md = st_md_ref(a->md);
     st_kmetadata_ready(s, false);
-    st_kleader_unstall(s);
+    st_kshard_unstall(s);
     sweep_t w = {s, a->md};
     st_parts_each(&s->parts, sweep_one, &w);
     for (int i = 0; i < a->md->ntopics; i++) {

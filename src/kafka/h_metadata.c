@@ -14,6 +14,7 @@
  */
 #include "kafka/autocreate.h"
 #include "kafka/handlers.h"
+#include "kafka/kshard.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "kafka/controller.h"
@@ -160,19 +161,20 @@ typedef struct st_md_park {
 void st_kmetadata_ready(st_kshard_t *s, bool force)
 {
     const st_config_t *cfg = s->b->cfg;
-    if (s->md_ready)
+    st_kafka_shard_t *ks = st_kafka_shard(s);
+    if (!ks || ks->md_ready)
         return;
     const st_md_broker_t *me = st_md_broker(s->md, (int32_t)cfg->node_id);
     /* (the snapshot a broker starts with, before the quorum published one, has no
      * incarnation: it says nothing yet) */
     bool caught_up =
         me && !me->fenced && s->md->self_incarnation && me->incarnation == s->md->self_incarnation;
-    bool waited = s->md_wait_since && st_mono_ms() - s->md_wait_since > MD_WAIT_MAX_MS;
+    bool waited = ks->md_wait_since && st_mono_ms() - ks->md_wait_since > MD_WAIT_MAX_MS;
     if (!caught_up && !waited && !force)
         return;
-    s->md_ready = true;
-    md_park_t *p = s->md_parked;
-    s->md_parked = NULL;
+    ks->md_ready = true;
+    md_park_t *p = ks->md_parked;
+    ks->md_parked = NULL;
     while (p) {
         md_park_t *next = p->next;
         st_kh_metadata(p->r);
@@ -184,16 +186,16 @@ void st_kmetadata_ready(st_kshard_t *s, bool force)
 /* Parks r until the broker has caught up; false when it may be answered now. */
 static bool metadata_park(st_kreq_t *r)
 {
-    st_kshard_t *s = r->shard;
-    if (s->md_ready)
+    st_kafka_shard_t *ks = st_kafka_shard(r->shard);
+    if (!ks || ks->md_ready)
         return false;
     md_park_t *p = malloc(sizeof *p);
     if (!p)
         return false;
-    if (!s->md_wait_since)
-        s->md_wait_since = st_mono_ms();
-    *p = (md_park_t){r, s->md_parked};
-    s->md_parked = p;
+    if (!ks->md_wait_since)
+        ks->md_wait_since = st_mono_ms();
+    *p = (md_park_t){r, ks->md_parked};
+    ks->md_parked = p;
     return true;
 }
 

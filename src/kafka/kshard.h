@@ -13,6 +13,11 @@
 
 typedef struct st_kafka_shard {
     struct st_fetch *waits; /* fetches waiting for data on this shard (h_fetch.c) */
+    /* Metadata requests wait (md_parked) until this broker has caught up with the metadata
+     * log since it started (h_metadata.c) */
+    bool md_ready;
+    int64_t md_wait_since;
+    struct st_md_park *md_parked;
 } st_kafka_shard_t;
 
 /* The Kafka layer's state of shard s; NULL before shard_start and after shard_fini. */

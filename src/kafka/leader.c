@@ -27,21 +27,6 @@ static bool stale(const st_kshard_t *s)
            me->incarnation != s->md->self_incarnation;
 }
 
-void st_kleader_unstall(st_kshard_t *s)
-{
-    /* A snapshot newer than the freeze is not enough: the quorum thread, frozen too, may first
-     * apply entries committed before the freeze, which still show this broker leading. The
-     * controller fenced it meanwhile (it was silent a whole session): wait to see that, then
-     * the unfencing that follows its return. */
-    if (!s->stall_version)
-        return;
-    const st_md_broker_t *me = st_md_broker(s->md, (int32_t)s->b->cfg->node_id);
-    if (me && me->fenced)
-        s->stall_seen_fenced = true;
-    else if (me && s->stall_seen_fenced)
-        s->stall_version = 0;
-}
-
 int16_t st_kleader_check(const st_kshard_t *s, const st_md_topic_t *t, int32_t partition,
                          int32_t current_epoch)
 {

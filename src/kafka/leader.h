@@ -70,8 +70,4 @@ bool st_kleader_current(const st_kshard_t *s, const uint8_t topic_id[16], int32_
 int st_kleader_brokers(st_arena_t *a, const st_md_t *md, const int32_t *ids, int n,
                        const st_md_broker_t ***out);
 
-/* On a new snapshot: ends a freeze's abstention once the snapshots have shown this broker
- * fenced and then unfenced again. */
-void st_kleader_unstall(st_kshard_t *s);
-
 #endif
