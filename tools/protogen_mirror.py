@@ -1,7 +1,8 @@
 """protogen_mirror.py — the topic x partition plumbing protogen.py emits for `mirror` lines.
 
 A `mirror` line (docs/protocol.md) says that an API's response answers its request topic for
-topic and partition for partition. For such an API this module checks the line against the
+topic and partition for partition (or, in its one-level form `mirror <names> -> <answers>.<key>`,
+name for name: DescribeGroups, DeleteGroups; then only _skeleton is emitted). For such an API this module checks the line against the
 parsed messages (Mirror) and emits, into kafka_gen.h and kafka_gen.c:
 
     st_kp_<api>_item_t                                     one request partition, flattened
@@ -28,6 +29,10 @@ class Mirror:
     it differs."""
 
     def __init__(self, api, toks, where):
+        self.flat = None
+        if len(toks) == 3 and toks[1] == '->':
+            self.init_flat(api, toks, where)
+            return
         m = None
         if len(toks) == 5 and toks[1] == '->' and toks[3].startswith('topic=') \
                 and toks[4].startswith('partition='):
@@ -69,6 +74,52 @@ class Mirror:
 
 
 
+    def init_flat(self, api, toks, where):
+        """`mirror <req strings> -> <resp structs>.<key>`: one answer per name, in order."""
+        out = toks[2].split('.')
+        q = next((f for f in api.req.fields if f.name == toks[0]), None)
+        if q is None or not q.is_array or q.typ != 'string':
+            raise ValueError('%s: mirror: request has no string array %r' % (where, toks[0]))
+        r = next((f for f in api.resp.fields if f.name == out[0]), None)
+        if len(out) != 2 or r is None or not r.is_array or r.struct is None:
+            raise ValueError('%s: mirror: response has no struct array %r' % (where, toks[2]))
+        k = next((f for f in r.struct.fields if f.name == out[1]), None)
+        if k is None or k.is_array or k.typ != 'string':
+            raise ValueError('%s: mirror: no string field %r' % (where, out[1]))
+        self.api = api
+        self.flat = (q, r, k)
+
+
+def gen_flat_header(o, a):
+    q, r, k = a.mirror.flat
+    o('/* %s: resp->%s mirroring req->%s, one for one and in order, each initialised with its' % (
+        a.name, r.name, q.name))
+    o(' * %s from the request. Arrays from arena; 0 or -ENOMEM. */' % k.name)
+    o('int st_kp_%s_skeleton(st_arena_t *arena, const %s *req, %s *resp);' % (
+        a.snake, a.req.ctype, a.resp.ctype))
+    o()
+
+
+def gen_flat_source(o, a):
+    q, r, k = a.mirror.flat
+    o('int st_kp_%s_skeleton(st_arena_t *arena, const %s *req, %s *resp)' % (
+        a.snake, a.req.ctype, a.resp.ctype))
+    o('{')
+    o('    int32_t n = req->%s_count;' % q.name)
+    o('    resp->%s = st_arena_zalloc(arena, (size_t)(n > 0 ? n : 0) * sizeof *resp->%s + 1);' % (
+        r.name, r.name))
+    o('    if (!resp->%s)' % r.name)
+    o('        return -ENOMEM;')
+    o('    resp->%s_count = n;' % r.name)
+    o('    for (int32_t i = 0; i < n; i++) {')
+    o('        st_kp_%s_init(&resp->%s[i]);' % (r.struct.prefix, r.name))
+    o('        resp->%s[i].%s = req->%s[i];' % (r.name, k.name, q.name))
+    o('    }')
+    o('    return 0;')
+    o('}')
+    o()
+
+
 def mirror_names(a):
     m = a.mirror
     P = a.snake
@@ -80,6 +131,9 @@ def mirror_names(a):
 
 
 def gen_header(o, a):
+    if a.mirror.flat:
+        gen_flat_header(o, a)
+        return
     m = a.mirror
     n = mirror_names(a)
     o('/* %s, topic x partition: the request\'s %s x %s flattened into items, one per' % (
@@ -119,6 +173,9 @@ def gen_header(o, a):
 
 
 def gen_source(o, a):
+    if a.mirror.flat:
+        gen_flat_source(o, a)
+        return
     m = a.mirror
     n = mirror_names(a)
     P = n['P']

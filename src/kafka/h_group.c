@@ -652,17 +652,11 @@ void st_kh_describe_groups(st_kreq_t *r)
         return;
     }
     st_kp_describe_groups_resp_init(&d->resp);
-    d->resp.groups =
-        st_arena_zalloc(&r->arena, (size_t)d->req.groups_count * sizeof *d->resp.groups + 1);
+    int rc = st_kp_describe_groups_skeleton(&r->arena, &d->req, &d->resp);
     st_kgroup_ctx_t *ctx = st_kgroup_ctx_new(r, describe_finish, d);
-    if (!d->resp.groups || !ctx) {
+    if (rc || !ctx) {
         st_kreq_fail(r, "out of memory");
         return;
-    }
-    d->resp.groups_count = d->req.groups_count;
-    for (int i = 0; i < d->req.groups_count; i++) {
-        st_kp_describe_groups_resp_group_init(&d->resp.groups[i]);
-        d->resp.groups[i].group_id = d->req.groups[i];
     }
     st_kgroup_ensure_topic(r, describe_route, ctx);
 }
@@ -776,17 +770,11 @@ void st_kh_delete_groups(st_kreq_t *r)
         return;
     }
     st_kp_delete_groups_resp_init(&d->resp);
-    d->resp.results =
-        st_arena_zalloc(&r->arena, (size_t)d->req.groups_names_count * sizeof *d->resp.results + 1);
+    int rc = st_kp_delete_groups_skeleton(&r->arena, &d->req, &d->resp);
     st_kgroup_ctx_t *ctx = st_kgroup_ctx_new(r, delete_groups_finish, d);
-    if (!d->resp.results || !ctx) {
+    if (rc || !ctx) {
         st_kreq_fail(r, "out of memory");
         return;
-    }
-    d->resp.results_count = d->req.groups_names_count;
-    for (int i = 0; i < d->req.groups_names_count; i++) {
-        st_kp_delete_groups_resp_result_init(&d->resp.results[i]);
-        d->resp.results[i].group_id = d->req.groups_names[i];
     }
     st_kgroup_ensure_topic(r, delete_groups_route, ctx);
 }

@@ -4,7 +4,7 @@
  * partition index and positions; _skeleton builds a response whose topics and partitions
  * mirror the request (names, ids, indexes, defaults) and links each item to its answer;
  * empty topics and empty requests; _req_build groups consecutive items by topic and round-
- * trips through the codec.
+ * trips through the codec; the one-level form (group names answered one result each).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -278,6 +278,39 @@ static void test_produce_mirror(void **state)
     assert_kstr(it[1].name, "orders");
 }
 
+/* The one-level form: DeleteGroups answers each name with a result carrying it. */
+static void test_groups_skeleton(void **state)
+{
+    (void)state;
+    st_kstr_t names[3] = {st_kstr("g1"), st_kstr(""), st_kstr("g3")};
+    st_kp_delete_groups_req_t q;
+    st_kp_delete_groups_req_init(&q);
+    q.groups_names = names;
+    q.groups_names_count = 3;
+    st_kp_delete_groups_resp_t resp;
+    st_kp_delete_groups_resp_init(&resp);
+    assert_int_equal(st_kp_delete_groups_skeleton(&arena, &q, &resp), 0);
+    assert_int_equal(resp.results_count, 3);
+    assert_kstr(resp.results[0].group_id, "g1");
+    assert_kstr(resp.results[1].group_id, "");
+    assert_kstr(resp.results[2].group_id, "g3");
+    assert_int_equal(resp.results[2].error_code, 0);
+
+    st_kp_describe_groups_req_t dq;
+    st_kp_describe_groups_req_init(&dq);
+    st_kp_describe_groups_resp_t dresp;
+    st_kp_describe_groups_resp_init(&dresp);
+    assert_int_equal(st_kp_describe_groups_skeleton(&arena, &dq, &dresp), 0);
+    assert_int_equal(dresp.groups_count, 0);
+    assert_non_null(dresp.groups);
+    dq.groups = names;
+    dq.groups_count = 1;
+    assert_int_equal(st_kp_describe_groups_skeleton(&arena, &dq, &dresp), 0);
+    assert_int_equal(dresp.groups_count, 1);
+    assert_kstr(dresp.groups[0].group_id, "g1");
+    assert_int_equal(dresp.groups[0].authorized_operations, INT32_MIN); /* initialised */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +320,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_skeleton_no_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_req_build, setup, teardown),
         cmocka_unit_test_setup_teardown(test_produce_mirror, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_groups_skeleton, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
