@@ -489,7 +489,10 @@ static void kshard_before_sleep(void *arg)
     kshard_ext_calls(s);
     if (s->env.journal)
         st_journal_run(s->env.journal); /* one sync for every append of this iteration */
-    if (s->id == 0 && s->b->quorum && s->shutdown_state == 0)
+    /* the quorum's states fan out to every shard: only once every shard is on the mesh */
+    if (s->id == 0 && s->b->quorum && s->shutdown_state == 0 &&
+        atomic_load(&s->b->started) + atomic_load(&s->b->failed) == s->b->nshards &&
+        !atomic_load(&s->b->failed))
         kshard_quorum(s);
     if (s->shutdown_state >= 2) {
         kshard_shutdown_step(s);
@@ -662,6 +665,8 @@ static void start_signal(st_broker_t *b, bool ok)
         atomic_fetch_add(&b->failed, 1);
     pthread_cond_broadcast(&start_cv);
     pthread_mutex_unlock(&start_mu);
+    if (atomic_load(&b->started) == b->nshards)
+        st_loop_wake(b->shards[0]->loop); /* it may adopt the quorum's state now */
 }
 
 static void *kshard_main(void *arg)
