@@ -35,44 +35,6 @@
 #include "proto/kerr.h"
 #include "storage/fs.h"
 
-int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen)
-{
-    if (len == 0) {
-        snprintf(msg, msglen, "Topic name is illegal, it can't be empty");
-        return ST_E_INVALID;
-    }
-    if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.')) {
-        snprintf(msg, msglen, "Topic name cannot be \".\" or \"..\"");
-        return ST_E_INVALID;
-    }
-    if (len > 249) {
-        snprintf(msg, msglen, "Topic name is illegal, it can't be longer than 249 characters");
-        return ST_E_INVALID;
-    }
-    for (size_t i = 0; i < len; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-')) {
-            snprintf(msg, msglen,
-                     "Topic name \"%.*s\" is illegal, it contains a character other than ASCII "
-                     "alphanumerics, '.', '_' and '-'",
-                     (int)(len > 100 ? 100 : len), name);
-            return ST_E_INVALID;
-        }
-    }
-    return 0;
-}
-
-__attribute__((format(printf, 3, 4))) static void st_item_fail(st_ctl_item_t *it, int16_t code,
-                                                               const char *fmt, ...)
-{
-    it->error = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(it->message, sizeof it->message, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- applying a snapshot on each shard ---- */
 
 #define ST_CTL_FAILS 8
@@ -201,398 +163,51 @@ static void ctl_apply_run(st_fanout_leg_t *leg)
     st_md_unref(old);
 }
 
-/* Computes the new value of a list config for APPEND/SUBTRACT of `v` into out. */
-static void list_edit(const char *cur, const char *v, bool add, char *out, size_t n)
-{
-    out[0] = 0;
-    bool present = false;
-    char tmp[256];
-    snprintf(tmp, sizeof tmp, "%s", cur ? cur : "");
-    for (char *save, *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (strcmp(tok, v) == 0) {
-            present = true;
-            if (!add)
-                continue;
-        }
-        size_t l = strlen(out);
-        snprintf(out + l, n - l, "%s%s", l ? "," : "", tok);
-    }
-    if (add && !present) {
-        size_t l = strlen(out);
-        snprintf(out + l, n - l, "%s%s", l ? "," : "", v);
-    }
-}
+/* ---- in a cluster: ops go to the active controller through the quorum ---- */
 
-/* Validates every change first, then applies them all, so a refused item changes nothing. */
-static int apply_configs(st_md_topic_t *t, st_ctl_item_t *it)
+/* The topic config rules (kafka/topic_config.h) for st_ctl_decide. */
+static int rules_config_find(void *arg, const char *key, bool *list, const char **fixed_default)
 {
-    for (int c = 0; c < it->ncfg; c++) {
-        st_ctl_cfg_t *cf = &it->cfg[c];
-        const st_tcfg_desc_t *d = st_tcfg_find(cf->key, strlen(cf->key));
-        if (!d) {
-            st_item_fail(it, ST_KERR_INVALID_CONFIG, "Unknown topic config name: %s", cf->key);
-            return -1;
-        }
-        if (cf->op < ST_CTL_CFG_SET || cf->op > ST_CTL_CFG_SUBTRACT) {
-            st_item_fail(it, ST_KERR_INVALID_REQUEST, "Invalid config operation for %s", cf->key);
-            return -1;
-        }
-        if (cf->op == ST_CTL_CFG_DELETE)
-            continue;
-        if ((cf->op == ST_CTL_CFG_APPEND || cf->op == ST_CTL_CFG_SUBTRACT) &&
-            d->type != ST_TCFG_LIST) {
-            st_item_fail(it, ST_KERR_INVALID_CONFIG,
-                         "Config %s is not a list: APPEND/SUBTRACT do not apply", cf->key);
-            return -1;
-        }
-        if (!cf->value) {
-            st_item_fail(it, ST_KERR_INVALID_CONFIG, "Null value for config %s", cf->key);
-            return -1;
-        }
-        char err[200];
-        if (cf->op == ST_CTL_CFG_SET && st_tcfg_validate(d, cf->value, err, sizeof err)) {
-            st_item_fail(it, ST_KERR_INVALID_CONFIG, "%s", err);
-            return -1;
-        }
-    }
-    if (it->replace_configs)
-        while (t->nconfigs > 0)
-            st_md_topic_set_config(t, t->configs[0].key, NULL);
-    for (int c = 0; c < it->ncfg; c++) {
-        st_ctl_cfg_t *cf = &it->cfg[c];
-        const st_tcfg_desc_t *d = st_tcfg_find(cf->key, strlen(cf->key));
-        if (cf->op == ST_CTL_CFG_DELETE) {
-            st_md_topic_set_config(t, cf->key, NULL);
-        } else if (cf->op == ST_CTL_CFG_SET) {
-            st_md_topic_set_config(t, cf->key, cf->value);
-        } else {
-            const char *cur = st_md_topic_config(t, cf->key);
-            char out[256];
-            list_edit(cur ? cur : d->fixed_default, cf->value, cf->op == ST_CTL_CFG_APPEND, out,
-                      sizeof out);
-            st_md_topic_set_config(t, cf->key, out);
-        }
-    }
+    (void)arg;
+    const st_tcfg_desc_t *d = st_tcfg_find(key, strlen(key));
+    if (!d)
+        return -1;
+    *list = d->type == ST_TCFG_LIST;
+    *fixed_default = d->fixed_default;
     return 0;
 }
 
-/* What deciding an op needs (on the quorum thread). */
-typedef struct ctl_ctx {
-    const st_config_t *cfg;
-} ctl_ctx_t;
-
-/* Places partitions [from, t->npartitions) of t over the live brokers. */
-static bool place(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, int32_t from,
-                  st_ctl_item_t *it)
+static int rules_config_validate(void *arg, const char *key, const char *value, char *err, size_t n)
 {
-    (void)c;
-    uint32_t start;
-    if (getrandom(&start, sizeof start, 0) != (ssize_t)sizeof start)
-        start = (uint32_t)md->ntopics;
-    int rc = st_rec_place(md, t->npartitions - from, t->replication_factor, start,
-                          &t->partitions[from], it->message, sizeof it->message);
-    if (rc) {
-        it->error = ST_KERR_INVALID_REPLICATION_FACTOR;
+    (void)arg;
+    const st_tcfg_desc_t *d = st_tcfg_find(key, strlen(key));
+    return d && st_tcfg_validate(d, value, err, n) == 0 ? 0 : -1;
+}
+
+/* __consumer_offsets is internal, with offsets.topic.num.partitions partitions. */
+static bool rules_internal(void *arg, const char *name, int32_t *npartitions)
+{
+    const st_config_t *cfg = arg;
+    if (strcmp(name, ST_OFFSETS_TOPIC) != 0)
         return false;
-    }
+    *npartitions = (int32_t)cfg->offsets_topic_num_partitions;
     return true;
-}
-
-static bool ctl_create(ctl_ctx_t *c, st_md_t *md, st_ctl_item_t *it)
-{
-    const st_config_t *cfg = c->cfg;
-    char msg[200];
-    if (st_topic_name_check(it->name, strlen(it->name), msg, sizeof msg)) {
-        it->error = ST_KERR_INVALID_TOPIC_EXCEPTION;
-        snprintf(it->message, sizeof it->message, "%s", msg);
-        return false;
-    }
-    if (st_md_find(md, it->name, (int32_t)strlen(it->name))) {
-        st_item_fail(it, ST_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", it->name);
-        return false;
-    }
-    if (it->bad_assignment) {
-        st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                     "Replica assignments must name this broker only%s", "");
-        return false;
-    }
-    if (strcmp(it->name, ST_OFFSETS_TOPIC) == 0 && !it->internal) {
-        /* however it is asked for (auto-creation included), the offsets topic is internal
-         * and has offsets.topic.num.partitions partitions */
-        it->internal = true;
-        it->count = (int32_t)cfg->offsets_topic_num_partitions;
-        it->rf = -1;
-    }
-    int32_t n = it->assigned >= 0 ? it->assigned
-                : it->count < 0   ? (int32_t)cfg->num_partitions
-                                  : it->count;
-    int rf = it->rf < 0 ? (int)cfg->default_replication_factor : it->rf;
-    if (it->internal && it->rf < 0) {
-        /* __consumer_offsets: offsets.topic.replication.factor, but never more than the
-         * brokers alive now, so a cluster still starting (or a single broker) works */
-        int live = st_rec_live_brokers(md);
-        rf = (int)cfg->offsets_topic_replication_factor;
-        rf = rf > live && live > 0 ? live : rf;
-    }
-    if (it->assigned < 0 && (n <= 0 || n > 100000)) {
-        snprintf(it->message, sizeof it->message,
-                 "Number of partitions must be larger than 0 (and at most 100000), got %d.", n);
-        it->error = ST_KERR_INVALID_PARTITIONS;
-        return false;
-    }
-    uint8_t id[16];
-    if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id)
-        return false;
-    id[6] = (uint8_t)((id[6] & 0x0f) | 0x40); /* UUID v4 */
-    id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
-    st_md_topic_t *t = st_md_topic_new(it->name, id, n);
-    if (!t) {
-        st_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
-        return false;
-    }
-    t->internal = it->internal;
-    t->replication_factor = (int16_t)rf;
-    if (apply_configs(t, it)) {
-        st_md_topic_free(t);
-        return false;
-    }
-    if (!place(c, md, t, 0, it)) {
-        st_md_topic_free(t);
-        return false;
-    }
-    memcpy(it->id, id, 16);
-    st_md_add_topic(md, t);
-    return true;
-}
-
-static st_md_topic_t *ctl_find(st_md_t *md, st_ctl_item_t *it)
-{
-    const st_md_topic_t *t =
-        it->name ? st_md_find(md, it->name, (int32_t)strlen(it->name)) : st_md_find_id(md, it->id);
-    if (t)
-        it->out_name = t->name;
-    return (st_md_topic_t *)t;
-}
-
-/* A broker that may lead: registered and not fenced. */
-static bool broker_live(const st_md_t *md, int32_t node)
-{
-    const st_md_broker_t *b = st_md_broker(md, node);
-    return b && !b->fenced;
-}
-
-/* The item's partition of t, or NULL (the item then says why). */
-static st_md_partition_t *item_partition(st_md_topic_t *t, st_ctl_item_t *it)
-{
-    if (it->partition >= 0 && it->partition < t->npartitions)
-        return &t->partitions[it->partition];
-    st_item_fail(it, ST_KERR_UNKNOWN_TOPIC_OR_PARTITION, "Partition %d of topic %s does not exist.",
-                 (int)it->partition, t->name);
-    return NULL;
-}
-
-/* ElectLeaders for one partition. Preferred: the first replica leads if it is live and in the
- * ISR. Unclean: when no live ISR member leads, any live replica may (st_rec_elect). A single
- * broker's only replica always leads already (ELECTION_NOT_NEEDED). */
-static bool ctl_elect(ctl_ctx_t *c, const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
-{
-    st_md_partition_t *p = item_partition(t, it);
-    if (!p)
-        return false;
-    if (it->election_type != 0 && it->election_type != 1) {
-        st_item_fail(it, ST_KERR_INVALID_REQUEST, "Unknown election type %d",
-                     (int)it->election_type);
-        return false;
-    }
-    (void)c;
-    if (it->election_type == 0) {
-        int32_t pref = p->nreplicas > 0 ? p->replicas[0] : -1;
-        if (pref >= 0 && p->leader == pref) {
-            it->error = ST_KERR_ELECTION_NOT_NEEDED;
-            return false;
-        }
-        if (pref < 0 || !broker_live(md, pref) || !st_md_in_isr(p, pref)) {
-            st_item_fail(it, ST_KERR_PREFERRED_LEADER_NOT_AVAILABLE,
-                         "The preferred replica %d of %s-%d is not live or not in the ISR",
-                         (int)pref, t->name, (int)it->partition);
-            return false;
-        }
-        return st_rec_elect_preferred(md, p);
-    }
-    if (p->leader >= 0 && broker_live(md, p->leader) && st_md_in_isr(p, p->leader)) {
-        it->error = ST_KERR_ELECTION_NOT_NEEDED;
-        return false;
-    }
-    st_md_partition_t was = *p;
-    bool changed = st_rec_elect(md, p, true);
-    if (p->leader < 0) {
-        *p = was;
-        st_item_fail(it, ST_KERR_ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                     "No replica of %s-%d is live to lead", t->name, (int)it->partition);
-        return false;
-    }
-    return changed;
-}
-
-/* Checks a reassignment's target replicas; false with the item failed. */
-static bool reassign_check(const st_md_t *md, const st_md_partition_t *p, st_ctl_item_t *it)
-{
-    if (it->nreplicas <= 0 || it->nreplicas > ST_MD_MAX_REPLICAS) {
-        st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                     "The target replica list must hold 1 to %d brokers, not %d",
-                     ST_MD_MAX_REPLICAS, (int)it->nreplicas);
-        return false;
-    }
-    for (int32_t i = 0; i < it->nreplicas; i++) {
-        int32_t id = it->replicas[i];
-        for (int32_t j = 0; j < i; j++)
-            if (it->replicas[j] == id) {
-                st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                             "Duplicate replica %d in the target replica list", (int)id);
-                return false;
-            }
-        if (!st_md_broker(md, id)) {
-            st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                         "The target replica %d is not a registered broker", (int)id);
-            return false;
-        }
-    }
-    if (it->keep_rf && it->nreplicas != p->nreplicas - p->nadding) {
-        st_item_fail(it, ST_KERR_INVALID_REPLICATION_FACTOR,
-                     "The reassignment would change the replication factor from %d to %d, "
-                     "which the request does not allow",
-                     (int)(p->nreplicas - p->nadding), (int)it->nreplicas);
-        return false;
-    }
-    return true;
-}
-
-/* AlterPartitionReassignments for one partition, as Kafka does it (st_rec_reassign): the target
- * replicas are added first and the old ones leave only once every target replica is in sync,
- * so a move never drops the copies that hold the acknowledged records; until then it is in
- * progress (ListPartitionReassignments) and can be cancelled (a NULL target). */
-static bool ctl_reassign(const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
-{
-    st_md_partition_t *p = item_partition(t, it);
-    if (!p)
-        return false;
-    if (!it->replicas) {
-        int rc = st_rec_reassign_cancel(md, p);
-        if (rc == ST_E_NOT_FOUND)
-            st_item_fail(it, ST_KERR_NO_REASSIGNMENT_IN_PROGRESS,
-                         "No reassignment is in progress for %s-%d", t->name, (int)it->partition);
-        else if (rc)
-            st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                         "Cancelling the reassignment of %s-%d would leave no in-sync replica",
-                         t->name, (int)it->partition);
-        return rc == 0;
-    }
-    if (!reassign_check(md, p, it))
-        return false;
-    bool live = false;
-    for (int32_t i = 0; i < it->nreplicas; i++)
-        live |= broker_live(md, it->replicas[i]);
-    if (!live) {
-        st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                     "None of the target replicas of %s-%d is live", t->name, (int)it->partition);
-        return false;
-    }
-    int rc = st_rec_reassign(md, p, it->replicas, it->nreplicas);
-    if (rc == ST_E_INVALID)
-        st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                     "The reassignment of %s-%d needs more than %d replicas at once", t->name,
-                     (int)it->partition, ST_MD_MAX_REPLICAS);
-    return rc == 0;
-}
-
-static bool ctl_item(ctl_ctx_t *c, st_md_t *md, st_ctl_op_t *op, st_ctl_item_t *it)
-{
-    it->error = 0;
-    it->message[0] = 0;
-    if (op->kind == ST_CTL_CREATE)
-        return ctl_create(c, md, it);
-    st_md_topic_t *t = ctl_find(md, it);
-    if (!t) {
-        it->error = it->name ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION : ST_KERR_UNKNOWN_TOPIC_ID;
-        snprintf(it->message, sizeof it->message, "This server does not host this topic.");
-        return false;
-    }
-    memcpy(it->id, t->id, 16);
-    switch (op->kind) {
-    case ST_CTL_DELETE:
-        if (t->internal) {
-            st_item_fail(it, ST_KERR_POLICY_VIOLATION, "Internal topic %s cannot be deleted",
-                         t->name);
-            return false;
-        }
-        st_md_remove_topic(md, t->name);
-        return true;
-    case ST_CTL_CREATE_PARTITIONS:
-        if (it->count <= t->npartitions) {
-            snprintf(it->message, sizeof it->message,
-                     "Topic currently has %d partitions, which is higher than the requested %d.",
-                     t->npartitions, it->count);
-            it->error = ST_KERR_INVALID_PARTITIONS;
-            return false;
-        }
-        if (it->count > 100000) {
-            st_item_fail(it, ST_KERR_INVALID_PARTITIONS, "Too many partitions%s", "");
-            return false;
-        }
-        if (it->bad_assignment) {
-            st_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                         "Replica assignments must name this broker only%s", "");
-            return false;
-        }
-        {
-            int32_t old = t->npartitions;
-            if (st_md_topic_grow(t, it->count))
-                return false;
-            return place(c, md, t, old, it);
-        }
-    case ST_CTL_ALTER_CONFIGS:
-        return apply_configs(t, it) == 0;
-    case ST_CTL_ELECT_LEADERS:
-        return ctl_elect(c, md, t, it);
-    case ST_CTL_REASSIGN:
-        return ctl_reassign(md, t, it);
-    }
-    return false;
-}
-
-/* ---- in a cluster: ops go to the active controller through the quorum ---- */
-
-/* Appends the record of topic `id` as md now has it: its whole state, or its removal. */
-static void ctl_record(const st_md_t *md, const uint8_t *id, json_t *records)
-{
-    const st_md_topic_t *t = st_md_find_id(md, id);
-    json_array_append_new(records, t ? st_rec_topic(t) : st_rec_remove_topic(id));
 }
 
 /* Quorum thread, active controller: decides the op against the state and writes its
- * records: each changed topic's new state, or its removal. */
+ * records (cluster/ops.h). */
 static int ctl_propose(st_quorum_req_t *req, const st_md_t *state, json_t *records)
 {
     st_ctl_op_t *op = req->arg;
-    st_md_t *md = st_md_clone(state);
-    if (!md)
-        return -ENOMEM;
-    ctl_ctx_t c = {op->b->cfg};
-    /* consecutive items changing one topic (one per partition: ElectLeaders, reassignments)
-     * share one record, written after the last of them */
-    const uint8_t *owed = NULL;
-    for (int i = 0; i < op->n; i++) {
-        st_ctl_item_t *it = &op->items[i];
-        if (!ctl_item(&c, md, op, it) || op->validate_only)
-            continue;
-        if (owed && memcmp(owed, it->id, 16) != 0)
-            ctl_record(md, owed, records);
-        owed = it->id;
-    }
-    if (owed)
-        ctl_record(md, owed, records);
-    st_md_unref(md);
-    return 0;
+    const st_config_t *cfg = op->b->cfg;
+    st_ctl_rules_t rules = {.num_partitions = (int32_t)cfg->num_partitions,
+                            .default_rf = (int)cfg->default_replication_factor,
+                            .internal_rf = (int)cfg->offsets_topic_replication_factor,
+                            .internal = rules_internal,
+                            .config_find = rules_config_find,
+                            .config_validate = rules_config_validate,
+                            .arg = (void *)cfg};
+    return st_ctl_decide(&rules, state, op->kind, op->validate_only, op->items, op->n, records);
 }
 
 /* Quorum thread: the op's change committed (or not); shard 0 answers it. */
@@ -632,14 +247,14 @@ static void ctl_quorum_fail(st_broker_t *b, st_ctl_op_t *op)
         if (it->error)
             continue;
         if (op->qstatus == ST_E_NOT_LEADER)
-            st_item_fail(it, ST_KERR_NOT_CONTROLLER,
-                         "This is not the active controller (node %d is)", (int)qi.leader);
+            st_ctl_item_fail(it, ST_KERR_NOT_CONTROLLER,
+                             "This is not the active controller (node %d is)", (int)qi.leader);
         else if (op->qstatus == ST_E_AGAIN)
-            st_item_fail(it, ST_KERR_REQUEST_TIMED_OUT,
-                         "The controller lost its leadership with the change in flight%s", "");
+            st_ctl_item_fail(it, ST_KERR_REQUEST_TIMED_OUT,
+                             "The controller lost its leadership with the change in flight%s", "");
         else
-            st_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "The metadata log failed: %s",
-                         st_strerror(op->qstatus));
+            st_ctl_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "The metadata log failed: %s",
+                             st_strerror(op->qstatus));
     }
 }
 
@@ -655,9 +270,9 @@ static void ctl_report(st_ctl_op_t *op, const ctl_fails_t *fails, const st_md_t 
             const char *name = it->name ? it->name : it->out_name;
             if (it->error || !name || strcmp(name, t->name) != 0)
                 continue;
-            st_item_fail(it, ST_KERR_KAFKA_STORAGE_ERROR,
-                         "partition %d of %s could not be opened (%s); it is offline",
-                         (int)fails->f[f].partition, t->name, st_strerror(fails->f[f].err));
+            st_ctl_item_fail(it, ST_KERR_KAFKA_STORAGE_ERROR,
+                             "partition %d of %s could not be opened (%s); it is offline",
+                             (int)fails->f[f].partition, t->name, st_strerror(fails->f[f].err));
         }
     }
 }

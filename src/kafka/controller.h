@@ -21,57 +21,17 @@
 #include <stdint.h>
 
 #include "cluster/metadata.h"
+#include "cluster/ops.h"
 #include "storage/fs.h"
 #include "broker/fanout.h"
 #include "broker/xcall.h"
 #include "cluster/quorum.h"
-
-enum {
-    ST_CTL_CREATE,            /* create topics */
-    ST_CTL_DELETE,            /* delete topics */
-    ST_CTL_CREATE_PARTITIONS, /* grow topics to `count` partitions */
-    ST_CTL_ALTER_CONFIGS,     /* change topic configs */
-    ST_CTL_ELECT_LEADERS,     /* elect a partition's leader (preferred or unclean) */
-    ST_CTL_REASSIGN,          /* move a partition to other replicas, or cancel a move */
-};
-
-enum { ST_CTL_CFG_SET, ST_CTL_CFG_DELETE, ST_CTL_CFG_APPEND, ST_CTL_CFG_SUBTRACT };
-
-typedef struct st_ctl_cfg {
-    const char *key;
-    const char *value; /* NULL for delete */
-    int op;            /* ST_CTL_CFG_* */
-} st_ctl_cfg_t;
 
 /* The topic configs __consumer_offsets is created with, wherever its creation starts (a
  * broker's own op, or the hint it forwards to the active controller): compacted by the log
  * cleaner, never deleted by time, segments of 100 MiB (Kafka's offsets.topic.segment.bytes). */
 #define ST_CTL_OFFSETS_NCFG 3
 extern const st_ctl_cfg_t st_ctl_offsets_cfg[ST_CTL_OFFSETS_NCFG];
-
-typedef struct st_ctl_item {
-    /* in */
-    const char *name; /* NUL-terminated; NULL when addressed by id */
-    uint8_t id[16];
-    int32_t count;    /* partitions (create: -1 = num.partitions; grow: new total) */
-    int16_t rf;       /* replication factor (-1 = default) */
-    int32_t assigned; /* create: partitions given by explicit assignments, or -1 */
-    bool bad_assignment;
-    int ncfg;
-    st_ctl_cfg_t *cfg;
-    bool replace_configs; /* AlterConfigs: the given set replaces all overrides */
-    bool internal;
-    /* ElectLeaders and reassignments: one item per partition */
-    int32_t partition;
-    int8_t election_type;    /* ElectLeaders: 0 preferred, 1 unclean */
-    const int32_t *replicas; /* reassignment: the target replicas; NULL cancels */
-    int32_t nreplicas;
-    bool keep_rf; /* reassignment: a target of another replication factor is refused */
-    /* out */
-    int16_t error;
-    char message[200];
-    const char *out_name; /* for items addressed by id: the topic's name, if found */
-} st_ctl_item_t;
 
 typedef struct st_ctl_op st_ctl_op_t;
 struct st_ctl_op {
@@ -106,8 +66,5 @@ void st_ctl_tick(st_kshard_t *s);
 /* Quorum thread of the active controller: creates topic `name` with the defaults
  * (a hint from a broker that is not the controller; cluster/quorum.h). */
 void st_ctl_hint_create(struct st_broker *b, const char *name);
-
-/* Validates a topic name as Kafka does; 0 or ST_E_INVALID with a message. */
-int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen);
 
 #endif
