@@ -45,6 +45,8 @@ typedef struct st_broker_hooks {
     void (*quorum_answers)(st_kshard_t *s0);
     /* The quorum thread of the active controller: create topic `name` with defaults. */
     void (*hint_create)(st_broker_t *b, const char *name);
+    /* Main thread, in st_broker_destroy: frees what the controller's ops kept (b->ctl), or NULL. */
+    void (*controller_fini)(st_broker_t *b);
     /* On each shard, every 100 ms after its partitions' housekeeping, or NULL. */
     void (*shard_tick)(st_kshard_t *s);
     /* Main thread: start the replication (follower fetcher) after the shards, and

@@ -55,10 +55,44 @@ typedef struct st_ctl_apply {
     ctl_fails_t fails; /* this shard's */
 } ctl_apply_t;
 
-/* Shard 0: what the latest adoption could not open, with the state it adopted, for the ops
- * whose answer comes back after their change was adopted. */
-static ctl_fails_t ctl_last_fails;
-static st_md_t *ctl_last_fails_md;
+/* The controller's ops between the quorum and shard 0 (b->ctl, created on shard 0 at its first
+ * use, freed by st_ctl_fini). */
+struct st_ctl {
+    pthread_mutex_t mu;
+    st_ctl_op_t *answers; /* finished by the quorum thread, not yet taken by shard 0 (mu) */
+    _Atomic int answers_ready;
+    /* shard 0 only: */
+    st_ctl_op_t *waiting; /* committed, waiting for every shard here to adopt their change */
+    int64_t applied;      /* the version every shard here has adopted */
+    st_md_t *md;          /* the latest state adopted */
+    /* what the latest adoption could not open, with the state it adopted, for the ops whose
+     * answer comes back after their change was adopted */
+    ctl_fails_t last_fails;
+    st_md_t *last_fails_md;
+};
+
+/* Shard 0: the broker's controller state, created at the first use. */
+static struct st_ctl *ctl_of(st_broker_t *b)
+{
+    if (!b->ctl) {
+        b->ctl = calloc(1, sizeof *b->ctl);
+        ST_ASSERT(b->ctl != NULL);
+        pthread_mutex_init(&b->ctl->mu, NULL);
+    }
+    return b->ctl;
+}
+
+void st_ctl_fini(st_broker_t *b)
+{
+    struct st_ctl *c = b->ctl;
+    if (!c)
+        return;
+    st_md_unref(c->md);
+    st_md_unref(c->last_fails_md);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    b->ctl = NULL;
+}
 
 static bool configs_equal(const st_md_topic_t *a, const st_md_topic_t *b)
 {
@@ -220,17 +254,19 @@ static void ctl_quorum_done(st_quorum_req_t *req, int status)
             if (op->items[i].name)
                 st_quorum_hint_create(b->quorum, op->items[i].name);
     op->qstatus = status;
-    pthread_mutex_lock(&b->ctl_mu);
-    op->queue_next = b->ctl_answers;
-    b->ctl_answers = op;
-    pthread_mutex_unlock(&b->ctl_mu);
-    atomic_store(&b->ctl_answers_ready, 1);
+    struct st_ctl *c = op->ctl;
+    pthread_mutex_lock(&c->mu);
+    op->queue_next = c->answers;
+    c->answers = op;
+    pthread_mutex_unlock(&c->mu);
+    atomic_store(&c->answers_ready, 1);
     st_loop_wake(b->shards[0]->loop);
 }
 
 static void ctl_submit_quorum(st_broker_t *b, st_ctl_op_t *op)
 {
     op->b = b;
+    op->ctl = ctl_of(b);
     op->qreq.propose = ctl_propose;
     op->qreq.done = ctl_quorum_done;
     op->qreq.arg = op;
@@ -280,15 +316,15 @@ static void ctl_report(st_ctl_op_t *op, const ctl_fails_t *fails, const st_md_t 
 /* Answers the waiting ops whose change every shard here has applied. */
 static void ctl_release(st_kshard_t *s)
 {
-    st_broker_t *b = s->b;
-    for (st_ctl_op_t **pp = &b->ctl_waiting; *pp;) {
+    struct st_ctl *c = ctl_of(s->b);
+    for (st_ctl_op_t **pp = &c->waiting; *pp;) {
         st_ctl_op_t *op = *pp;
-        if (op->qreq.index > b->ctl_applied) {
+        if (op->qreq.index > c->applied) {
             pp = &op->queue_next;
             continue;
         }
         *pp = op->queue_next;
-        ctl_report(op, &ctl_last_fails, ctl_last_fails_md);
+        ctl_report(op, &c->last_fails, c->last_fails_md);
         st_xcall_return(s, &op->x);
     }
 }
@@ -296,17 +332,18 @@ static void ctl_release(st_kshard_t *s)
 void st_ctl_quorum_answers(st_kshard_t *s)
 {
     st_broker_t *b = s->b;
-    if (atomic_load(&b->quorum_stopped) && b->ctl_waiting) {
+    struct st_ctl *c = ctl_of(b);
+    if (atomic_load(&b->quorum_stopped) && c->waiting) {
         /* committed, but no state will show them applied here any more */
-        b->ctl_applied = INT64_MAX;
+        c->applied = INT64_MAX;
         ctl_release(s);
     }
-    if (!atomic_exchange(&b->ctl_answers_ready, 0))
+    if (!atomic_exchange(&c->answers_ready, 0))
         return;
-    pthread_mutex_lock(&b->ctl_mu);
-    st_ctl_op_t *ops = b->ctl_answers;
-    b->ctl_answers = NULL;
-    pthread_mutex_unlock(&b->ctl_mu);
+    pthread_mutex_lock(&c->mu);
+    st_ctl_op_t *ops = c->answers;
+    c->answers = NULL;
+    pthread_mutex_unlock(&c->mu);
     while (ops) {
         st_ctl_op_t *op = ops;
         ops = op->queue_next;
@@ -315,8 +352,8 @@ void st_ctl_quorum_answers(st_kshard_t *s)
             st_xcall_return(s, &op->x);
             continue;
         }
-        op->queue_next = b->ctl_waiting;
-        b->ctl_waiting = op;
+        op->queue_next = c->waiting;
+        c->waiting = op;
     }
     ctl_release(s);
 }
@@ -331,18 +368,19 @@ static void ctl_adopted(void *arg)
 {
     ctl_adoption_t *ad = arg;
     st_kshard_t *s = st_kshard_current();
-    ctl_last_fails.n = 0;
+    struct st_ctl *c = ctl_of(s->b);
+    c->last_fails.n = 0;
     for (int i = 0; i < s->b->nshards; i++) {
         const ctl_fails_t *f = &ad->applies[i].fails;
-        for (int k = 0; k < f->n && ctl_last_fails.n < ST_CTL_FAILS; k++)
-            ctl_last_fails.f[ctl_last_fails.n++] = f->f[k];
+        for (int k = 0; k < f->n && c->last_fails.n < ST_CTL_FAILS; k++)
+            c->last_fails.f[c->last_fails.n++] = f->f[k];
     }
-    st_md_unref(ctl_last_fails_md);
-    ctl_last_fails_md = st_md_ref(ad->applies[0].md);
+    st_md_unref(c->last_fails_md);
+    c->last_fails_md = st_md_ref(ad->applies[0].md);
     for (int i = 0; i < s->b->nshards; i++)
         st_md_unref(ad->applies[i].md);
-    if (ad->version > s->b->ctl_applied)
-        s->b->ctl_applied = ad->version;
+    if (ad->version > c->applied)
+        c->applied = ad->version;
     free(ad->applies);
     free(ad);
     ctl_release(s);
@@ -357,8 +395,9 @@ void st_ctl_adopt(st_kshard_t *s, st_md_t *md)
     ST_ASSERT(ad && applies);
     ad->applies = applies;
     ad->version = md->version;
-    st_md_unref(b->ctl_md);
-    b->ctl_md = md;
+    struct st_ctl *c = ctl_of(b);
+    st_md_unref(c->md);
+    c->md = md;
     st_fanout_begin(&ad->fan, b->mesh, s->id, ctl_apply_run, ctl_adopted, ad);
     for (int i = 0; i < b->nshards; i++) {
         applies[i].md = st_md_ref(md);

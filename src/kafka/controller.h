@@ -49,8 +49,13 @@ struct st_ctl_op {
     /* the op as a change for the active controller */
     st_quorum_req_t qreq;
     struct st_broker *b;
+    struct st_ctl *ctl;
     int qstatus;
 };
+
+/* Main thread, once the shards stopped: frees b->ctl (the ops' state on shard 0: those the quorum
+ * answered, those waiting for every shard to adopt their change), created at the first use. */
+void st_ctl_fini(struct st_broker *b);
 
 /* Submits op (memory owned by the caller until cb runs). */
 void st_ctl_submit(st_kshard_t *s, st_ctl_op_t *op);

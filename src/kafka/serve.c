@@ -57,6 +57,7 @@ const st_broker_hooks_t st_kafka_hooks = {
     .shard_fini = st_kgroup_fini,
     .adopt_metadata = st_ctl_adopt,
     .quorum_answers = st_ctl_quorum_answers,
+    .controller_fini = st_ctl_fini,
     .hint_create = st_ctl_hint_create,
     .shard_tick = st_ctl_tick,
     .replication_start = st_krepl_start,
