@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "broker/adopt.h"
 #include "broker/request.h"
 #include "cluster/records.h"
 #include "partition/partition.h"
@@ -37,24 +38,6 @@
 
 /* ---- applying a snapshot on each shard ---- */
 
-#define ST_CTL_FAILS 8
-
-/* Partitions a shard could not open: reported back to the items naming their topic. */
-typedef struct ctl_fails {
-    int n;
-    struct {
-        uint8_t id[16];
-        int32_t partition;
-        int err;
-    } f[ST_CTL_FAILS];
-} ctl_fails_t;
-
-typedef struct st_ctl_apply {
-    st_fanout_leg_t leg;
-    st_md_t *md;
-    ctl_fails_t fails; /* this shard's */
-} ctl_apply_t;
-
 /* The controller's ops between the quorum and shard 0 (b->ctl, created on shard 0 at its first
  * use, freed by st_ctl_fini). */
 struct st_ctl {
@@ -64,10 +47,9 @@ struct st_ctl {
     /* shard 0 only: */
     st_ctl_op_t *waiting; /* committed, waiting for every shard here to adopt their change */
     int64_t applied;      /* the version every shard here has adopted */
-    st_md_t *md;          /* the latest state adopted */
     /* what the latest adoption could not open, with the state it adopted, for the ops whose
      * answer comes back after their change was adopted */
-    ctl_fails_t last_fails;
+    st_adopt_fails_t last_fails;
     st_md_t *last_fails_md;
 };
 
@@ -87,117 +69,38 @@ void st_ctl_fini(st_broker_t *b)
     struct st_ctl *c = b->ctl;
     if (!c)
         return;
-    st_md_unref(c->md);
     st_md_unref(c->last_fails_md);
     pthread_mutex_destroy(&c->mu);
     free(c);
     b->ctl = NULL;
 }
 
-static bool configs_equal(const st_md_topic_t *a, const st_md_topic_t *b)
-{
-    if (a->nconfigs != b->nconfigs)
-        return false;
-    for (int i = 0; i < a->nconfigs; i++)
-        if (strcmp(a->configs[i].key, b->configs[i].key) ||
-            strcmp(a->configs[i].value, b->configs[i].value))
-            return false;
-    return true;
-}
+/* ---- each shard's part of an adoption (broker/adopt.h) ---- */
 
-typedef struct {
-    st_kshard_t *s;
-    const st_md_t *md;
-} sweep_t;
-
-/* Whether this broker keeps a copy of partition p on shard s. */
-static bool hosts(const st_kshard_t *s, const st_md_partition_t *p)
+void st_ctl_md_adopted(st_kshard_t *s)
 {
-    return p->shard == s->id && st_md_is_replica(p, (int32_t)s->b->cfg->node_id);
-}
-
-static void sweep_one(void *arg, st_part_t *p)
-{
-    sweep_t *w = arg;
-    const st_md_topic_t *t = st_md_find_id(w->md, p->topic_id);
-    if (t && p->index < t->npartitions && hosts(w->s, &t->partitions[p->index]))
-        return;
-    st_krepl_unfollow(w->s, p);
-    if (strcmp(p->topic, ST_OFFSETS_TOPIC) == 0)
-        st_kgroup_leadership(w->s, p->index, false);
-    st_parts_delete(&w->s->parts, p);
-}
-
-/* The partition's role from the snapshot (replication, partition.h), then what
- * follows from it: fetching from the leader, and for __consumer_offsets the coordinator. */
-static void set_role(st_kshard_t *s, st_part_t *part, const st_md_t *md, const st_md_topic_t *t,
-                     int32_t p)
-{
-    const st_config_t *cfg = s->b->cfg;
-    const st_md_partition_t *mp = &t->partitions[p];
-    st_part_role_t role = {.self = (int32_t)cfg->node_id,
-                           .leader_id = mp->leader,
-                           .leader_epoch = mp->leader_epoch,
-                           .partition_epoch = mp->partition_epoch,
-                           .min_isr = (int32_t)cfg->min_insync_replicas,
-                           .nreplicas = mp->nreplicas,
-                           .nisr = mp->nisr};
-    role.leader = mp->leader == role.self;
-    const char *mi = st_md_topic_config(t, "min.insync.replicas");
-    if (mi)
-        role.min_isr = (int32_t)strtol(mi, NULL, 10);
-    memcpy(role.replicas, mp->replicas, sizeof role.replicas);
-    memcpy(role.isr, mp->isr, sizeof role.isr);
-    for (int i = 0; i < mp->nreplicas && i < ST_PART_MAX_REPLICAS; i++)
-        role.live[i] = st_md_broker_live(md, mp->replicas[i]);
-    st_part_set_role(part, &role);
-    st_krepl_follow(s, part, md);
-    if (t->internal && strcmp(t->name, ST_OFFSETS_TOPIC) == 0)
-        st_kgroup_leadership(s, p, role.leader);
-}
-
-static void ctl_apply_run(st_fanout_leg_t *leg)
-{
-    st_kshard_t *s = st_kshard_current();
-    ctl_apply_t *a = leg->data;
-    st_md_t *old = s->md;
-    s->md = st_md_ref(a->md);
     st_kmetadata_ready(s, false);
     st_kleader_unstall(s);
-    sweep_t w = {s, a->md};
-    st_parts_each(&s->parts, sweep_one, &w);
-    for (int i = 0; i < a->md->ntopics; i++) {
-        const st_md_topic_t *t = a->md->topics[i];
-        const st_md_topic_t *ot = old ? st_md_find_id(old, t->id) : NULL;
-        bool reconf = ot && !configs_equal(ot, t);
-        for (int32_t p = 0; p < t->npartitions; p++) {
-            if (!hosts(s, &t->partitions[p]))
-                continue;
-            st_part_t *part = st_parts_get(&s->parts, t->id, p);
-            if (!part) {
-                st_part_t *np;
-                st_log_config_t lc;
-                st_topic_log_config(s->b->cfg, t, &lc);
-                int rc = st_parts_open(&s->parts, t->name, t->id, p, &lc, &np);
-                if (rc && a->fails.n < ST_CTL_FAILS) {
-                    memcpy(a->fails.f[a->fails.n].id, t->id, 16);
-                    a->fails.f[a->fails.n].partition = p;
-                    a->fails.f[a->fails.n].err = rc;
-                    a->fails.n++;
-                }
-            } else if (reconf) {
-                st_log_config_t lc;
-                st_topic_log_config(s->b->cfg, t, &lc);
-                st_part_reconfigure(part, &lc);
-            }
-            if ((part = st_parts_get(&s->parts, t->id, p)) != NULL)
-                set_role(s, part, a->md, t, p);
-        }
-    }
-    st_md_unref(old);
 }
 
-/* ---- in a cluster: ops go to the active controller through the quorum ---- */
+void st_ctl_partition_gone(st_kshard_t *s, st_part_t *p)
+{
+    st_krepl_unfollow(s, p);
+    if (strcmp(p->topic, ST_OFFSETS_TOPIC) == 0)
+        st_kgroup_leadership(s, p->index, false);
+}
+
+/* What follows from a partition's role: fetching from the leader, and for __consumer_offsets
+ * the coordinator. */
+void st_ctl_partition_role(st_kshard_t *s, st_part_t *part, const st_md_t *md,
+                           const st_md_topic_t *t, int32_t p, bool leader)
+{
+    st_krepl_follow(s, part, md);
+    if (t->internal && strcmp(t->name, ST_OFFSETS_TOPIC) == 0)
+        st_kgroup_leadership(s, p, leader);
+}
+
+/* ---- ops go to the active controller through the quorum ---- */
 
 /* The topic config rules (kafka/topic_config.h) for st_ctl_decide. */
 static int rules_config_find(void *arg, const char *key, bool *list, const char **fixed_default)
@@ -295,7 +198,7 @@ static void ctl_quorum_fail(st_broker_t *b, st_ctl_op_t *op)
 }
 
 /* Reports the partitions that could not be opened to the op's items naming their topic. */
-static void ctl_report(st_ctl_op_t *op, const ctl_fails_t *fails, const st_md_t *md)
+static void ctl_report(st_ctl_op_t *op, const st_adopt_fails_t *fails, const st_md_t *md)
 {
     /* A partition that could not be opened is offline: the topic exists, but the client is
      * told (KAFKA_STORAGE_ERROR) instead of a success it cannot use. */
@@ -358,53 +261,22 @@ void st_ctl_quorum_answers(st_kshard_t *s)
     ctl_release(s);
 }
 
-typedef struct ctl_adoption {
-    st_fanout_t fan;
-    ctl_apply_t *applies;
-    int64_t version;
-} ctl_adoption_t;
-
-static void ctl_adopted(void *arg)
+/* Shard 0: every shard adopted md; the ops waiting for it answer. */
+static void ctl_adopted(st_kshard_t *s, void *arg, const st_md_t *md, const st_adopt_fails_t *fails)
 {
-    ctl_adoption_t *ad = arg;
-    st_kshard_t *s = st_kshard_current();
+    (void)arg;
     struct st_ctl *c = ctl_of(s->b);
-    c->last_fails.n = 0;
-    for (int i = 0; i < s->b->nshards; i++) {
-        const ctl_fails_t *f = &ad->applies[i].fails;
-        for (int k = 0; k < f->n && c->last_fails.n < ST_CTL_FAILS; k++)
-            c->last_fails.f[c->last_fails.n++] = f->f[k];
-    }
+    c->last_fails = *fails;
     st_md_unref(c->last_fails_md);
-    c->last_fails_md = st_md_ref(ad->applies[0].md);
-    for (int i = 0; i < s->b->nshards; i++)
-        st_md_unref(ad->applies[i].md);
-    if (ad->version > c->applied)
-        c->applied = ad->version;
-    free(ad->applies);
-    free(ad);
+    c->last_fails_md = st_md_ref((st_md_t *)md);
+    if (md->version > c->applied)
+        c->applied = md->version;
     ctl_release(s);
 }
 
 void st_ctl_adopt(st_kshard_t *s, st_md_t *md)
 {
-    st_broker_t *b = s->b;
-    st_md_assign_shards(md, b->nshards);
-    ctl_adoption_t *ad = calloc(1, sizeof *ad);
-    ctl_apply_t *applies = calloc((size_t)b->nshards, sizeof *applies);
-    ST_ASSERT(ad && applies);
-    ad->applies = applies;
-    ad->version = md->version;
-    struct st_ctl *c = ctl_of(b);
-    st_md_unref(c->md);
-    c->md = md;
-    st_fanout_begin(&ad->fan, b->mesh, s->id, ctl_apply_run, ctl_adopted, ad);
-    for (int i = 0; i < b->nshards; i++) {
-        applies[i].md = st_md_ref(md);
-        applies[i].leg.data = &applies[i];
-        st_fanout_send(&ad->fan, &applies[i].leg, i);
-    }
-    st_fanout_end(&ad->fan);
+    st_broker_adopt(s, md, ctl_adopted, NULL);
 }
 
 static void hint_done(st_quorum_req_t *req, int status)
