@@ -248,7 +248,6 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
         rc = -ENOMEM;
         goto fail;
     }
-    pthread_mutex_init(&b->ctl_mu, NULL);
     /* Whatever a crash left in the shards' journals goes into the logs before any opens,
      * whether the journal is on in this run or not (the shard count may differ too). */
     st_journal_recovery_t jrec;
@@ -273,7 +272,7 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
     if (rc)
         goto fail;
     for (int i = 0; i < nshards; i++)
-        b->shards[i]->md = st_md_ref(b->ctl_md);
+        b->shards[i]->md = st_md_ref(b->start_md);
     *out = b;
     return 0;
 fail:
@@ -345,7 +344,9 @@ void st_broker_destroy(st_broker_t *b)
     st_quorum_destroy(b->quorum);
     json_decref(atomic_exchange(&b->quorum_seed, NULL));
     st_md_unref(atomic_exchange(&b->quorum_md, NULL));
-    st_md_unref(b->ctl_md);
+    st_md_unref(b->start_md);
+    if (b->hooks->controller_fini)
+        b->hooks->controller_fini(b);
     st_mesh_destroy(b->mesh);
     free(b->listen_fds);
     free(b->listeners);
@@ -525,7 +526,10 @@ static void kshard_before_sleep(void *arg)
     kshard_ext_calls(s);
     if (s->env.journal)
         st_journal_run(s->env.journal); /* one sync for every append of this iteration */
-    if (s->id == 0 && s->b->quorum && s->shutdown_state == 0)
+    /* the quorum's states fan out to every shard: only once every shard is on the mesh */
+    if (s->id == 0 && s->b->quorum && s->shutdown_state == 0 &&
+        atomic_load(&s->b->started) + atomic_load(&s->b->failed) == s->b->nshards &&
+        !atomic_load(&s->b->failed))
         kshard_quorum(s);
     if (s->shutdown_state >= 2) {
         kshard_shutdown_step(s);
@@ -698,6 +702,8 @@ static void start_signal(st_broker_t *b, bool ok)
         atomic_fetch_add(&b->failed, 1);
     pthread_cond_broadcast(&start_cv);
     pthread_mutex_unlock(&start_mu);
+    if (atomic_load(&b->started) == b->nshards)
+        st_loop_wake(b->shards[0]->loop); /* it may adopt the quorum's state now */
 }
 
 static void *kshard_main(void *arg)
@@ -892,9 +898,9 @@ static int broker_start_quorum(st_broker_t *b, char *err, size_t errlen)
         if (seed)
             ST_WARN("%s/%s is ignored: this node is a member of a cluster's quorum", cfg->log_dirs,
                     ST_LEGACY_FILE);
-        b->ctl_md = st_md_new(b->cluster_id, node);
-        if (!b->ctl_md ||
-            st_md_add_broker(b->ctl_md, node, cfg->advertised_host,
+        b->start_md = st_md_new(b->cluster_id, node);
+        if (!b->start_md ||
+            st_md_add_broker(b->start_md, node, cfg->advertised_host,
                              cfg->advertised_port ? cfg->advertised_port : b->listen_port))
             return -ENOMEM;
         return 0;
@@ -912,16 +918,16 @@ static int broker_start_quorum(st_broker_t *b, char *err, size_t errlen)
         md = atomic_load(&b->quorum_md);
     }
     bool ok = registered(md, node);
-    b->ctl_md = ok ? st_md_clone(md) : NULL;
+    b->start_md = ok ? st_md_clone(md) : NULL;
     pthread_mutex_unlock(&start_mu);
     if (!ok) {
         snprintf(err, errlen, "the metadata quorum did not register this broker within %d s",
                  ST_REGISTER_WAIT_MS / 1000);
         return ST_E_CONFIG;
     }
-    if (!b->ctl_md)
+    if (!b->start_md)
         return -ENOMEM;
-    st_md_assign_shards(b->ctl_md, b->nshards);
+    st_md_assign_shards(b->start_md, b->nshards);
     if (seed && atomic_load(&b->quorum_seed) == NULL)
         ST_INFO("upgraded %s/%s into the metadata log (%d topic(s))", cfg->log_dirs, ST_LEGACY_FILE,
                 ntopics);
@@ -933,7 +939,7 @@ static int broker_start_quorum(st_broker_t *b, char *err, size_t errlen)
             return rc;
         }
     }
-    broker_sweep_data_dir(b->ctl_md, cfg->log_dirs);
+    broker_sweep_data_dir(b->start_md, cfg->log_dirs);
     return 0;
 }
 

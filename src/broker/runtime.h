@@ -22,6 +22,7 @@
 
 #include "broker/request.h"
 #include "broker/shard.h"
+#include "partition/partition.h"
 #include "cluster/config.h"
 #include "cluster/metadata.h"
 #include "storage/fs.h"
@@ -39,12 +40,21 @@ typedef struct st_broker_hooks {
     void (*shard_drain)(st_kshard_t *s);
     /* On the shard, once its loop has stopped. */
     void (*shard_fini)(st_kshard_t *s);
+    /* On each shard, adopting a state (broker/adopt.h): its snapshot was just swapped; a
+     * partition this broker no longer hosts, before it is deleted; a partition's role was just
+     * set from the snapshot (leader: this broker leads it). NULL: nothing. */
+    void (*md_adopted)(st_kshard_t *s);
+    void (*partition_gone)(st_kshard_t *s, st_part_t *p);
+    void (*partition_role)(st_kshard_t *s, st_part_t *p, const st_md_t *md, const st_md_topic_t *t,
+                           int32_t index, bool leader);
     /* Shard 0: adopt a state the metadata quorum published (owns md's reference). */
     void (*adopt_metadata)(st_kshard_t *s0, st_md_t *md);
     /* Shard 0: answer the ops the quorum finished. */
     void (*quorum_answers)(st_kshard_t *s0);
     /* The quorum thread of the active controller: create topic `name` with defaults. */
     void (*hint_create)(st_broker_t *b, const char *name);
+    /* Main thread, in st_broker_destroy: frees what the controller's ops kept (b->ctl), or NULL. */
+    void (*controller_fini)(st_broker_t *b);
     /* On each shard, every 100 ms after its partitions' housekeeping, or NULL. */
     void (*shard_tick)(st_kshard_t *s);
     /* Main thread: start the replication (follower fetcher) after the shards, and

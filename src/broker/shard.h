@@ -84,21 +84,17 @@ struct st_broker {
     int listen_port;   /* the inter-broker listener's bound port (when configured as 0) */
     int fds_per_shard; /* descriptor cache of each shard's storage env */
     char cluster_id[64];
-    st_fs_t fs;      /* the file-system table of the broker's files and every shard's storage */
-    int dir_lock_fd; /* <log.dirs>/.lock, held (flock) for the process's life */
-    st_md_t *ctl_md; /* the controller's authoritative snapshot (shard 0 only after start) */
-    /* the metadata quorum (this node alone without controller.quorum.voters), the state it last
-     * published (taken by shard 0), the ops it finished (ctl_mu), those waiting for their change to
-     * be applied on every shard here, and the version last applied everywhere (shard 0) */
+    st_fs_t fs;        /* the file-system table of the broker's files and every shard's storage */
+    int dir_lock_fd;   /* <log.dirs>/.lock, held (flock) for the process's life */
+    st_md_t *start_md; /* the state the shards started from */
+    /* the metadata quorum (this node alone without controller.quorum.voters) and the state it
+     * last published (taken by shard 0) */
     struct st_quorum *quorum;
     struct st_fetcher *fetcher; /* the follower fetcher (replica/fetcher.h), cluster only */
     _Atomic(st_md_t *) quorum_md;
     _Atomic(struct json_t *) quorum_seed; /* an upgrade's records until the quorum takes them */
-    pthread_mutex_t ctl_mu;
-    struct st_ctl_op *ctl_answers, *ctl_waiting;
-    _Atomic int ctl_answers_ready;
     _Atomic int quorum_stopped; /* st_broker_stop stopped it: no state will come any more */
-    int64_t ctl_applied;
+    struct st_ctl *ctl;         /* the controller's ops on shard 0 (kafka/controller.h) */
     _Atomic int stopping;
     _Atomic int drained; /* shards with no connection left (shutdown barrier 1) */
     _Atomic int closed;  /* shards whose logs are closed (shutdown barrier 2) */

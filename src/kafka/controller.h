@@ -9,8 +9,27 @@
  * So when a CreateTopics answer leaves, every shard already serves the topic. A single broker
  * is its quorum's only voter: the same path.
  *
- * Operations are decided in the order they reach the active controller; states reach each
- * shard in the order they were published (one ring per shard pair keeps order).
+ * An op's life (the function behind each step; the op's memory is its submitter's throughout):
+ *
+ *   1. submitted     any shard: st_ctl_submit -> an xcall to shard 0 (broker/xcall.h)
+ *   2. queued        shard 0: ctl_run -> st_quorum_submit (the quorum's inbox)
+ *   3. decided       quorum thread, the active controller, with every earlier op applied:
+ *                    ctl_propose -> st_ctl_decide (cluster/ops.h): each item answered, the
+ *                    change's records appended (none: nothing to do)
+ *   4. committed     quorum thread: ctl_quorum_done(status) -> the answers list (mutex), shard
+ *                    0 woken. status != 0 (not the controller, leadership lost, the log's
+ *                    error): every item not already failed says so (ctl_quorum_fail), go to 6
+ *   5. waiting       shard 0: st_ctl_quorum_answers -> the waiting list, until the version
+ *                    every shard here adopted (st_ctl_adopt -> broker/adopt.h, ctl_adopted)
+ *                    reaches the op's log index; a partition that could not be opened is
+ *                    reported to the items naming its topic (KAFKA_STORAGE_ERROR)
+ *   6. answered      shard 0: st_xcall_return -> op->cb on the submitting shard
+ *
+ * Invariants: (a) ops are decided one at a time, in the order they reach the active
+ * controller, each on the state its predecessors left; (b) states reach each shard in the
+ * order they were published (one ring per shard pair keeps order), so an op answered at 6 is
+ * served by every shard of this broker; (c) once the quorum has stopped, waiting ops are
+ * answered at once (no state will come any more).
  *
  * Threads: st_ctl_submit on any shard; the rest runs on shard 0 and the shards it updates.
  */
@@ -21,51 +40,13 @@
 #include <stdint.h>
 
 #include "cluster/metadata.h"
+#include "cluster/ops.h"
 #include "storage/fs.h"
 #include "broker/fanout.h"
 #include "broker/xcall.h"
 #include "cluster/quorum.h"
+#include "partition/partition.h"
 
-enum {
-    ST_CTL_CREATE,            /* create topics */
-    ST_CTL_DELETE,            /* delete topics */
-    ST_CTL_CREATE_PARTITIONS, /* grow topics to `count` partitions */
-    ST_CTL_ALTER_CONFIGS,     /* change topic configs */
-    ST_CTL_ELECT_LEADERS,     /* elect a partition's leader (preferred or unclean) */
-    ST_CTL_REASSIGN,          /* move a partition to other replicas, or cancel a move */
-};
-
-enum { ST_CTL_CFG_SET, ST_CTL_CFG_DELETE, ST_CTL_CFG_APPEND, ST_CTL_CFG_SUBTRACT };
-
-typedef struct st_ctl_cfg {
-    const char *key;
-    const char *value; /* NULL for delete */
-    int op;            /* ST_CTL_CFG_* */
-} st_ctl_cfg_t;
-
-typedef struct st_ctl_item {
-    /* in */
-    const char *name; /* NUL-terminated; NULL when addressed by id */
-    uint8_t id[16];
-    int32_t count;    /* partitions (create: -1 = num.partitions; grow: new total) */
-    int16_t rf;       /* replication factor (-1 = default) */
-    int32_t assigned; /* create: partitions given by explicit assignments, or -1 */
-    bool bad_assignment;
-    int ncfg;
-    st_ctl_cfg_t *cfg;
-    bool replace_configs; /* AlterConfigs: the given set replaces all overrides */
-    bool internal;
-    /* ElectLeaders and reassignments: one item per partition */
-    int32_t partition;
-    int8_t election_type;    /* ElectLeaders: 0 preferred, 1 unclean */
-    const int32_t *replicas; /* reassignment: the target replicas; NULL cancels */
-    int32_t nreplicas;
-    bool keep_rf; /* reassignment: a target of another replication factor is refused */
-    /* out */
-    int16_t error;
-    char message[200];
-    const char *out_name; /* for items addressed by id: the topic's name, if found */
-} st_ctl_item_t;
 
 typedef struct st_ctl_op st_ctl_op_t;
 struct st_ctl_op {
@@ -83,12 +64,24 @@ struct st_ctl_op {
     /* the op as a change for the active controller */
     st_quorum_req_t qreq;
     struct st_broker *b;
+    struct st_ctl *ctl;
     int qstatus;
 };
+
+/* Main thread, once the shards stopped: frees b->ctl (the ops' state on shard 0: those the quorum
+ * answered, those waiting for every shard to adopt their change), created at the first use. */
+void st_ctl_fini(struct st_broker *b);
 
 /* Submits op (memory owned by the caller until cb runs). */
 void st_ctl_submit(st_kshard_t *s, st_ctl_op_t *op);
 
+/* Each shard's part of an adoption (broker/adopt.h hooks): the Metadata waiting for this
+ * broker to catch up, a partition gone (no longer followed, its coordinator unloaded), a
+ * partition's role set (followed from its leader, its coordinator loaded when it leads). */
+void st_ctl_md_adopted(st_kshard_t *s);
+void st_ctl_partition_gone(st_kshard_t *s, st_part_t *p);
+void st_ctl_partition_role(st_kshard_t *s, st_part_t *part, const st_md_t *md,
+                           const st_md_topic_t *t, int32_t p, bool leader);
 /* Shard 0 adopts a state the quorum published (one reference, now the
  * controller's): every shard applies it (opens the partitions it now hosts, deletes those it
  * no longer does), then the ops waiting for it answer. */
@@ -100,8 +93,5 @@ void st_ctl_tick(st_kshard_t *s);
 /* Quorum thread of the active controller: creates topic `name` with the defaults
  * (a hint from a broker that is not the controller; cluster/quorum.h). */
 void st_ctl_hint_create(struct st_broker *b, const char *name);
-
-/* Validates a topic name as Kafka does; 0 or ST_E_INVALID with a message. */
-int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen);
 
 #endif

@@ -2,9 +2,9 @@
  * pid.h — producer ids that no two brokers of a cluster hand out twice, without asking the
  * controller (InitProducerId, h_init_producer_id.c).
  *
- * A single broker hands out the wall-clock millisecond of its start times 2^20 plus a counter
- * (broker/runtime.c). In a cluster each broker builds its ids from its node.id and the
- * millisecond of its first id:
+ * Every broker (a single one too) builds its ids from its node.id and the millisecond of its
+ * first id (a single broker of an earlier release handed out its start's millisecond times
+ * 2^20 plus a counter: ids above 2^60, which these never reach):
  *
  *    63 62         53 52                                      12 11          0
  *   +--+------------+------------------------------------------+-------------+

@@ -293,11 +293,12 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, i
         last_offset = info.last_offset;
     }
     /* The seam of acks: ST_ACKS_ALL waits for the high watermark, which in a cluster is where
-     * every ISR member has the batch on disk (replica.c); on a single broker (or without a
-     * role) the ISR is this replica alone, so it waits, like ST_ACKS_LEADER, for the flush
-     * policy's durability. */
+     * every ISR member has the batch on disk (replica.c); where this replica is the only one
+     * (a single broker, a topic of replication factor 1, or no role) the ISR is this replica
+     * alone, so it waits, like ST_ACKS_LEADER, for the flush policy's durability, and a failed
+     * sync answers it at once. */
     bool answer = acks != ST_ACKS_NONE;
-    bool over_isr = answer && acks == ST_ACKS_ALL && r->on;
+    bool over_isr = answer && acks == ST_ACKS_ALL && r->on && r->role.nreplicas > 1;
     wait_t *w = malloc(sizeof *w);
     if (!w) {
         res->error = ST_KERR_UNKNOWN_SERVER_ERROR;

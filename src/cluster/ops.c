@@ -1,0 +1,450 @@
+/* ops.c — the controller's metadata transitions, pure functions (ops.h). */
+#include "cluster/ops.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "base/err.h"
+#include "cluster/records.h"
+#include "proto/kerr.h"
+
+int st_topic_name_check(const char *name, size_t len, char *msg, size_t msglen)
+{
+    if (len == 0) {
+        snprintf(msg, msglen, "Topic name is illegal, it can't be empty");
+        return ST_E_INVALID;
+    }
+    if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.')) {
+        snprintf(msg, msglen, "Topic name cannot be \".\" or \"..\"");
+        return ST_E_INVALID;
+    }
+    if (len > 249) {
+        snprintf(msg, msglen, "Topic name is illegal, it can't be longer than 249 characters");
+        return ST_E_INVALID;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-')) {
+            snprintf(msg, msglen,
+                     "Topic name \"%.*s\" is illegal, it contains a character other than ASCII "
+                     "alphanumerics, '.', '_' and '-'",
+                     (int)(len > 100 ? 100 : len), name);
+            return ST_E_INVALID;
+        }
+    }
+    return 0;
+}
+
+void st_ctl_item_fail(st_ctl_item_t *it, int16_t code, const char *fmt, ...)
+{
+    it->error = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->message, sizeof it->message, fmt, ap);
+    va_end(ap);
+}
+
+/* Computes the new value of a list config for APPEND/SUBTRACT of `v` into out. */
+static void list_edit(const char *cur, const char *v, bool add, char *out, size_t n)
+{
+    out[0] = 0;
+    bool present = false;
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", cur ? cur : "");
+    for (char *save, *tok = strtok_r(tmp, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (strcmp(tok, v) == 0) {
+            present = true;
+            if (!add)
+                continue;
+        }
+        size_t l = strlen(out);
+        snprintf(out + l, n - l, "%s%s", l ? "," : "", tok);
+    }
+    if (add && !present) {
+        size_t l = strlen(out);
+        snprintf(out + l, n - l, "%s%s", l ? "," : "", v);
+    }
+}
+
+/* Validates every change first, then applies them all, so a refused item changes nothing. */
+static int apply_configs(const st_ctl_rules_t *r, st_md_topic_t *t, st_ctl_item_t *it)
+{
+    for (int c = 0; c < it->ncfg; c++) {
+        st_ctl_cfg_t *cf = &it->cfg[c];
+        bool list;
+        const char *fixed_default;
+        if (r->config_find(r->arg, cf->key, &list, &fixed_default)) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_CONFIG, "Unknown topic config name: %s", cf->key);
+            return -1;
+        }
+        if (cf->op < ST_CTL_CFG_SET || cf->op > ST_CTL_CFG_SUBTRACT) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST, "Invalid config operation for %s",
+                             cf->key);
+            return -1;
+        }
+        if (cf->op == ST_CTL_CFG_DELETE)
+            continue;
+        if ((cf->op == ST_CTL_CFG_APPEND || cf->op == ST_CTL_CFG_SUBTRACT) && !list) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_CONFIG,
+                             "Config %s is not a list: APPEND/SUBTRACT do not apply", cf->key);
+            return -1;
+        }
+        if (!cf->value) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_CONFIG, "Null value for config %s", cf->key);
+            return -1;
+        }
+        char err[200];
+        if (cf->op == ST_CTL_CFG_SET &&
+            r->config_validate(r->arg, cf->key, cf->value, err, sizeof err)) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_CONFIG, "%s", err);
+            return -1;
+        }
+    }
+    if (it->replace_configs)
+        while (t->nconfigs > 0)
+            st_md_topic_set_config(t, t->configs[0].key, NULL);
+    for (int c = 0; c < it->ncfg; c++) {
+        st_ctl_cfg_t *cf = &it->cfg[c];
+        if (cf->op == ST_CTL_CFG_DELETE) {
+            st_md_topic_set_config(t, cf->key, NULL);
+        } else if (cf->op == ST_CTL_CFG_SET) {
+            st_md_topic_set_config(t, cf->key, cf->value);
+        } else {
+            const char *cur = st_md_topic_config(t, cf->key), *fixed_default = NULL;
+            bool list;
+            r->config_find(r->arg, cf->key, &list, &fixed_default);
+            char out[256];
+            list_edit(cur             ? cur
+                      : fixed_default ? fixed_default
+                                      : "",
+                      cf->value, cf->op == ST_CTL_CFG_APPEND, out, sizeof out);
+            st_md_topic_set_config(t, cf->key, out);
+        }
+    }
+    return 0;
+}
+
+/* Random bytes: the rules' source, else the kernel's. */
+static void random_bytes(const st_ctl_rules_t *r, void *buf, size_t n)
+{
+    if (r->random) {
+        r->random(r->arg, buf, n);
+        return;
+    }
+    if (getrandom(buf, n, 0) != (ssize_t)n)
+        memset(buf, 0x5a, n);
+}
+
+/* Places partitions [from, t->npartitions) of t over the live brokers. */
+static bool place(const st_ctl_rules_t *r, const st_md_t *md, st_md_topic_t *t, int32_t from,
+                  st_ctl_item_t *it)
+{
+    uint32_t start;
+    random_bytes(r, &start, sizeof start);
+    int rc = st_rec_place(md, t->npartitions - from, t->replication_factor, start,
+                          &t->partitions[from], it->message, sizeof it->message);
+    if (rc) {
+        it->error = ST_KERR_INVALID_REPLICATION_FACTOR;
+        return false;
+    }
+    return true;
+}
+
+static bool ctl_create(const st_ctl_rules_t *r, st_md_t *md, st_ctl_item_t *it)
+{
+    char msg[200];
+    if (st_topic_name_check(it->name, strlen(it->name), msg, sizeof msg)) {
+        it->error = ST_KERR_INVALID_TOPIC_EXCEPTION;
+        snprintf(it->message, sizeof it->message, "%s", msg);
+        return false;
+    }
+    if (st_md_find(md, it->name, (int32_t)strlen(it->name))) {
+        st_ctl_item_fail(it, ST_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", it->name);
+        return false;
+    }
+    if (it->bad_assignment) {
+        st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                         "Replica assignments must name this broker only%s", "");
+        return false;
+    }
+    int32_t internal_n = 0;
+    int internal_rf = -1;
+    bool known = r->internal && r->internal(r->arg, it->name, &internal_n, &internal_rf);
+    if (!it->internal && known) {
+        /* however it is asked for (auto-creation included), an internal topic is internal
+         * and has its own partition count */
+        it->internal = true;
+        it->count = internal_n;
+        it->rf = -1;
+    }
+    int32_t n = it->assigned >= 0 ? it->assigned : it->count < 0 ? r->num_partitions : it->count;
+    int rf = it->rf < 0 ? r->default_rf : it->rf;
+    if (it->internal) {
+        /* an internal topic: its own replication factor, but never more than the brokers
+         * alive now, so a cluster still starting (or a single broker) works */
+        int live = st_rec_live_brokers(md);
+        if (it->rf < 0 && internal_rf > 0)
+            rf = internal_rf;
+        rf = rf > live && live > 0 ? live : rf;
+    }
+    if (it->assigned < 0 && (n <= 0 || n > 100000)) {
+        snprintf(it->message, sizeof it->message,
+                 "Number of partitions must be larger than 0 (and at most 100000), got %d.", n);
+        it->error = ST_KERR_INVALID_PARTITIONS;
+        return false;
+    }
+    uint8_t id[16];
+    random_bytes(r, id, sizeof id);
+    id[6] = (uint8_t)((id[6] & 0x0f) | 0x40); /* UUID v4 */
+    id[8] = (uint8_t)((id[8] & 0x3f) | 0x80);
+    st_md_topic_t *t = st_md_topic_new(it->name, id, n);
+    if (!t) {
+        st_ctl_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
+        return false;
+    }
+    t->internal = it->internal;
+    t->replication_factor = (int16_t)rf;
+    if (apply_configs(r, t, it)) {
+        st_md_topic_free(t);
+        return false;
+    }
+    if (!place(r, md, t, 0, it)) {
+        st_md_topic_free(t);
+        return false;
+    }
+    memcpy(it->id, id, 16);
+    st_md_add_topic(md, t);
+    return true;
+}
+
+static st_md_topic_t *ctl_find(st_md_t *md, st_ctl_item_t *it)
+{
+    const st_md_topic_t *t =
+        it->name ? st_md_find(md, it->name, (int32_t)strlen(it->name)) : st_md_find_id(md, it->id);
+    if (t)
+        it->out_name = t->name;
+    return (st_md_topic_t *)t;
+}
+
+/* A broker that may lead: registered and not fenced. */
+static bool broker_live(const st_md_t *md, int32_t node)
+{
+    const st_md_broker_t *b = st_md_broker(md, node);
+    return b && !b->fenced;
+}
+
+/* The item's partition of t, or NULL (the item then says why). */
+static st_md_partition_t *item_partition(st_md_topic_t *t, st_ctl_item_t *it)
+{
+    if (it->partition >= 0 && it->partition < t->npartitions)
+        return &t->partitions[it->partition];
+    st_ctl_item_fail(it, ST_KERR_UNKNOWN_TOPIC_OR_PARTITION,
+                     "Partition %d of topic %s does not exist.", (int)it->partition, t->name);
+    return NULL;
+}
+
+/* ElectLeaders for one partition. Preferred: the first replica leads if it is live and in the
+ * ISR. Unclean: when no live ISR member leads, any live replica may (st_rec_elect). A single
+ * broker's only replica always leads already (ELECTION_NOT_NEEDED). */
+static bool ctl_elect(const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
+{
+    st_md_partition_t *p = item_partition(t, it);
+    if (!p)
+        return false;
+    if (it->election_type != 0 && it->election_type != 1) {
+        st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST, "Unknown election type %d",
+                         (int)it->election_type);
+        return false;
+    }
+
+    if (it->election_type == 0) {
+        int32_t pref = p->nreplicas > 0 ? p->replicas[0] : -1;
+        if (pref >= 0 && p->leader == pref) {
+            it->error = ST_KERR_ELECTION_NOT_NEEDED;
+            return false;
+        }
+        if (pref < 0 || !broker_live(md, pref) || !st_md_in_isr(p, pref)) {
+            st_ctl_item_fail(it, ST_KERR_PREFERRED_LEADER_NOT_AVAILABLE,
+                             "The preferred replica %d of %s-%d is not live or not in the ISR",
+                             (int)pref, t->name, (int)it->partition);
+            return false;
+        }
+        return st_rec_elect_preferred(md, p);
+    }
+    if (p->leader >= 0 && broker_live(md, p->leader) && st_md_in_isr(p, p->leader)) {
+        it->error = ST_KERR_ELECTION_NOT_NEEDED;
+        return false;
+    }
+    st_md_partition_t was = *p;
+    bool changed = st_rec_elect(md, p, true);
+    if (p->leader < 0) {
+        *p = was;
+        st_ctl_item_fail(it, ST_KERR_ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                         "No replica of %s-%d is live to lead", t->name, (int)it->partition);
+        return false;
+    }
+    return changed;
+}
+
+/* Checks a reassignment's target replicas; false with the item failed. */
+static bool reassign_check(const st_md_t *md, const st_md_partition_t *p, st_ctl_item_t *it)
+{
+    if (it->nreplicas <= 0 || it->nreplicas > ST_MD_MAX_REPLICAS) {
+        st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                         "The target replica list must hold 1 to %d brokers, not %d",
+                         ST_MD_MAX_REPLICAS, (int)it->nreplicas);
+        return false;
+    }
+    for (int32_t i = 0; i < it->nreplicas; i++) {
+        int32_t id = it->replicas[i];
+        for (int32_t j = 0; j < i; j++)
+            if (it->replicas[j] == id) {
+                st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                                 "Duplicate replica %d in the target replica list", (int)id);
+                return false;
+            }
+        if (!st_md_broker(md, id)) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                             "The target replica %d is not a registered broker", (int)id);
+            return false;
+        }
+    }
+    if (it->keep_rf && it->nreplicas != p->nreplicas - p->nadding) {
+        st_ctl_item_fail(it, ST_KERR_INVALID_REPLICATION_FACTOR,
+                         "The reassignment would change the replication factor from %d to %d, "
+                         "which the request does not allow",
+                         (int)(p->nreplicas - p->nadding), (int)it->nreplicas);
+        return false;
+    }
+    return true;
+}
+
+/* AlterPartitionReassignments for one partition, as Kafka does it (st_rec_reassign): the target
+ * replicas are added first and the old ones leave only once every target replica is in sync,
+ * so a move never drops the copies that hold the acknowledged records; until then it is in
+ * progress (ListPartitionReassignments) and can be cancelled (a NULL target). */
+static bool ctl_reassign(const st_md_t *md, st_md_topic_t *t, st_ctl_item_t *it)
+{
+    st_md_partition_t *p = item_partition(t, it);
+    if (!p)
+        return false;
+    if (!it->replicas) {
+        int rc = st_rec_reassign_cancel(md, p);
+        if (rc == ST_E_NOT_FOUND)
+            st_ctl_item_fail(it, ST_KERR_NO_REASSIGNMENT_IN_PROGRESS,
+                             "No reassignment is in progress for %s-%d", t->name,
+                             (int)it->partition);
+        else if (rc)
+            st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                             "Cancelling the reassignment of %s-%d would leave no in-sync replica",
+                             t->name, (int)it->partition);
+        return rc == 0;
+    }
+    if (!reassign_check(md, p, it))
+        return false;
+    bool live = false;
+    for (int32_t i = 0; i < it->nreplicas; i++)
+        live |= broker_live(md, it->replicas[i]);
+    if (!live) {
+        st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                         "None of the target replicas of %s-%d is live", t->name,
+                         (int)it->partition);
+        return false;
+    }
+    int rc = st_rec_reassign(md, p, it->replicas, it->nreplicas);
+    if (rc == ST_E_INVALID)
+        st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                         "The reassignment of %s-%d needs more than %d replicas at once", t->name,
+                         (int)it->partition, ST_MD_MAX_REPLICAS);
+    return rc == 0;
+}
+
+static bool decide_item(const st_ctl_rules_t *r, st_md_t *md, int kind, st_ctl_item_t *it)
+{
+    it->error = 0;
+    it->message[0] = 0;
+    if (kind == ST_CTL_CREATE)
+        return ctl_create(r, md, it);
+    st_md_topic_t *t = ctl_find(md, it);
+    if (!t) {
+        it->error = it->name ? ST_KERR_UNKNOWN_TOPIC_OR_PARTITION : ST_KERR_UNKNOWN_TOPIC_ID;
+        snprintf(it->message, sizeof it->message, "This server does not host this topic.");
+        return false;
+    }
+    memcpy(it->id, t->id, 16);
+    switch (kind) {
+    case ST_CTL_DELETE:
+        if (t->internal) {
+            st_ctl_item_fail(it, ST_KERR_POLICY_VIOLATION, "Internal topic %s cannot be deleted",
+                             t->name);
+            return false;
+        }
+        st_md_remove_topic(md, t->name);
+        return true;
+    case ST_CTL_CREATE_PARTITIONS:
+        if (it->count <= t->npartitions) {
+            snprintf(it->message, sizeof it->message,
+                     "Topic currently has %d partitions, which is higher than the requested %d.",
+                     t->npartitions, it->count);
+            it->error = ST_KERR_INVALID_PARTITIONS;
+            return false;
+        }
+        if (it->count > 100000) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_PARTITIONS, "Too many partitions%s", "");
+            return false;
+        }
+        if (it->bad_assignment) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                             "Replica assignments must name this broker only%s", "");
+            return false;
+        }
+        {
+            int32_t old = t->npartitions;
+            if (st_md_topic_grow(t, it->count))
+                return false;
+            return place(r, md, t, old, it);
+        }
+    case ST_CTL_ALTER_CONFIGS:
+        return apply_configs(r, t, it) == 0;
+    case ST_CTL_ELECT_LEADERS:
+        return ctl_elect(md, t, it);
+    case ST_CTL_REASSIGN:
+        return ctl_reassign(md, t, it);
+    }
+    return false;
+}
+
+/* Appends the record of topic `id` as md now has it: its whole state, or its removal. */
+static void topic_record(const st_md_t *md, const uint8_t *id, json_t *records)
+{
+    const st_md_topic_t *t = st_md_find_id(md, id);
+    json_array_append_new(records, t ? st_rec_topic(t) : st_rec_remove_topic(id));
+}
+
+int st_ctl_decide(const st_ctl_rules_t *rules, const st_md_t *state, int kind, bool validate_only,
+                  st_ctl_item_t *items, int n, json_t *records)
+{
+    st_md_t *md = st_md_clone(state);
+    if (!md)
+        return -ENOMEM;
+    /* consecutive items changing one topic (one per partition: ElectLeaders, reassignments)
+     * share one record, written after the last of them */
+    const uint8_t *owed = NULL;
+    for (int i = 0; i < n; i++) {
+        st_ctl_item_t *it = &items[i];
+        if (!decide_item(rules, md, kind, it) || validate_only)
+            continue;
+        if (owed && memcmp(owed, it->id, 16) != 0)
+            topic_record(md, owed, records);
+        owed = it->id;
+    }
+    if (owed)
+        topic_record(md, owed, records);
+    st_md_unref(md);
+    return 0;
+}

@@ -1,0 +1,311 @@
+/* test_ops.c — the controller's metadata transitions (cluster/ops.h), without threads: each
+ * op decided against a state, its records applied to that state. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "cluster/ops.h"
+#include "cluster/records.h"
+#include "proto/kerr.h"
+
+/* ---- the rules a broker hands in: two topic configs, one internal topic ---- */
+
+static int find_cfg(void *arg, const char *key, bool *list, const char **fixed_default)
+{
+    (void)arg;
+    if (strcmp(key, "retention.ms") == 0) {
+        *list = false;
+        *fixed_default = NULL;
+        return 0;
+    }
+    if (strcmp(key, "cleanup.policy") == 0) {
+        *list = true;
+        *fixed_default = "delete";
+        return 0;
+    }
+    return -1;
+}
+
+static int validate_cfg(void *arg, const char *key, const char *value, char *err, size_t n)
+{
+    (void)arg;
+    if (strcmp(value, "bad") == 0) {
+        snprintf(err, n, "Invalid value bad for configuration %s", key);
+        return -1;
+    }
+    return 0;
+}
+
+static bool internal(void *arg, const char *name, int32_t *npartitions, int *rf)
+{
+    (void)arg;
+    *npartitions = 5;
+    *rf = 3;
+    return strcmp(name, "__internal") == 0;
+}
+
+/* A counter, so every run decides the same ids and placements. */
+static void counting(void *arg, void *buf, size_t n)
+{
+    uint8_t *c = arg;
+    for (size_t i = 0; i < n; i++)
+        ((uint8_t *)buf)[i] = (*c)++;
+}
+
+static uint8_t seed;
+static const st_ctl_rules_t RULES = {.num_partitions = 2,
+                                     .default_rf = 1,
+                                     .internal = internal,
+                                     .config_find = find_cfg,
+                                     .config_validate = validate_cfg,
+                                     .random = counting,
+                                     .arg = &seed};
+
+static st_md_t *brokers(int n)
+{
+    st_md_t *md = st_md_new("c1", 1);
+    for (int i = 1; i <= n; i++) {
+        st_md_broker_t b = {.node_id = i, .host = "h", .port = 9000 + i, .incarnation = 3};
+        assert_int_equal(st_md_put_broker(md, &b), 0);
+    }
+    return md;
+}
+
+static int64_t next_index = 10;
+
+/* Decides one item of kind against md and applies its records; returns how many records. */
+static int run(st_md_t *md, int kind, st_ctl_item_t *it, bool validate_only)
+{
+    json_t *records = json_array();
+    assert_int_equal(st_ctl_decide(&RULES, md, kind, validate_only, it, 1, records), 0);
+    int n = (int)json_array_size(records);
+    if (n) {
+        size_t len;
+        void *buf = st_rec_entry(records, &len, NULL);
+        assert_non_null(buf);
+        st_rec_apply(md, buf, len, next_index++);
+        free(buf);
+    }
+    json_decref(records);
+    return n;
+}
+
+static st_ctl_item_t create_item(const char *name, int32_t count, int16_t rf)
+{
+    return (st_ctl_item_t){.name = name, .count = count, .rf = rf, .assigned = -1};
+}
+
+static void test_create_places_over_live_brokers(void **state)
+{
+    (void)state;
+    st_md_t *md = brokers(3);
+    st_ctl_cfg_t cfg[] = {{"retention.ms", "1000", ST_CTL_CFG_SET}};
+    st_ctl_item_t it = create_item("orders", 4, 2);
+    it.cfg = cfg;
+    it.ncfg = 1;
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    assert_int_equal(it.error, 0);
+    const st_md_topic_t *t = st_md_find(md, "orders", 6);
+    assert_non_null(t);
+    assert_memory_equal(t->id, it.id, 16);
+    assert_int_equal(t->npartitions, 4);
+    assert_int_equal(t->replication_factor, 2);
+    assert_string_equal(st_md_topic_config(t, "retention.ms"), "1000");
+    for (int32_t p = 0; p < 4; p++) {
+        assert_int_equal(t->partitions[p].nreplicas, 2);
+        assert_int_equal(t->partitions[p].leader, t->partitions[p].replicas[0]);
+        assert_int_not_equal(t->partitions[p].replicas[0], t->partitions[p].replicas[1]);
+    }
+    /* defaults: num.partitions and default.replication.factor */
+    st_ctl_item_t d = create_item("plain", -1, -1);
+    assert_int_equal(run(md, ST_CTL_CREATE, &d, false), 1);
+    assert_int_equal(st_md_find(md, "plain", 5)->npartitions, 2);
+    assert_int_equal(st_md_find(md, "plain", 5)->replication_factor, 1);
+    st_md_unref(md);
+}
+
+static void test_create_refusals_change_nothing(void **state)
+{
+    (void)state;
+    st_md_t *md = brokers(1);
+    st_ctl_item_t it = create_item("a/b", 1, 1);
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 0);
+    assert_int_equal(it.error, ST_KERR_INVALID_TOPIC_EXCEPTION);
+    it = create_item("t", 1, 2); /* one broker only */
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 0);
+    assert_int_equal(it.error, ST_KERR_INVALID_REPLICATION_FACTOR);
+    assert_non_null(strstr(it.message, "only 1 broker(s)"));
+    it = create_item("t", 0, 1);
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 0);
+    assert_int_equal(it.error, ST_KERR_INVALID_PARTITIONS);
+    st_ctl_cfg_t unknown[] = {{"no.such.config", "1", ST_CTL_CFG_SET}};
+    it = create_item("t", 1, 1);
+    it.cfg = unknown;
+    it.ncfg = 1;
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 0);
+    assert_int_equal(it.error, ST_KERR_INVALID_CONFIG);
+    /* validate only: the answer without the record */
+    it = create_item("t", 1, 1);
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, true), 0);
+    assert_int_equal(it.error, 0);
+    assert_int_equal(md->ntopics, 0);
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    st_ctl_item_t again = create_item("t", 1, 1);
+    assert_int_equal(run(md, ST_CTL_CREATE, &again, false), 0);
+    assert_int_equal(again.error, ST_KERR_TOPIC_ALREADY_EXISTS);
+    st_md_unref(md);
+}
+
+static void test_internal_topic(void **state)
+{
+    (void)state;
+    st_md_t *md = brokers(1);
+    st_ctl_item_t it = create_item("__internal", 1, -1);
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    const st_md_topic_t *t = st_md_find(md, "__internal", 10);
+    assert_true(t->internal);
+    assert_int_equal(t->npartitions, 5);        /* the rules' count, however asked */
+    assert_int_equal(t->replication_factor, 1); /* its factor 3, capped by the live brokers */
+    st_ctl_item_t del = {.name = "__internal"};
+    assert_int_equal(run(md, ST_CTL_DELETE, &del, false), 0);
+    assert_int_equal(del.error, ST_KERR_POLICY_VIOLATION);
+    st_md_unref(md);
+}
+
+static void test_delete_and_grow(void **state)
+{
+    (void)state;
+    st_md_t *md = brokers(2);
+    st_ctl_item_t it = create_item("t", 2, 2);
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    st_ctl_item_t grow = {.name = "t", .count = 2};
+    assert_int_equal(run(md, ST_CTL_CREATE_PARTITIONS, &grow, false), 0);
+    assert_int_equal(grow.error, ST_KERR_INVALID_PARTITIONS);
+    grow.count = 5;
+    assert_int_equal(run(md, ST_CTL_CREATE_PARTITIONS, &grow, false), 1);
+    const st_md_topic_t *t = st_md_find(md, "t", 1);
+    assert_int_equal(t->npartitions, 5);
+    assert_int_equal(t->partitions[4].nreplicas, 2);
+    st_ctl_item_t byid = {.name = NULL};
+    memcpy(byid.id, t->id, 16);
+    assert_int_equal(run(md, ST_CTL_DELETE, &byid, false), 1);
+    assert_int_equal(byid.error, 0);
+    assert_null(st_md_find(md, "t", 1));
+    st_ctl_item_t gone = {.name = "t"};
+    assert_int_equal(run(md, ST_CTL_DELETE, &gone, false), 0);
+    assert_int_equal(gone.error, ST_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+    st_md_unref(md);
+}
+
+static void test_configs(void **state)
+{
+    (void)state;
+    st_md_t *md = brokers(1);
+    st_ctl_item_t it = create_item("t", 1, 1);
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    st_ctl_cfg_t add[] = {{"cleanup.policy", "compact", ST_CTL_CFG_APPEND}};
+    st_ctl_item_t a = {.name = "t", .cfg = add, .ncfg = 1};
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &a, false), 1);
+    assert_string_equal(st_md_topic_config(st_md_find(md, "t", 1), "cleanup.policy"),
+                        "delete,compact");
+    st_ctl_cfg_t sub[] = {{"cleanup.policy", "delete", ST_CTL_CFG_SUBTRACT}};
+    a.cfg = sub;
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &a, false), 1);
+    assert_string_equal(st_md_topic_config(st_md_find(md, "t", 1), "cleanup.policy"), "compact");
+    /* one refused change refuses them all */
+    st_ctl_cfg_t mixed[] = {{"retention.ms", "5", ST_CTL_CFG_SET},
+                            {"retention.ms", "bad", ST_CTL_CFG_SET}};
+    a.cfg = mixed;
+    a.ncfg = 2;
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &a, false), 0);
+    assert_int_equal(a.error, ST_KERR_INVALID_CONFIG);
+    assert_null(st_md_topic_config(st_md_find(md, "t", 1), "retention.ms"));
+    st_ctl_cfg_t notlist[] = {{"retention.ms", "5", ST_CTL_CFG_APPEND}};
+    a.cfg = notlist;
+    a.ncfg = 1;
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &a, false), 0);
+    assert_int_equal(a.error, ST_KERR_INVALID_CONFIG);
+    st_ctl_cfg_t del[] = {{"cleanup.policy", NULL, ST_CTL_CFG_DELETE}};
+    a.cfg = del;
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &a, false), 1);
+    assert_null(st_md_topic_config(st_md_find(md, "t", 1), "cleanup.policy"));
+    st_md_unref(md);
+}
+
+static void test_elect(void **state)
+{
+    (void)state;
+    st_md_t *md = brokers(2);
+    st_ctl_item_t it = create_item("t", 1, 2);
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    st_ctl_item_t pref = {.name = "t", .partition = 0, .election_type = 0};
+    assert_int_equal(run(md, ST_CTL_ELECT_LEADERS, &pref, false), 0);
+    assert_int_equal(pref.error, ST_KERR_ELECTION_NOT_NEEDED);
+    /* the leadership moved to the second replica: a preferred election brings it back */
+    st_md_topic_t *t = (st_md_topic_t *)st_md_find(md, "t", 1);
+    int32_t first = t->partitions[0].replicas[0];
+    t->partitions[0].leader = t->partitions[0].replicas[1];
+    int32_t epoch = t->partitions[0].leader_epoch;
+    assert_int_equal(run(md, ST_CTL_ELECT_LEADERS, &pref, false), 1);
+    t = (st_md_topic_t *)st_md_find(md, "t", 1);
+    assert_int_equal(t->partitions[0].leader, first);
+    assert_int_equal(t->partitions[0].leader_epoch, epoch + 1);
+    st_ctl_item_t unclean = {.name = "t", .partition = 0, .election_type = 1};
+    assert_int_equal(run(md, ST_CTL_ELECT_LEADERS, &unclean, false), 0);
+    assert_int_equal(unclean.error, ST_KERR_ELECTION_NOT_NEEDED);
+    st_ctl_item_t nopart = {.name = "t", .partition = 7, .election_type = 0};
+    assert_int_equal(run(md, ST_CTL_ELECT_LEADERS, &nopart, false), 0);
+    assert_int_equal(nopart.error, ST_KERR_UNKNOWN_TOPIC_OR_PARTITION);
+    st_md_unref(md);
+}
+
+static void test_reassign_checks(void **state)
+{
+    (void)state;
+    st_md_t *md = brokers(3);
+    st_ctl_item_t it = create_item("t", 1, 1);
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    int32_t dup[] = {1, 1}, unknown[] = {9}, two[] = {2, 3};
+    st_ctl_item_t r = {.name = "t", .partition = 0, .replicas = dup, .nreplicas = 2};
+    assert_int_equal(run(md, ST_CTL_REASSIGN, &r, false), 0);
+    assert_int_equal(r.error, ST_KERR_INVALID_REPLICA_ASSIGNMENT);
+    r.replicas = unknown;
+    r.nreplicas = 1;
+    assert_int_equal(run(md, ST_CTL_REASSIGN, &r, false), 0);
+    assert_int_equal(r.error, ST_KERR_INVALID_REPLICA_ASSIGNMENT);
+    r.replicas = two;
+    r.nreplicas = 2;
+    r.keep_rf = true; /* rf 1 to 2 refused */
+    assert_int_equal(run(md, ST_CTL_REASSIGN, &r, false), 0);
+    assert_int_equal(r.error, ST_KERR_INVALID_REPLICATION_FACTOR);
+    st_ctl_item_t cancel = {.name = "t", .partition = 0, .replicas = NULL};
+    assert_int_equal(run(md, ST_CTL_REASSIGN, &cancel, false), 0);
+    assert_int_equal(cancel.error, ST_KERR_NO_REASSIGNMENT_IN_PROGRESS);
+    r.keep_rf = false; /* a move: the targets added first, in progress */
+    assert_int_equal(run(md, ST_CTL_REASSIGN, &r, false), 1);
+    assert_int_equal(r.error, 0);
+    assert_true(st_md_find(md, "t", 1)->partitions[0].nadding > 0);
+    assert_int_equal(run(md, ST_CTL_REASSIGN, &cancel, false), 1);
+    assert_int_equal(st_md_find(md, "t", 1)->partitions[0].nadding, 0);
+    st_md_unref(md);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_places_over_live_brokers),
+        cmocka_unit_test(test_create_refusals_change_nothing),
+        cmocka_unit_test(test_internal_topic),
+        cmocka_unit_test(test_delete_and_grow),
+        cmocka_unit_test(test_configs),
+        cmocka_unit_test(test_elect),
+        cmocka_unit_test(test_reassign_checks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
