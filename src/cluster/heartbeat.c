@@ -267,3 +267,11 @@ void st_hb_link_close(st_hb_link_t *l)
 {
     uv_close((uv_handle_t *)&l->udp, NULL);
 }
+
+bool st_hb_peer_differs(const st_hb_peer_t *p, const st_md_broker_t *b)
+{
+    const char *rack = p->rack[0] ? p->rack : NULL;
+    return !b || b->incarnation != p->incarnation || strcmp(b->host, p->host) != 0 ||
+           b->port != p->port || (b->rack == NULL) != (rack == NULL) ||
+           (rack && strcmp(b->rack, rack) != 0);
+}

@@ -112,6 +112,9 @@ typedef struct st_hb_peer {
 st_hb_peer_t *st_hb_peer_get(st_hb_peer_t **v, int *n, int32_t id, bool create);
 /* Records heartbeat hb of p's broker, received at now_ms (monotonic). */
 void st_hb_peer_take(st_hb_peer_t *p, const st_hb_t *hb, int64_t now_ms);
+/* Whether the registration p's heartbeats carry (incarnation, listener, rack) differs from
+ * what the metadata holds for its broker (b; NULL: not registered). */
+bool st_hb_peer_differs(const st_hb_peer_t *p, const st_md_broker_t *b);
 
 /* Called on the loop's thread with each datagram received (untrusted: st_hb_decode it). */
 typedef void (*st_hb_recv_fn)(void *arg, const void *data, size_t len);

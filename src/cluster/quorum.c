@@ -246,36 +246,13 @@ static int propose(st_quorum_t *q, json_t *records, st_quorum_req_t *user)
     return 0;
 }
 
-static bool registration_differs(const st_md_broker_t *b, const st_hb_peer_t *p)
-{
-    const char *rack = p->rack[0] ? p->rack : NULL;
-    return !b || b->incarnation != p->incarnation || strcmp(b->host, p->host) != 0 ||
-           b->port != p->port || (b->rack == NULL) != (rack == NULL) ||
-           (rack && strcmp(b->rack, rack) != 0);
-}
-
-/* A copy of state with broker `b` put in, for deciding what else follows from it. */
-static st_md_t *with_broker(const st_md_t *state, const st_md_broker_t *b)
-{
-    st_md_t *md = st_md_clone(state);
-    if (md && st_md_put_broker(md, b)) {
-        st_md_unref(md);
-        return NULL;
-    }
-    return md;
-}
-
 /* Records a broker's new registration, fencing or unfencing, with the leaderships that follow. */
 static int change_broker(st_quorum_t *q, const st_md_broker_t *b)
 {
-    st_md_t *md = with_broker(q->state, b);
-    if (!md)
-        return -ENOMEM;
     json_t *records = json_array();
-    json_array_append_new(records, st_rec_broker(b));
-    st_rec_reelect_all(md, q->cfg->unclean_leader_election_enable, records);
-    st_md_unref(md);
-    int rc = propose(q, records, NULL);
+    int rc = st_rec_broker_change(q->state, b, q->cfg->unclean_leader_election_enable, records);
+    if (!rc)
+        rc = propose(q, records, NULL);
     json_decref(records);
     return rc;
 }
@@ -293,7 +270,7 @@ static bool broker_duty(st_quorum_t *q)
     for (int i = 0; i < q->npeers; i++) {
         st_hb_peer_t *p = &q->peers[i];
         const st_md_broker_t *b = st_md_broker(q->state, p->id);
-        if (!p->incarnation || !registration_differs(b, p))
+        if (!p->incarnation || !st_hb_peer_differs(p, b))
             continue;
         /* A new incarnation registers fenced, whatever it has applied (Kafka's rule): the
          * fencing moves what it led to a new leader epoch and takes it out of every ISR, so a

@@ -732,3 +732,17 @@ int st_rec_reassign_cancel(const st_md_t *md, st_md_partition_t *p)
     bump_if_removed(&was, p);
     return 0;
 }
+
+int st_rec_broker_change(const st_md_t *state, const st_md_broker_t *b, bool unclean_default,
+                         json_t *records)
+{
+    st_md_t *md = st_md_clone(state);
+    if (!md || st_md_put_broker(md, b)) {
+        st_md_unref(md);
+        return -ENOMEM;
+    }
+    json_array_append_new(records, st_rec_broker(b));
+    st_rec_reelect_all(md, unclean_default, records);
+    st_md_unref(md);
+    return 0;
+}

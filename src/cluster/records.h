@@ -116,6 +116,10 @@ int st_rec_reassign_cancel(const st_md_t *md, st_md_partition_t *p);
  * member came back gets its leader back; other ISRs take it back through AlterPartition)
  * under md's fencing (md already reflects the broker changes). Returns how many. */
 int st_rec_reelect_all(const st_md_t *md, bool unclean_default, json_t *records);
+/* A broker's new registration, fencing or unfencing (b, put in a copy of state): its record,
+ * then the leaderships that follow (st_rec_reelect_all). 0 or -ENOMEM. */
+int st_rec_broker_change(const st_md_t *state, const st_md_broker_t *b, bool unclean_default,
+                         json_t *records);
 
 /* Whether t's partitions may elect an out-of-sync replica: the topic's
  * unclean.leader.election.enable when it sets one, else the broker default. */
