@@ -14,6 +14,7 @@
 #define ST_KAFKA_AUTOCREATE_H
 
 #include "broker/request.h"
+#include "kafka/coordsvc.h"
 
 typedef void (*st_autocreate_cb)(st_kreq_t *r, void *arg);
 
@@ -21,5 +22,11 @@ typedef void (*st_autocreate_cb)(st_kreq_t *r, void *arg);
  * receive each name's creation error (0 when it was not asked for, or was created). */
 void st_autocreate(st_kreq_t *r, const st_kstr_t *names, int n, int16_t *errors,
                    st_autocreate_cb cb, void *arg);
+
+typedef void (*st_coordsvc_ready_fn)(st_kreq_t *r, void *arg);
+/* Creates svc's topic if r's shard's snapshot lacks it (through the controller, or a hint to
+ * the active one), then cb(r, arg), whether the creation succeeded or not. */
+void st_coordsvc_ensure_topic(st_kreq_t *r, const st_coordsvc_t *svc, st_coordsvc_ready_fn cb,
+                              void *arg);
 
 #endif

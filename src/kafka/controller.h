@@ -47,7 +47,6 @@
 #include "cluster/quorum.h"
 #include "partition/partition.h"
 
-
 typedef struct st_ctl_op st_ctl_op_t;
 struct st_ctl_op {
     st_xcall_t x;

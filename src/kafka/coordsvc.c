@@ -10,7 +10,6 @@
 #include "base/assert.h"
 #include "base/err.h"
 #include "base/log.h"
-#include "proto/kerr.h"
 
 static const st_coordsvc_t *services[ST_COORDSVC_MAX];
 static int nservices;
@@ -115,28 +114,6 @@ void st_coordsvc_fini(st_kshard_t *s)
         services[i]->fini(s);
 }
 
-/* ---- the internal topic, created on first use ---- */
-
-typedef struct {
-    st_ctl_op_t op;
-    st_ctl_item_t item;
-    const st_coordsvc_t *svc;
-    st_kreq_t *r;
-    st_coordsvc_ready_fn cb;
-    void *arg;
-} topic_create_t;
-
-static void topic_created(st_kshard_t *s, st_ctl_op_t *op)
-{
-    topic_create_t *c = (topic_create_t *)op;
-    (void)s;
-    /* NOT_CONTROLLER: in a cluster, the active controller creates it (controller.h) */
-    if (c->item.error && c->item.error != ST_KERR_TOPIC_ALREADY_EXISTS &&
-        c->item.error != ST_KERR_NOT_CONTROLLER)
-        ST_WARN("cannot create %s: %s", c->svc->topic, c->item.message);
-    c->cb(c->r, c->arg);
-}
-
 void st_coordsvc_topic_item(const st_coordsvc_t *svc, const st_config_t *cfg, st_ctl_item_t *it)
 {
     it->internal = true;
@@ -144,31 +121,4 @@ void st_coordsvc_topic_item(const st_coordsvc_t *svc, const st_config_t *cfg, st
     it->rf = svc->replication_factor(cfg);
     it->ncfg = svc->nconfigs;
     it->cfg = (st_ctl_cfg_t *)svc->configs;
-}
-
-void st_coordsvc_ensure_topic(st_kreq_t *r, const st_coordsvc_t *svc, st_coordsvc_ready_fn cb,
-                              void *arg)
-{
-    if (st_coordsvc_topic(svc, r->shard->md)) {
-        cb(r, arg);
-        return;
-    }
-    topic_create_t *c = st_arena_zalloc(&r->arena, sizeof *c);
-    if (!c) {
-        cb(r, arg);
-        return;
-    }
-    c->svc = svc;
-    c->r = r;
-    c->cb = cb;
-    c->arg = arg;
-    c->item.name = svc->topic;
-    c->item.assigned = -1;
-    st_coordsvc_topic_item(svc, r->shard->b->cfg, &c->item);
-    c->op.kind = ST_CTL_CREATE;
-    c->op.hint = true; /* not the active controller: ask it to create the topic */
-    c->op.n = 1;
-    c->op.items = &c->item;
-    c->op.cb = topic_created;
-    st_ctl_submit(r->shard, &c->op);
 }

@@ -27,7 +27,7 @@
  * transactional id) maps to a partition with svc->route; its coordinator is that partition's
  * leader (st_coordsvc_coordinator). The topic is created internal, with svc->partitions(cfg)
  * partitions and svc->configs, however its creation is asked for (st_coordsvc_find lets the
- * controller recognise it; st_coordsvc_ensure_topic creates it on first use).
+ * controller recognise it; autocreate.h's st_coordsvc_ensure_topic creates it on first use).
  *
  * Threads: st_coordsvc_register on the main thread before any shard runs (the table is read
  * without a lock afterwards); the lookups from any thread; the shard-life calls on the shard's
@@ -39,11 +39,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "broker/request.h"
 #include "broker/shard.h"
 #include "cluster/config.h"
 #include "cluster/metadata.h"
-#include "kafka/controller.h"
+#include "cluster/ops.h"
 #include "proto/ktypes.h"
 
 #define ST_COORDSVC_MAX 4
@@ -100,11 +99,5 @@ void st_coordsvc_fini(st_kshard_t *s);
 /* Fills creation item `it` for svc's topic: internal, the service's partition count,
  * replication factor and configs (read only). */
 void st_coordsvc_topic_item(const st_coordsvc_t *svc, const st_config_t *cfg, st_ctl_item_t *it);
-
-typedef void (*st_coordsvc_ready_fn)(st_kreq_t *r, void *arg);
-/* Creates svc's topic if r's shard's snapshot lacks it (through the controller, or a hint to
- * the active one), then cb(r, arg), whether the creation succeeded or not. */
-void st_coordsvc_ensure_topic(st_kreq_t *r, const st_coordsvc_t *svc, st_coordsvc_ready_fn cb,
-                              void *arg);
 
 #endif

@@ -38,7 +38,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "group/coord.h"
-#include "kafka/controller.h"
+#include "kafka/autocreate.h"
 #include "kafka/coordsvc.h"
 #include "kafka/leader.h"
 #include "proto/kerr.h"

@@ -19,6 +19,7 @@
 #include "broker/request.h"
 #include "cluster/metadata.h"
 #include "group/coord.h"
+#include "kafka/autocreate.h"
 #include "kafka/coordsvc.h"
 
 typedef struct st_kgroup_ctx st_kgroup_ctx_t;
