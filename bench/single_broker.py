@@ -11,6 +11,8 @@ next so drift in the machine's load hits both alike:
           the broker listed; the time from exec to that answer, in ms (kcat's own start, about
           10 ms here, included). Then a topic is created and the time to its first successful produce
           (kcat -P, acks=all) measured too ("first produce").
+  restart after the produce run, the broker is stopped (SIGTERM) and started again on the same
+          directory: exec to the first Metadata answer again.
   produce `strata bench produce` on the running broker: --count records of --size bytes,
           acks=all, 1 partition, librdkafka's defaults otherwise (linger.ms 5); MB/s.
 
@@ -85,7 +87,18 @@ def one_run(binary, cli, size, count):
         if r.returncode != 0:
             raise RuntimeError("bench produce failed: %s" % r.stderr[-500:])
         mbs = json.loads(r.stdout)["mb_per_sec"]
-        return start_ms, first, mbs
+        proc.terminate()
+        proc.wait(timeout=30)
+        # a restart on the same directory (its topics and logs kept)
+        t2 = time.monotonic()
+        proc = subprocess.Popen([binary, "--smp", "1", "--set", "log.dirs=" + d,
+                                 "--set", "listeners=PLAINTEXT://127.0.0.1:%d" % port,
+                                 "--set", "admin.listen=127.0.0.1:%d" % admin],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not wait_metadata(port, t2 + 10):
+            raise RuntimeError("%s: no Metadata answer within 10 s of a restart" % binary)
+        restart_ms = (time.monotonic() - t2) * 1000
+        return start_ms, first, mbs, restart_ms
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -116,13 +129,14 @@ def main():
         for which in order:
             r = one_run(getattr(a, which), a.cli, a.size, a.count)
             res[which].append(r)
-            print("%s rep %d: start %.1f ms, first produce %s ms, %.1f MB/s" %
-                  (which, i, r[0], "%.1f" % r[1] if r[1] is not None else "-", r[2]),
+            print("%s rep %d: start %.1f ms, first produce %s ms, %.1f MB/s, restart %.1f ms" %
+                  (which, i, r[0], "%.1f" % r[1] if r[1] is not None else "-", r[2], r[3]),
                   file=sys.stderr)
     print("| | before | after | after/before (p50) |")
     print("| --- | --- | --- | --- |")
     for k, name in [(0, "start to Metadata, ms"), (1, "then to first acks=all produce, ms"),
-                    (2, "produce MB/s (%d B, acks=all, 1 partition)" % a.size)]:
+                    (2, "produce MB/s (%d B, acks=all, 1 partition)" % a.size),
+                    (3, "restart on the same directory to Metadata, ms")]:
         b = [r[k] for r in res["before"]]
         f = [r[k] for r in res["after"]]
         bm = statistics.median([x for x in b if x is not None])
