@@ -60,8 +60,7 @@ struct st_kshard {
     void *proto;           /* the protocol layer's own state (kafka/kshard.h): opaque here */
     st_timer_t tick_timer; /* storage housekeeping */
     st_timer_t shutdown_timer;
-    struct st_gcoord *groups; /* the group coordinator of this shard (h_group.c) */
-    int shutdown_state;       /* 0 running, 1 draining, 2 closing logs, 3 done */
+    int shutdown_state; /* 0 running, 1 draining, 2 closing logs, 3 done */
     /* cluster: a shard frozen past a broker session (SIGSTOP, a stalled machine) may have been
      * fenced meanwhile; it leads nothing until a newer snapshot shows it unfenced
      * (broker/runtime.c: st_kshard_stalled, st_kshard_unstall) */

@@ -83,10 +83,10 @@ bool st_kgroup_leads(const st_kshard_t *s, int32_t partition)
 /* Unloads the partition from this shard's coordinator if it is loaded. */
 static void detach(st_kshard_t *s, int32_t partition)
 {
-    if (!s->groups || !st_gcoord_loaded(s->groups, partition))
+    if (!st_kgroup_coord(s) || !st_gcoord_loaded(st_kgroup_coord(s), partition))
         return;
     ST_INFO("%s-%d: no longer led here: its groups are unloaded", ST_OFFSETS_TOPIC, partition);
-    st_gcoord_unload(s->groups, partition);
+    st_gcoord_unload(st_kgroup_coord(s), partition);
 }
 
 /* Loads the partition into this shard's coordinator if the shard owns it and this broker leads
@@ -95,18 +95,18 @@ static void detach(st_kshard_t *s, int32_t partition)
 static void attach(st_kshard_t *s, int32_t partition, int32_t epoch)
 {
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
-    if (!s->groups || !st_kgroup_leads(s, partition))
+    if (!st_kgroup_coord(s) || !st_kgroup_leads(s, partition))
         return;
-    if (st_gcoord_loaded(s->groups, partition)) {
-        if (st_gcoord_epoch(s->groups, partition) == epoch)
+    if (st_gcoord_loaded(st_kgroup_coord(s), partition)) {
+        if (st_gcoord_epoch(st_kgroup_coord(s), partition) == epoch)
             return;
-        st_gcoord_unload(s->groups, partition);
+        st_gcoord_unload(st_kgroup_coord(s), partition);
     }
     st_part_t *p = st_parts_get(&s->parts, t->id, partition);
     st_log_t *log = p ? st_part_log(p) : NULL;
     if (!log)
         return;
-    int rc = st_gcoord_load(s->groups, partition, log, epoch);
+    int rc = st_gcoord_load(st_kgroup_coord(s), partition, log, epoch);
     if (rc)
         ST_ERROR("cannot load %s-%d: %s", ST_OFFSETS_TOPIC, partition, st_strerror(rc));
 }
@@ -144,7 +144,7 @@ static int group_start(st_kshard_t *s)
         .append = append,
         .ctx = s,
     };
-    int rc = st_gcoord_create(&s->groups, s->loop, &gc);
+    int rc = st_gcoord_create(&st_kafka_shard(s)->groups, s->loop, &gc);
     if (rc)
         return rc;
     for (int32_t p = 0; t && p < t->npartitions; p++)
@@ -155,14 +155,15 @@ static int group_start(st_kshard_t *s)
 
 static void group_drain(st_kshard_t *s)
 {
-    if (s->groups)
-        st_gcoord_drain(s->groups);
+    if (st_kgroup_coord(s))
+        st_gcoord_drain(st_kgroup_coord(s));
 }
 
 static void group_fini(st_kshard_t *s)
 {
-    st_gcoord_destroy(s->groups);
-    s->groups = NULL;
+    st_kafka_shard_t *ks = st_kafka_shard(s);
+    st_gcoord_destroy(ks->groups);
+    ks->groups = NULL;
 }
 
 /* ---- the service ---- */

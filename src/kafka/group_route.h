@@ -21,6 +21,7 @@
 #include "group/coord.h"
 #include "kafka/autocreate.h"
 #include "kafka/coordsvc.h"
+#include "kafka/kshard.h"
 
 typedef struct st_kgroup_ctx st_kgroup_ctx_t;
 typedef struct st_kgroup_call st_kgroup_call_t;
@@ -54,6 +55,14 @@ struct st_kgroup_ctx {
 
 /* The group coordinator's service (coordsvc.h): __consumer_offsets, keys are group ids. */
 extern const st_coordsvc_t st_kgroup_service;
+
+/* Shard s's group coordinator (kshard.h's state: NULL before the service starts there and
+ * after it stops). On s's thread. */
+static inline struct st_gcoord *st_kgroup_coord(const st_kshard_t *s)
+{
+    st_kafka_shard_t *ks = st_kafka_shard(s);
+    return ks ? ks->groups : NULL;
+}
 
 /* The internal topic in a snapshot, or NULL. */
 const st_md_topic_t *st_kgroup_offsets_topic(const st_md_t *md);

@@ -126,8 +126,8 @@ typedef struct {
 static void join_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     join_t *j = g->item;
-    st_gcoord_join(s->groups, g->partition, &j->req, j->version, j->client_id, j->client_host,
-                   &g->arena, &j->resp, st_kgroup_call_return, g);
+    st_gcoord_join(st_kgroup_coord(s), g->partition, &j->req, j->version, j->client_id,
+                   j->client_host, &g->arena, &j->resp, st_kgroup_call_return, g);
 }
 
 static void join_finish(st_kgroup_ctx_t *ctx)
@@ -193,7 +193,7 @@ typedef struct {
 static void sync_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     sync_t *q = g->item;
-    st_gcoord_sync(s->groups, g->partition, &q->req, q->version, &g->arena, &q->resp,
+    st_gcoord_sync(st_kgroup_coord(s), g->partition, &q->req, q->version, &g->arena, &q->resp,
                    st_kgroup_call_return, g);
 }
 
@@ -230,7 +230,7 @@ typedef struct {
 static void heartbeat_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     heartbeat_t *h = g->item;
-    st_gcoord_heartbeat(s->groups, g->partition, &h->req, &h->resp);
+    st_gcoord_heartbeat(st_kgroup_coord(s), g->partition, &h->req, &h->resp);
     st_kgroup_call_return(g);
 }
 
@@ -267,7 +267,7 @@ typedef struct {
 static void leave_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     leave_t *l = g->item;
-    st_gcoord_leave(s->groups, g->partition, &l->req, l->version, &g->arena, &l->resp);
+    st_gcoord_leave(st_kgroup_coord(s), g->partition, &l->req, l->version, &g->arena, &l->resp);
     st_kgroup_call_return(g);
 }
 
@@ -308,7 +308,7 @@ typedef struct {
 static void commit_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     commit_t *c = g->item;
-    st_gcoord_commit(s->groups, g->partition, &c->o, st_kgroup_call_return, g);
+    st_gcoord_commit(st_kgroup_coord(s), g->partition, &c->o, st_kgroup_call_return, g);
 }
 
 static void commit_finish(st_kgroup_ctx_t *ctx)
@@ -399,7 +399,7 @@ typedef struct {
 static void offset_fetch_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     offset_fetch_group_t *q = g->item;
-    st_gcoord_fetch(s->groups, g->partition, &q->o, &g->arena);
+    st_gcoord_fetch(st_kgroup_coord(s), g->partition, &q->o, &g->arena);
     st_kgroup_call_return(g);
 }
 
@@ -623,8 +623,8 @@ typedef struct {
 static void describe_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     st_kp_describe_groups_resp_group_t *out = g->item;
-    st_gcoord_describe(s->groups, g->partition, out->group_id, g->ctx->r->api_version, &g->arena,
-                       out);
+    st_gcoord_describe(st_kgroup_coord(s), g->partition, out->group_id, g->ctx->r->api_version,
+                       &g->arena, out);
     st_kgroup_call_return(g);
 }
 
@@ -677,8 +677,8 @@ static void list_exec(st_kshard_t *s, st_kgroup_call_t *g)
     list_t *l = g->ctx->data;
     struct st_list_part *p = g->item;
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
-    if (s->groups && t) {
-        st_gcoord_list(s->groups, l->req.states_filter, l->req.states_filter_count,
+    if (st_kgroup_coord(s) && t) {
+        st_gcoord_list(st_kgroup_coord(s), l->req.states_filter, l->req.states_filter_count,
                        l->req.types_filter, l->req.types_filter_count, &g->arena, &p->groups,
                        &p->n);
         int32_t k = 0;
@@ -738,7 +738,7 @@ typedef struct {
 static void delete_groups_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     st_kp_delete_groups_resp_result_t *res = g->item;
-    st_gcoord_delete_group(s->groups, g->partition, res->group_id, &res->error_code,
+    st_gcoord_delete_group(st_kgroup_coord(s), g->partition, res->group_id, &res->error_code,
                            st_kgroup_call_return, g);
 }
 
@@ -791,7 +791,7 @@ typedef struct {
 static void offset_delete_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     offset_delete_t *d = g->item;
-    st_gcoord_offset_delete(s->groups, g->partition, &d->o, st_kgroup_call_return, g);
+    st_gcoord_offset_delete(st_kgroup_coord(s), g->partition, &d->o, st_kgroup_call_return, g);
 }
 
 static void offset_delete_finish(st_kgroup_ctx_t *ctx)
