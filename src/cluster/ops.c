@@ -75,7 +75,7 @@ static void list_edit(const char *cur, const char *v, bool add, char *out, size_
 static int apply_configs(const st_ctl_rules_t *r, st_md_topic_t *t, st_ctl_item_t *it)
 {
     for (int c = 0; c < it->ncfg; c++) {
-        st_ctl_cfg_t *cf = &it->cfg[c];
+        const st_ctl_cfg_t *cf = &it->cfg[c];
         bool list;
         const char *fixed_default;
         if (r->config_find(r->arg, cf->key, &list, &fixed_default)) {
@@ -109,7 +109,7 @@ static int apply_configs(const st_ctl_rules_t *r, st_md_topic_t *t, st_ctl_item_
         while (t->nconfigs > 0)
             st_md_topic_set_config(t, t->configs[0].key, NULL);
     for (int c = 0; c < it->ncfg; c++) {
-        st_ctl_cfg_t *cf = &it->cfg[c];
+        const st_ctl_cfg_t *cf = &it->cfg[c];
         if (cf->op == ST_CTL_CFG_DELETE) {
             st_md_topic_set_config(t, cf->key, NULL);
         } else if (cf->op == ST_CTL_CFG_SET) {

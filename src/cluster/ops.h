@@ -56,7 +56,7 @@ typedef struct st_ctl_item {
     int32_t assigned; /* create: partitions given by explicit assignments, or -1 */
     bool bad_assignment;
     int ncfg;
-    st_ctl_cfg_t *cfg;
+    const st_ctl_cfg_t *cfg;
     bool replace_configs; /* AlterConfigs: the given set replaces all overrides */
     bool internal;
     /* ElectLeaders and reassignments: one item per partition */

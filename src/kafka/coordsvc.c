@@ -120,5 +120,5 @@ void st_coordsvc_topic_item(const st_coordsvc_t *svc, const st_config_t *cfg, st
     it->count = svc->partitions(cfg);
     it->rf = svc->replication_factor(cfg);
     it->ncfg = svc->nconfigs;
-    it->cfg = (st_ctl_cfg_t *)svc->configs;
+    it->cfg = svc->configs;
 }

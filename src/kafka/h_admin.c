@@ -552,7 +552,7 @@ static alter_t *alter_new(st_kreq_t *r, int n)
 /* Answers resource i directly, or returns a controller item for it with its name set (the
  * caller adds the configs, of which there are ncfg). */
 static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int i, int8_t type,
-                                     st_kstr_t name, int ncfg)
+                                     st_kstr_t name, int ncfg, st_ctl_cfg_t **cfg)
 {
     al->types[i] = type;
     al->names[i] = name;
@@ -574,7 +574,8 @@ static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int 
     st_ctl_item_t *it = admin_take(a, i);
     it->name = cname ? cname : "";
     it->ncfg = ncfg > 0 ? ncfg : 0;
-    it->cfg = st_arena_zalloc(&r->arena, (size_t)it->ncfg * sizeof *it->cfg + 1);
+    *cfg = st_arena_zalloc(&r->arena, (size_t)it->ncfg * sizeof **cfg + 1);
+    it->cfg = *cfg;
     return it;
 }
 
@@ -608,15 +609,16 @@ void st_kh_alter_configs(st_kreq_t *r)
     a->op.cb = alter_done;
     for (int i = 0; i < req.resources_count; i++) {
         st_kp_alter_configs_req_resource_t *q = &req.resources[i];
+        st_ctl_cfg_t *cfg = NULL; /* the item's configs, filled here */
         st_ctl_item_t *it =
-            alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count);
+            alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count, &cfg);
         if (!it)
             continue;
         it->replace_configs = true;
         bool ok = true;
-        for (int c = 0; it->cfg && c < it->ncfg; c++) {
-            ok = ok && cfg_from(r, &it->cfg[c], q->configs[c].name, q->configs[c].value);
-            it->cfg[c].op = it->cfg[c].value ? ST_CTL_CFG_SET : ST_CTL_CFG_DELETE;
+        for (int c = 0; cfg && c < it->ncfg; c++) {
+            ok = ok && cfg_from(r, &cfg[c], q->configs[c].name, q->configs[c].value);
+            cfg[c].op = cfg[c].value ? ST_CTL_CFG_SET : ST_CTL_CFG_DELETE;
         }
         if (!ok)
             alter_refuse_config(a, al, i);
@@ -642,16 +644,17 @@ void st_kh_incremental_alter_configs(st_kreq_t *r)
     a->op.cb = alter_done;
     for (int i = 0; i < req.resources_count; i++) {
         st_kp_incremental_alter_configs_req_resource_t *q = &req.resources[i];
+        st_ctl_cfg_t *cfg = NULL; /* the item's configs, filled here */
         st_ctl_item_t *it =
-            alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count);
+            alter_resource(r, a, al, i, q->resource_type, q->resource_name, q->configs_count, &cfg);
         if (!it)
             continue;
         bool ok = true;
-        for (int c = 0; it->cfg && c < it->ncfg; c++) {
-            ok = ok && cfg_from(r, &it->cfg[c], q->configs[c].name, q->configs[c].value);
-            it->cfg[c].op = q->configs[c].config_operation;
-            if (it->cfg[c].op < 0 || it->cfg[c].op > 3)
-                it->cfg[c].op = -1;
+        for (int c = 0; cfg && c < it->ncfg; c++) {
+            ok = ok && cfg_from(r, &cfg[c], q->configs[c].name, q->configs[c].value);
+            cfg[c].op = q->configs[c].config_operation;
+            if (cfg[c].op < 0 || cfg[c].op > 3)
+                cfg[c].op = -1;
         }
         if (!ok)
             alter_refuse_config(a, al, i);

@@ -58,6 +58,12 @@ static int fail_start_of = -1; /* the service index whose start fails */
 FAKE(0)
 FAKE(1)
 
+static void tick0(st_kshard_t *s)
+{
+    (void)s;
+    NOTE("tick%d ", 0);
+}
+
 static void drain1(st_kshard_t *s)
 {
     (void)s;
@@ -77,6 +83,7 @@ static const st_coordsvc_t svc0 = {.name = "zero",
                                    .start = start0,
                                    .load = load0,
                                    .unload = unload0,
+                                   .tick = tick0,
                                    .fini = fini0};
 static const st_coordsvc_t svc1 = {.name = "one",
                                    .topic = "__one",
@@ -184,10 +191,10 @@ static void test_shard_life(void **state)
     (void)state;
     st_kshard_t s = {0};
     assert_int_equal(st_coordsvc_start(&s), 0);
-    st_coordsvc_tick(&s); /* neither has a tick */
+    st_coordsvc_tick(&s); /* only svc0 has a tick, only svc1 a drain */
     st_coordsvc_drain(&s);
     st_coordsvc_fini(&s);
-    assert_string_equal(calls, "start0 start1 drain1 fini1 fini0 ");
+    assert_string_equal(calls, "start0 start1 tick0 drain1 fini1 fini0 ");
 }
 
 static void test_failed_start_rolls_back(void **state)
