@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "replica/peer_io.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -51,21 +53,6 @@ static int accept_within(int ls, int timeout_ms)
     int fd = accept(ls, NULL, NULL);
     assert_true(fd >= 0);
     return fd;
-}
-
-static bool read_full(int fd, uint8_t *p, size_t n, int timeout_ms)
-{
-    size_t got = 0;
-    while (got < n) {
-        struct pollfd pfd = {fd, POLLIN, 0};
-        if (poll(&pfd, 1, timeout_ms) <= 0)
-            return false;
-        ssize_t r = read(fd, p + got, n - got);
-        if (r <= 0)
-            return false;
-        got += (size_t)r;
-    }
-    return true;
 }
 
 /* Reads one request: checks its header (key, version, client id) and body; returns its

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "replica/peer_io.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -185,22 +187,6 @@ static void wait_calls(int *counter, int n)
     int got = *counter;
     pthread_mutex_unlock(&calls.mu);
     assert_int_equal(got, n);
-}
-
-/* Reads exactly n bytes within timeout_ms; returns false on timeout or end. */
-static bool read_full(int fd, uint8_t *p, size_t n, int timeout_ms)
-{
-    size_t got = 0;
-    while (got < n) {
-        struct pollfd pfd = {fd, POLLIN, 0};
-        if (poll(&pfd, 1, timeout_ms) <= 0)
-            return false;
-        ssize_t r = read(fd, p + got, n - got);
-        if (r <= 0)
-            return false;
-        got += (size_t)r;
-    }
-    return true;
 }
 
 /* The next request on fd (5 s at most): its header and body (in *frame, caller frees). */
