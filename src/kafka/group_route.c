@@ -296,3 +296,12 @@ void st_kgroup_call_group(st_kgroup_ctx_t *ctx, st_kstr_t group_id, st_kgroup_ex
     }
     st_kgroup_call_to(ctx, owner, p, exec, item);
 }
+
+void st_kgroup_txn_marker(st_kshard_t *s, int32_t partition, int64_t pid, bool commit)
+{
+    /* TODO(txn): the group coordinator's pending transactional offsets (issue 21) */
+    (void)s;
+    (void)partition;
+    (void)pid;
+    (void)commit;
+}

@@ -91,4 +91,10 @@ void st_kgroup_call_group(st_kgroup_ctx_t *ctx, st_kstr_t group_id, st_kgroup_ex
 void st_kgroup_call_return(void *arg);
 void st_kgroup_calls_free(st_kgroup_call_t *g);
 
+/* A transaction marker of producer pid (COMMIT when commit, else ABORT) is durable in
+ * __consumer_offsets partition `partition`, led here, on its owner shard s: the group
+ * coordinator applies (COMMIT) or drops (ABORT) that producer's pending transactional offsets
+ * in the partition (TxnOffsetCommit). Called by WriteTxnMarkers once the marker is durable. */
+void st_kgroup_txn_marker(st_kshard_t *s, int32_t partition, int64_t pid, bool commit);
+
 #endif
