@@ -285,6 +285,7 @@ int st_parts_open(st_parts_t *t, const char *topic, const uint8_t topic_id[16], 
     p->hw = hw_of(p->log);
     st_pstate_hw_moved(&p->pstate, p->hw);
     p->lso = st_part_lso(p);
+    st_log_set_clean_limit(p->log, p->lso);
     st_log_set_retention_limit(p->log, p->hw);
     insert(t, p);
     *out = p;
@@ -505,6 +506,7 @@ void st_part_update_hw(st_part_t *p)
         p->lso = lso;
         wake_set(p, p->lso_waiters);
     }
+    st_log_set_clean_limit(p->log, lso);
     st_log_set_retention_limit(p->log, hw);
     /* a follower's log start follows the leader's as far as its high watermark allows */
     if (p->repl.on && !p->repl.role.leader && p->repl.leader_start > st_log_start_offset(p->log))

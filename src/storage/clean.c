@@ -15,10 +15,14 @@
  *   1. Only closed segments below k are read or replaced; they do not change while the job
  *      lives (layout_gen; any other change of the segment list drops the job).
  *   2. A record is dropped only when the map holds a later offset of its key, it has no key,
- *      or it is a tombstone below the previous clean point older than delete.retention.ms.
+ *      it is a tombstone below the previous clean point older than delete.retention.ms, or it
+ *      belongs to an aborted transaction (.txnindex). A transaction marker is dropped only
+ *      when no batch of its transaction precedes it in the pass, under the tombstone's rule
+ *      of age; a kept abort marker keeps its .txnindex entry in the cleaned segment.
  *   3. The swap of a group commits with the rename of its ".log.cleaned" to ".log.swap" after
- *      the three files were synced; before that, a crash leaves the old segments (open deletes
+ *      the four files were synced; before that, a crash leaves the old segments (open deletes
  *      the ".cleaned" files); after it, open finishes the swap (st_clean_recover).
+ *   4. Nothing at or past the last stable offset is cleaned (st_log_set_clean_limit).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -136,6 +140,7 @@ struct st_clean_job {
     st_segment_reader_t reader; /* over reader_seg: headers come from its read-ahead window */
     st_segment_t *reader_seg;
     int64_t bytes_read, bytes_written, records_removed;
+    st_txn_tracker_t trk; /* transactions over the pass (txn.c) */
     int syncs;    /* PHASE_SYNC: syncs of the group's files still in flight */
     int sync_err; /* the first of their errors */
     bool dead;    /* dropped while syncs were in flight: the last one frees it */
@@ -148,6 +153,7 @@ static void job_release(clean_job_t *j)
     if (j->out)
         st_segment_delete(j->out); /* unlinks the ".cleaned" files */
     free(j->map.e);
+    st_txn_tracker_fini(&j->trk);
     st_buf_fini(&j->in);
     st_buf_fini(&j->filtered);
     free(j);
@@ -182,6 +188,9 @@ static int cleanable_end(const st_log_t *log, int64_t now)
          * cleaner drop the older version that would then be the key's latest (Kafka stops at
          * the high watermark for the same reason). */
         if (s->next_offset > log->durable)
+            break;
+        /* nor past the last stable offset: an undecided transaction's records stay */
+        if (s->next_offset > log->clean_limit)
             break;
         if (log->cfg.min_compaction_lag_ms > 0 && s->max_timestamp >= 0 &&
             now - s->max_timestamp < log->cfg.min_compaction_lag_ms)
@@ -264,6 +273,10 @@ static int start(st_log_t *log, const st_log_clean_opts_t *o)
     j->pos = 0;
     j->prev_clean = log->clean_point;
     j->horizon = now - log->cfg.delete_retention_ms;
+    if (st_txn_tracker_init(&j->trk, log, log->segs[d]->base_offset) < 0) {
+        job_release(j);
+        return -ENOMEM;
+    }
     log->clean = j;
     return 1;
 }
@@ -304,6 +317,33 @@ static int map_record(void *arg, const st_batch_record_t *r)
     return map_put(&j->map, r->key, r->key_len, r->offset);
 }
 
+/* A marker's verdict in a pass (track()). */
+typedef struct {
+    bool marker;      /* the batch is a transaction marker */
+    bool discardable; /* no batch of its transaction was met before it */
+    bool has_entry;   /* a kept abort: entry stays listed in the .txnindex */
+    st_txn_aborted_t entry;
+} marker_t;
+
+/* Feeds the batch in j->in (header h) to the pass's transaction tracker: *aborted for the
+ * records of an aborted transaction; m (may be NULL) gets a marker's verdict. */
+static int track(clean_job_t *j, const st_batch_hdr_t *h, bool *aborted, marker_t *m)
+{
+    marker_t dummy;
+    if (!m)
+        m = &dummy;
+    memset(m, 0, sizeof *m);
+    *aborted = false;
+    if (!(h->attributes & ST_BATCH_ATTR_CONTROL))
+        return st_txn_tracker_batch(&j->trk, h, aborted);
+    int16_t type;
+    int32_t ce;
+    if (h->producer_id < 0 || st_batch_control_parse(j->in.data, j->in.len, &type, &ce) != 0)
+        return 0;
+    m->marker = true;
+    return st_txn_tracker_marker(&j->trk, h, type, &m->discardable, &m->entry, &m->has_entry);
+}
+
 /* MAP slice: every record of the dirty segments into the map. */
 static int64_t map_step(st_log_t *log, int64_t budget)
 {
@@ -320,7 +360,11 @@ static int64_t map_step(st_log_t *log, int64_t budget)
         int rc = read_batch(j, s, j->pos, &h);
         if (rc < 0)
             return rc;
-        if (!(h.attributes & ST_BATCH_ATTR_CONTROL)) {
+        bool aborted = false;
+        if ((rc = track(j, &h, &aborted, NULL)) < 0)
+            return rc;
+        if (!(h.attributes & ST_BATCH_ATTR_CONTROL) && !aborted) {
+            /* an aborted transaction's records are no key's latest value */
             rc = st_batch_walk(j->in.data, j->in.len, max_out(log), map_record, j);
             if (rc == -ENOSPC) {
                 /* No room for this segment's keys: clean up to it (Kafka does the same). */
@@ -347,6 +391,9 @@ static int64_t map_step(st_log_t *log, int64_t budget)
         j->g_from = j->g_to = 0;
         j->seg = 0;
         j->pos = 0;
+        st_txn_tracker_fini(&j->trk);
+        if (st_txn_tracker_init(&j->trk, log, log->segs[0]->base_offset) < 0)
+            return -ENOMEM;
     }
     return done > 0 ? done : 1;
 }
@@ -356,6 +403,13 @@ typedef struct keep_ctx {
     bool old_tombstones; /* the batch is below the previous clean point and older than the
                           * horizon: its tombstones go */
 } keep_ctx_t;
+
+static bool keep_none(void *arg, const st_batch_record_t *r)
+{
+    (void)arg;
+    (void)r;
+    return false;
+}
 
 static bool keep_record(void *arg, const st_batch_record_t *r)
 {
@@ -411,13 +465,6 @@ static void sync_one(st_log_t *log, clean_job_t *j, st_file_t *f)
 static int group_sync(st_log_t *log, clean_job_t *j)
 {
     st_segment_t *out = j->out;
-    /* offsets are kept: the aborted transactions of the group's segments stay listed */
-    for (int i = j->g_from; i < j->g_to; i++) {
-        const st_txnidx_t *x = &log->segs[i]->txn;
-        for (size_t k = 0; k < x->n; k++)
-            if (x->e[k].last_offset < out->next_offset && st_txnidx_add(&out->txn, &x->e[k]) < 0)
-                return -ENOMEM;
-    }
     int rc = st_segment_flush_indexes(out, true);
     if (rc < 0)
         return rc;
@@ -505,20 +552,30 @@ static int64_t build_step(st_log_t *log, const st_log_clean_opts_t *o)
             return rc;
         st_buf_clear(&j->filtered);
         int32_t kept = h.records_count;
+        bool aborted;
+        marker_t m;
+        if ((rc = track(j, &h, &aborted, &m)) < 0)
+            return rc;
+        bool old = h.max_timestamp >= 0 && h.max_timestamp < j->horizon;
         if (h.attributes & ST_BATCH_ATTR_CONTROL) {
-            if (!st_buf_append(&j->filtered, j->in.data, j->in.len))
+            /* a marker goes as a tombstone does: nothing of its transaction before it, below
+             * the previous clean point, older than delete.retention.ms */
+            if (m.marker && m.discardable && old && st_batch_last_offset(&h) < j->prev_clean)
+                kept = 0;
+            else if (st_buf_append(&j->filtered, j->in.data, j->in.len) < 0)
                 return -ENOMEM;
         } else {
-            keep_ctx_t c = {j, h.max_timestamp >= 0 && h.max_timestamp < j->horizon};
+            keep_ctx_t c = {j, old};
             bool keep_empty = h.producer_id >= 0 && (!o->last_of_producer ||
                                                      o->last_of_producer(o->arg, h.producer_id,
                                                                          st_batch_last_offset(&h)));
-            rc = st_batch_filter(j->in.data, j->in.len, max_out(log), keep_record, &c, keep_empty,
-                                 &j->filtered, &kept);
+            rc = st_batch_filter(j->in.data, j->in.len, max_out(log),
+                                 aborted ? keep_none : keep_record, &c, keep_empty, &j->filtered,
+                                 &kept);
             if (rc == ST_E_CORRUPT) {
                 kept = h.records_count; /* kept as it is (see map_step) */
                 st_buf_clear(&j->filtered);
-                if (!st_buf_append(&j->filtered, j->in.data, j->in.len))
+                if (st_buf_append(&j->filtered, j->in.data, j->in.len) < 0)
                     return -ENOMEM;
             } else if (rc < 0) {
                 return rc;
@@ -532,6 +589,8 @@ static int64_t build_step(st_log_t *log, const st_log_clean_opts_t *o)
             if ((rc = st_file_pwrite(j->out->log, j->filtered.data, j->filtered.len, at)) < 0 ||
                 (rc = st_segment_note_batch(j->out, at, &nh, log->cfg.index_interval_bytes)) < 0)
                 return rc;
+            if (m.has_entry && st_txnidx_add(&j->out->txn, &m.entry) < 0)
+                return -ENOMEM;
             j->bytes_written += (int64_t)j->filtered.len;
         }
         j->records_removed += h.records_count - kept;

@@ -850,6 +850,11 @@ int st_log_enforce_retention(st_log_t *log)
     return deleted;
 }
 
+void st_log_set_clean_limit(st_log_t *log, int64_t offset)
+{
+    log->clean_limit = offset;
+}
+
 void st_log_set_retention_limit(st_log_t *log, int64_t offset)
 {
     log->retention_limit = offset;

@@ -297,7 +297,10 @@ int st_log_truncate_fully(st_log_t *log, int64_t new_start);
  * supersedes, records without a key, and tombstones (null value) older than
  * delete_retention_ms that already survived one clean. Batches keep their offsets, producer
  * fields and codec (st_batch_filter); an idempotent producer's last batch is kept even when
- * empty. Each group is swapped in crash-safely: "<base>.log.cleaned" (+ indexes), synced,
+ * empty. Transactions, as Kafka's cleaner: the records of aborted transactions (.txnindex) go,
+ * and a marker goes once no batch of its transaction is left before it, after
+ * delete_retention_ms as a tombstone; nothing at or past the clean limit (the LSO) is cleaned.
+ * Each group is swapped in crash-safely: "<base>.log.cleaned" (+ indexes), synced,
  * renamed to ".swap" (the commit), the old segments unlinked, renamed to ".log"; open deletes
  * ".cleaned" files and finishes ".swap"s.
  *
@@ -324,6 +327,9 @@ typedef struct st_log_clean_stats {
     int64_t bytes_read, bytes_written, records_removed; /* totals */
 } st_log_clean_stats_t;
 
+/* The cleaner cleans only segments wholly below `offset` (the partition's last stable offset,
+ * so an undecided transaction is never cleaned; INT64_MAX, the default: no limit). */
+void st_log_set_clean_limit(st_log_t *log, int64_t offset);
 /* Whether a clean should start: compact, and the dirty ratio reached, or the oldest dirty
  * record older than max_compaction_lag_ms. */
 bool st_log_clean_due(st_log_t *log);

@@ -31,6 +31,7 @@ struct st_log {
     int64_t log_start;
     int64_t end;
     int64_t retention_limit; /* retention deletes only segments wholly below it */
+    int64_t clean_limit;     /* the cleaner cleans only segments wholly below it (the LSO) */
     int64_t durable;
     int64_t recovery_point;
     int refs; /* the owner + each round in flight */
@@ -130,6 +131,28 @@ int st_log_unstick(st_log_t *log);
 
 /* txn.c: rebuilds the .txnindex of every segment flagged txn_rebuild (open). */
 int st_log_txn_rebuild(st_log_t *log);
+/* txn.c: the cleaner's tracker of aborted and committed transactions over one pass. */
+typedef struct st_txn_ongoing_abort {
+    st_txn_aborted_t a;
+    bool observed; /* a batch of it was met in this pass */
+} st_txn_ongoing_abort_t;
+typedef struct st_txn_tracker {
+    st_txn_aborted_t *pending; /* the .txnindex entries ending at or after the pass's start,
+                                  by first offset */
+    size_t npending, next;
+    st_txn_ongoing_abort_t *aborted; /* begun, marker not read yet */
+    size_t naborted, capaborted;
+    int64_t *committed; /* producers with transactional batches met, no marker yet */
+    size_t ncommitted, capcommitted;
+} st_txn_tracker_t;
+int st_txn_tracker_init(st_txn_tracker_t *t, const st_log_t *log, int64_t from);
+void st_txn_tracker_fini(st_txn_tracker_t *t);
+/* A data batch read: *aborted when it belongs to an aborted transaction. */
+int st_txn_tracker_batch(st_txn_tracker_t *t, const st_batch_hdr_t *h, bool *aborted);
+/* A marker of type (ST_CONTROL_*) read: *discardable when no batch of its transaction was met
+ * before it; for a kept abort, *entry (with *has_entry) is its .txnindex entry. */
+int st_txn_tracker_marker(st_txn_tracker_t *t, const st_batch_hdr_t *h, int type,
+                          bool *discardable, st_txn_aborted_t *entry, bool *has_entry);
 /* epochs.c */
 int st_log_epochs_write(st_log_t *log, bool durable);
 int st_log_epochs_add(st_log_t *log, int32_t epoch, int64_t start);

@@ -235,7 +235,7 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
         return rc;
     st_log_t *log = calloc(1, sizeof *log);
     if (log)
-        log->retention_limit = INT64_MAX;
+        log->retention_limit = log->clean_limit = INT64_MAX;
     if (!log)
         return -ENOMEM;
     log->env = env;

@@ -10,9 +10,16 @@
  * offset, the smallest first offset of another ongoing transaction, or marker + 1). Only the
  * flagged segments' files are rewritten. Storage keeps this small tracker of its own: it knows
  * nothing of the partition's producer state, which is rebuilt after the log opens.
+ *
+ * The cleaner's tracker (st_txn_tracker_*) follows Kafka's LogCleaner over the batches a clean
+ * pass reads in order: the records of an aborted transaction (its producer's transactional
+ * batches from its first offset up to its abort marker, per the .txnindex) are dropped, and
+ * a marker may go once no batch of its transaction was met before it in the pass (the clean
+ * then also requires delete.retention.ms, as for tombstones).
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -181,4 +188,114 @@ int st_log_txn_rebuild(st_log_t *log)
     free(t.o);
     free(t.out);
     return rc;
+}
+
+/* ---- the cleaner's view of transactions (Kafka's CleanedTransactionMetadata) ---- */
+
+static int cmp_first(const void *a, const void *b)
+{
+    const st_txn_aborted_t *x = a, *y = b;
+    return x->first_offset < y->first_offset ? -1 : x->first_offset > y->first_offset;
+}
+
+int st_txn_tracker_init(st_txn_tracker_t *t, const st_log_t *log, int64_t from)
+{
+    memset(t, 0, sizeof *t);
+    size_t n = 0;
+    for (int i = 0; i < log->nsegs; i++)
+        n += log->segs[i]->txn.n;
+    if (n == 0)
+        return 0;
+    if (!(t->pending = malloc(n * sizeof *t->pending)))
+        return -ENOMEM;
+    for (int i = 0; i < log->nsegs; i++)
+        for (size_t k = 0; k < log->segs[i]->txn.n; k++)
+            if (log->segs[i]->txn.e[k].last_offset >= from)
+                t->pending[t->npending++] = log->segs[i]->txn.e[k];
+    qsort(t->pending, t->npending, sizeof *t->pending, cmp_first);
+    return 0;
+}
+
+void st_txn_tracker_fini(st_txn_tracker_t *t)
+{
+    free(t->pending);
+    free(t->aborted);
+    free(t->committed);
+    memset(t, 0, sizeof *t);
+}
+
+/* Aborted transactions that began at or before offset become ongoing. */
+static int consume_upto(st_txn_tracker_t *t, int64_t offset)
+{
+    while (t->next < t->npending && t->pending[t->next].first_offset <= offset) {
+        if (t->naborted == t->capaborted &&
+            grow((void **)&t->aborted, &t->capaborted, sizeof *t->aborted) < 0)
+            return -ENOMEM;
+        t->aborted[t->naborted++] = (st_txn_ongoing_abort_t){t->pending[t->next], false};
+        t->next++;
+    }
+    return 0;
+}
+
+static st_txn_ongoing_abort_t *find_abort(st_txn_tracker_t *t, int64_t pid)
+{
+    for (size_t i = 0; i < t->naborted; i++)
+        if (t->aborted[i].a.producer_id == pid)
+            return &t->aborted[i];
+    return NULL;
+}
+
+int st_txn_tracker_batch(st_txn_tracker_t *t, const st_batch_hdr_t *h, bool *aborted)
+{
+    *aborted = false;
+    if (consume_upto(t, st_batch_last_offset(h)) < 0)
+        return -ENOMEM;
+    if (!(h->attributes & ST_BATCH_ATTR_TRANSACTIONAL) || h->producer_id < 0)
+        return 0;
+    st_txn_ongoing_abort_t *o = find_abort(t, h->producer_id);
+    if (o) {
+        o->observed = true;
+        *aborted = true;
+        return 0;
+    }
+    for (size_t i = 0; i < t->ncommitted; i++)
+        if (t->committed[i] == h->producer_id)
+            return 0;
+    if (t->ncommitted == t->capcommitted &&
+        grow((void **)&t->committed, &t->capcommitted, sizeof *t->committed) < 0)
+        return -ENOMEM;
+    t->committed[t->ncommitted++] = h->producer_id;
+    return 0;
+}
+
+int st_txn_tracker_marker(st_txn_tracker_t *t, const st_batch_hdr_t *h, int type,
+                          bool *discardable, st_txn_aborted_t *entry, bool *has_entry)
+{
+    *discardable = false;
+    *has_entry = false;
+    if (consume_upto(t, st_batch_last_offset(h)) < 0)
+        return -ENOMEM;
+    if (type == ST_CONTROL_ABORT) {
+        st_txn_ongoing_abort_t *o = find_abort(t, h->producer_id);
+        /* kept (and listed) while records of its transaction were still met before it */
+        if (o && o->observed) {
+            *entry = o->a;
+            *has_entry = true;
+        } else {
+            *discardable = true;
+        }
+        if (o)
+            *o = t->aborted[--t->naborted];
+        return 0;
+    }
+    if (type == ST_CONTROL_COMMIT) {
+        *discardable = true;
+        for (size_t i = 0; i < t->ncommitted; i++)
+            if (t->committed[i] == h->producer_id) {
+                t->committed[i] = t->committed[--t->ncommitted];
+                *discardable = false;
+                break;
+            }
+    }
+    return 0;
 }
