@@ -211,12 +211,17 @@ static void add_part(void *arg, st_part_t *p)
     st_part_stats_t ps;
     if (!st_part_stats(p, &ps)) {
         r->offline = true;
-        r->log_start_offset = r->log_end_offset = r->high_watermark = -1;
+        r->log_start_offset = r->log_end_offset = r->high_watermark = r->last_stable_offset = -1;
         return;
     }
     r->log_start_offset = ps.log_start;
     r->log_end_offset = ps.log_end;
     r->high_watermark = ps.hw;
+    r->last_stable_offset = ps.lso;
+    r->ongoing_txns = ps.ongoing_txns;
+    int64_t now = st_wall_ms();
+    r->oldest_txn_age_ms =
+        ps.oldest_txn_ms >= 0 && now > ps.oldest_txn_ms ? now - ps.oldest_txn_ms : 0;
     r->size_bytes = ps.size_bytes;
     r->segments = ps.segments;
     r->records_in = ps.records_in;

@@ -417,6 +417,10 @@ enum {
     PF_LEO,
     PF_LSO,
     PF_HW,
+    PF_STABLE,
+    PF_STABLE_LAG,
+    PF_TXNS,
+    PF_TXN_AGE,
     PF_SIZE,
     PF_SEGS,
     PF_OFFLINE,
@@ -447,6 +451,19 @@ static const part_family_t part_families[] = {
      false},
     {"strata_partition_high_watermark", "gauge", "The offset below which consumers may read.",
      PF_HW, PO_ALL},
+    {"strata_partition_last_stable_offset", "gauge",
+     "The offset below which read_committed consumers may read (the first offset of the oldest "
+     "undecided transaction, or the high watermark).",
+     PF_STABLE, PO_ALL},
+    {"strata_partition_lso_lag", "gauge",
+     "The high watermark minus the last stable offset: offsets read_committed consumers wait "
+     "for while transactions are undecided.",
+     PF_STABLE_LAG, PO_ALL},
+    {"strata_partition_ongoing_transactions", "gauge", "Transactions ongoing in the partition.",
+     PF_TXNS, PO_ALL},
+    {"strata_partition_oldest_transaction_age_ms", "gauge",
+     "How long the partition's oldest ongoing transaction has been open (0: none).", PF_TXN_AGE,
+     PO_ALL},
     {"strata_partition_size_bytes", "gauge", "Bytes of the partition's segments on disk.", PF_SIZE,
      false},
     {"strata_partition_segments", "gauge", "Segments in the partition's log.", PF_SEGS, PO_ALL},
@@ -503,6 +520,14 @@ static double part_field(const st_admin_part_t *r, int f)
         return (double)r->log_start_offset;
     case PF_HW:
         return (double)r->high_watermark;
+    case PF_STABLE:
+        return (double)r->last_stable_offset;
+    case PF_STABLE_LAG:
+        return (double)(r->high_watermark - r->last_stable_offset);
+    case PF_TXNS:
+        return r->ongoing_txns;
+    case PF_TXN_AGE:
+        return (double)r->oldest_txn_age_ms;
     case PF_SIZE:
         return (double)r->size_bytes;
     case PF_OFFLINE:

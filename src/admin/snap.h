@@ -47,6 +47,9 @@ typedef struct st_admin_part {
     int64_t log_start_offset;
     int64_t log_end_offset;
     int64_t high_watermark;
+    int64_t last_stable_offset; /* read_committed consumers read below it */
+    int32_t ongoing_txns;       /* transactions ongoing in the partition */
+    int64_t oldest_txn_age_ms;  /* the oldest one's age when the snapshot was taken (0: none) */
     int64_t size_bytes;
     int32_t segments;
     uint64_t records_in, bytes_in;   /* produced */

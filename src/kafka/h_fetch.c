@@ -75,9 +75,9 @@ typedef struct {
     /* results */
     int16_t error;
     int64_t hw, log_start;
-    int64_t lso;                /* the last stable offset the read saw */
-    st_txn_aborted_t *aborted;  /* read_committed: the aborted transactions the read overlaps
-                                   (malloc'd on the owner, freed on the origin) */
+    int64_t lso;               /* the last stable offset the read saw */
+    st_txn_aborted_t *aborted; /* read_committed: the aborted transactions the read overlaps
+                                  (malloc'd on the owner, freed on the origin) */
     int naborted;
     int64_t durable;  /* a follower's fetch: the leader's durable end its read saw */
     fetch_rel_t *rel; /* non-NULL when the read returned bytes */

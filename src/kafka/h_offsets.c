@@ -9,8 +9,9 @@
  * which covers the whole log (st_part_end_for_epoch), and only on the leader.
  *
  * ListOffsets answers within what consumers may read (below the high watermark):
- *   -1 latest: the high watermark (read_committed: the last stable offset)   -2 earliest, -4 earliest local, -5: the log start
- *   -3 max timestamp: that record      t >= 0: first record with timestamp >= t, else -1
+ *   -1 latest: the high watermark (read_committed: the last stable offset)   -2 earliest, -4
+ * earliest local, -5: the log start -3 max timestamp: that record      t >= 0: first record with
+ * timestamp >= t, else -1
  */
 #include "base/err.h"
 #include "kafka/pcall.h"

@@ -58,9 +58,9 @@ static void write_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
     marker_item_t *mi = (marker_item_t *)it->data;
     const st_kp_write_txn_markers_req_marker_t *m = mi->m;
     mi->offsets_topic = strcmp(st_part_topic(p), "__consumer_offsets") == 0;
-    bool later = st_part_write_marker(p, m->producer_id, m->producer_epoch, m->transaction_result,
-                                      m->coordinator_epoch, MARKER_TIMEOUT_MS, &mi->res,
-                                      marker_done, it);
+    bool later =
+        st_part_write_marker(p, m->producer_id, m->producer_epoch, m->transaction_result,
+                             m->coordinator_epoch, MARKER_TIMEOUT_MS, &mi->res, marker_done, it);
     it->error = mi->res.error;
     if (later) {
         st_pcall_hold(it);

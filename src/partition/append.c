@@ -108,9 +108,8 @@ static void record_producers(st_part_t *part, const uint8_t *p, size_t n, int64_
             int32_t last = txn && h.base_sequence < 0
                                ? -1
                                : st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
-            st_pstate_record_batch(&part->pstate, h.producer_id, h.producer_epoch,
-                                   h.base_sequence, last, base_offset,
-                                   base_offset + h.last_offset_delta, now, txn);
+            st_pstate_record_batch(&part->pstate, h.producer_id, h.producer_epoch, h.base_sequence,
+                                   last, base_offset, base_offset + h.last_offset_delta, now, txn);
         }
         base_offset += (int64_t)h.last_offset_delta + 1;
         p += st_batch_size(&h);
@@ -310,8 +309,8 @@ bool st_part_write_marker(st_part_t *p, int64_t pid, int16_t epoch, bool commit,
     int64_t now = st_wall_ms();
     st_batch_control_build(b, pid, epoch, commit, coordinator_epoch, now);
     st_log_append_info_t info;
-    int rc = st_log_append_control(p->log, b, sizeof b,
-                                   p->repl.on ? p->repl.role.leader_epoch : 0, &info);
+    int rc = st_log_append_control(p->log, b, sizeof b, p->repl.on ? p->repl.role.leader_epoch : 0,
+                                   &info);
     if (rc) {
         res->err = rc;
         res->error = st_kerr_from(rc);

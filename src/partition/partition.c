@@ -128,8 +128,8 @@ static int replay_marker(st_part_t *p, st_file_t *f, int64_t pos, const st_batch
     int32_t cepoch;
     int64_t first;
     if (st_batch_control_parse(b, (size_t)n, &type, &cepoch) == 0 &&
-        st_pstate_end_txn(&p->pstate, h->producer_id, h->producer_epoch, cepoch, h->base_offset,
-                          ts, &first) < 0)
+        st_pstate_end_txn(&p->pstate, h->producer_id, h->producer_epoch, cepoch, h->base_offset, ts,
+                          &first) < 0)
         return -ENOMEM;
     return 0;
 }

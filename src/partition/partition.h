@@ -190,9 +190,9 @@ typedef struct st_part_stats {
                                  one not heard from since the leadership began; 0: none) */
     bool compact;             /* cleanup.policy=compact: clean holds the cleaner's figures */
     st_log_clean_stats_t clean;
-    int64_t lso;              /* last stable offset */
-    int32_t ongoing_txns;     /* transactions ongoing */
-    int64_t oldest_txn_ms;    /* the oldest one's start (wall ms), -1: none */
+    int64_t lso;           /* last stable offset */
+    int32_t ongoing_txns;  /* transactions ongoing */
+    int64_t oldest_txn_ms; /* the oldest one's start (wall ms), -1: none */
 } st_part_stats_t;
 /* Fills *out; false (nothing filled) while the partition is offline or deleted. */
 bool st_part_stats(st_part_t *p, st_part_stats_t *out);
@@ -278,7 +278,7 @@ bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_
 /* A Fetch read of one partition. */
 typedef struct st_part_read {
     int64_t hw, log_start;
-    int64_t lso; /* the last stable offset at the read */
+    int64_t lso;        /* the last stable offset at the read */
     st_log_read_t read; /* read.bytes > 0: file ranges held until st_log_read_release */
 } st_part_read_t;
 

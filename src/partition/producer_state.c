@@ -639,9 +639,9 @@ int st_pstate_decode(st_pstate_t *ps, const uint8_t *p, size_t n, int64_t *offse
         int64_t last_ms = (int64_t)st_be64(q + 16);
         int64_t txn_first = v1 ? -1 : (int64_t)st_be64(q + 24);
         int64_t txn_ms = v1 ? -1 : (int64_t)st_be64(q + 32);
-        if (pid < 0 || epoch < 0 || nb > ST_PSTATE_BATCHES || (v1 && cepoch != 0) ||
-            cepoch < -1 || txn_first < -1 || txn_first >= off || last_ms < prev_ms ||
-            st_pstate_find(ps, pid) || (n - pos - esz) / SNAP_BATCH < nb)
+        if (pid < 0 || epoch < 0 || nb > ST_PSTATE_BATCHES || (v1 && cepoch != 0) || cepoch < -1 ||
+            txn_first < -1 || txn_first >= off || last_ms < prev_ms || st_pstate_find(ps, pid) ||
+            (n - pos - esz) / SNAP_BATCH < nb)
             goto corrupt;
         st_pentry_t *e = st_pstate_insert(ps, pid, epoch);
         if (!e || (txn_first >= 0 && txn_push(ps, pid, txn_first, -1, txn_ms) < 0)) {

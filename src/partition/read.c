@@ -44,8 +44,7 @@ int16_t st_part_read(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_re
     return read_upto(p, offset, max_bytes, p->hw, out);
 }
 
-int16_t st_part_read_committed(st_part_t *p, int64_t offset, int32_t max_bytes,
-                               st_part_read_t *out)
+int16_t st_part_read_committed(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out)
 {
     return read_upto(p, offset, max_bytes, st_part_lso(p), out);
 }

@@ -141,9 +141,9 @@ struct st_clean_job {
     st_segment_t *reader_seg;
     int64_t bytes_read, bytes_written, records_removed;
     st_txn_tracker_t trk; /* transactions over the pass (txn.c) */
-    int syncs;    /* PHASE_SYNC: syncs of the group's files still in flight */
-    int sync_err; /* the first of their errors */
-    bool dead;    /* dropped while syncs were in flight: the last one frees it */
+    int syncs;            /* PHASE_SYNC: syncs of the group's files still in flight */
+    int sync_err;         /* the first of their errors */
+    bool dead;            /* dropped while syncs were in flight: the last one frees it */
 };
 
 typedef struct st_clean_job clean_job_t;

@@ -476,8 +476,8 @@ int st_log_append_control(st_log_t *log, uint8_t *batch, size_t len, int32_t lea
     h.partition_leader_epoch = leader_epoch;
     rc = do_append(log, batch, len, &h, 1, first, st_batch_last_offset(&h));
     if (rc == 0 && info) {
-        *info = (st_log_append_info_t){first, st_batch_last_offset(&h), -1, log->log_start, 1,
-                                       h.records_count};
+        *info = (st_log_append_info_t){first, st_batch_last_offset(&h), -1, log->log_start,
+                                       1,     h.records_count};
     }
     ST_DEBUG_ASSERT(st_log_check(log));
     return rc;

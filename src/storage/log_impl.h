@@ -151,8 +151,8 @@ void st_txn_tracker_fini(st_txn_tracker_t *t);
 int st_txn_tracker_batch(st_txn_tracker_t *t, const st_batch_hdr_t *h, bool *aborted);
 /* A marker of type (ST_CONTROL_*) read: *discardable when no batch of its transaction was met
  * before it; for a kept abort, *entry (with *has_entry) is its .txnindex entry. */
-int st_txn_tracker_marker(st_txn_tracker_t *t, const st_batch_hdr_t *h, int type,
-                          bool *discardable, st_txn_aborted_t *entry, bool *has_entry);
+int st_txn_tracker_marker(st_txn_tracker_t *t, const st_batch_hdr_t *h, int type, bool *discardable,
+                          st_txn_aborted_t *entry, bool *has_entry);
 /* epochs.c */
 int st_log_epochs_write(st_log_t *log, bool durable);
 int st_log_epochs_add(st_log_t *log, int32_t epoch, int64_t start);

@@ -669,8 +669,8 @@ int st_segment_set_txn(st_segment_t *s, const st_txn_aborted_t *e, size_t n)
     for (size_t i = 0; i < n; i++)
         if (st_txnidx_add(&s->txn, &e[i]) < 0)
             return -ENOMEM;
-    int rc = flush_one(s->txn_file, &s->txn.flushed, s->txn.n, ST_TXNIDX_ENTRY, true, enc_x,
-                       &s->txn);
+    int rc =
+        flush_one(s->txn_file, &s->txn.flushed, s->txn.n, ST_TXNIDX_ENTRY, true, enc_x, &s->txn);
     if (rc == 0) {
         s->idx_dirty = true;
         s->txn_rebuild = false;

@@ -40,8 +40,8 @@ typedef struct st_segment {
     st_file_t *txn_file; /* .txnindex */
     st_offidx_t oidx;
     st_timeidx_t tidx;
-    st_txnidx_t txn;  /* aborted transactions whose marker is in this segment */
-    bool txn_rebuild; /* .txnindex missing or malformed at load: rebuilt by the log's open */
+    st_txnidx_t txn;   /* aborted transactions whose marker is in this segment */
+    bool txn_rebuild;  /* .txnindex missing or malformed at load: rebuilt by the log's open */
     int64_t wb_done;   /* .log bytes below it were handed to the env's writeback hook (<= size) */
     bool log_dirty;    /* .log written or truncated since its last sync was issued */
     bool idx_rewrite;  /* index files must be rewritten whole (after truncation) */

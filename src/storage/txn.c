@@ -268,8 +268,8 @@ int st_txn_tracker_batch(st_txn_tracker_t *t, const st_batch_hdr_t *h, bool *abo
     return 0;
 }
 
-int st_txn_tracker_marker(st_txn_tracker_t *t, const st_batch_hdr_t *h, int type,
-                          bool *discardable, st_txn_aborted_t *entry, bool *has_entry)
+int st_txn_tracker_marker(st_txn_tracker_t *t, const st_batch_hdr_t *h, int type, bool *discardable,
+                          st_txn_aborted_t *entry, bool *has_entry)
 {
     *discardable = false;
     *has_entry = false;

@@ -350,8 +350,8 @@ static void test_lso_reads_and_markers(void **state)
     (void)state;
     fx_t *f = fx_open();
     int64_t next;
-    assert_int_equal(produce(f, -1, 0, 0, 2, false), 0);       /* 0..1 */
-    assert_int_equal(produce(f, 100, 0, 0, 3, true), 0);       /* 2..4: txn 100 */
+    assert_int_equal(produce(f, -1, 0, 0, 2, false), 0); /* 0..1 */
+    assert_int_equal(produce(f, 100, 0, 0, 3, true), 0); /* 2..4: txn 100 */
     assert_int_equal(st_part_hw(f->p), 5);
     assert_int_equal(st_part_lso(f->p), 2);
     assert_int_equal(read_count(f, 0, true, &next), 2);
@@ -360,15 +360,15 @@ static void test_lso_reads_and_markers(void **state)
     assert_int_equal(read_count(f, 0, false, &next), 5);
     /* mixing inside the transaction */
     assert_int_equal(produce(f, 100, 0, 3, 1, false), ST_KERR_INVALID_TXN_STATE);
-    assert_int_equal(produce(f, 200, 0, 0, 2, true), 0);       /* 5..6: txn 200 */
+    assert_int_equal(produce(f, 200, 0, 0, 2, true), 0); /* 5..6: txn 200 */
     st_part_stats_t st;
     assert_true(st_part_stats(f->p, &st));
     assert_int_equal(st.ongoing_txns, 2);
     assert_int_equal(st.lso, 2);
     /* fencing */
-    assert_int_equal(marker(f, 100, 0, false, 3), 0);          /* 7: abort 100 */
+    assert_int_equal(marker(f, 100, 0, false, 3), 0); /* 7: abort 100 */
     assert_int_equal(marker(f, 100, 0, false, 2), ST_KERR_TRANSACTION_COORDINATOR_FENCED);
-    assert_int_equal(produce(f, 300, 4, 0, 1, true), 0);       /* 8: txn 300 */
+    assert_int_equal(produce(f, 300, 4, 0, 1, true), 0); /* 8: txn 300 */
     assert_int_equal(marker(f, 300, 3, true, 3), ST_KERR_INVALID_PRODUCER_EPOCH);
     assert_int_equal(st_part_lso(f->p), 5);
     st_txn_aborted_t ab[4];
@@ -379,14 +379,14 @@ static void test_lso_reads_and_markers(void **state)
     assert_int_equal(ab[0].last_stable_offset, 5); /* 200 was ongoing from 5 */
     assert_int_equal(st_part_aborted(f->p, 8, 9, ab, 4), 0);
     assert_int_equal(st_part_aborted(f->p, 0, 2, ab, 4), 0);
-    assert_int_equal(marker(f, 200, 0, true, 3), 0);           /* 9: commit 200 */
+    assert_int_equal(marker(f, 200, 0, true, 3), 0); /* 9: commit 200 */
     assert_int_equal(st_part_lso(f->p), 8);
     /* the .txnindex holds Kafka's bytes */
     uint8_t *d;
     size_t n;
-    assert_int_equal(st_fs_read_file(&f->t.env.fs, "/data/tx-0/00000000000000000000.txnindex",
-                                     1 << 20, &d, &n),
-                     0);
+    assert_int_equal(
+        st_fs_read_file(&f->t.env.fs, "/data/tx-0/00000000000000000000.txnindex", 1 << 20, &d, &n),
+        0);
     assert_int_equal(n, ST_TXNIDX_ENTRY);
     assert_int_equal(st_be16(d), 0);
     assert_int_equal((int64_t)st_be64(d + 2), 100);
@@ -405,14 +405,13 @@ static void test_lso_reads_and_markers(void **state)
     assert_int_equal(st_pstate_find(st_part_producers(f->p), 100)->coordinator_epoch, 3);
     /* and without the snapshot: replayed from the log (markers included) */
     fx_stop(f);
-    assert_int_equal(f->t.env.fs.ops->unlink(f->t.env.fs.ctx,
-                                             "/data/tx-0/00000000000000000010.snapshot"),
-                     0);
+    assert_int_equal(
+        f->t.env.fs.ops->unlink(f->t.env.fs.ctx, "/data/tx-0/00000000000000000010.snapshot"), 0);
     fx_start(f);
     assert_int_equal(st_part_lso(f->p), 8);
     assert_int_equal(st_pstate_find(st_part_producers(f->p), 100)->coordinator_epoch, 3);
     assert_int_equal(st_pstate_find(st_part_producers(f->p), 100)->txn_first, -1);
-    assert_int_equal(marker(f, 300, 4, false, 3), 0);          /* 10: abort 300 */
+    assert_int_equal(marker(f, 300, 4, false, 3), 0); /* 10: abort 300 */
     assert_int_equal(st_part_lso(f->p), 11);
     assert_int_equal(st_part_aborted(f->p, 0, 11, ab, 4), 2);
     assert_int_equal(ab[1].producer_id, 300);
@@ -426,10 +425,10 @@ static void test_txnindex_rebuilt(void **state)
 {
     (void)state;
     fx_t *f = fx_open();
-    assert_int_equal(produce(f, 100, 0, 0, 2, true), 0);       /* 0..1 */
-    assert_int_equal(produce(f, 200, 0, 0, 1, true), 0);       /* 2 */
-    assert_int_equal(marker(f, 100, 0, false, 0), 0);          /* 3 */
-    assert_int_equal(marker(f, 200, 0, true, 0), 0);           /* 4 */
+    assert_int_equal(produce(f, 100, 0, 0, 2, true), 0); /* 0..1 */
+    assert_int_equal(produce(f, 200, 0, 0, 1, true), 0); /* 2 */
+    assert_int_equal(marker(f, 100, 0, false, 0), 0);    /* 3 */
+    assert_int_equal(marker(f, 200, 0, true, 0), 0);     /* 4 */
     const char *path = "/data/tx-0/00000000000000000000.txnindex";
     for (int round = 0; round < 2; round++) {
         fx_stop(f);

@@ -186,9 +186,9 @@ static void test_follows_its_segment(void **state)
     assert_int_equal(st_log_open(&t.env, DIR, &c, &log), 0);
     bool ex;
     file_size(&t, DIR "/00000000000000000000.txnindex", &ex);
-    assert_true(ex); /* created with the segment, empty */
-    put(log, 1, 0, 5, true, t.now);  /* 0 */
-    put(log, 2, 0, 6, true, t.now);  /* 1 */
+    assert_true(ex);                  /* created with the segment, empty */
+    put(log, 1, 0, 5, true, t.now);   /* 0 */
+    put(log, 2, 0, 6, true, t.now);   /* 1 */
     put_marker(log, 5, false, t.now); /* 2 */
     abort_at(log, 5, 0, 2);
     assert_int_equal(st_log_roll(log), 0);
@@ -234,10 +234,10 @@ static void test_rebuilt_after_unclean_stop(void **state)
     st_log_config_t c = cfg(false);
     st_log_t *log;
     assert_int_equal(st_log_open(&t.env, DIR, &c, &log), 0);
-    put(log, 1, 0, 5, true, t.now);  /* 0: txn 5 */
-    put(log, 2, 0, 6, true, t.now);  /* 1: txn 6 */
+    put(log, 1, 0, 5, true, t.now);   /* 0: txn 5 */
+    put(log, 2, 0, 6, true, t.now);   /* 1: txn 6 */
     put_marker(log, 5, false, t.now); /* 2: abort 5, 6 ongoing */
-    put(log, 3, 0, 5, true, t.now);  /* 3: txn 5 again */
+    put(log, 3, 0, 5, true, t.now);   /* 3: txn 5 again */
     put_marker(log, 6, true, t.now);  /* 4: commit 6 */
     put_marker(log, 5, false, t.now); /* 5: abort 5 */
     put_marker(log, 8, false, t.now); /* 6: an abort of an empty transaction: no entry */
@@ -273,8 +273,8 @@ static bool never_last(void *arg, int64_t pid, int64_t last_offset)
 
 static int64_t clean_all(st_log_t *log)
 {
-    st_log_clean_opts_t o = {.budget_bytes = 1 << 20, .map_bytes = 1 << 16,
-                             .last_of_producer = never_last};
+    st_log_clean_opts_t o = {
+        .budget_bytes = 1 << 20, .map_bytes = 1 << 16, .last_of_producer = never_last};
     int64_t n, steps = 0;
     while ((n = st_log_clean_step(log, &o)) > 0)
         assert_true(++steps < 10000);
@@ -311,9 +311,8 @@ static void view(st_log_t *log, view_t *v)
         if (h.attributes & ST_BATCH_ATTR_CONTROL)
             v->markers++;
         else
-            assert_int_equal(st_batch_walk(b.data + pos, (size_t)st_batch_size(&h), 1 << 20, see,
-                                           v),
-                             0);
+            assert_int_equal(
+                st_batch_walk(b.data + pos, (size_t)st_batch_size(&h), 1 << 20, see, v), 0);
         pos += (size_t)st_batch_size(&h);
     }
     st_buf_fini(&b);
@@ -328,15 +327,15 @@ static void test_clean_transactions(void **state)
     st_log_t *log;
     assert_int_equal(st_log_open(&t.env, DIR, &c, &log), 0);
     int64_t ts = t.now;
-    put(log, 1, 1, -1, false, ts);     /* 0: k1 = v1 */
-    put(log, 1, 2, 5, true, ts);       /* 1: k1 = v2 in 5's transaction, aborted */
-    put(log, 2, 1, 6, true, ts);       /* 2: k2 = v1 in 6's, committed */
-    put_marker(log, 5, false, ts);     /* 3 */
+    put(log, 1, 1, -1, false, ts); /* 0: k1 = v1 */
+    put(log, 1, 2, 5, true, ts);   /* 1: k1 = v2 in 5's transaction, aborted */
+    put(log, 2, 1, 6, true, ts);   /* 2: k2 = v1 in 6's, committed */
+    put_marker(log, 5, false, ts); /* 3 */
     abort_at(log, 5, 1, 3);
-    put_marker(log, 6, true, ts);      /* 4 */
-    put(log, 3, 1, 7, true, ts);       /* 5: 7's transaction, still open */
+    put_marker(log, 6, true, ts); /* 4 */
+    put(log, 3, 1, 7, true, ts);  /* 5: 7's transaction, still open */
     assert_int_equal(st_log_roll(log), 0);
-    put(log, 4, 1, -1, false, ts);     /* 6 */
+    put(log, 4, 1, -1, false, ts); /* 6 */
     for (int i = 0; i < 100 && t.nq > 0; i++)
         tenv_complete(&t, (size_t)-1);
     /* the clean limit (the LSO at 5) keeps the first segment out of reach */
