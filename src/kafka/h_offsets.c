@@ -33,9 +33,17 @@ static void list_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
     (void)s;
     it->error = st_part_list_offset(p, it->value, &it->out_offset, &it->out_ts, &it->out_epoch);
-    /* read_committed: latest is the last stable offset */
-    if (!it->error && it->value == -1 && it->isolation == 1)
-        it->out_offset = st_part_lso(p);
+    /* read_committed: latest is the last stable offset, and a record found by time must lie
+     * below it (Kafka's lastFetchableOffset) */
+    if (it->error || it->isolation != 1)
+        return;
+    int64_t lso = st_part_lso(p);
+    if (it->value == -1) {
+        it->out_offset = lso;
+    } else if ((it->value >= 0 || it->value == -3) && it->out_offset >= lso) {
+        it->out_offset = -1;
+        it->out_ts = -1;
+    }
 }
 
 typedef struct {
