@@ -46,6 +46,8 @@ const st_khandler_t st_khandlers[] = {
     ST_H(ELECT_LEADERS, st_kh_elect_leaders),
     ST_H(ALTER_PARTITION_REASSIGNMENTS, st_kh_alter_partition_reassignments),
     ST_H(LIST_PARTITION_REASSIGNMENTS, st_kh_list_partition_reassignments),
+    ST_H(WRITE_TXN_MARKERS, st_kh_write_txn_markers),
+    ST_H(DESCRIBE_PRODUCERS, st_kh_describe_producers),
 };
 const int st_nkhandlers = (int)(sizeof st_khandlers / sizeof st_khandlers[0]);
 

@@ -59,5 +59,7 @@ void st_kh_offset_delete(st_kreq_t *r);
 void st_kh_elect_leaders(st_kreq_t *r);
 void st_kh_alter_partition_reassignments(st_kreq_t *r);
 void st_kh_list_partition_reassignments(st_kreq_t *r);
+void st_kh_write_txn_markers(st_kreq_t *r);    /* h_txn_markers.c */
+void st_kh_describe_producers(st_kreq_t *r);   /* h_txn_markers.c */
 
 #endif
