@@ -160,8 +160,10 @@ void st_tcoord_list(st_tcoord_t *c, const int *states, int nstates, const int64_
                     int64_t min_duration_ms, st_arena_t *a,
                     st_kp_list_transactions_resp_transaction_state_t **out, int32_t *n);
 
-/* The markers of job `id` (st_tmarkers_t.id) are all written (err 0), or the sender gave up
- * (err != 0: this coordinator is fenced or stopping; the transaction stays in Prepare*). */
+/* The markers of job `id` (st_tmarkers_t.id) are all written (err 0): Complete* is written.
+ * err != 0: the sender could not finish (no client yet, stopping, a stale coordinator): the
+ * transaction stays in Prepare* and its markers are sent again at the next tick. An id no
+ * longer known (unloaded meanwhile) is ignored. */
 void st_tcoord_markers_done(st_tcoord_t *c, uint64_t id, int err);
 
 /* Housekeeping, from the service's tick: every abort interval, Ongoing transactions past their

@@ -145,8 +145,9 @@ void st_tcoord_markers_done(st_tcoord_t *c, uint64_t id, int err)
         return; /* unloaded meanwhile: the next coordinator sends them again */
     found->markers = 0;
     if (err) {
-        ST_WARN("%s-%d: markers of %.*s not written: %s", ST_TXN_TOPIC, found->partition,
-                (int)found->id_len, found->id, st_strerror(err));
+        ST_WARN("%s-%d: markers of %.*s not written (%s): sent again", ST_TXN_TOPIC,
+                found->partition, (int)found->id_len, found->id, st_strerror(err));
+        found->markers_retry = true; /* the next tick */
         return;
     }
     if (found->m.state == ST_TXN_PREPARE_COMMIT || found->m.state == ST_TXN_PREPARE_ABORT)

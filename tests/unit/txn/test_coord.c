@@ -634,6 +634,14 @@ static void test_commit_round_trip(void **state)
     /* a stale job id changes nothing */
     st_tcoord_markers_done(f->c, 424242, 0);
     assert_state(f, "t1", "PrepareCommit");
+    /* a sender that could not finish: the markers go again at the next tick */
+    st_tcoord_markers_done(f->c, f->jobs[0].id, ST_E_CLOSED);
+    assert_state(f, "t1", "PrepareCommit");
+    assert_int_equal(f->njobs, 1);
+    st_tcoord_tick(f->c);
+    assert_int_equal(f->njobs, 2);
+    assert_true(f->jobs[1].id != f->jobs[0].id);
+    assert_string_equal(f->jobs[1].parts[1], "y-3");
     finish_markers(f, "t1");
     d = describe(f, "t1");
     assert_int_equal(d.topics_count, 0);
@@ -644,7 +652,7 @@ static void test_commit_round_trip(void **state)
     assert_int_equal(add(f, "t1", p.producer_id, 0, "x", 1), 0);
     assert_int_equal(end(f, "t1", p.producer_id, 0, false, 0).error, 0);
     assert_state(f, "t1", "PrepareAbort");
-    assert_false(f->jobs[1].commit);
+    assert_false(f->jobs[2].commit);
     finish_markers(f, "t1");
     assert_int_equal(end(f, "t1", p.producer_id, 0, false, 0).error, 0);
     assert_int_equal(end(f, "t1", p.producer_id, 0, true, 0).error, ST_KERR_INVALID_TXN_STATE);
