@@ -38,8 +38,8 @@ typedef struct {
 } find_coord_t;
 
 /* The coordinator of `key`: the leader of the key's partition of its service's internal topic
- * (coordsvc.h; a group's is its __consumer_offsets partition). For transactions (key type 1),
- * which no service coordinates yet, this broker answers itself. */
+ * (coordsvc.h; a group's is its __consumer_offsets partition, a transactional id's its
+ * __transaction_state partition). */
 static void find_coord_fill(st_kreq_t *r, int8_t key_type, st_kstr_t key, int16_t *err,
                             st_kstr_t *msg, int32_t *node, st_kstr_t *host, int32_t *port)
 {
@@ -48,12 +48,12 @@ static void find_coord_fill(st_kreq_t *r, int8_t key_type, st_kstr_t key, int16_
     *node = -1;
     *host = ST_KSTR_EMPTY;
     *port = -1;
-    if (!svc && key_type != 1) {
+    if (!svc) {
         *err = ST_KERR_INVALID_REQUEST;
         *msg = st_kstr("Unknown coordinator key type");
         return;
     }
-    int32_t id = svc ? st_coordsvc_coordinator(svc, md, key) : (int32_t)r->shard->b->cfg->node_id;
+    int32_t id = st_coordsvc_coordinator(svc, md, key);
     const st_md_broker_t *b = id >= 0 ? st_md_broker(md, id) : NULL;
     if (!b) {
         *err = ST_KERR_COORDINATOR_NOT_AVAILABLE;
