@@ -1142,8 +1142,9 @@ static void test_unload_and_reload(void **state)
  * coordinator's failed write: leadership moved (or offline) NOT_COORDINATOR, too few in-sync
  * replicas COORDINATOR_NOT_AVAILABLE. */
 static int append_refused(void *ctx, int32_t partition, uint8_t *data, size_t len,
-                          void (*done)(void *arg, int res), void *arg)
+                          st_gcoord_appended_t *out, void (*done)(void *arg, int res), void *arg)
 {
+    (void)out;
     (void)partition;
     (void)data;
     (void)len;
