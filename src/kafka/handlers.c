@@ -43,6 +43,7 @@ const st_khandler_t st_khandlers[] = {
     ST_H(LIST_GROUPS, st_kh_list_groups),
     ST_H(DELETE_GROUPS, st_kh_delete_groups),
     ST_H(OFFSET_DELETE, st_kh_offset_delete),
+    ST_H(TXN_OFFSET_COMMIT, st_kh_txn_offset_commit),
     ST_H(ELECT_LEADERS, st_kh_elect_leaders),
     ST_H(ALTER_PARTITION_REASSIGNMENTS, st_kh_alter_partition_reassignments),
     ST_H(LIST_PARTITION_REASSIGNMENTS, st_kh_list_partition_reassignments),

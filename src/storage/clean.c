@@ -506,7 +506,7 @@ static int64_t build_step(st_log_t *log, const st_log_clean_opts_t *o)
         st_buf_clear(&j->filtered);
         int32_t kept = h.records_count;
         if (h.attributes & ST_BATCH_ATTR_CONTROL) {
-            if (!st_buf_append(&j->filtered, j->in.data, j->in.len))
+            if (st_buf_append(&j->filtered, j->in.data, j->in.len) != 0)
                 return -ENOMEM;
         } else {
             keep_ctx_t c = {j, h.max_timestamp >= 0 && h.max_timestamp < j->horizon};
@@ -518,7 +518,7 @@ static int64_t build_step(st_log_t *log, const st_log_clean_opts_t *o)
             if (rc == ST_E_CORRUPT) {
                 kept = h.records_count; /* kept as it is (see map_step) */
                 st_buf_clear(&j->filtered);
-                if (!st_buf_append(&j->filtered, j->in.data, j->in.len))
+                if (st_buf_append(&j->filtered, j->in.data, j->in.len) != 0)
                     return -ENOMEM;
             } else if (rc < 0) {
                 return rc;
