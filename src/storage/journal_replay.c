@@ -41,7 +41,8 @@ typedef struct recover {
     size_t n, cap;
     st_journal_recovery_t *out;
     int err;
-    bool keep; /* an I/O error: do not empty the journal files */
+    bool keep;           /* an I/O error: do not empty the journal files */
+    int64_t marker_from; /* the first transaction marker replayed into the log (INT64_MAX) */
 } recover_t;
 
 /* An I/O error while replaying a partition: the journal files are kept (not emptied), so the
@@ -181,6 +182,14 @@ static int apply_append(recover_t *rc, st_log_t *log, const st_jentry_t *e)
         pos += (size_t)st_batch_size(&h);
     }
     if (pos < e->data_len) {
+        for (size_t q = pos; q < e->data_len;) {
+            st_batch_hdr_t h;
+            if (st_batch_check(d + q, e->data_len - q, &h) < 0)
+                break;
+            if ((h.attributes & ST_BATCH_ATTR_CONTROL) && h.base_offset < rc->marker_from)
+                rc->marker_from = h.base_offset;
+            q += (size_t)st_batch_size(&h);
+        }
         int r = st_log_append_replica(log, d + pos, e->data_len - pos, NULL);
         if (r < 0 && r > -4096) {
             res = r; /* an I/O error: the journal is kept for another try */
@@ -286,6 +295,7 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, st_jentry_t *e
         return 0;
     }
     rc->out->partitions++;
+    rc->marker_from = INT64_MAX;
     for (size_t i = 0; i < keep; i++) {
         int res = 0;
         if (e[i].kind == ST_JFMT_KIND_APPEND) {
@@ -309,6 +319,11 @@ static int replay_partition(recover_t *rc, st_storage_env_t *env, st_jentry_t *e
     }
     if (synced_start > st_log_start_offset(log) && synced_start <= st_log_end_offset(log))
         st_log_set_start_offset(log, synced_start);
+    /* replayed markers have no .txnindex entries yet (the partition layer writes them on
+     * append): rebuilt from the batches before the clean close makes the files trusted */
+    if (rc->marker_from != INT64_MAX && (r = st_log_txn_reindex(log, rc->marker_from)) < 0)
+        ST_WARN("storage: journal replay: %s: cannot rebuild the transaction index: %s", e[0].name,
+                st_strerror(r));
     r = st_log_close(log);
     if (r < 0)
         return keep_files(rc, e[0].name, r);

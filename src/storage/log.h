@@ -161,6 +161,9 @@ int st_log_txn_add(st_log_t *log, const st_txn_aborted_t *a);
  * are (may exceed cap). */
 int st_log_txn_aborted(const st_log_t *log, int64_t from, int64_t to, st_txn_aborted_t *out,
                        int cap);
+/* Rebuilds the .txnindex entries of the segments from the one holding `from` on, from the
+ * batches (markers appended without st_log_txn_add: the journal's replay). */
+int st_log_txn_reindex(st_log_t *log, int64_t from);
 
 /* ---- durability ------------------------------------------------------------------------ */
 

@@ -190,6 +190,14 @@ int st_log_txn_rebuild(st_log_t *log)
     return rc;
 }
 
+int st_log_txn_reindex(st_log_t *log, int64_t from)
+{
+    int i = st_log_seg_for(log, from);
+    for (i = i < 0 ? 0 : i; i < log->nsegs; i++)
+        log->segs[i]->txn_rebuild = true;
+    return st_log_txn_rebuild(log);
+}
+
 /* ---- the cleaner's view of transactions (Kafka's CleanedTransactionMetadata) ---- */
 
 static int cmp_first(const void *a, const void *b)

@@ -14,6 +14,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "storage/journal.h"
 #include "storage/txnindex.h"
 #include "testutil.h"
 
@@ -261,6 +262,48 @@ static void test_rebuilt_after_unclean_stop(void **state)
     tenv_fini(&t);
 }
 
+static void on_durable(void *arg, int res)
+{
+    *(int *)arg = res + 1;
+}
+
+/* A crash with the batches durable only in the shard's journal: its replay appends the marker
+ * again, and the .txnindex entry (written by the partition layer on the first append, never
+ * synced) is rebuilt before the replayed log is closed and trusted. */
+static void test_journal_replay_reindexes(void **state)
+{
+    (void)state;
+    tenv_t t;
+    tenv_init(&t, 6);
+    st_journal_t *j;
+    assert_int_equal(st_journal_open(&t.env, "/data", 0, 4 << 20, &j), 0);
+    st_log_config_t c = cfg(false);
+    st_log_t *log;
+    assert_int_equal(st_log_open(&t.env, DIR, &c, &log), 0);
+    put(log, 1, 0, 5, true, t.now);   /* 0 */
+    put_marker(log, 5, false, t.now); /* 1 */
+    abort_at(log, 5, 0, 1);
+    int got = 0;
+    int rc = st_log_wait_durable(log, 2, on_durable, &got);
+    assert_true(rc == 1 || got == 1);
+    st_faultfs_crash_mode(t.ff, ST_CRASH_DROP);
+    st_log_close(log);
+    st_journal_close(j);
+    tenv_complete(&t, (size_t)-1);
+    st_faultfs_restart(t.ff);
+    st_journal_recovery_t r;
+    assert_int_equal(st_journal_recover(t.env.fs, "/data", &r), 0);
+    assert_true(r.applied > 0);
+    assert_int_equal(st_log_open(&t.env, DIR, &c, &log), 0);
+    assert_int_equal(st_log_end_offset(log), 2);
+    st_txn_aborted_t ab[2];
+    assert_int_equal(st_log_txn_aborted(log, 0, 2, ab, 2), 1);
+    assert_int_equal(ab[0].first_offset, 0);
+    assert_int_equal(ab[0].last_offset, 1);
+    assert_int_equal(st_log_close(log), 0);
+    tenv_fini(&t);
+}
+
 /* Kafka's cleaner rules for transactions. No batch is any producer's last here (their state
  * lives elsewhere), so emptied batches go. */
 static bool never_last(void *arg, int64_t pid, int64_t last_offset)
@@ -386,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_codec_and_validation),
         cmocka_unit_test(test_follows_its_segment),
         cmocka_unit_test(test_rebuilt_after_unclean_stop),
+        cmocka_unit_test(test_journal_replay_reindexes),
         cmocka_unit_test(test_clean_transactions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
