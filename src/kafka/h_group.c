@@ -1,7 +1,9 @@
 /*
  * h_group.c — the consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
  * LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
- * OffsetFetch (9), DeleteGroups (42), OffsetDelete (47).
+ * OffsetFetch (9), DeleteGroups (42), OffsetDelete (47); TxnOffsetCommit (28), routed the same
+ * way, is in h_txn_offset_commit.c. OffsetFetch's require_stable (v7+) answers
+ * UNSTABLE_OFFSET_COMMIT for a partition whose offset a transaction holds pending.
  *
  * A group's coordinator is the broker leading its __consumer_offsets partition: FindCoordinator
  * names it, and every other group API on a broker that does not lead it answers NOT_COORDINATOR
@@ -605,6 +607,8 @@ void st_kh_offset_fetch(st_kreq_t *r)
             rc = offset_fetch_group_init(r, &f->groups[i], g->group_id, g->topics, NULL, nt);
         }
     }
+    for (int i = 0; i < f->ngroups; i++)
+        f->groups[i].o.require_stable = f->req.require_stable; /* v7+ */
     st_kgroup_ctx_t *ctx = rc ? NULL : st_kgroup_ctx_new(r, offset_fetch_finish, f);
     if (!ctx) {
         st_kreq_fail(r, "out of memory");
