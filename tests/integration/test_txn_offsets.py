@@ -2,16 +2,13 @@
 
 TxnOffsetCommit is answered as Kafka answers it before anything is written (unknown topics,
 an empty group id, KIP-447's generation check of a group that does not exist), at a classic
-(v0) and a flexible (v3) version. Then, once the broker takes the coordinator's
-transactional batches and WriteTxnMarkers (the partition layer's part): offsets committed in
-a transaction are pending — OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT
+(v0) and a flexible (v3) version. Then offsets committed in a transaction are pending — OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT
 (v7 and v8) and without it the offset committed before — until a COMMIT marker makes them
 committed, across a restart too; an ABORT drops them; a pending offset survives a restart
 before its marker."""
 
 import os
 import sys
-import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -246,10 +243,7 @@ class TxnOffsetsTest(ServerTestCase):
         return self.retry(once, "marker written")
 
     def need_markers(self, c):
-        if self.api_range(c, WRITE_TXN_MARKERS) is None:
-            raise unittest.SkipTest(
-                "WriteTxnMarkers (kafka/h_txn_markers.c) and the partition layer's "
-                "transactional appends are not in this build yet")
+        self.assertIsNotNone(self.api_range(c, WRITE_TXN_MARKERS), "WriteTxnMarkers advertised")
 
     def test_commit_marker_then_restart(self):
         topic, group = self.unique("tc"), self.unique("g")
