@@ -5,10 +5,13 @@ an empty group id, KIP-447's generation check of a group that does not exist), a
 (v0) and a flexible (v3) version. Then offsets committed in a transaction are pending — OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT
 (v7 and v8) and without it the offset committed before — until a COMMIT marker makes them
 committed, across a restart too; an ABORT drops them; a pending offset survives a restart
-before its marker."""
+before its marker. And with librdkafka (confluent-kafka): send_offsets_to_transaction in an
+aborted transaction leaves the group's offset as it was, in a committed one sets it, and the
+committed offset survives a restart."""
 
 import os
 import sys
+import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -288,6 +291,49 @@ class TxnOffsetsTest(ServerTestCase):
         self.server.restart(clean=True)
         with kwire.Conn.to(self.server.bootstrap, timeout=15) as c:
             self.assertEqual(self.fetch(c, 7, group, topic, 0, True), (5, 0))
+
+    # ---- a real client: consume-transform-produce's offsets ----
+
+    def test_send_offsets_to_transaction_confluent(self):
+        try:
+            from confluent_kafka import Consumer, Producer, TopicPartition
+        except ImportError:
+            raise unittest.SkipTest("confluent-kafka is not installed")
+        topic, group = self.unique("tk"), self.unique("g")
+        with kwire.Conn.to(self.bootstrap, timeout=15) as c:
+            self.create_topic(c, topic)
+            self.create_topic(c, topic + "-out")
+        cons = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        prod = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "tx-" + group})
+        try:
+            cons.subscribe([topic])
+            harness.wait_until(lambda: cons.poll(0.2) is None and cons.assignment(), 30,
+                               "the consumer has its assignment")
+            meta = cons.consumer_group_metadata()
+            prod.init_transactions(30)
+
+            def committed():
+                return cons.committed([TopicPartition(topic, 0)], 15)[0].offset
+
+            for commit, offset in ((False, 4), (True, 7)):
+                prod.begin_transaction()
+                prod.produce(topic + "-out", b"x")
+                prod.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], meta, 30)
+                if commit:
+                    prod.commit_transaction(30)
+                else:
+                    prod.abort_transaction(30)
+                    self.assertLess(committed(), 0, "an aborted transaction's offset")
+            self.assertEqual(committed(), 7)
+        finally:
+            prod.flush(10)
+            cons.close()
+        if self.server.external:
+            return
+        self.server.restart(clean=True)
+        with kwire.Conn.to(self.server.bootstrap, timeout=15) as c:
+            self.assertEqual(self.fetch(c, 7, group, topic, 0, True)[0], 7)
 
 
 if __name__ == "__main__":
