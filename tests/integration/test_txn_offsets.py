@@ -18,7 +18,7 @@ import harness  # noqa: E402
 import kwire  # noqa: E402
 from harness import ServerTestCase  # noqa: E402
 from kwire import (boolean, compact_array, compact_string, i8, i16, i32, i64,  # noqa: E402
-                   string, uvarint, TAGS_NONE)
+                   string, TAGS_NONE)
 
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
 INIT_PRODUCER_ID, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT = 22, 27, 28
