@@ -7,7 +7,7 @@ an empty group id, KIP-447's generation check of a group that does not exist), a
 committed, across a restart too; an ABORT drops them; a pending offset survives a restart
 before its marker. And with librdkafka (confluent-kafka): send_offsets_to_transaction in an
 aborted transaction leaves the group's offset as it was, in a committed one sets it, and the
-committed offset survives a restart."""
+committed offset survives a restart. A stale producer epoch is fenced by the partition."""
 
 import os
 import sys
@@ -25,6 +25,7 @@ INIT_PRODUCER_ID, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT = 22, 27, 28
 RETRIABLE = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_GENERATION, INVALID_GROUP_ID = 3, 22, 24
 UNSTABLE_OFFSET_COMMIT = 88
+INVALID_PRODUCER_EPOCH = 47
 OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions, the default
 
 
@@ -291,6 +292,21 @@ class TxnOffsetsTest(ServerTestCase):
         self.server.restart(clean=True)
         with kwire.Conn.to(self.server.bootstrap, timeout=15) as c:
             self.assertEqual(self.fetch(c, 7, group, topic, 0, True), (5, 0))
+
+    def test_stale_producer_epoch(self):
+        """The partition fences an epoch older than the producer's latest in it; the answer
+        is the partition's (INVALID_PRODUCER_EPOCH), as Kafka passes it through."""
+        topic, group = self.unique("tf"), self.unique("g")
+        with kwire.Conn.to(self.bootstrap, timeout=15) as c:
+            self.need_markers(c)
+            self.create_topic(c, topic)
+            self.find_coordinator(c, group)
+            pid, epoch = self.init_producer(c)
+            self.assertEqual(self.txn_commit(c, 3, group, pid, epoch + 1, topic, 0, 10), 0)
+            self.assertEqual(self.marker(c, pid, epoch + 1, group, True), 0)
+            self.assertEqual(self.txn_commit(c, 3, group, pid, epoch, topic, 0, 11),
+                             INVALID_PRODUCER_EPOCH)
+            self.assertEqual(self.fetch(c, 8, group, topic, 0, True), (10, 0))
 
     # ---- a real client: consume-transform-produce's offsets ----
 
