@@ -53,7 +53,10 @@ struct st_part {
     bool dead;               /* deleted: freed once pending_durable drops to 0 */
     int open_err;            /* offline (log NULL): why its log could not be opened */
     uint64_t records_in, bytes_in, records_out, bytes_out;
-    st_pstate_t pstate;  /* idempotent producers (rebuilt from the log at open) */
+    st_pstate_t pstate; /* idempotent producers (rebuilt from the log at open) */
+    /* markers written, by producer id bucket (verify.c: a produce verified with the
+     * coordinator appends only if no marker of its producer came in between) */
+    uint32_t marker_gen[ST_PART_VERIFY_BUCKETS];
     st_part_repl_t repl; /* replication (replica.c) */
     /* log cleaner (compacted topics) */
     bool cleaning;          /* in the shard's active set */
