@@ -4,7 +4,9 @@ the older producer, INVALID_TRANSACTION_TIMEOUT), AddPartitionsToTxn (v1 and v3,
 verify-only form), EndTxn (v3 and v5: the epoch bumped at the end), DescribeTransactions and
 ListTransactions over raw wire (kwire.py), the state kept across a restart, a transaction past
 its timeout aborted with its producer fenced; then confluent-kafka (librdkafka) through
-init_transactions, begin and commit/abort of transactions with nothing produced.
+init_transactions, begin and commit/abort of transactions with nothing produced, then with
+records: a read_committed consumer sees exactly the committed ones, a read_uncommitted one the
+aborted ones too, and an older producer with the same transactional.id is fenced at commit.
 
 Markers go to the partition leaders with WriteTxnMarkers: where this broker does not
 advertise it yet (the receiving side is another piece of issue 21), a transaction with
@@ -399,6 +401,75 @@ class TxnCoordinatorTest(ServerTestCase):
             bad.init_transactions(30)
         self.assertEqual(ctx.exception.args[0].code(),
                          ck.KafkaError.INVALID_TRANSACTION_TIMEOUT)
+
+    def consume_all(self, topic, partitions, isolation):
+        import confluent_kafka as ck
+        c = ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.unique("g"),
+                         "isolation.level": isolation, "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+        got, eofs = [], set()
+
+        def drained():
+            m = c.poll(0.2)
+            if m is not None and m.error():
+                if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                    eofs.add(m.partition())
+            elif m is not None:
+                got.append(m.value())
+            return len(eofs) == partitions
+        wait_until(drained, 30, "the end of %s (%s)" % (topic, isolation))
+        c.close()
+        return sorted(got)
+
+    def test_confluent_commit_and_abort_round_trips(self):
+        try:
+            import confluent_kafka as ck
+        except ImportError:
+            raise unittest.SkipTest("confluent-kafka is not installed")
+        topic = self.unique("data")
+        kc.create_topic(self.bootstrap, topic, 2)
+        tid = self.unique("rt")
+        conf = {"bootstrap.servers": self.bootstrap, "transactional.id": tid}
+        p = ck.Producer(conf)
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(6):
+            p.produce(topic, value=b"c%d" % i, partition=i % 2)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        for i in range(4):
+            p.produce(topic, value=b"a%d" % i, partition=i % 2)
+        p.flush(30)  # written, then aborted (not purged from the queue unsent)
+        p.abort_transaction(30)
+        p.begin_transaction()
+        p.produce(topic, value=b"c-last", partition=1)
+        p.commit_transaction(30)
+        with kwire.Conn.to(self.bootstrap) as c:
+            d = self.wait_state(c, tid, ["CompleteCommit"])
+            self.assertEqual(d["topics"], {})
+        committed = sorted([b"c%d" % i for i in range(6)] + [b"c-last"])
+        self.assertEqual(self.consume_all(topic, 2, "read_committed"), committed)
+        self.assertEqual(self.consume_all(topic, 2, "read_uncommitted"),
+                         sorted(committed + [b"a%d" % i for i in range(4)]))
+
+        # zombie fencing: once a new producer initialised, the old one cannot commit
+        zombie = p
+        zombie.begin_transaction()
+        zombie.produce(topic, value=b"zombie", partition=0)
+        zombie.flush(30)
+        fresh = ck.Producer(conf)
+        fresh.init_transactions(30)  # aborts the zombie's transaction, fences its epoch
+        with self.assertRaises(ck.KafkaException) as ctx:
+            zombie.commit_transaction(30)
+        self.assertTrue(ctx.exception.args[0].fatal() or
+                        ctx.exception.args[0].txn_requires_abort(), ctx.exception)
+        fresh.begin_transaction()
+        fresh.produce(topic, value=b"fresh", partition=0)
+        fresh.commit_transaction(30)
+        got = self.consume_all(topic, 2, "read_committed")
+        self.assertIn(b"fresh", got)
+        self.assertNotIn(b"zombie", got)
 
 
 if __name__ == "__main__":
