@@ -238,3 +238,13 @@ void st_ktxn_client_metadata(st_kshard_t *s)
         st_client_set_metadata(s->b->client, s->md);
     pthread_mutex_unlock(&client_mu);
 }
+
+bool st_ktxn_client_send(st_broker_t *b, st_client_req_t *req)
+{
+    pthread_mutex_lock(&client_mu);
+    st_client_t *cl = b->client;
+    if (cl)
+        st_client_send(cl, req);
+    pthread_mutex_unlock(&client_mu);
+    return cl != NULL;
+}
