@@ -66,6 +66,7 @@ struct st_tcoord {
     txn_t *buckets[TXN_BUCKETS];
     int count;
     bool closed;
+    bool retries; /* some id has markers or a completion to try again (the next tick scans) */
     uint64_t next_job;
     int64_t last_abort_check, last_expire_check;
 };

@@ -74,8 +74,10 @@ static void complete_written(st_tcoord_t *c, txn_t *t, int16_t error, void *arg)
     (void)arg;
     if (!error)
         return;
-    if (error != ST_KERR_NOT_COORDINATOR)
+    if (error != ST_KERR_NOT_COORDINATOR) {
         t->complete_retry = true; /* the tick tries again */
+        c->retries = true;
+    }
     ST_WARN("%s-%d: completing the transaction of %.*s: %s", ST_TXN_TOPIC, t->partition,
             (int)t->id_len, t->id, st_kerr_name(error));
 }
@@ -91,6 +93,7 @@ static void write_complete(st_tcoord_t *c, txn_t *t)
     txn_meta_t to;
     if (begin(c, t, state, false, &to)) {
         t->complete_retry = true;
+        c->retries = true;
         return;
     }
     to.client_tv = t->m.client_tv;
@@ -114,6 +117,7 @@ void txn_send_markers(st_tcoord_t *c, txn_t *t)
     if (!parts) {
         t->markers = 0;
         t->markers_retry = true; /* no markers sent: the tick starts again */
+        c->retries = true;
         return;
     }
     for (int i = 0; i < t->m.nparts; i++)
@@ -148,6 +152,7 @@ void st_tcoord_markers_done(st_tcoord_t *c, uint64_t id, int err)
         ST_WARN("%s-%d: markers of %.*s not written (%s): sent again", ST_TXN_TOPIC,
                 found->partition, (int)found->id_len, found->id, st_strerror(err));
         found->markers_retry = true; /* the next tick */
+        c->retries = true;
         return;
     }
     if (found->m.state == ST_TXN_PREPARE_COMMIT || found->m.state == ST_TXN_PREPARE_ABORT)
@@ -472,6 +477,7 @@ enum { CHECK_ABORT = 1, CHECK_EXPIRE = 2 };
 static void check(st_tcoord_t *c, int what)
 {
     int64_t now = txn_now(c);
+    c->retries = false; /* every flagged id is seen below */
     int n = 0;
     for (int i = 0; i < TXN_BUCKETS; i++)
         for (txn_t *t = c->buckets[i]; t; t = t->next)
@@ -488,8 +494,11 @@ static void check(st_tcoord_t *c, int what)
     int k = 0;
     for (int i = 0; i < TXN_BUCKETS; i++)
         for (txn_t *t = c->buckets[i]; t; t = t->next) {
-            if (t->pending >= 0 || t->markers || !st_tcoord_loaded(c, t->partition))
+            if (t->pending >= 0 || t->markers || !st_tcoord_loaded(c, t->partition)) {
+                if (t->complete_retry || t->markers_retry)
+                    c->retries = true; /* not now: a later tick */
                 continue;
+            }
             int st = t->m.state;
             if ((what & CHECK_ABORT) && st == ST_TXN_ONGOING &&
                 t->m.start_ts + t->m.timeout_ms < now) {
@@ -543,7 +552,8 @@ void st_tcoord_tick(st_tcoord_t *c)
         c->last_expire_check = now;
         what |= CHECK_EXPIRE;
     }
-    check(c, what); /* also the completions to try again */
+    if (what || c->retries)
+        check(c, what); /* also the completions and markers to try again */
 }
 
 void st_tcoord_check_now(st_tcoord_t *c)

@@ -4,7 +4,12 @@ the older producer, INVALID_TRANSACTION_TIMEOUT), AddPartitionsToTxn (v1 and v3,
 verify-only form), EndTxn (v3 and v5: the epoch bumped at the end), DescribeTransactions and
 ListTransactions over raw wire (kwire.py), the state kept across a restart, a transaction past
 its timeout aborted with its producer fenced; then confluent-kafka (librdkafka) through
-init_transactions, begin and commit/abort of transactions with nothing produced.
+init_transactions, begin and commit/abort of transactions with nothing produced, then with
+records: a read_committed consumer sees exactly the committed ones, a read_uncommitted one the
+aborted ones too, and an older producer with the same transactional.id is fenced at commit.
+TxnClusterTest: three brokers, RF=3 and min.insync.replicas=2: transactions committed and
+aborted, the coordinator's broker killed with SIGKILL, a new producer with the same
+transactional.id carrying on through the new coordinator, exactly the committed records seen.
 
 Markers go to the partition leaders with WriteTxnMarkers: where this broker does not
 advertise it yet (the receiving side is another piece of issue 21), a transaction with
@@ -399,6 +404,185 @@ class TxnCoordinatorTest(ServerTestCase):
             bad.init_transactions(30)
         self.assertEqual(ctx.exception.args[0].code(),
                          ck.KafkaError.INVALID_TRANSACTION_TIMEOUT)
+
+    def consume_all(self, topic, partitions, isolation):
+        import confluent_kafka as ck
+        c = ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.unique("g"),
+                         "isolation.level": isolation, "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+        got, eofs = [], set()
+
+        def drained():
+            m = c.poll(0.2)
+            if m is not None and m.error():
+                if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                    eofs.add(m.partition())
+            elif m is not None:
+                got.append(m.value())
+            return len(eofs) == partitions
+        wait_until(drained, 30, "the end of %s (%s)" % (topic, isolation))
+        c.close()
+        return sorted(got)
+
+    def test_confluent_commit_and_abort_round_trips(self):
+        try:
+            import confluent_kafka as ck
+        except ImportError:
+            raise unittest.SkipTest("confluent-kafka is not installed")
+        topic = self.unique("data")
+        kc.create_topic(self.bootstrap, topic, 2)
+        tid = self.unique("rt")
+        conf = {"bootstrap.servers": self.bootstrap, "transactional.id": tid}
+        p = ck.Producer(conf)
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(6):
+            p.produce(topic, value=b"c%d" % i, partition=i % 2)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        for i in range(4):
+            p.produce(topic, value=b"a%d" % i, partition=i % 2)
+        p.flush(30)  # written, then aborted (not purged from the queue unsent)
+        p.abort_transaction(30)
+        p.begin_transaction()
+        p.produce(topic, value=b"c-last", partition=1)
+        p.commit_transaction(30)
+        with kwire.Conn.to(self.bootstrap) as c:
+            d = self.wait_state(c, tid, ["CompleteCommit"])
+            self.assertEqual(d["topics"], {})
+        committed = sorted([b"c%d" % i for i in range(6)] + [b"c-last"])
+        self.assertEqual(self.consume_all(topic, 2, "read_committed"), committed)
+        self.assertEqual(self.consume_all(topic, 2, "read_uncommitted"),
+                         sorted(committed + [b"a%d" % i for i in range(4)]))
+
+        # zombie fencing: once a new producer initialised, the old one cannot commit
+        zombie = p
+        zombie.begin_transaction()
+        zombie.produce(topic, value=b"zombie", partition=0)
+        zombie.flush(30)
+        fresh = ck.Producer(conf)
+        fresh.init_transactions(30)  # aborts the zombie's transaction, fences its epoch
+        with self.assertRaises(ck.KafkaException) as ctx:
+            zombie.commit_transaction(30)
+        self.assertTrue(ctx.exception.args[0].fatal() or
+                        ctx.exception.args[0].txn_requires_abort(), ctx.exception)
+        fresh.begin_transaction()
+        fresh.produce(topic, value=b"fresh", partition=0)
+        fresh.commit_transaction(30)
+        got = self.consume_all(topic, 2, "read_committed")
+        self.assertIn(b"fresh", got)
+        self.assertNotIn(b"zombie", got)
+
+
+class TxnClusterTest(unittest.TestCase):
+    def setUp(self):
+        harness.need_server_binary()
+        import cluster as cl
+        self.cluster = cl.Cluster(3, name="txn", sets={"broker.session.timeout.ms": "3000"})
+        try:
+            self.cluster.start()
+            self.cluster.wait_for_quorum(30)
+        except BaseException:
+            self.cluster.close()
+            raise
+
+    def tearDown(self):
+        try:
+            self.cluster.stop_all()
+        finally:
+            self.cluster.close()
+
+    def bootstrap(self, nodes):
+        return ",".join(self.cluster.node(n).bootstrap for n in nodes)
+
+    def coordinator_of(self, nid, tid):
+        out = {}
+
+        def ok():
+            try:
+                with kwire.Conn.to(self.cluster.node(nid).bootstrap) as c:
+                    out["v"] = find_coordinator(c, tid)
+            except OSError:
+                return False
+            return out["v"][0] == NONE
+        wait_until(ok, 60, "the coordinator of " + tid)
+        return out["v"][1]
+
+    def consume(self, bootstrap, topic, partitions, isolation):
+        import confluent_kafka as ck
+        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "g-%s-%d" % (isolation,
+                                                                                   os.getpid()),
+                         "isolation.level": isolation, "enable.partition.eof": True,
+                         "enable.auto.commit": False})
+        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+        got, eofs = [], set()
+
+        def drained():
+            m = c.poll(0.2)
+            if m is not None and m.error():
+                if m.error().code() == ck.KafkaError._PARTITION_EOF:
+                    eofs.add(m.partition())
+            elif m is not None:
+                got.append(m.value())
+            return len(eofs) == partitions
+        wait_until(drained, 60, "the end of " + topic)
+        c.close()
+        return sorted(got)
+
+    def test_coordinator_killed(self):
+        try:
+            import confluent_kafka as ck
+        except ImportError:
+            raise unittest.SkipTest("confluent-kafka is not installed")
+        topic = "txn-rf3-%d" % os.getpid()
+        from confluent_kafka.admin import NewTopic
+        a = kc.admin(self.bootstrap([1, 2, 3]))
+        a.create_topics([NewTopic(topic, 3, 3, config={"min.insync.replicas": "2"})],
+                        operation_timeout=30)[topic].result(timeout=60)
+
+        def led():
+            t = a.list_topics(topic, timeout=5).topics.get(topic)
+            return (t is not None and not t.error and len(t.partitions) == 3 and
+                    all(pm.leader >= 1 and len(pm.isrs) == 3 for pm in t.partitions.values()))
+        wait_until(led, 60, "%s led, its ISRs full" % topic)
+        tid = "txn-cluster-%d" % os.getpid()
+        conf = {"bootstrap.servers": self.bootstrap([1, 2, 3]), "transactional.id": tid}
+        p = ck.Producer(conf)
+        p.init_transactions(60)
+        p.begin_transaction()
+        for i in range(9):
+            p.produce(topic, value=b"c%d" % i, partition=i % 3)
+        p.commit_transaction(60)
+        p.begin_transaction()
+        for i in range(3):
+            p.produce(topic, value=b"a%d" % i, partition=i % 3)
+        p.flush(30)
+        p.abort_transaction(60)
+        victim = self.coordinator_of(1, tid)
+        self.assertIn(victim, (1, 2, 3))
+        self.cluster.kill9(victim)
+        rest = [n for n in (1, 2, 3) if n != victim]
+        # the application restarts with the same transactional.id, on the new coordinator
+        p2 = ck.Producer(dict(conf, **{"bootstrap.servers": self.bootstrap(rest)}))
+        p2.init_transactions(60)
+        p2.begin_transaction()
+        for i in range(6):
+            p2.produce(topic, value=b"d%d" % i, partition=i % 3)
+        p2.commit_transaction(60)
+        new = self.coordinator_of(rest[0], tid)
+        self.assertNotEqual(new, victim)
+        with kwire.Conn.to(self.cluster.node(new).bootstrap) as c:
+            out = {}
+
+            def complete():
+                out["d"] = describe(c, tid)
+                return out["d"]["state"] == "CompleteCommit"
+            wait_until(complete, 30, "CompleteCommit on the new coordinator")
+            self.assertGreaterEqual(out["d"]["epoch"], 1)
+        want = sorted([b"c%d" % i for i in range(9)] + [b"d%d" % i for i in range(6)])
+        self.assertEqual(self.consume(self.bootstrap(rest), topic, 3, "read_committed"), want)
+        self.cluster.restart(victim)
 
 
 if __name__ == "__main__":
