@@ -52,6 +52,11 @@
  *   3. A group is freed only when no write referring to it is in flight (g->writes).
  *   4. Every waiting JoinGroup/SyncGroup is answered exactly once: on completion, on fencing,
  *      on removal of its member, or by st_gcoord_drain().
+ *   5. Every offset, committed or pending, keeps the log offset of the record that set it, and
+ *      a commit never replaces an offset set by a later record (Kafka's rule for transactional
+ *      and regular commits of one partition), so applying writes as they become durable and
+ *      replaying the log agree. Each open transaction is in its group's list and in the
+ *      coordinator's table by producer id, and in nothing else (st_group_txns_check).
  *
  * Threads: one coordinator per shard; every function on that shard's thread. Callbacks run
  * there too, possibly from inside the call that started the operation.

@@ -362,6 +362,8 @@ void st_group_txns_free(st_ggroup_t *g);
 bool st_group_has_pending(const st_ggroup_t *g, st_kstr_t topic, int32_t partition);
 /* The same, counting TxnOffsetCommit records still being written. */
 bool st_group_pending_or_writing(const st_ggroup_t *g, st_kstr_t topic, int32_t partition);
+/* Invariant 5's second half: g's transactions and the coordinator's table agree. */
+bool st_group_txns_check(const st_ggroup_t *g);
 /* A marker of pid in partition: applies (commit) or drops its pending offsets in every group
  * of the partition (st_gcoord_txn_marker; the loader for the control batches it meets). */
 void st_group_txn_end(st_gcoord_t *c, int32_t partition, int64_t pid, bool commit);

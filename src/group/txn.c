@@ -26,6 +26,7 @@
  */
 #include "group/coord_impl.h"
 
+#include "base/assert.h"
 #include "base/clock.h"
 #include "base/log.h"
 
@@ -56,6 +57,7 @@ st_gtxn_t *st_group_txn(st_ggroup_t *g, int64_t pid, bool create)
     st_gtxn_t **chain = &g->c->txns[txn_bucket(pid)];
     t->pnext = *chain;
     *chain = t;
+    ST_DEBUG_ASSERT(st_group_txns_check(g));
     return t;
 }
 
@@ -104,6 +106,22 @@ bool st_group_pending_or_writing(const st_ggroup_t *g, st_kstr_t topic, int32_t 
     return false;
 }
 
+bool st_group_txns_check(const st_ggroup_t *g)
+{
+    for (const st_gtxn_t *t = g->txns; t; t = t->next) {
+        if (t->g != g)
+            return false;
+        bool chained = false;
+        for (const st_gtxn_t *x = g->c->txns[txn_bucket(t->pid)]; x && !chained; x = x->pnext)
+            chained = x == t;
+        for (const st_gtxn_t *o = t->next; o && chained; o = o->next)
+            chained = o->pid != t->pid; /* one transaction per producer in a group */
+        if (!chained)
+            return false;
+    }
+    return true;
+}
+
 /* Kafka's replayEndTransactionMarker for one group's transaction. */
 static void txn_apply(st_gtxn_t *t, bool commit)
 {
@@ -119,6 +137,7 @@ static void txn_apply(st_gtxn_t *t, bool commit)
             if (st_gofftab_put(&g->offs, o) == 0)
                 applied++;
         }
+    ST_DEBUG_ASSERT(st_group_txns_check(g));
     ST_DEBUG("group %.*s: transaction of producer %lld %s: %d offset(s) committed, %d older "
              "than the committed ones",
              ST_GSTR_ARG(g->id), (long long)t->pid, commit ? "committed" : "aborted", applied,

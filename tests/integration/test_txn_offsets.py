@@ -7,7 +7,15 @@ an empty group id, KIP-447's generation check of a group that does not exist), a
 committed, across a restart too; an ABORT drops them; a pending offset survives a restart
 before its marker. And with librdkafka (confluent-kafka): send_offsets_to_transaction in an
 aborted transaction leaves the group's offset as it was, in a committed one sets it, and the
-committed offset survives a restart. A stale producer epoch is fenced by the partition."""
+committed offset survives a restart. A stale producer epoch is fenced by the partition.
+
+Under the log cleaner (__consumer_offsets compacted with Kafka's transaction rules: nothing
+cleaned at or past the last stable offset, aborted records removed, markers removed once their
+transaction has nothing left and delete.retention.ms passed), transactional and regular commits
+interleaved over many rounds (commits, aborts, a regular commit inside a transaction) come out
+of cleaning and of a kill -9 restart as they went in; a transaction then left open is pending
+across a kill -9, and once it is committed, cleans past delete.retention.ms (markers removed)
+and a restart keep the state."""
 
 import os
 import sys
@@ -26,10 +34,9 @@ RETRIABLE = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_CO
 UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_GENERATION, INVALID_GROUP_ID = 3, 22, 24
 UNSTABLE_OFFSET_COMMIT = 88
 INVALID_PRODUCER_EPOCH = 47
-OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions, the default
 
 
-def partition_for(group):
+def partition_for(group, partitions):
     """Kafka's abs(String.hashCode) % partitions, for an ASCII group id."""
     h = 0
     for ch in group:
@@ -37,7 +44,7 @@ def partition_for(group):
     if h >= 1 << 31:
         h -= 1 << 32
     h = 0 if h == -(1 << 31) else abs(h)
-    return h % OFFSETS_PARTITIONS
+    return h % partitions
 
 
 def cnullable(s):
@@ -87,6 +94,7 @@ def parse_txn_commit(r, version):
 
 class TxnOffsetsTest(ServerTestCase):
     SMP = 2
+    OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions (the default)
 
     def retry(self, fn, what="coordinator ready"):
         """fn() -> error code; retried while the coordinator is loading (bounded)."""
@@ -217,7 +225,7 @@ class TxnOffsetsTest(ServerTestCase):
     def marker(self, c, pid, epoch, group, commit):
         """WriteTxnMarkers v1 for the group's __consumer_offsets partition; its error."""
         tp = (compact_string("__consumer_offsets")
-              + compact_array([i32(partition_for(group))], lambda x: x) + TAGS_NONE)
+              + compact_array([i32(partition_for(group, self.OFFSETS_PARTITIONS))], lambda x: x) + TAGS_NONE)
         m = (i64(pid) + i16(epoch) + boolean(commit) + compact_array([tp], lambda x: x)
              + i32(0) + TAGS_NONE)
         body = compact_array([m], lambda x: x) + TAGS_NONE
@@ -351,6 +359,93 @@ class TxnOffsetsTest(ServerTestCase):
         with kwire.Conn.to(self.server.bootstrap, timeout=15) as c:
             self.assertEqual(self.fetch(c, 7, group, topic, 0, True)[0], 7)
 
+
+class TxnOffsetsCompactionTest(TxnOffsetsTest):
+    """The same coordinator on a __consumer_offsets of one partition, rolled every second and
+    cleaned at any dirt (as test_offsets_compaction.py does for regular commits)."""
+    SETS = {"offsets.topic.num.partitions": "1",
+            "log.roll.ms": "1000",
+            "log.cleaner.min.cleanable.ratio": "0.01",
+            "log.cleaner.delete.retention.ms": "1000"}
+    OFFSETS_PARTITIONS = 1
+    ROUNDS = 60
+
+    # the class's own tests only
+    test_refusals_before_the_write = None
+    test_commit_marker_then_restart = None
+    test_abort_marker_then_restart = None
+    test_stale_producer_epoch = None
+    test_send_offsets_to_transaction_confluent = None
+
+    def state(self, c, group, topic):
+        return [self.fetch(c, 8, group, topic, q, False)[0] for q in range(3)], \
+            [self.fetch(c, 7, group, topic, q, True) for q in range(3)]
+
+    def cleans(self):
+        from test_compaction import cleaner
+        return (cleaner(self.server, "__consumer_offsets") or {}).get("cleans", 0)
+
+    def clean_now(self, c, topic):
+        """Commits of another group until a clean that began after this call has finished
+        (segments roll at the next append after log.roll.ms: the dirt makes them roll)."""
+        from test_compaction import cleaner
+        before = self.cleans()
+
+        def done():
+            self.commit(c, "dirt-" + topic, topic, 0, 1)
+            st = cleaner(self.server, "__consumer_offsets")
+            return st if st and st["cleans"] > before + 1 and not st["in_progress"] else None
+        return harness.wait_until(done, 60, "__consumer_offsets cleaned after %d cleans" % before)
+
+    def test_interleaved_commits_survive_cleaning_and_restart(self):
+        topic, group = self.unique("tx"), self.unique("g")
+        n = self.ROUNDS
+        import kclients
+        kclients.create_topic(self.bootstrap, topic, 3)
+        with kwire.Conn.to(self.bootstrap, timeout=15) as c:
+            self.find_coordinator(c, group)
+            (a, ea), (b, eb), (d, ed) = (self.init_producer(c) for _ in range(3))
+            for i in range(n):
+                # partition 0: transactional only, committed
+                self.assertEqual(self.txn_commit(c, 3, group, a, ea, topic, 0, 100 + i), 0)
+                self.assertEqual(self.marker(c, a, ea, group, True), 0)
+                # partition 1: a regular commit after the transactional one, before its
+                # marker (COMMIT or ABORT): the regular one is the later record either way
+                self.assertEqual(self.txn_commit(c, 3, group, b, eb, topic, 1, 200 + i), 0)
+                self.commit(c, group, topic, 1, 300 + i)
+                self.assertEqual(self.marker(c, b, eb, group, i % 2 == 0), 0)
+                # partition 2: a regular commit, then a transactional one, aborted now and then
+                self.commit(c, group, topic, 2, 400 + i)
+                self.assertEqual(self.txn_commit(c, 3, group, d, ed, topic, 2, 500 + i), 0)
+                self.assertEqual(self.marker(c, d, ed, group, i % 3 != 0), 0)
+            last = n - 1
+            p2 = 400 + last if last % 3 == 0 else 500 + last
+            want = ([100 + last, 300 + last, p2], [(100 + last, 0), (300 + last, 0), (p2, 0)])
+            self.assertEqual(self.state(c, group, topic), want)
+            st = self.clean_now(c, topic)
+            print("  __consumer_offsets cleaner: %s" % st)
+            self.assertGreaterEqual(st["records_removed"], 3 * n - 3)
+            self.assertEqual(self.state(c, group, topic), want)
+        self.server.restart(clean=False)
+        with kwire.Conn.to(self.server.bootstrap, timeout=15) as c:
+            self.assertEqual(self.state(c, group, topic), want)
+            # a transaction left open: pending across a kill -9
+            self.assertEqual(self.txn_commit(c, 3, group, a, ea, topic, 0, 999), 0)
+        self.server.restart(clean=False)
+        with kwire.Conn.to(self.server.bootstrap, timeout=15) as c:
+            self.assertEqual(self.state(c, group, topic),
+                             (want[0], [(-1, UNSTABLE_OFFSET_COMMIT)] + want[1][1:]))
+            # it ends; cleans past delete.retention.ms drop the markers whose transactions
+            # have nothing left
+            self.assertEqual(self.marker(c, a, ea, group, True), 0)
+            want = ([999, 300 + last, p2], [(999, 0), (300 + last, 0), (p2, 0)])
+            self.assertEqual(self.state(c, group, topic), want)
+            self.clean_now(c, topic)
+            self.clean_now(c, topic)
+            self.assertEqual(self.state(c, group, topic), want)
+        self.server.restart(clean=False)
+        with kwire.Conn.to(self.server.bootstrap, timeout=15) as c:
+            self.assertEqual(self.state(c, group, topic), want)
 
 if __name__ == "__main__":
     harness.main()
