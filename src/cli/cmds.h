@@ -33,4 +33,9 @@ int st_cli_debug_mock_cluster(int argc, char **argv);
 
 int st_cli_proxy(int argc, char **argv);
 
+int st_cli_txn_list(int argc, char **argv);
+int st_cli_txn_describe(int argc, char **argv);
+int st_cli_txn_producers(int argc, char **argv);
+int st_cli_txn_abort(int argc, char **argv);
+
 #endif
