@@ -90,6 +90,7 @@ struct st_broker {
      * last published (taken by shard 0) */
     struct st_quorum *quorum;
     struct st_fetcher *fetcher; /* the follower fetcher (replica/fetcher.h), cluster only */
+    struct st_client *client;   /* the inter-broker client (replica/client.h): markers */
     _Atomic(st_md_t *) quorum_md;
     _Atomic(struct json_t *) quorum_seed; /* an upgrade's records until the quorum takes them */
     _Atomic int quorum_stopped; /* st_broker_stop stopped it: no state will come any more */

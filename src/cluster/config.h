@@ -133,6 +133,25 @@
       "partitions of __consumer_offsets")                                                          \
     X(offsets_retention_minutes, "offsets.retention.minutes", INT, "10080", 1, INT64_MAX,          \
       "keep committed offsets of empty groups this long")                                          \
+    X(transaction_state_log_num_partitions, "transaction.state.log.num.partitions", INT, "50", 1,  \
+      1000, "partitions of __transaction_state")                                                   \
+    X(transaction_state_log_replication_factor, "transaction.state.log.replication.factor", INT,   \
+      "3", 1, 32767,                                                                               \
+      "replicas of __transaction_state (never more than the brokers alive when it is created)")    \
+    X(transaction_state_log_min_isr, "transaction.state.log.min.isr", INT, "2", 1, 32767,          \
+      "min.insync.replicas of __transaction_state")                                                \
+    X(transaction_state_log_segment_bytes, "transaction.state.log.segment.bytes", INT,             \
+      "104857600", 1048576, 2147483647, "segment.bytes of __transaction_state")                    \
+    X(transaction_max_timeout_ms, "transaction.max.timeout.ms", INT, "900000", 1, 2147483647,      \
+      "largest transaction.timeout.ms a transactional producer may ask for")                       \
+    X(transactional_id_expiration_ms, "transactional.id.expiration.ms", INT, "604800000", 1,       \
+      2147483647, "forget a transactional id with no transaction this long")                       \
+    X(transaction_abort_timed_out_transaction_cleanup_interval_ms,                                 \
+      "transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, "10000", 1, 2147483647,  \
+      "how often transactions past their timeout are looked for (and aborted)")                    \
+    X(transaction_remove_expired_transaction_cleanup_interval_ms,                                  \
+      "transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000", 1, 2147483647, \
+      "how often expired transactional ids are looked for (and removed)")                          \
     X(group_min_session_timeout_ms, "group.min.session.timeout.ms", INT, "6000", 1, INT64_MAX,     \
       "smallest session timeout a member may ask for")                                             \
     X(group_max_session_timeout_ms, "group.max.session.timeout.ms", INT, "1800000", 1, INT64_MAX,  \

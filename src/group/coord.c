@@ -106,11 +106,11 @@ st_ggroup_t *st_group_create(st_gcoord_t *c, st_kstr_t id, int32_t partition)
         return NULL;
     g->protocol_type = g->protocol = g->leader = ST_GSTR_NULL;
     int rc = gstr_set(&g->id, id);
-    g->nbuckets = 8;
-    g->offs = calloc(g->nbuckets, sizeof *g->offs);
-    if (rc || !g->id.ptr || !g->offs) {
+    if (!rc)
+        rc = st_gofftab_init(&g->offs);
+    if (rc || !g->id.ptr) {
         gstr_free(&g->id);
-        free(g->offs);
+        st_gofftab_fini(&g->offs);
         free(g);
         return NULL;
     }
@@ -166,8 +166,8 @@ void st_group_free(st_gcoord_t *c, st_ggroup_t *g)
         st_group_member_free(c, g->members[i]);
     for (int i = 0; i < g->npending; i++)
         gstr_free(&g->pending[i].member_id);
-    st_group_offsets_clear(g);
-    free(g->offs);
+    st_group_txns_free(g);
+    st_gofftab_fini(&g->offs);
     free(g->pending);
     free(g->members);
     gstr_free(&g->protocol_type);
@@ -275,6 +275,7 @@ static void group_unload(st_gcoord_t *c, st_ggroup_t *g)
     }
     while (g->nmembers > 0)
         st_group_member_free(c, g->members[--g->nmembers]);
+    st_group_txns_free(g); /* the next load rebuilds them from the log */
     g->state = G_DEAD;
     g->unloaded = true;
     g->next = c->unloaded;

@@ -74,6 +74,12 @@
 
 typedef struct st_gcoord st_gcoord_t;
 
+/* Where an append of the coordinator's went (st_gcoord_config_t.append). */
+typedef struct st_gcoord_appended {
+    int64_t base_offset; /* offset of the first record written; -1 until known */
+    int16_t error;       /* a refusal's Kafka error code, 0 */
+} st_gcoord_appended_t;
+
 typedef struct st_gcoord_config {
     int64_t min_session_timeout_ms;
     int64_t max_session_timeout_ms;
@@ -82,12 +88,15 @@ typedef struct st_gcoord_config {
     int64_t expire_check_ms; /* how often expired offsets are looked for */
     int32_t num_partitions;  /* partitions of __consumer_offsets (upper bound of indexes) */
     size_t max_batch_bytes;  /* records per batch written, in bytes (about) */
-    /* Appends a batch the coordinator built (base offset written in place) to partition
-     * `partition` and calls done(arg, 0 or an error) once it is durable; returns 0, or an error
-     * (done not called). The Kafka layer passes the partition layer's append, which also moves
-     * the high watermark. NULL: the coordinator appends to the log it loaded (unit tests). */
+    /* Appends the batches the coordinator built (base offsets written in place) to partition
+     * `partition` and calls done(arg, 0 or an error) once they are durable; returns 0, or an
+     * error (done not called). out->base_offset (the first record's offset) is set before done
+     * runs; out->error, on a refusal, is the partition's Kafka error (a transactional batch of
+     * a fenced producer epoch: INVALID_PRODUCER_EPOCH, PRODUCER_FENCED), 0 for none. The Kafka
+     * layer passes the partition layer's append, which also moves the high watermark. NULL:
+     * the coordinator appends to the log it loaded (unit tests). */
     int (*append)(void *ctx, int32_t partition, uint8_t *data, size_t len,
-                  void (*done)(void *arg, int res), void *arg);
+                  st_gcoord_appended_t *out, void (*done)(void *arg, int res), void *arg);
     void *ctx;
 } st_gcoord_config_t;
 
@@ -153,7 +162,10 @@ typedef struct st_goffsets {
     st_kstr_t member_id;         /* commit */
     st_kstr_t group_instance_id; /* commit */
     int32_t generation;          /* commit: -1 for commits from outside the group */
+    int64_t producer_id;         /* transactional commit */
+    int16_t producer_epoch;      /* transactional commit */
     bool all;                    /* fetch: every offset of the group (parts allocated from `a`) */
+    bool require_stable;         /* fetch: UNSTABLE_OFFSET_COMMIT where one is pending */
     int n;
     st_goffset_t *parts;
     int16_t error; /* group-level result (fetch, offset delete) */
@@ -162,12 +174,41 @@ typedef struct st_goffsets {
 /* OffsetCommit: answers (done) once the records are durable. */
 void st_gcoord_commit(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_gcoord_done_fn done,
                       void *arg);
-/* OffsetFetch: synchronous. */
+/* OffsetFetch: synchronous. With require_stable, a part with a pending transactional offset
+ * of the group (or one being written) answers UNSTABLE_OFFSET_COMMIT, offset -1. */
 void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_arena_t *a);
 /* OffsetDelete: refuses offsets of topics a live member subscribes to; answers once the
  * tombstones are durable. */
 void st_gcoord_offset_delete(st_gcoord_t *c, int32_t partition, st_goffsets_t *o,
                              st_gcoord_done_fn done, void *arg);
+
+/* ---- transactional offsets (KIP-98, KIP-447) ----
+ *
+ * TxnOffsetCommit writes the offsets as one transactional batch of ordinary offset commit
+ * records (o->producer_id and _epoch, base sequence -1): once durable they are pending for
+ * (group, producer), invisible to OffsetFetch, until a marker of the producer is durable in
+ * the partition: COMMIT makes them committed (each unless the committed offset already held
+ * came from a later record of the log: the later record wins, as Kafka), ABORT drops them.
+ * Loading does the same with the transactional and control batches it meets; what is still
+ * pending at the end of the log stays pending (the transaction coordinator sends the marker).
+ * A tombstone of a key (OffsetDelete, DeleteGroups) removes its pending offsets too; a key
+ * with a pending offset does not expire, nor does a group with an open transaction. */
+
+/* TxnOffsetCommit: parts already refused are left alone; with none left nothing is done.
+ * The group check is Kafka's for transactional commits (KIP-447): a group that does not
+ * exist is created (Empty) unless the generation is >= 0 (ILLEGAL_GENERATION); with a
+ * generation, member id or instance id the member must be the group's (UNKNOWN_MEMBER_ID,
+ * FENCED_INSTANCE_ID) at its generation (ILLEGAL_GENERATION); the group's state is not
+ * checked. Answers (done) once the batch is durable. */
+void st_gcoord_txn_commit(st_gcoord_t *c, int32_t partition, st_goffsets_t *o,
+                          st_gcoord_done_fn done, void *arg);
+/* A marker of producer pid (COMMIT when commit) is durable in partition `partition`: its
+ * pending offsets there are applied or dropped. Nothing when none is pending, or when the
+ * partition is not loaded (its load will read the marker). */
+void st_gcoord_txn_marker(st_gcoord_t *c, int32_t partition, int64_t pid, bool commit);
+/* The pending offset of (group, pid, topic-partition), for tests: true and *offset. */
+bool st_gcoord_pending(const st_gcoord_t *c, st_kstr_t group, int64_t pid, st_kstr_t topic,
+                       int32_t partition, int64_t *offset);
 
 /* ---- housekeeping, for tests ---- */
 

@@ -7,6 +7,7 @@
  *   rebalance.c  members and the state machine (diagram in coord.h): prepare, complete, remove
  *   membership.c JoinGroup (dynamic and static members), SyncGroup, Heartbeat, LeaveGroup
  *   offsets.c    a group's offsets: OffsetCommit, OffsetFetch, OffsetDelete, DeleteGroups, expiry
+ *   txn.c        pending transactional offsets: TxnOffsetCommit, transaction markers
  *   persist.c    writes to a __consumer_offsets partition, the records written, loading
  *
  * Memory: groups, members and offsets are heap objects owned by the coordinator. A group is
@@ -86,8 +87,30 @@ typedef struct st_goff {
     int32_t leader_epoch;
     st_gstr_t metadata;
     int64_t commit_ts;
+    int64_t record_offset; /* of the record in __consumer_offsets that set it; -1 unknown */
     struct st_goff *next;
 } st_goff_t;
+
+/* A table of offsets by (topic, partition): a group's committed ones, or one transaction's
+ * pending ones (offsets.c). */
+typedef struct st_gofftab {
+    st_goff_t **b;
+    size_t n, nb; /* entries, buckets (a power of two) */
+} st_gofftab_t;
+
+/* A group's open transaction (txn.c): the offsets producer `pid` committed with
+ * TxnOffsetCommit, durable but not visible as committed until a COMMIT marker of pid is
+ * (dropped by an ABORT). Kept while open even when a tombstone emptied it, as Kafka keeps the
+ * group's open transactions: such a group is not expired. */
+typedef struct st_gtxn {
+    st_ggroup_t *g;
+    int64_t pid;
+    st_gofftab_t offs;
+    struct st_gtxn *next;  /* g->txns */
+    struct st_gtxn *pnext; /* the coordinator's chain of this pid's hash (c->txns) */
+} st_gtxn_t;
+
+#define ST_GTXN_BUCKETS 256 /* the coordinator's table of open transactions by producer id */
 
 typedef struct st_gpending {
     st_gstr_t member_id;
@@ -112,12 +135,12 @@ struct st_ggroup {
     bool initial_delay;           /* the join timer is the initial rebalance delay */
     bool joined_during_delay;     /* a member joined while it ran */
     int64_t initial_remaining_ms; /* rebalance timeout left after the delays so far */
-    st_goff_t **offs;             /* committed offsets: hash by (topic, partition) */
-    size_t noffs, nbuckets;
-    bool stored;         /* the group's latest metadata record in the log is a value */
-    bool unloaded;       /* its partition was unloaded: out of the table, in c->unloaded
-                            until its writes complete (then freed) */
-    st_gwrite_t *writes; /* in flight, referring to this group, in log order */
+    st_gofftab_t offs;            /* committed offsets */
+    st_gtxn_t *txns;              /* open transactions with pending offsets (txn.c) */
+    bool stored;                  /* the group's latest metadata record in the log is a value */
+    bool unloaded;                /* its partition was unloaded: out of the table, in c->unloaded
+                                     until its writes complete (then freed) */
+    st_gwrite_t *writes;          /* in flight, referring to this group, in log order */
     struct st_ggroup *next;
 };
 
@@ -131,6 +154,7 @@ struct st_gcoord {
     size_t nbuckets, ngroups;
     bool closed;
     st_timer_t expire_timer;
+    st_gtxn_t *txns[ST_GTXN_BUCKETS]; /* every group's open transactions, by producer id */
 };
 
 /* ---- writes to the partition log (persist.c) ---- */
@@ -148,8 +172,11 @@ struct st_gwrite {
     int16_t *error;
     st_gcoord_done_fn done;
     void *done_arg;
-    int64_t ts;  /* commit: the commit timestamp written */
-    int nassign; /* sync: the leader's assignment */
+    int64_t ts;   /* commit: the commit timestamp written */
+    bool commits; /* o's parts (those without an error) are offset records being written */
+    int64_t pid;  /* TxnOffsetCommit: the producer (-1: not transactional) */
+    st_gcoord_appended_t app; /* where the append put the records */
+    int nassign;              /* sync: the leader's assignment */
     st_gstr_t *assign_ids;
     st_kbytes_t *assign;
 };
@@ -305,13 +332,39 @@ void st_group_join_timeout(st_timer_t *t);
 
 /* ---- offsets.c ---- */
 
-/* Sets (creates) g's offset of topic-partition; -ENOMEM leaves the old one. */
-int st_group_offset_set(st_ggroup_t *g, st_kstr_t topic, int32_t partition, int64_t offset,
-                        int32_t epoch, st_kstr_t metadata, int64_t ts);
+int st_gofftab_init(st_gofftab_t *t);
+/* Frees every entry and the buckets. */
+void st_gofftab_fini(st_gofftab_t *t);
+void st_gofftab_clear(st_gofftab_t *t);
+st_goff_t *st_gofftab_find(const st_gofftab_t *t, st_kstr_t topic, int32_t partition);
+/* Sets (creates) the offset of topic-partition from the record at record_offset, unless the
+ * entry holds one from a later record (record offsets -1: unknown, always replaced);
+ * -ENOMEM leaves the old one. */
+int st_gofftab_set(st_gofftab_t *t, st_kstr_t topic, int32_t partition, int64_t offset,
+                   int32_t epoch, st_kstr_t metadata, int64_t ts, int64_t record_offset);
+/* Puts a copy of o (a pending offset becoming committed), the same rule. */
+int st_gofftab_put(st_gofftab_t *t, const st_goff_t *o);
+void st_gofftab_del(st_gofftab_t *t, st_kstr_t topic, int32_t partition);
+/* A key of g is removed (a tombstone is durable, or was loaded): its committed offset and
+ * the pending ones of every open transaction (Kafka's replay of an offset tombstone). */
 void st_group_offset_del(st_ggroup_t *g, st_kstr_t topic, int32_t partition);
-void st_group_offsets_clear(st_ggroup_t *g);
 /* c->expire_timer's callback: expires offsets and rearms. */
 void st_group_expire_tick(st_timer_t *t);
+
+/* ---- txn.c: pending transactional offsets ---- */
+
+/* g's open transaction of pid, created when `create` (NULL: none, or out of memory). */
+st_gtxn_t *st_group_txn(st_ggroup_t *g, int64_t pid, bool create);
+/* Frees g's open transactions (the group is freed or unloaded). */
+void st_group_txns_free(st_ggroup_t *g);
+/* Whether an open transaction of g holds a pending offset of topic-partition (Kafka's
+ * hasPendingTransactionalOffsets). */
+bool st_group_has_pending(const st_ggroup_t *g, st_kstr_t topic, int32_t partition);
+/* The same, counting TxnOffsetCommit records still being written. */
+bool st_group_pending_or_writing(const st_ggroup_t *g, st_kstr_t topic, int32_t partition);
+/* A marker of pid in partition: applies (commit) or drops its pending offsets in every group
+ * of the partition (st_gcoord_txn_marker; the loader for the control batches it meets). */
+void st_group_txn_end(st_gcoord_t *c, int32_t partition, int64_t pid, bool commit);
 
 /* ---- persist.c: records and writes ---- */
 

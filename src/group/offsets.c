@@ -11,64 +11,94 @@
 #include "base/log.h"
 #include "proto/kerr.h"
 
-/* ---- offsets table of a group ---- */
+/* ---- tables of offsets ---- */
 
-void st_group_offsets_clear(st_ggroup_t *g)
+int st_gofftab_init(st_gofftab_t *t)
 {
-    for (size_t i = 0; i < g->nbuckets; i++)
-        for (st_goff_t *o = g->offs[i], *next; o; o = next) {
-            next = o->next;
-            gstr_free(&o->topic);
-            gstr_free(&o->metadata);
-            free(o);
-        }
-    memset(g->offs, 0, g->nbuckets * sizeof *g->offs);
-    g->noffs = 0;
+    t->n = 0;
+    t->nb = 8;
+    t->b = calloc(t->nb, sizeof *t->b);
+    return t->b ? 0 : -ENOMEM;
 }
 
-static size_t offset_bucket(const st_ggroup_t *g, const char *topic, int32_t len, int32_t partition)
+static void goff_free(st_goff_t *o)
+{
+    gstr_free(&o->topic);
+    gstr_free(&o->metadata);
+    free(o);
+}
+
+void st_gofftab_clear(st_gofftab_t *t)
+{
+    for (size_t i = 0; i < t->nb; i++)
+        for (st_goff_t *o = t->b[i], *next; o; o = next) {
+            next = o->next;
+            goff_free(o);
+        }
+    if (t->b)
+        memset(t->b, 0, t->nb * sizeof *t->b);
+    t->n = 0;
+}
+
+void st_gofftab_fini(st_gofftab_t *t)
+{
+    st_gofftab_clear(t);
+    free(t->b);
+    t->b = NULL;
+    t->nb = 0;
+}
+
+static size_t offset_bucket(const st_gofftab_t *t, const char *topic, int32_t len,
+                            int32_t partition)
 {
     uint64_t h = fnv1a(topic, (size_t)len, 1469598103934665603ull);
     h = fnv1a(&partition, sizeof partition, h);
-    return (size_t)(h ^ (h >> 31)) & (g->nbuckets - 1);
+    return (size_t)(h ^ (h >> 31)) & (t->nb - 1);
 }
 
-static st_goff_t *offset_find(const st_ggroup_t *g, st_kstr_t topic, int32_t partition)
+st_goff_t *st_gofftab_find(const st_gofftab_t *t, st_kstr_t topic, int32_t partition)
 {
-    if (topic.len < 0)
+    if (topic.len < 0 || t->nb == 0)
         return NULL;
-    for (st_goff_t *o = g->offs[offset_bucket(g, topic.ptr, topic.len, partition)]; o; o = o->next)
+    for (st_goff_t *o = t->b[offset_bucket(t, topic.ptr, topic.len, partition)]; o; o = o->next)
         if (o->partition == partition && kstr_is(topic, o->topic))
             return o;
     return NULL;
 }
 
-int st_group_offset_set(st_ggroup_t *g, st_kstr_t topic, int32_t partition, int64_t offset,
-                        int32_t epoch, st_kstr_t metadata, int64_t ts)
+/* Doubles the buckets when the table is full (a failed allocation keeps the old ones). */
+static void offsets_grow(st_gofftab_t *t)
 {
-    st_goff_t *o = offset_find(g, topic, partition);
+    size_t n = t->nb * 2;
+    st_goff_t **b = calloc(n, sizeof *b);
+    if (!b)
+        return;
+    size_t old = t->nb;
+    st_goff_t **ob = t->b;
+    t->b = b;
+    t->nb = n;
+    for (size_t i = 0; i < old; i++)
+        for (st_goff_t *x = ob[i], *next; x; x = next) {
+            next = x->next;
+            size_t k = offset_bucket(t, x->topic.ptr, x->topic.len, x->partition);
+            x->next = b[k];
+            b[k] = x;
+        }
+    free(ob);
+}
+
+int st_gofftab_set(st_gofftab_t *t, st_kstr_t topic, int32_t partition, int64_t offset,
+                   int32_t epoch, st_kstr_t metadata, int64_t ts, int64_t record_offset)
+{
+    st_goff_t *o = st_gofftab_find(t, topic, partition);
+    if (o && record_offset >= 0 && o->record_offset > record_offset)
+        return 0; /* a later record set it */
     st_gstr_t md = ST_GSTR_NULL;
     if (gstr_set(&md, metadata.len < 0 ? ST_KSTR_EMPTY : metadata))
         return -ENOMEM;
     if (!o) {
-        if (g->noffs >= g->nbuckets) {
-            size_t n = g->nbuckets * 2;
-            st_goff_t **b = calloc(n, sizeof *b);
-            if (b) {
-                size_t old = g->nbuckets;
-                st_goff_t **ob = g->offs;
-                g->offs = b;
-                g->nbuckets = n;
-                for (size_t i = 0; i < old; i++)
-                    for (st_goff_t *x = ob[i], *next; x; x = next) {
-                        next = x->next;
-                        size_t k = offset_bucket(g, x->topic.ptr, x->topic.len, x->partition);
-                        x->next = b[k];
-                        b[k] = x;
-                    }
-                free(ob);
-            }
-        }
+        if (t->n >= t->nb)
+            offsets_grow(t);
         o = calloc(1, sizeof *o);
         if (!o || gstr_set(&o->topic, topic) || !o->topic.ptr) {
             free(o);
@@ -77,35 +107,47 @@ int st_group_offset_set(st_ggroup_t *g, st_kstr_t topic, int32_t partition, int6
         }
         o->metadata = ST_GSTR_NULL;
         o->partition = partition;
-        size_t k = offset_bucket(g, o->topic.ptr, o->topic.len, partition);
-        o->next = g->offs[k];
-        g->offs[k] = o;
-        g->noffs++;
+        size_t k = offset_bucket(t, o->topic.ptr, o->topic.len, partition);
+        o->next = t->b[k];
+        t->b[k] = o;
+        t->n++;
     }
     gstr_free(&o->metadata);
     o->metadata = md;
     o->offset = offset;
     o->leader_epoch = epoch;
     o->commit_ts = ts;
+    o->record_offset = record_offset;
     return 0;
+}
+
+int st_gofftab_put(st_gofftab_t *t, const st_goff_t *o)
+{
+    return st_gofftab_set(t, as_kstr(o->topic), o->partition, o->offset, o->leader_epoch,
+                          as_kstr(o->metadata), o->commit_ts, o->record_offset);
+}
+
+void st_gofftab_del(st_gofftab_t *t, st_kstr_t topic, int32_t partition)
+{
+    if (topic.len < 0 || t->nb == 0)
+        return;
+    size_t k = offset_bucket(t, topic.ptr, topic.len, partition);
+    for (st_goff_t **pp = &t->b[k]; *pp; pp = &(*pp)->next) {
+        st_goff_t *o = *pp;
+        if (o->partition == partition && kstr_is(topic, o->topic)) {
+            *pp = o->next;
+            goff_free(o);
+            t->n--;
+            return;
+        }
+    }
 }
 
 void st_group_offset_del(st_ggroup_t *g, st_kstr_t topic, int32_t partition)
 {
-    if (topic.len < 0)
-        return;
-    size_t k = offset_bucket(g, topic.ptr, topic.len, partition);
-    for (st_goff_t **pp = &g->offs[k]; *pp; pp = &(*pp)->next) {
-        st_goff_t *o = *pp;
-        if (o->partition == partition && kstr_is(topic, o->topic)) {
-            *pp = o->next;
-            gstr_free(&o->topic);
-            gstr_free(&o->metadata);
-            free(o);
-            g->noffs--;
-            return;
-        }
-    }
+    st_gofftab_del(&g->offs, topic, partition);
+    for (st_gtxn_t *t = g->txns; t; t = t->next)
+        st_gofftab_del(&t->offs, topic, partition);
 }
 
 /* ---- OffsetCommit, OffsetFetch, OffsetDelete ---- */
@@ -117,11 +159,13 @@ static int16_t kerr_of_write(int res)
     return write_kerr(res);
 }
 
+/* The k-th record written (parts without an error, in order) is at base_offset + k. */
 static void commit_written(st_gcoord_t *c, st_gwrite_t *w, int res)
 {
     (void)c;
     st_goffsets_t *o = w->o;
     st_ggroup_t *g = w->g;
+    int64_t rec = w->app.base_offset;
     for (int i = 0; i < o->n; i++) {
         st_goffset_t *p = &o->parts[i];
         if (p->error)
@@ -130,9 +174,11 @@ static void commit_written(st_gcoord_t *c, st_gwrite_t *w, int res)
             p->error = kerr_of_write(res);
             continue;
         }
-        if (st_group_offset_set(g, p->topic, p->partition, p->offset, p->leader_epoch, p->metadata,
-                                w->ts))
+        if (st_gofftab_set(&g->offs, p->topic, p->partition, p->offset, p->leader_epoch,
+                           p->metadata, w->ts, rec))
             p->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        if (rec >= 0)
+            rec++;
     }
     w->done(w->done_arg);
 }
@@ -205,6 +251,7 @@ void st_gcoord_commit(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_gc
         return;
     }
     w->o = o;
+    w->commits = true;
     w->ts = now;
     w->done = done;
     w->done_arg = arg;
@@ -224,6 +271,16 @@ static int offset_cmp(const void *x, const void *y)
     return a->partition < b->partition ? -1 : a->partition > b->partition;
 }
 
+/* Kafka's answer for a part whose offset is pending in a transaction (require_stable): the
+ * consumer retries until the transaction ends. */
+static void unstable(st_goffset_t *p)
+{
+    p->error = ST_KERR_UNSTABLE_OFFSET_COMMIT;
+    p->offset = -1;
+    p->leader_epoch = -1;
+    p->metadata = ST_KSTR_EMPTY;
+}
+
 void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_arena_t *a)
 {
     o->error = 0;
@@ -240,11 +297,11 @@ void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_are
         g = NULL;
     if (o->all) {
         o->n = 0;
-        o->parts = st_arena_zalloc(a, (g ? g->noffs : 0) * sizeof *o->parts + 1);
+        o->parts = st_arena_zalloc(a, (g ? g->offs.n : 0) * sizeof *o->parts + 1);
         if (!o->parts || !g)
             return;
-        for (size_t i = 0; i < g->nbuckets; i++)
-            for (st_goff_t *x = g->offs[i]; x; x = x->next) {
+        for (size_t i = 0; i < g->offs.nb; i++)
+            for (st_goff_t *x = g->offs.b[i]; x; x = x->next) {
                 st_goffset_t *p = &o->parts[o->n++];
                 p->topic = answer_str(a, x->topic);
                 p->partition = x->partition;
@@ -252,16 +309,21 @@ void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_are
                 p->leader_epoch = x->leader_epoch;
                 p->metadata = answer_str0(a, x->metadata);
                 p->error = 0;
+                if (o->require_stable && st_group_pending_or_writing(g, p->topic, p->partition))
+                    unstable(p);
             }
         qsort(o->parts, (size_t)o->n, sizeof *o->parts, offset_cmp);
         return;
     }
     for (int i = 0; i < o->n; i++) {
         st_goffset_t *p = &o->parts[i];
-        st_goff_t *x = g ? offset_find(g, p->topic, p->partition) : NULL;
+        st_goff_t *x = g ? st_gofftab_find(&g->offs, p->topic, p->partition) : NULL;
         p->offset = x ? x->offset : -1;
         p->leader_epoch = x ? x->leader_epoch : -1;
         p->metadata = x ? answer_str0(a, x->metadata) : ST_KSTR_EMPTY;
+        if (g && !p->error && o->require_stable &&
+            st_group_pending_or_writing(g, p->topic, p->partition))
+            unstable(p);
     }
 }
 
@@ -335,7 +397,9 @@ void st_gcoord_offset_delete(st_gcoord_t *c, int32_t partition, st_goffsets_t *o
             p->error = ST_KERR_GROUP_SUBSCRIBED_TO_TOPIC;
             continue;
         }
-        if (offset_find(g, p->topic, p->partition))
+        /* a tombstone where an offset is committed or pending (Kafka's deleteOffsets) */
+        if (st_gofftab_find(&g->offs, p->topic, p->partition) ||
+            st_group_has_pending(g, p->topic, p->partition))
             rc = st_group_add_offset_record(&b, o->group_id, p->topic, p->partition, NULL, 0, NULL);
     }
     if (rc) {
@@ -355,17 +419,28 @@ void st_gcoord_offset_delete(st_gcoord_t *c, int32_t partition, st_goffsets_t *o
 
 /* ---- DeleteGroups ---- */
 
-/* Tombstones for every key of g: its offsets, those of commits still being written (their
- * records precede these in the log), and its metadata (invariant 2). */
+/* Tombstones for every key of g: its offsets, its pending transactional ones not committed
+ * too (Kafka's deleteAllOffsets), those of commits still being written (their records precede
+ * these in the log), and its metadata (invariant 2). */
 static int add_tombstones(st_gbatch_t *b, st_ggroup_t *g)
 {
     int rc = 0;
-    for (size_t i = 0; i < g->nbuckets && !rc; i++)
-        for (st_goff_t *o = g->offs[i]; o && !rc; o = o->next)
+    for (size_t i = 0; i < g->offs.nb && !rc; i++)
+        for (st_goff_t *o = g->offs.b[i]; o && !rc; o = o->next)
             rc = st_group_add_offset_record(b, as_kstr(g->id), as_kstr(o->topic), o->partition,
                                             NULL, 0, NULL);
+    for (st_gtxn_t *t = g->txns; t && !rc; t = t->next)
+        for (size_t i = 0; i < t->offs.nb && !rc; i++)
+            for (st_goff_t *o = t->offs.b[i]; o && !rc; o = o->next) {
+                bool seen = st_gofftab_find(&g->offs, as_kstr(o->topic), o->partition);
+                for (st_gtxn_t *e = g->txns; e != t && !seen; e = e->next)
+                    seen = st_gofftab_find(&e->offs, as_kstr(o->topic), o->partition);
+                if (!seen)
+                    rc = st_group_add_offset_record(b, as_kstr(g->id), as_kstr(o->topic),
+                                                    o->partition, NULL, 0, NULL);
+            }
     for (st_gwrite_t *w = g->writes; w && !rc; w = w->gnext)
-        for (int i = 0; w->cb == commit_written && i < w->o->n && !rc; i++)
+        for (int i = 0; w->commits && i < w->o->n && !rc; i++)
             if (!w->o->parts[i].error)
                 rc = st_group_add_offset_record(b, as_kstr(g->id), w->o->parts[i].topic,
                                                 w->o->parts[i].partition, NULL, 0, NULL);
@@ -425,18 +500,22 @@ static void expire_group(st_gcoord_t *c, st_ggroup_t *g, int64_t now)
     st_gbatch_t b;
     st_gbatch_init(&b, now, c->cfg.max_batch_bytes);
     int rc = 0;
-    for (size_t i = 0; i < g->nbuckets && !rc; i++)
-        for (st_goff_t *o = g->offs[i], *next; o && !rc; o = next) {
+    for (size_t i = 0; i < g->offs.nb && !rc; i++)
+        for (st_goff_t *o = g->offs.b[i], *next; o && !rc; o = next) {
             next = o->next;
             int64_t base = g->protocol_type.ptr ? g->state_ts : o->commit_ts;
             if (now - base < c->cfg.offsets_retention_ms)
                 continue;
+            /* not while a transaction holds a pending offset of it (Kafka) */
+            if (st_group_has_pending(g, as_kstr(o->topic), o->partition))
+                continue;
             rc = st_group_add_offset_record(&b, as_kstr(g->id), as_kstr(o->topic), o->partition,
                                             NULL, 0, NULL);
             if (!rc)
-                st_group_offset_del(g, as_kstr(o->topic), o->partition);
+                st_gofftab_del(&g->offs, as_kstr(o->topic), o->partition);
         }
-    bool gone = !rc && g->noffs == 0;
+    /* a group with an open transaction stays (Kafka's cleanupExpiredOffsets) */
+    bool gone = !rc && g->offs.n == 0 && !g->txns;
     if (gone)
         rc = st_group_add_group_record(&b, as_kstr(g->id), NULL, 0);
     st_gwrite_t *w = rc || b.total == 0 ? NULL : st_group_write_new(c, g->partition, g, NULL);

@@ -69,7 +69,8 @@ void st_group_write(st_gcoord_t *c, st_gbatch_t *b, st_gwrite_t *w)
                 pp = &(*pp)->gnext;
             *pp = w;
         }
-        rc = c->cfg.append(c->cfg.ctx, w->partition, b->out.data, b->out.len, write_durable, w);
+        rc = c->cfg.append(c->cfg.ctx, w->partition, b->out.data, b->out.len, &w->app,
+                           write_durable, w);
         if (rc)
             write_durable(w, rc);
         return;
@@ -86,6 +87,7 @@ void st_group_write(st_gcoord_t *c, st_gbatch_t *b, st_gwrite_t *w)
         write_done(c, w, rc);
         return;
     }
+    w->app.base_offset = info.base_offset;
     if (w->g) {
         st_gwrite_t **pp = &w->g->writes;
         while (*pp)
@@ -107,6 +109,8 @@ st_gwrite_t *st_group_write_new(st_gcoord_t *c, int32_t partition, st_ggroup_t *
     w->g = g;
     w->cb = cb;
     w->generation = g ? g->generation : 0;
+    w->pid = -1;
+    w->app.base_offset = -1;
     return w;
 }
 
@@ -275,8 +279,9 @@ static void load_group_value(st_gcoord_t *c, st_ggroup_t *g, const st_grec_t *r)
     g->state = g->nmembers > 0 ? G_STABLE : G_EMPTY;
 }
 
+/* One record of the log; pid >= 0: of a transactional batch of that producer. */
 static void load_record(st_gcoord_t *c, int32_t partition, const st_batch_record_t *rec,
-                        st_arena_t *a)
+                        int64_t pid, st_arena_t *a)
 {
     st_grec_t r;
     int rc = st_grec_decode(rec->key, rec->key_len, rec->value, rec->value_len, a, &r);
@@ -295,13 +300,58 @@ static void load_record(st_gcoord_t *c, int32_t partition, const st_batch_record
             return;
     }
     if (r.kind == ST_GREC_OFFSET) {
+        st_gtxn_t *t = pid >= 0 && !r.tombstone ? st_group_txn(g, pid, true) : NULL;
         if (r.tombstone)
-            st_group_offset_del(g, r.topic, r.partition);
-        else
-            st_group_offset_set(g, r.topic, r.partition, r.offset, r.leader_epoch, r.metadata,
-                                r.commit_timestamp);
+            st_group_offset_del(g, r.topic, r.partition); /* pending ones too (Kafka's replay) */
+        else if (pid < 0 || t)
+            st_gofftab_set(t ? &t->offs : &g->offs, r.topic, r.partition, r.offset, r.leader_epoch,
+                           r.metadata, r.commit_timestamp, rec->offset);
     } else {
         load_group_value(c, g, &r);
+    }
+}
+
+/* A control batch: a marker of its producer ends the transaction (records.h). */
+static void load_control(st_gcoord_t *c, int32_t partition, const uint8_t *p, size_t size,
+                         const st_batch_hdr_t *h, int64_t from)
+{
+    st_batch_iter_t it;
+    st_batch_record_t rec;
+    if (h->producer_id < 0 || st_batch_iter_init(&it, p, size) != 0 ||
+        st_batch_iter_next(&it, &rec) != 1 || rec.offset < from)
+        return;
+    int16_t type;
+    int rc = st_grec_control_decode(rec.key, rec.key_len, &type);
+    if (rc)
+        ST_WARN("__consumer_offsets-%d: control record at offset %lld does not parse: %s",
+                partition, (long long)rec.offset, st_strerror(rc));
+    else if (type == ST_GREC_ABORT || type == ST_GREC_COMMIT)
+        st_group_txn_end(c, partition, h->producer_id, type == ST_GREC_COMMIT);
+}
+
+/* One batch of the log, at or past offset `from`: its records replayed in order (those of a
+ * transactional batch pending for its producer), or its marker applied. */
+static void load_batch(st_gcoord_t *c, int32_t partition, const uint8_t *p, size_t size,
+                       const st_batch_hdr_t *h, int64_t from, st_arena_t *a, int64_t *records)
+{
+    if (h->attributes & ST_BATCH_ATTR_CONTROL) {
+        load_control(c, partition, p, size, h, from);
+        return;
+    }
+    int64_t pid = (h->attributes & ST_BATCH_ATTR_TRANSACTIONAL) ? h->producer_id : -1;
+    st_batch_iter_t it;
+    if (st_batch_iter_init(&it, p, size) != 0) {
+        ST_WARN("__consumer_offsets-%d: compressed batch at %lld skipped", partition,
+                (long long)h->base_offset);
+        return;
+    }
+    st_batch_record_t rec;
+    while (st_batch_iter_next(&it, &rec) == 1) {
+        if (rec.offset >= from) {
+            load_record(c, partition, &rec, pid, a);
+            (*records)++;
+        }
+        st_arena_reset(a);
     }
 }
 
@@ -353,22 +403,7 @@ int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log, int32_t epo
             if (rc)
                 break;
             size_t size = (size_t)st_batch_size(&h);
-            st_batch_iter_t it;
-            if (!(h.attributes & ST_BATCH_ATTR_CONTROL) &&
-                st_batch_iter_init(&it, buf + pos, size) == 0) {
-                st_batch_record_t rec;
-                int more;
-                while ((more = st_batch_iter_next(&it, &rec)) == 1) {
-                    if (rec.offset >= off) {
-                        load_record(c, partition, &rec, &a);
-                        records++;
-                    }
-                    st_arena_reset(&a);
-                }
-            } else if (!(h.attributes & ST_BATCH_ATTR_CONTROL)) {
-                ST_WARN("__consumer_offsets-%d: compressed batch at %lld skipped", partition,
-                        (long long)h.base_offset);
-            }
+            load_batch(c, partition, buf + pos, size, &h, off, &a, &records);
             pos += size;
         }
         if (rc)
@@ -390,7 +425,7 @@ int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log, int32_t epo
             next = g->next;
             if (g->partition != partition)
                 continue;
-            if (g->nmembers == 0 && g->noffs == 0 && !g->stored) {
+            if (g->nmembers == 0 && g->offs.n == 0 && !g->txns && !g->stored) {
                 st_group_free(c, g);
                 continue;
             }

@@ -169,6 +169,25 @@ void st_gbatch_init(st_gbatch_t *w, int64_t timestamp, size_t max_batch_bytes)
     w->total = 0;
     w->timestamp = timestamp;
     w->max_batch_bytes = max_batch_bytes;
+    w->producer_id = -1;
+    w->producer_epoch = -1;
+}
+
+void st_gbatch_set_txn(st_gbatch_t *w, int64_t pid, int16_t epoch)
+{
+    w->producer_id = pid;
+    w->producer_epoch = epoch;
+    w->max_batch_bytes = SIZE_MAX;
+}
+
+int st_grec_control_decode(const uint8_t *key, int32_t key_len, int16_t *type)
+{
+    if (!key || key_len < 4)
+        return ST_E_CORRUPT;
+    if (st_be16(key) != 0)
+        return ST_E_UNSUPPORTED;
+    *type = (int16_t)st_be16(key + 2);
+    return 0;
 }
 
 void st_gbatch_fini(st_gbatch_t *w)
@@ -188,12 +207,12 @@ int st_gbatch_finish(st_gbatch_t *w)
     st_put_be32(b + ST_BATCH_OFF_LENGTH, (uint32_t)(size - ST_BATCH_LOG_OVERHEAD));
     st_put_be32(b + ST_BATCH_OFF_LEADER_EPOCH, (uint32_t)-1);
     b[ST_BATCH_OFF_MAGIC] = ST_BATCH_MAGIC_V2;
-    st_put_be16(b + ST_BATCH_OFF_ATTRIBUTES, 0);
+    st_put_be16(b + ST_BATCH_OFF_ATTRIBUTES, w->producer_id >= 0 ? ST_BATCH_ATTR_TRANSACTIONAL : 0);
     st_put_be32(b + ST_BATCH_OFF_LAST_OFFSET_DELTA, (uint32_t)(w->count - 1));
     st_put_be64(b + ST_BATCH_OFF_BASE_TIMESTAMP, (uint64_t)w->timestamp);
     st_put_be64(b + ST_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)w->timestamp);
-    st_put_be64(b + ST_BATCH_OFF_PRODUCER_ID, (uint64_t)-1);
-    st_put_be16(b + ST_BATCH_OFF_PRODUCER_EPOCH, (uint16_t)-1);
+    st_put_be64(b + ST_BATCH_OFF_PRODUCER_ID, (uint64_t)w->producer_id);
+    st_put_be16(b + ST_BATCH_OFF_PRODUCER_EPOCH, (uint16_t)w->producer_epoch);
     st_put_be32(b + ST_BATCH_OFF_BASE_SEQUENCE, (uint32_t)-1);
     st_put_be32(b + ST_BATCH_OFF_RECORDS_COUNT, (uint32_t)w->count);
     st_put_be32(b + ST_BATCH_OFF_CRC, st_batch_compute_crc(b, size));

@@ -22,6 +22,11 @@
  *                   current_state_timestamp, v0-v2 no group_instance_id)
  *   tombstone       the key with a null value: the offset, or the whole group, is gone.
  *
+ * TxnOffsetCommit's offset commit records come in one transactional batch (attributes bit 4,
+ * the producer's id and epoch, base sequence -1); a control batch (attributes bit 5) of the
+ * same producer ends them, its one record keyed version int16 = 0 | type int16 (0 ABORT,
+ * 1 COMMIT).
+ *
  * Pure functions over caller memory; any thread.
  */
 #ifndef ST_GROUP_RECORDS_H
@@ -83,11 +88,18 @@ void st_grec_group_key(st_buf_t *b, st_kstr_t group);
 /* The value from rec's group fields and members (rec->kind is ignored). */
 void st_grec_group_value(st_buf_t *b, const st_grec_t *rec);
 
+enum { ST_GREC_ABORT = 0, ST_GREC_COMMIT = 1 };
+/* A control record's key: 0 and *type (ST_GREC_ABORT, ST_GREC_COMMIT, or another Kafka
+ * control type), ST_E_CORRUPT when shorter than 4 bytes, ST_E_UNSUPPORTED for a version
+ * other than 0. */
+int st_grec_control_decode(const uint8_t *key, int32_t key_len, int16_t *type);
+
 /*
  * Writer of uncompressed RecordBatch v2 (magic 2), timestamps of now, no producer id, ready
  * for st_log_append (which sets the base offset). Records are added one by one; a batch is
  * closed and a new one begun when the open one passes max_batch_bytes, so a long run of
- * records becomes several batches back to back in out.
+ * records becomes several batches back to back in out. st_gbatch_set_txn, before the first
+ * record, makes it one transactional batch of a producer however large.
  */
 typedef struct st_gbatch {
     st_buf_t out;      /* finished batches, then the open one */
@@ -95,11 +107,15 @@ typedef struct st_gbatch {
     int32_t count;     /* records in the open batch */
     int64_t timestamp; /* of every record */
     size_t max_batch_bytes;
-    int32_t total; /* records in all batches */
+    int32_t total;       /* records in all batches */
+    int64_t producer_id; /* -1: not transactional */
+    int16_t producer_epoch;
 } st_gbatch_t;
 
 void st_gbatch_init(st_gbatch_t *w, int64_t timestamp, size_t max_batch_bytes);
 void st_gbatch_fini(st_gbatch_t *w);
+/* Every record in one transactional batch of producer pid at epoch (base sequence -1). */
+void st_gbatch_set_txn(st_gbatch_t *w, int64_t pid, int16_t epoch);
 /* Adds a record (value NULL with value_len -1: a tombstone). 0 or -ENOMEM. */
 int st_gbatch_add(st_gbatch_t *w, const uint8_t *key, size_t key_len, const uint8_t *value,
                   int32_t value_len);

@@ -53,7 +53,7 @@ const st_md_topic_t *st_kgroup_offsets_topic(const st_md_t *md)
 /* st_gcoord_config_t.append: the coordinator's batches go through the partition layer like
  * any produce with acks=all (the high watermark moves and fetches wake there). */
 static int append(void *ctx, int32_t partition, uint8_t *data, size_t len,
-                  void (*done)(void *arg, int res), void *arg)
+                  st_gcoord_appended_t *out, void (*done)(void *arg, int res), void *arg)
 {
     st_kshard_t *s = ctx;
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
@@ -61,7 +61,10 @@ static int append(void *ctx, int32_t partition, uint8_t *data, size_t len,
     if (!p || st_kleader_local(s, p))
         return ST_E_CLOSED;   /* in a cluster: no longer the leader, so no longer the coordinator */
     st_part_append_res_t res; /* an offline partition: ST_E_CLOSED from st_part_append */
-    if (st_part_append(p, data, len, ST_ACKS_ALL, &res, done, arg))
+    bool later = st_part_append(p, data, len, ST_ACKS_ALL, &res, done, arg);
+    out->base_offset = res.base_offset;
+    out->error = res.error;
+    if (later)
         return 0;
     if (res.error) {
         free(res.rejects);
@@ -297,11 +300,16 @@ void st_kgroup_call_group(st_kgroup_ctx_t *ctx, st_kstr_t group_id, st_kgroup_ex
     st_kgroup_call_to(ctx, owner, p, exec, item);
 }
 
+/* A partition led here but not loaded yet is loaded now: its load reads the marker from the
+ * log, and the call after it finds nothing left pending for pid. */
 void st_kgroup_txn_marker(st_kshard_t *s, int32_t partition, int64_t pid, bool commit)
 {
-    /* TODO(txn): the group coordinator's pending transactional offsets (issue 21) */
-    (void)s;
-    (void)partition;
-    (void)pid;
-    (void)commit;
+    if (!st_kgroup_coord(s))
+        return;
+    if (!st_kgroup_leads(s, partition)) {
+        detach(s, partition);
+        return;
+    }
+    attach(s, partition, epoch_of(s, partition));
+    st_gcoord_txn_marker(st_kgroup_coord(s), partition, pid, commit);
 }

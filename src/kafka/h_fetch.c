@@ -29,6 +29,11 @@
  * with its own snapshot on each round. From v12 a refused partition names the current leader,
  * from v16 with its endpoint (KIP-951). A single broker ignores current_leader_epoch, as before.
  *
+ * Isolation (KIP-98): a read_committed consumer (isolation_level 1) reads up to the last stable
+ * offset (st_part_read_committed) and gets the aborted transactions its records overlap
+ * (st_part_aborted); it waits for the LSO to move, not the high watermark. Every answer
+ * carries last_stable_offset.
+ *
  * Fetch sessions (KIP-227) are declined as the protocol allows: every answer carries
  * session_id 0, so clients keep sending full fetches; a request naming a session we never
  * created gets FETCH_SESSION_ID_NOT_FOUND and the client starts over without one.
@@ -70,6 +75,10 @@ typedef struct {
     /* results */
     int16_t error;
     int64_t hw, log_start;
+    int64_t lso;                /* the last stable offset the read saw */
+    st_txn_aborted_t *aborted;  /* read_committed: the aborted transactions the read overlaps
+                                   (malloc'd on the owner, freed on the origin) */
+    int naborted;
     int64_t durable;  /* a follower's fetch: the leader's durable end its read saw */
     fetch_rel_t *rel; /* non-NULL when the read returned bytes */
     st_kp_fetch_resp_partition_t *out;
@@ -127,6 +136,9 @@ static void fetch_release_all(st_fetch_t *f)
     for (int i = 0; i < f->nparts; i++) {
         rel_release(f->parts[i].rel, f->r->shard->id);
         f->parts[i].rel = NULL;
+        free(f->parts[i].aborted);
+        f->parts[i].aborted = NULL;
+        f->parts[i].naborted = 0;
     }
 }
 
@@ -156,20 +168,48 @@ static int16_t fetch_read_replica(st_part_t *p, int32_t replica, fetch_part_t *f
     return e;
 }
 
+/* read_committed: the aborted transactions overlapping what the read returned
+ * [fetch_offset, upto), so the consumer can drop their records. */
+static int fetch_aborted(st_part_t *p, fetch_part_t *fp, int64_t upto)
+{
+    st_txn_aborted_t few[16];
+    int n = st_part_aborted(p, fp->fetch_offset, upto, few, 16);
+    if (n == 0)
+        return 0;
+    fp->aborted = malloc((size_t)n * sizeof *fp->aborted);
+    if (!fp->aborted)
+        return -ENOMEM;
+    if (n <= 16)
+        memcpy(fp->aborted, few, (size_t)n * sizeof *few);
+    else
+        n = st_part_aborted(p, fp->fetch_offset, upto, fp->aborted, n);
+    fp->naborted = n;
+    return 0;
+}
+
 static void fetch_read_one(st_kshard_t *s, st_fetch_t *f, fetch_part_t *fp, int origin)
 {
     st_part_t *p = st_parts_get(&s->parts, fp->topic_id, fp->partition);
     if ((fp->error = st_kleader_local(s, p)))
         return;
-    st_part_read_t rd = {.hw = fp->hw, .log_start = fp->log_start};
+    st_part_read_t rd = {.hw = fp->hw, .log_start = fp->log_start, .lso = fp->lso};
+    bool committed = f->replica_id < 0 && f->req.isolation_level == 1;
     if (f->replica_id >= 0)
         fp->error = fetch_read_replica(p, f->replica_id, fp, &rd);
+    else if (committed)
+        fp->error = st_part_read_committed(p, fp->fetch_offset, fp->max_bytes, &rd);
     else
         fp->error = st_part_read(p, fp->fetch_offset, fp->max_bytes, &rd);
     fp->hw = rd.hw;
     fp->log_start = rd.log_start;
+    fp->lso = f->replica_id >= 0 ? st_part_lso(p) : rd.lso;
     if (fp->error || rd.read.bytes == 0)
         return;
+    if (committed && fetch_aborted(p, fp, rd.read.next_offset) < 0) {
+        st_log_read_release(&rd.read);
+        fp->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        return;
+    }
     fetch_rel_t *rel = calloc(1, sizeof *rel); /* only for a read that holds bytes */
     if (!rel) {
         st_log_read_release(&rd.read);
@@ -200,7 +240,8 @@ typedef struct {
     uint8_t topic_id[16];
     int32_t partition;
     int32_t replica_id; /* >= 0: a follower's fetch, waiting on the durable end */
-    int64_t seen;       /* the high watermark (durable end) the fetch's last read saw */
+    bool committed;     /* read_committed: waiting on the last stable offset */
+    int64_t seen;       /* the high watermark (durable end, LSO) the fetch's last read saw */
 } fetch_reg_t;
 
 static void fetch_reg_on_owner(st_msg_t *m)
@@ -211,6 +252,8 @@ static void fetch_reg_on_owner(st_msg_t *m)
     bool ok = p && st_part_online(p) && !st_kleader_local(s, p);
     if (ok && g->replica_id >= 0 && !st_kleader_follower_local(p, g->replica_id))
         st_part_add_replica_waiter(p, g->waiter, g->seen);
+    else if (ok && g->replica_id < 0 && g->committed)
+        st_part_add_lso_waiter(p, g->waiter, g->seen);
     else if (ok && g->replica_id < 0)
         st_part_add_waiter(p, g->waiter, g->seen);
     else
@@ -274,7 +317,8 @@ static void fetch_wait(st_fetch_t *f)
          * follower's: the durable end). (The fetch offset would be wrong whenever some data is
          * there already: the owner would see data past it and wake the fetch at once, round
          * after round.) */
-        g->seen = f->replica_id >= 0 ? fp->durable : fp->hw;
+        g->committed = f->replica_id < 0 && f->req.isolation_level == 1;
+        g->seen = f->replica_id >= 0 ? fp->durable : g->committed ? fp->lso : fp->hw;
         st_mesh_send(s->b->mesh, s->id, fp->owner, &g->msg, fetch_reg_on_owner);
     }
     f->waiting = true;
@@ -366,6 +410,20 @@ static void fetch_answer_leaders(st_kreq_t *r, st_fetch_t *f)
                                                b[i]->rack ? st_kstr(b[i]->rack) : ST_KSTR_NULL};
 }
 
+/* read_committed: the read's aborted transactions into the answer (the request's arena). */
+static void fetch_answer_aborted(st_kreq_t *r, const fetch_part_t *fp,
+                                 st_kp_fetch_resp_partition_t *o)
+{
+    o->aborted_transactions =
+        st_arena_alloc(&r->arena, (size_t)fp->naborted * sizeof *o->aborted_transactions);
+    if (!o->aborted_transactions)
+        return;
+    for (int k = 0; k < fp->naborted; k++)
+        o->aborted_transactions[k] = (st_kp_fetch_resp_aborted_transaction_t){
+            fp->aborted[k].producer_id, fp->aborted[k].first_offset};
+    o->aborted_transactions_count = fp->naborted;
+}
+
 static void fetch_respond(st_fetch_t *f)
 {
     st_kreq_t *r = f->r;
@@ -383,7 +441,7 @@ static void fetch_respond(st_fetch_t *f)
         /* out of range: where the log is, so a follower knows where to start (follow.h R3) */
         bool known = !fp->error || (fp->error == ST_KERR_OFFSET_OUT_OF_RANGE && fp->log_start >= 0);
         o->high_watermark = known ? fp->hw : -1;
-        o->last_stable_offset = known ? fp->hw : -1;
+        o->last_stable_offset = known ? fp->lso : -1;
         o->log_start_offset = known ? fp->log_start : -1;
         if (!fp->error && fp->div.epoch >= 0) {
             o->diverging_epoch.epoch = fp->div.epoch;
@@ -393,6 +451,8 @@ static void fetch_respond(st_fetch_t *f)
         o->records = (st_krecords_t){NULL, 0, NULL};
         if (!fp->rel)
             continue;
+        if (fp->naborted > 0 && r->api_version >= 4)
+            fetch_answer_aborted(r, fp, o);
         int64_t n = fp->rel->read.bytes;
         if (any && used + n > budget) {
             rel_release(fp->rel, r->shard->id);
@@ -418,6 +478,8 @@ static void fetch_respond(st_fetch_t *f)
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].rel && !f->parts[i].rel->spliced)
             rel_release(f->parts[i].rel, r->shard->id);
+    for (int i = 0; i < f->nparts; i++)
+        free(f->parts[i].aborted);
     free(f->legs);
     st_kreq_finish(r, out, rc);
 }

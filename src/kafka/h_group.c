@@ -1,7 +1,9 @@
 /*
  * h_group.c — the consumer-group APIs: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
  * LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
- * OffsetFetch (9), DeleteGroups (42), OffsetDelete (47).
+ * OffsetFetch (9), DeleteGroups (42), OffsetDelete (47); TxnOffsetCommit (28), routed the same
+ * way, is in h_txn_offset_commit.c. OffsetFetch's require_stable (v7+) answers
+ * UNSTABLE_OFFSET_COMMIT for a partition whose offset a transaction holds pending.
  *
  * A group's coordinator is the broker leading its __consumer_offsets partition: FindCoordinator
  * names it, and every other group API on a broker that does not lead it answers NOT_COORDINATOR
@@ -38,8 +40,8 @@ typedef struct {
 } find_coord_t;
 
 /* The coordinator of `key`: the leader of the key's partition of its service's internal topic
- * (coordsvc.h; a group's is its __consumer_offsets partition). For transactions (key type 1),
- * which no service coordinates yet, this broker answers itself. */
+ * (coordsvc.h; a group's is its __consumer_offsets partition, a transactional id's its
+ * __transaction_state partition). */
 static void find_coord_fill(st_kreq_t *r, int8_t key_type, st_kstr_t key, int16_t *err,
                             st_kstr_t *msg, int32_t *node, st_kstr_t *host, int32_t *port)
 {
@@ -48,12 +50,12 @@ static void find_coord_fill(st_kreq_t *r, int8_t key_type, st_kstr_t key, int16_
     *node = -1;
     *host = ST_KSTR_EMPTY;
     *port = -1;
-    if (!svc && key_type != 1) {
+    if (!svc) {
         *err = ST_KERR_INVALID_REQUEST;
         *msg = st_kstr("Unknown coordinator key type");
         return;
     }
-    int32_t id = svc ? st_coordsvc_coordinator(svc, md, key) : (int32_t)r->shard->b->cfg->node_id;
+    int32_t id = st_coordsvc_coordinator(svc, md, key);
     const st_md_broker_t *b = id >= 0 ? st_md_broker(md, id) : NULL;
     if (!b) {
         *err = ST_KERR_COORDINATOR_NOT_AVAILABLE;
@@ -605,6 +607,8 @@ void st_kh_offset_fetch(st_kreq_t *r)
             rc = offset_fetch_group_init(r, &f->groups[i], g->group_id, g->topics, NULL, nt);
         }
     }
+    for (int i = 0; i < f->ngroups; i++)
+        f->groups[i].o.require_stable = f->req.require_stable; /* v7+ */
     st_kgroup_ctx_t *ctx = rc ? NULL : st_kgroup_ctx_new(r, offset_fetch_finish, f);
     if (!ctx) {
         st_kreq_fail(r, "out of memory");

@@ -6,16 +6,12 @@
  * counter (layout and limits in pid.h). Ids a single broker of an earlier release handed out
  * (its start's millisecond times 2^20) are all above 2^60, so no new id repeats one. A producer
  * that sends its id and epoch back (v3+, after an error) gets the same id with the next epoch,
- * which fences the old epoch's in-flight batches (producer_state.h). Transactions are not
- * supported: a transactional id is refused, so clients report it instead of hanging.
+ * which fences the old epoch's in-flight batches (producer_state.h). A transactional id goes
+ * to its transaction coordinator (h_txn.c), which hands out ids from the same counter.
  */
-#include "base/clock.h"
 #include "kafka/handlers.h"
 #include "kafka/pid.h"
 #include "proto/kerr.h"
-
-/* This broker's next producer id (pid.h): the process's, for all its shards. */
-static _Atomic int64_t next_pid;
 
 void st_kh_init_producer_id(st_kreq_t *r)
 {
@@ -24,16 +20,18 @@ void st_kh_init_producer_id(st_kreq_t *r)
         st_kreq_fail(r, "malformed InitProducerId request");
         return;
     }
+    if (!st_kstr_is_null(req.transactional_id)) {
+        st_kh_init_producer_id_txn(r, &req);
+        return;
+    }
     st_kp_init_producer_id_resp_t resp;
     st_kp_init_producer_id_resp_init(&resp);
     st_broker_t *b = r->shard->b;
-    if (!st_kstr_is_null(req.transactional_id)) {
-        resp.error_code = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-    } else if (req.producer_id >= 0 && req.producer_epoch >= 0 && req.producer_epoch < INT16_MAX) {
+    if (req.producer_id >= 0 && req.producer_epoch >= 0 && req.producer_epoch < INT16_MAX) {
         resp.producer_id = req.producer_id;
         resp.producer_epoch = (int16_t)(req.producer_epoch + 1);
     } else {
-        resp.producer_id = st_kpid_next(&next_pid, (int32_t)b->cfg->node_id, st_wall_ms());
+        resp.producer_id = st_kpid_take((int32_t)b->cfg->node_id);
         resp.producer_epoch = 0;
     }
     r->error_code = resp.error_code;

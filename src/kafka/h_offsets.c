@@ -9,7 +9,7 @@
  * which covers the whole log (st_part_end_for_epoch), and only on the leader.
  *
  * ListOffsets answers within what consumers may read (below the high watermark):
- *   -1 latest: the high watermark      -2 earliest, -4 earliest local, -5: the log start
+ *   -1 latest: the high watermark (read_committed: the last stable offset)   -2 earliest, -4 earliest local, -5: the log start
  *   -3 max timestamp: that record      t >= 0: first record with timestamp >= t, else -1
  */
 #include "base/err.h"
@@ -32,6 +32,9 @@ static void list_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
 {
     (void)s;
     it->error = st_part_list_offset(p, it->value, &it->out_offset, &it->out_ts, &it->out_epoch);
+    /* read_committed: latest is the last stable offset */
+    if (!it->error && it->value == -1 && it->isolation == 1)
+        it->out_offset = st_part_lso(p);
 }
 
 typedef struct {
@@ -73,6 +76,7 @@ void st_kh_list_offsets(st_kreq_t *r)
         st_pitem_resolve(r, &c->items[k], q->name, q->partition_index,
                          q->req_partition->current_leader_epoch);
         c->items[k].value = q->req_partition->timestamp;
+        c->items[k].isolation = r->api_version >= 2 ? c->req.isolation_level : 0;
     }
     st_pcall(r, c->items, c->n, list_one, list_done, c);
 }

@@ -287,8 +287,6 @@ void st_kh_produce(st_kreq_t *r)
         pp->len = p->q[k].req_partition->records.len;
         if (p->req.acks != 0 && p->req.acks != 1 && p->req.acks != -1)
             pp->error = ST_KERR_INVALID_REQUIRED_ACKS;
-        else if (!st_kstr_is_null(p->req.transactional_id))
-            pp->error = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     }
     if (r->api_version < 13 && r->shard->b->cfg->auto_create_topics_enable)
         st_autocreate(r, names, p->req.topic_data_count, NULL, prod_dispatch, p);

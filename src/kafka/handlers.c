@@ -43,9 +43,17 @@ const st_khandler_t st_khandlers[] = {
     ST_H(LIST_GROUPS, st_kh_list_groups),
     ST_H(DELETE_GROUPS, st_kh_delete_groups),
     ST_H(OFFSET_DELETE, st_kh_offset_delete),
+    ST_H(TXN_OFFSET_COMMIT, st_kh_txn_offset_commit),
     ST_H(ELECT_LEADERS, st_kh_elect_leaders),
     ST_H(ALTER_PARTITION_REASSIGNMENTS, st_kh_alter_partition_reassignments),
     ST_H(LIST_PARTITION_REASSIGNMENTS, st_kh_list_partition_reassignments),
+    ST_H(WRITE_TXN_MARKERS, st_kh_write_txn_markers),
+    ST_H(DESCRIBE_PRODUCERS, st_kh_describe_producers),
+    ST_H(ADD_PARTITIONS_TO_TXN, st_kh_add_partitions_to_txn),
+    ST_H(ADD_OFFSETS_TO_TXN, st_kh_add_offsets_to_txn),
+    ST_H(END_TXN, st_kh_end_txn),
+    ST_H(DESCRIBE_TRANSACTIONS, st_kh_describe_transactions),
+    ST_H(LIST_TRANSACTIONS, st_kh_list_transactions),
 };
 const int st_nkhandlers = (int)(sizeof st_khandlers / sizeof st_khandlers[0]);
 
@@ -84,5 +92,15 @@ void st_kh_api_versions(st_kreq_t *r)
         resp.api_keys[i].max_version = st_khandlers[i].max_version;
     }
     resp.api_keys_count = st_nkhandlers;
+    /* Kafka 4.x's features (v3+, tagged): transaction.version supported 0-2; finalized at level
+     * 0, which Kafka leaves out of finalized_features (a feature at 0 has no FeatureLevelRecord)
+     * and whose epoch is then 0. Clients read that as transactions v1 (no epoch bump at each
+     * end) until the produce-side verification of KIP-890 lets the level rise. */
+    static const st_kp_api_versions_resp_supported_feature_t features[] = {
+        {{"transaction.version", 19}, 0, 2},
+    };
+    resp.supported_features = (st_kp_api_versions_resp_supported_feature_t *)features;
+    resp.supported_features_count = 1;
+    resp.finalized_features_epoch = 0;
     ST_KREQ_RESPOND(r, api_versions, &resp);
 }

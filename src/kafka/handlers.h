@@ -56,8 +56,18 @@ void st_kh_describe_groups(st_kreq_t *r);
 void st_kh_list_groups(st_kreq_t *r);
 void st_kh_delete_groups(st_kreq_t *r);
 void st_kh_offset_delete(st_kreq_t *r);
+void st_kh_txn_offset_commit(st_kreq_t *r);
 void st_kh_elect_leaders(st_kreq_t *r);
 void st_kh_alter_partition_reassignments(st_kreq_t *r);
 void st_kh_list_partition_reassignments(st_kreq_t *r);
+void st_kh_write_txn_markers(st_kreq_t *r);    /* h_txn_markers.c */
+void st_kh_describe_producers(st_kreq_t *r);   /* h_txn_markers.c */
+void st_kh_add_partitions_to_txn(st_kreq_t *r);
+void st_kh_add_offsets_to_txn(st_kreq_t *r);
+void st_kh_end_txn(st_kreq_t *r);
+void st_kh_describe_transactions(st_kreq_t *r);
+void st_kh_list_transactions(st_kreq_t *r);
+/* InitProducerId with a transactional id (h_txn.c): to the id's coordinator. */
+void st_kh_init_producer_id_txn(st_kreq_t *r, const st_kp_init_producer_id_req_t *req);
 
 #endif

@@ -23,6 +23,8 @@ typedef struct st_pitem {
     int64_t value;              /* the request's timestamp (ListOffsets), offset (DeleteRecords) or
                                    leader epoch (OffsetForLeaderEpoch) */
     int32_t current_epoch;      /* the request's current_leader_epoch, -1 when none */
+    int8_t isolation;           /* ListOffsets' isolation_level (1: read_committed) */
+    void *data;                 /* the handler's own per-item state (WriteTxnMarkers...) */
     int64_t out_offset, out_ts; /* results */
     int32_t out_epoch;
     st_fanout_leg_t *leg; /* the owner's leg (st_pcall_hold) */

@@ -40,4 +40,8 @@ int64_t st_kpid_base(int32_t node_id, int64_t now_ms);
  * first (which sets it from st_kpid_base(node_id, now_ms)). */
 int64_t st_kpid_next(_Atomic int64_t *next, int32_t node_id, int64_t now_ms);
 
+/* The next id of this process's run (one counter for the idempotent producers of
+ * InitProducerId and the transaction coordinators of every shard, so no two repeat). */
+int64_t st_kpid_take(int32_t node_id);
+
 #endif

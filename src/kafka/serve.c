@@ -13,6 +13,7 @@
 #include "kafka/kshard.h"
 #include "kafka/replica_link.h"
 #include "kafka/topic_config.h"
+#include "kafka/txn_route.h"
 #include "net/conn.h"
 #include "proto/kreader.h"
 
@@ -98,9 +99,33 @@ static void shard_tick(st_kshard_t *s)
     st_coordsvc_tick(s);
 }
 
-int st_kafka_init(void)
+int st_kafka_init(const st_config_t *cfg)
 {
-    return st_coordsvc_register(&st_kgroup_service);
+    st_ktxn_configure(cfg);
+    int rc = st_coordsvc_register(&st_kgroup_service);
+    return rc ? rc : st_coordsvc_register(&st_ktxn_service);
+}
+
+/* The replication's start and stop also start and stop the inter-broker client the
+ * transaction coordinators send their markers with (txn_send.c). */
+static int replication_start(st_broker_t *b, char *err, size_t errlen)
+{
+    int rc = st_krepl_start(b, err, errlen);
+    return rc ? rc : st_ktxn_client_start(b, err, errlen);
+}
+
+static void replication_stop(st_broker_t *b)
+{
+    st_ktxn_client_stop(b);
+    st_krepl_stop(b);
+}
+
+/* After each adoption: shard 0 hands the inter-broker client its new snapshot. */
+static void md_adopted(st_kshard_t *s)
+{
+    st_ctl_md_adopted(s);
+    if (s->id == 0)
+        st_ktxn_client_metadata(s);
 }
 
 const st_broker_hooks_t st_kafka_hooks = {
@@ -109,7 +134,7 @@ const st_broker_hooks_t st_kafka_hooks = {
     .shard_start = shard_start,
     .shard_drain = shard_drain,
     .shard_fini = shard_fini,
-    .md_adopted = st_ctl_md_adopted,
+    .md_adopted = md_adopted,
     .partition_gone = st_ctl_partition_gone,
     .partition_role = st_ctl_partition_role,
     .adopt_metadata = st_ctl_adopt,
@@ -117,7 +142,7 @@ const st_broker_hooks_t st_kafka_hooks = {
     .controller_fini = st_ctl_fini,
     .hint_create = st_ctl_hint_create,
     .shard_tick = shard_tick,
-    .replication_start = st_krepl_start,
-    .replication_stop = st_krepl_stop,
+    .replication_start = replication_start,
+    .replication_stop = replication_stop,
     .wake_fetches = st_fetch_notify,
 };

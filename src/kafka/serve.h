@@ -14,8 +14,9 @@
 
 extern const st_broker_hooks_t st_kafka_hooks;
 
-/* Registers the coordinator services (coordsvc.h). On the main thread, once, before
+/* Registers the coordinator services (coordsvc.h), with the settings of cfg that shape them
+ * (the topic configs of __transaction_state). On the main thread, once, before
  * st_broker_create. 0, or an error. */
-int st_kafka_init(void);
+int st_kafka_init(const st_config_t *cfg);
 
 #endif

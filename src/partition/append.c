@@ -35,19 +35,25 @@ static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatc
         st_batch_hdr_t h;
         if (st_batch_parse_hdr(p, n, &h) || st_batch_size(&h) > (int64_t)n)
             return ST_PSTATE_APPEND; /* malformed: st_log_append refuses it with the reason */
-        if (h.attributes & ST_BATCH_ATTR_TRANSACTIONAL) {
-            *why = "transactions are not supported";
-            return -ST_KERR_INVALID_REQUEST;
+        bool txn = (h.attributes & ST_BATCH_ATTR_TRANSACTIONAL) != 0;
+        if (txn && h.producer_id < 0) {
+            *why = "a transactional batch without a producer id";
+            return -ST_KERR_INVALID_RECORD;
         }
-        int32_t last = st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
+        int32_t last = h.base_sequence < 0 && txn
+                           ? -1
+                           : st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
         if (h.producer_id >= 0 && nbatches == 0) {
-            verdict = st_pstate_check(&part->pstate, h.producer_id, h.producer_epoch,
-                                      h.base_sequence, last, dup);
+            verdict = st_pstate_check_batch(&part->pstate, h.producer_id, h.producer_epoch,
+                                            h.base_sequence, last, txn, dup);
+            if (verdict == -ST_KERR_INVALID_TXN_STATE)
+                *why = "a non-transactional batch while the producer's transaction is ongoing";
             pid = h.producer_id;
             epoch = h.producer_epoch;
         } else if (h.producer_id >= 0 || pid >= 0) {
             /* Later batches of one request continue the first one's sequence. */
-            if (h.producer_id != pid || h.producer_epoch != epoch || h.base_sequence != next_seq ||
+            if (h.producer_id != pid || h.producer_epoch != epoch ||
+                (h.base_sequence != next_seq && !(txn && h.base_sequence < 0)) ||
                 verdict != ST_PSTATE_APPEND)
                 return -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER;
         }
@@ -61,7 +67,27 @@ static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatc
     return verdict;
 }
 
-/* Records the producer state of batches just appended at base_offset. */
+/* A marker at `offset` (the log holds it): ends the producer's transaction; an abort of one
+ * with records goes into the .txnindex with the LSO it leaves (Kafka's: the first offset of
+ * the next ongoing transaction, else the marker + 1). */
+void st_part_note_marker(st_part_t *part, int64_t pid, int16_t epoch, bool commit,
+                         int32_t coordinator_epoch, int64_t offset, int64_t ts)
+{
+    int64_t first;
+    if (st_pstate_end_txn(&part->pstate, pid, epoch, coordinator_epoch, offset, ts, &first) < 0)
+        ST_WARN("%s-%d: out of memory for the producer state", part->topic, part->index);
+    if (commit || first < 0)
+        return;
+    int64_t next = st_pstate_first_ongoing(&part->pstate, -1);
+    st_txn_aborted_t a = {pid, first, offset, next >= 0 ? next : offset + 1};
+    int rc = st_log_txn_add(part->log, &a);
+    if (rc < 0)
+        ST_WARN("%s-%d: cannot record the aborted transaction at %lld: %s", part->topic,
+                part->index, (long long)offset, st_strerror(rc));
+}
+
+/* Records the producer state of batches just appended at base_offset (markers included: a
+ * follower's, or the leader's own). */
 static void record_producers(st_part_t *part, const uint8_t *p, size_t n, int64_t base_offset)
 {
     int64_t now = -1;
@@ -69,12 +95,22 @@ static void record_producers(st_part_t *part, const uint8_t *p, size_t n, int64_
         st_batch_hdr_t h;
         if (st_batch_parse_hdr(p, n, &h) || st_batch_size(&h) > (int64_t)n)
             return;
-        if (h.producer_id >= 0) {
-            int32_t last = st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
-            if (now < 0)
-                now = st_wall_ms();
-            st_pstate_record(&part->pstate, h.producer_id, h.producer_epoch, h.base_sequence, last,
-                             base_offset, base_offset + h.last_offset_delta, now);
+        bool txn = (h.attributes & ST_BATCH_ATTR_TRANSACTIONAL) != 0;
+        if (now < 0 && h.producer_id >= 0)
+            now = st_wall_ms();
+        int16_t type;
+        int32_t cepoch;
+        if (h.producer_id >= 0 && (h.attributes & ST_BATCH_ATTR_CONTROL)) {
+            if (st_batch_control_parse(p, (size_t)st_batch_size(&h), &type, &cepoch) == 0)
+                st_part_note_marker(part, h.producer_id, h.producer_epoch,
+                                    type == ST_CONTROL_COMMIT, cepoch, base_offset, now);
+        } else if (h.producer_id >= 0) {
+            int32_t last = txn && h.base_sequence < 0
+                               ? -1
+                               : st_pstate_seq_add(h.base_sequence, h.last_offset_delta);
+            st_pstate_record_batch(&part->pstate, h.producer_id, h.producer_epoch,
+                                   h.base_sequence, last, base_offset,
+                                   base_offset + h.last_offset_delta, now, txn);
         }
         base_offset += (int64_t)h.last_offset_delta + 1;
         p += st_batch_size(&h);
@@ -226,18 +262,17 @@ bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
     return st_part_append_timed(p, records, len, acks, -1, res, done, arg);
 }
 
-static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, int64_t timeout_ms,
-                   st_part_append_res_t *res, st_part_done_fn done, void *arg)
+static bool wait_acks(st_part_t *p, st_acks_t acks, int64_t last_offset, int64_t timeout_ms,
+                      st_part_append_res_t *res, st_part_done_fn done, void *arg);
+
+/* Whether this replica may append now (online, leads, enough in sync for acks=all); fills
+ * res's error otherwise. */
+static bool may_append(st_part_t *p, st_acks_t acks, st_part_append_res_t *res)
 {
     *res = (st_part_append_res_t){0};
     if (!p->log) { /* offline */
         res->error = ST_KERR_KAFKA_STORAGE_ERROR;
         res->err = ST_E_CLOSED;
-        return false;
-    }
-    if (!records || len == 0) {
-        res->error = ST_KERR_INVALID_REQUEST;
-        res->why = "no records";
         return false;
     }
     const st_part_repl_t *r = &p->repl;
@@ -253,6 +288,56 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, i
         res->why = "fewer in-sync replicas than min.insync.replicas";
         return false;
     }
+    return true;
+}
+
+bool st_part_write_marker(st_part_t *p, int64_t pid, int16_t epoch, bool commit,
+                          int32_t coordinator_epoch, int64_t timeout_ms, st_part_append_res_t *res,
+                          st_part_done_fn done, void *arg)
+{
+    if (!may_append(p, ST_ACKS_ALL, res))
+        return false;
+    int v = st_pstate_check_marker(&p->pstate, pid, epoch, coordinator_epoch);
+    if (v < 0) {
+        res->error = (int16_t)-v;
+        res->err = ST_E_INVALID;
+        res->why = v == -ST_KERR_INVALID_PRODUCER_EPOCH
+                       ? "the marker's producer epoch is older than the producer's"
+                       : "the marker's coordinator epoch is older than one already seen";
+        return false;
+    }
+    uint8_t b[ST_BATCH_CONTROL_SIZE];
+    int64_t now = st_wall_ms();
+    st_batch_control_build(b, pid, epoch, commit, coordinator_epoch, now);
+    st_log_append_info_t info;
+    int rc = st_log_append_control(p->log, b, sizeof b,
+                                   p->repl.on ? p->repl.role.leader_epoch : 0, &info);
+    if (rc) {
+        res->err = rc;
+        res->error = st_kerr_from(rc);
+        res->why = st_strerror(rc);
+        return false;
+    }
+    st_part_note_marker(p, pid, epoch, commit, coordinator_epoch, info.base_offset, now);
+    p->bytes_in += sizeof b;
+    res->appended_bytes = sizeof b;
+    res->base_offset = info.base_offset;
+    res->log_append_time = -1;
+    res->log_start_offset = info.log_start_offset;
+    return wait_acks(p, ST_ACKS_ALL, info.last_offset, timeout_ms, res, done, arg);
+}
+
+static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, int64_t timeout_ms,
+                   st_part_append_res_t *res, st_part_done_fn done, void *arg)
+{
+    if (!may_append(p, acks, res))
+        return false;
+    if (!records || len == 0) {
+        res->error = ST_KERR_INVALID_REQUEST;
+        res->why = "no records";
+        return false;
+    }
+    const st_part_repl_t *r = &p->repl;
     st_pbatch_t dup;
     int verdict = check_producers(p, records, len, &dup, &res->why);
     if (verdict < 0) {
@@ -292,6 +377,14 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, i
         res->log_start_offset = info.log_start_offset;
         last_offset = info.last_offset;
     }
+    return wait_acks(p, acks, last_offset, timeout_ms, res, done, arg);
+}
+
+/* Waits for an append ending at last_offset as acks asks (see st_part_append's return). */
+static bool wait_acks(st_part_t *p, st_acks_t acks, int64_t last_offset, int64_t timeout_ms,
+                      st_part_append_res_t *res, st_part_done_fn done, void *arg)
+{
+    const st_part_repl_t *r = &p->repl;
     /* The seam of acks: ST_ACKS_ALL waits for the high watermark, which in a cluster is where
      * every ISR member has the batch on disk (replica.c); where this replica is the only one
      * (a single broker, a topic of replication factor 1, or no role) the ISR is this replica

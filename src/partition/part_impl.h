@@ -47,6 +47,8 @@ struct st_part {
     st_parts_t *parts;   /* the owning table */
     int64_t hw;          /* high watermark */
     uint64_t waiters[4]; /* bitmap of shards (up to 256) with fetches waiting */
+    uint64_t lso_waiters[4]; /* the same for read_committed fetches (the LSO) */
+    int64_t lso;             /* the last stable offset as last computed (st_part_update_hw) */
     int pending_durable; /* durability callbacks outstanding (they hold the partition) */
     bool dead;           /* deleted: freed once pending_durable drops to 0 */
     int open_err;        /* offline (log NULL): why its log could not be opened */

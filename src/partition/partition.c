@@ -113,6 +113,27 @@ void st_parts_fini(st_parts_t *t)
     t->count = 0;
 }
 
+/* A marker met while replaying the log: the producer's transaction ends (the .txnindex is
+ * storage's, already right). */
+static int replay_marker(st_part_t *p, st_file_t *f, int64_t pos, const st_batch_hdr_t *h,
+                         int64_t ts)
+{
+    uint8_t b[256];
+    if (st_batch_size(h) > (int64_t)sizeof b)
+        return 0; /* no marker is this large: another control record */
+    ssize_t n = st_file_pread(f, b, (size_t)st_batch_size(h), pos);
+    if (n != st_batch_size(h))
+        return n < 0 ? (int)n : ST_E_CORRUPT;
+    int16_t type;
+    int32_t cepoch;
+    int64_t first;
+    if (st_batch_control_parse(b, (size_t)n, &type, &cepoch) == 0 &&
+        st_pstate_end_txn(&p->pstate, h->producer_id, h->producer_epoch, cepoch, h->base_offset,
+                          ts, &first) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
 /* Rebuilds the idempotent producers' state: the newest usable snapshot, then the headers of
  * the batches after it (only headers are read: 61 bytes per batch); without a snapshot, every
  * batch header in the log. A replayed producer's last use is its batch's maxTimestamp (never
@@ -143,11 +164,19 @@ static int load_producers(st_part_t *p, int64_t *replayed)
                     break;
                 }
                 (*replayed)++;
-                if (h.producer_id >= 0 && st_batch_last_offset(&h) >= from)
-                    st_pstate_record(&p->pstate, h.producer_id, h.producer_epoch, h.base_sequence,
-                                     st_pstate_seq_add(h.base_sequence, h.last_offset_delta),
-                                     h.base_offset, st_batch_last_offset(&h),
-                                     h.max_timestamp < now ? h.max_timestamp : now);
+                int64_t ts = h.max_timestamp < now ? h.max_timestamp : now;
+                bool txn = (h.attributes & ST_BATCH_ATTR_TRANSACTIONAL) != 0;
+                if (h.producer_id >= 0 && st_batch_last_offset(&h) >= from) {
+                    if (h.attributes & ST_BATCH_ATTR_CONTROL)
+                        rc = replay_marker(p, rg->file, pos, &h, ts);
+                    else
+                        st_pstate_record_batch(
+                            &p->pstate, h.producer_id, h.producer_epoch, h.base_sequence,
+                            txn && h.base_sequence < 0
+                                ? -1
+                                : st_pstate_seq_add(h.base_sequence, h.last_offset_delta),
+                            h.base_offset, st_batch_last_offset(&h), ts, txn);
+                }
                 pos += st_batch_size(&h);
             }
         }
@@ -254,6 +283,8 @@ int st_parts_open(st_parts_t *t, const char *topic, const uint8_t topic_id[16], 
     if (st_log_topic_id(p->log, have) != 0)
         st_log_set_topic_id(p->log, topic_id);
     p->hw = hw_of(p->log);
+    st_pstate_hw_moved(&p->pstate, p->hw);
+    p->lso = st_part_lso(p);
     st_log_set_retention_limit(p->log, p->hw);
     insert(t, p);
     *out = p;
@@ -324,19 +355,25 @@ static int delete_offline(st_parts_t *t, st_part_t *p)
     return rc == -ENOENT ? 0 : rc;
 }
 
-/* Tells every waiting shard once, and forgets them. */
-static void wake_waiters(st_part_t *p)
+/* Tells every shard of the bitmap once, and forgets them. */
+static void wake_set(st_part_t *p, uint64_t set[4])
 {
     st_parts_config_t *cfg = &p->parts->cfg;
     for (int w = 0; w < 4; w++) {
-        uint64_t bits = p->waiters[w];
-        p->waiters[w] = 0;
+        uint64_t bits = set[w];
+        set[w] = 0;
         while (bits) {
             int b = __builtin_ctzll(bits);
             bits &= bits - 1;
             cfg->wake(cfg->wake_arg, w * 64 + b, p->topic_id, p->index);
         }
     }
+}
+
+static void wake_waiters(st_part_t *p)
+{
+    wake_set(p, p->waiters);
+    wake_set(p, p->lso_waiters);
 }
 
 void st_parts_delete(st_parts_t *t, st_part_t *p)
@@ -430,6 +467,8 @@ bool st_part_stats(st_part_t *p, st_part_stats_t *out)
                 out->max_follower_lag = lag;
         }
     }
+    out->lso = st_part_lso(p);
+    out->ongoing_txns = (int32_t)st_pstate_ongoing(&p->pstate, &out->oldest_txn_ms);
     out->compact = st_log_config(p->log)->compact;
     if (out->compact)
         st_log_clean_stats(p->log, &out->clean);
@@ -460,13 +499,19 @@ void st_part_update_hw(st_part_t *p)
         wake = true;
     }
     p->hw = hw;
+    st_pstate_hw_moved(&p->pstate, hw);
+    int64_t lso = st_part_lso(p);
+    if (lso != p->lso) {
+        p->lso = lso;
+        wake_set(p, p->lso_waiters);
+    }
     st_log_set_retention_limit(p->log, hw);
     /* a follower's log start follows the leader's as far as its high watermark allows */
     if (p->repl.on && !p->repl.role.leader && p->repl.leader_start > st_log_start_offset(p->log))
         st_part_follow_start(p);
     st_part_repl_moved(p);
     if (wake)
-        wake_waiters(p);
+        wake_set(p, p->waiters);
 }
 
 void st_part_add_replica_waiter(st_part_t *p, int waiter, int64_t seen_end)
@@ -489,4 +534,30 @@ void st_part_add_waiter(st_part_t *p, int waiter, int64_t seen_hw)
         return;
     }
     p->waiters[waiter / 64] |= 1ull << (waiter % 64);
+}
+
+void st_part_add_lso_waiter(st_part_t *p, int waiter, int64_t seen_lso)
+{
+    if (st_part_lso(p) != seen_lso) {
+        st_parts_config_t *cfg = &p->parts->cfg;
+        cfg->wake(cfg->wake_arg, waiter, p->topic_id, p->index);
+        return;
+    }
+    p->lso_waiters[waiter / 64] |= 1ull << (waiter % 64);
+}
+
+int64_t st_part_lso(const st_part_t *p)
+{
+    int64_t first = st_pstate_first_unstable(&p->pstate);
+    return first >= 0 && first < p->hw ? first : p->hw;
+}
+
+int st_part_aborted(st_part_t *p, int64_t from, int64_t to, st_txn_aborted_t *out, int cap)
+{
+    return st_part_online(p) ? st_log_txn_aborted(p->log, from, to, out, cap) : 0;
+}
+
+const st_pstate_t *st_part_producers(const st_part_t *p)
+{
+    return st_part_online(p) ? &p->pstate : NULL;
 }

@@ -8,13 +8,17 @@
  *   st_part_append   validate (compacted logs: every record has a key), check and record the
  *                    idempotent producers, assign offsets (storage), then wait as the acks mode
  *                    asks, move the high watermark and wake the waiting fetches, call back
+ *   st_part_write_marker   a transaction's COMMIT or ABORT marker (control batch), fenced by
+ *                    the producer and coordinator epochs, durable on the ISR before done()
  *   st_part_delete_records   move the log start, answer once that is durable
  *   st_parts_tick    storage housekeeping, the high watermark of time-based flushes, producer
  *                    expiry and snapshots, and the cleaner's scheduling
  *   st_parts_open / st_parts_delete / st_part_reconfigure   the table and the log's settings
  *
  * Reads (st_part_read, st_part_list_offset, st_part_end_for_epoch) see at most the high
- * watermark, except the leader epoch cache, which answers for the whole log as Kafka does.
+ * watermark, except the leader epoch cache, which answers for the whole log as Kafka does;
+ * read_committed reads (st_part_read_committed) at most the last stable offset (st_part_lso),
+ * with the aborted transactions they overlap from the .txnindex files (st_part_aborted).
  *
  * The high watermark is what consumers may read: the durable offset under the strict flush
  * policy (consumers never see what a crash could take back), the log end under write caching.
@@ -186,6 +190,9 @@ typedef struct st_part_stats {
                                  one not heard from since the leadership began; 0: none) */
     bool compact;             /* cleanup.policy=compact: clean holds the cleaner's figures */
     st_log_clean_stats_t clean;
+    int64_t lso;              /* last stable offset */
+    int32_t ongoing_txns;     /* transactions ongoing */
+    int64_t oldest_txn_ms;    /* the oldest one's start (wall ms), -1: none */
 } st_part_stats_t;
 /* Fills *out; false (nothing filled) while the partition is offline or deleted. */
 bool st_part_stats(st_part_t *p, st_part_stats_t *out);
@@ -243,6 +250,19 @@ bool st_part_append_timed(st_part_t *p, uint8_t *records, size_t len, st_acks_t 
                           int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
                           void *arg);
 
+/*
+ * A transaction marker (WriteTxnMarkers): appends Kafka's control batch for producer pid
+ * (epoch, COMMIT or ABORT, coordinator_epoch) after the producer state's fencing checks
+ * (epoch below the producer's: INVALID_PRODUCER_EPOCH; coordinator epoch below the newest
+ * seen: TRANSACTION_COORDINATOR_FENCED), ends the producer's ongoing transaction and, for an
+ * abort of one that wrote records, records it in the .txnindex. Then as st_part_append_timed
+ * with ST_ACKS_ALL: true when done(arg, err) will be called once the marker is durable on the
+ * ISR, false when *res is the whole answer (res->error, or already durable).
+ */
+bool st_part_write_marker(st_part_t *p, int64_t pid, int16_t epoch, bool commit,
+                          int32_t coordinator_epoch, int64_t timeout_ms, st_part_append_res_t *res,
+                          st_part_done_fn done, void *arg);
+
 /* DeleteRecords: moves the log start to `offset` (-1: the high watermark), which may not pass
  * the high watermark. Sets *error and *low_watermark; returns true when done(arg, ...) will be
  * called once the new start is durable (a crash after the answer must not bring the deleted
@@ -258,6 +278,7 @@ bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_
 /* A Fetch read of one partition. */
 typedef struct st_part_read {
     int64_t hw, log_start;
+    int64_t lso; /* the last stable offset at the read */
     st_log_read_t read; /* read.bytes > 0: file ranges held until st_log_read_release */
 } st_part_read_t;
 
@@ -266,6 +287,24 @@ typedef struct st_part_read {
  * (OFFSET_OUT_OF_RANGE outside log start..log end; out->hw and log_start are set once the
  * partition is online). */
 int16_t st_part_read(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out);
+
+/* The same for a read_committed consumer: never past the last stable offset. */
+int16_t st_part_read_committed(st_part_t *p, int64_t offset, int32_t max_bytes,
+                               st_part_read_t *out);
+
+/* The last stable offset: the first offset of the oldest unstable transaction (ongoing, or
+ * ended by a marker the high watermark has not passed), or the high watermark when that is
+ * smaller or there is none. read_committed consumers see the log below it. */
+int64_t st_part_lso(const st_part_t *p);
+
+/* The aborted transactions that overlap [from, to) (Fetch's aborted_transactions for a
+ * read_committed read from `from` that returned data below `to`): up to cap into out; returns
+ * how many there are (may exceed cap), 0 while offline. */
+int st_part_aborted(st_part_t *p, int64_t from, int64_t to, st_txn_aborted_t *out, int cap);
+
+/* The producers of the partition (DescribeProducers), NULL while offline; read-only, on the
+ * owner shard, valid until the next append. */
+const st_pstate_t *st_part_producers(const st_part_t *p);
 
 /* ListOffsets within what consumers may read: -1 latest (the high watermark), -2/-4/-5 the log
  * start, -3 the record with the largest timestamp, t >= 0 the first record with timestamp >= t
@@ -370,6 +409,9 @@ void st_part_add_replica_waiter(st_part_t *p, int waiter, int64_t seen_end);
 /* Marks shard `waiter` as waiting for data past `seen_hw` (the high watermark its read saw); if
  * the high watermark is already elsewhere, wakes that shard at once. */
 void st_part_add_waiter(st_part_t *p, int waiter, int64_t seen_hw);
+/* The same for a read_committed fetch: waits for the last stable offset to move past
+ * seen_lso. */
+void st_part_add_lso_waiter(st_part_t *p, int waiter, int64_t seen_lso);
 
 /* Internal to the module (partition.c, append.c, read.c, cleaner.c, replica.c). */
 void st_part_update_hw(st_part_t *p);
@@ -384,6 +426,8 @@ int st_part_delete_wait(st_part_t *p, int64_t offset, int64_t timeout_ms, st_par
                         void *arg);
 int st_part_follow_start(st_part_t *p); /* follower: the log start up to the leader's */
 void st_part_maybe_free(st_part_t *p);
+void st_part_note_marker(st_part_t *p, int64_t pid, int16_t epoch, bool commit,
+                         int32_t coordinator_epoch, int64_t offset, int64_t ts);
 void st_parts_clean_init(st_parts_t *t);
 void st_parts_clean_fini(st_parts_t *t);
 void st_parts_clean_forget(st_parts_t *t, st_part_t *p);

@@ -7,16 +7,20 @@
  *
  *   0   4  magic "STPS"
  *   4   4  CRC-32C of bytes 8..end
- *   8   2  version (1)
+ *   8   2  version (2; version 1 still loads)
  *   10  2  reserved (0)
  *   12  4  entry count
  *   16  8  offset: the state of every batch whose last offset is below it
  *   24  8  written at (wall ms)
  *   32     entries, least recently used first:
  *          0  8  producer id (>= 0)      8  2  epoch (>= 0)     10  2  batches (0..5)
- *          12 4  reserved (0)            16 8  last append (ms)
- *          24    per batch, oldest first, 24 bytes: first sequence i32, last sequence i32,
- *                first offset i64, last offset i64 (first <= last < offset, increasing)
+ *          12 4  coordinator epoch (>= -1; version 1: reserved 0, read as -1)
+ *          16 8  last append (ms)
+ *          version 2 only: 24 8  ongoing transaction's first offset (-1: none; < offset)
+ *                          32 8  its start (wall ms)
+ *          24 (v1) / 40 (v2)  per batch, oldest first, 24 bytes: first sequence i32, last
+ *                sequence i32, first offset i64, last offset i64 (first <= last < offset,
+ *                increasing)
  *
  * Invariants: every entry is in exactly one hash chain and in the use list; the list runs
  * from least to most recently used and last_ms never decreases along it (so expiry stops at
@@ -38,9 +42,10 @@
 #include "storage/log.h"
 
 #define SNAP_MAGIC     "STPS"
-#define SNAP_VERSION   1
+#define SNAP_VERSION   2
 #define SNAP_HDR       32
-#define SNAP_ENTRY     24
+#define SNAP_ENTRY_V1  24
+#define SNAP_ENTRY     40
 #define SNAP_BATCH     24
 #define SNAP_EXT       ".snapshot"
 #define SNAP_MAX_BYTES (256u << 20)
@@ -65,6 +70,9 @@ static void st_pstate_clear(st_pstate_t *ps)
     ps->nbuckets = 0;
     ps->count = 0;
     ps->oldest = ps->newest = NULL;
+    free(ps->txns);
+    ps->txns = NULL;
+    ps->ntxns = ps->captxns = 0;
 }
 
 void st_pstate_fini(st_pstate_t *ps)
@@ -180,12 +188,20 @@ static st_pentry_t *st_pstate_insert(st_pstate_t *ps, int64_t pid, int16_t epoch
     st_pentry_t *e = calloc(1, sizeof *e);
     if (!e)
         return NULL;
-    while (ps->max_producers > 0 && ps->count >= ps->max_producers && ps->oldest) {
-        st_pstate_remove(ps, ps->oldest);
+    while (ps->max_producers > 0 && ps->count >= ps->max_producers) {
+        st_pentry_t *v = ps->oldest;
+        while (v && v->txn_first >= 0)
+            v = v->newer; /* an ongoing transaction holds the LSO: never forgotten */
+        if (!v)
+            break;
+        st_pstate_remove(ps, v);
         ps->evicted++;
     }
     e->pid = pid;
     e->epoch = epoch;
+    e->txn_first = -1;
+    e->txn_start_ms = -1;
+    e->coordinator_epoch = -1;
     size_t k = st_pid_hash(pid) & (ps->nbuckets - 1);
     e->hnext = ps->buckets[k];
     ps->buckets[k] = e;
@@ -244,13 +260,206 @@ int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_
     return 0;
 }
 
+int st_pstate_check_batch(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
+                          int32_t last_seq, bool transactional, st_pbatch_t *dup)
+{
+    const st_pentry_t *e = st_pstate_find(ps, pid);
+    int v;
+    if (transactional && first_seq == -1) /* the coordinator's own records: epoch only */
+        v = e && epoch < e->epoch ? -ST_KERR_INVALID_PRODUCER_EPOCH : ST_PSTATE_APPEND;
+    else
+        v = st_pstate_check(ps, pid, epoch, first_seq, last_seq, dup);
+    if (v == ST_PSTATE_APPEND && e && e->txn_first >= 0 && !transactional)
+        return -ST_KERR_INVALID_TXN_STATE;
+    return v;
+}
+
+/* Adds pid's transaction to the unstable list (ongoing: last -1). */
+static int txn_push(st_pstate_t *ps, int64_t pid, int64_t first, int64_t last, int64_t start_ms)
+{
+    if (ps->ntxns == ps->captxns) {
+        size_t cap = ps->captxns ? ps->captxns * 2 : 8;
+        st_ptxn_t *t = realloc(ps->txns, cap * sizeof *t);
+        if (!t)
+            return -ENOMEM;
+        ps->txns = t;
+        ps->captxns = cap;
+    }
+    ps->txns[ps->ntxns++] = (st_ptxn_t){pid, first, last, start_ms};
+    return 0;
+}
+
+static st_ptxn_t *txn_ongoing(st_pstate_t *ps, int64_t pid)
+{
+    for (size_t i = 0; i < ps->ntxns; i++)
+        if (ps->txns[i].pid == pid && ps->txns[i].last_offset < 0)
+            return &ps->txns[i];
+    return NULL;
+}
+
+static void txn_drop(st_pstate_t *ps, size_t i)
+{
+    ps->txns[i] = ps->txns[--ps->ntxns];
+}
+
+int st_pstate_record_batch(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
+                           int32_t last_seq, int64_t first_offset, int64_t last_offset,
+                           int64_t ts_ms, bool transactional)
+{
+    st_pentry_t *e = (st_pentry_t *)st_pstate_find(ps, pid);
+    int rc;
+    if (transactional && first_seq < 0) {
+        /* no sequence: the producer is noted (epoch, use) but no batch is cached */
+        if (!e && !(e = st_pstate_insert(ps, pid, epoch)))
+            return -ENOMEM;
+        if (e != ps->newest) {
+            lru_unlink(ps, e);
+            lru_push(ps, e);
+        }
+        if (e->older && ts_ms < e->older->last_ms)
+            ts_ms = e->older->last_ms;
+        e->last_ms = ts_ms;
+        if (epoch != e->epoch) {
+            e->epoch = epoch;
+            e->nbatches = 0;
+        }
+    } else if ((rc = st_pstate_record(ps, pid, epoch, first_seq, last_seq, first_offset,
+                                      last_offset, ts_ms)) < 0) {
+        return rc;
+    } else {
+        e = (st_pentry_t *)st_pstate_find(ps, pid);
+    }
+    if (transactional && e->txn_first < 0) {
+        if ((rc = txn_push(ps, pid, first_offset, -1, ts_ms)) < 0)
+            return rc;
+        e->txn_first = first_offset;
+        e->txn_start_ms = ts_ms;
+    }
+    return 0;
+}
+
+int st_pstate_check_marker(const st_pstate_t *ps, int64_t pid, int16_t epoch,
+                           int32_t coordinator_epoch)
+{
+    const st_pentry_t *e = st_pstate_find(ps, pid);
+    if (!e)
+        return 0;
+    if (epoch < e->epoch)
+        return -ST_KERR_INVALID_PRODUCER_EPOCH;
+    if (coordinator_epoch < e->coordinator_epoch)
+        return -ST_KERR_TRANSACTION_COORDINATOR_FENCED;
+    return 0;
+}
+
+int st_pstate_end_txn(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t coordinator_epoch,
+                      int64_t offset, int64_t ts_ms, int64_t *first)
+{
+    *first = -1;
+    st_pentry_t *e = (st_pentry_t *)st_pstate_find(ps, pid);
+    if (!e && !(e = st_pstate_insert(ps, pid, epoch)))
+        return -ENOMEM;
+    if (e != ps->newest) {
+        lru_unlink(ps, e);
+        lru_push(ps, e);
+    }
+    if (e->older && ts_ms < e->older->last_ms)
+        ts_ms = e->older->last_ms;
+    e->last_ms = ts_ms;
+    if (epoch != e->epoch) {
+        e->epoch = epoch;
+        e->nbatches = 0;
+    }
+    e->coordinator_epoch = coordinator_epoch;
+    if (e->txn_first < 0)
+        return 0;
+    *first = e->txn_first;
+    e->txn_first = -1;
+    e->txn_start_ms = -1;
+    st_ptxn_t *t = txn_ongoing(ps, pid);
+    if (t)
+        t->last_offset = offset; /* stable once the high watermark passes the marker */
+    return 0;
+}
+
+int64_t st_pstate_first_ongoing(const st_pstate_t *ps, int64_t pid)
+{
+    int64_t m = -1;
+    for (size_t i = 0; i < ps->ntxns; i++) {
+        const st_ptxn_t *t = &ps->txns[i];
+        if (t->last_offset < 0 && t->pid != pid && (m < 0 || t->first_offset < m))
+            m = t->first_offset;
+    }
+    return m;
+}
+
+int64_t st_pstate_first_unstable(const st_pstate_t *ps)
+{
+    int64_t m = -1;
+    for (size_t i = 0; i < ps->ntxns; i++)
+        if (m < 0 || ps->txns[i].first_offset < m)
+            m = ps->txns[i].first_offset;
+    return m;
+}
+
+void st_pstate_hw_moved(st_pstate_t *ps, int64_t hw)
+{
+    for (size_t i = 0; i < ps->ntxns;)
+        if (ps->txns[i].last_offset >= 0 && ps->txns[i].last_offset < hw)
+            txn_drop(ps, i);
+        else
+            i++;
+}
+
+size_t st_pstate_ongoing(const st_pstate_t *ps, int64_t *oldest_start_ms)
+{
+    size_t n = 0;
+    *oldest_start_ms = -1;
+    for (size_t i = 0; i < ps->ntxns; i++) {
+        const st_ptxn_t *t = &ps->txns[i];
+        if (t->last_offset >= 0)
+            continue;
+        n++;
+        if (*oldest_start_ms < 0 || t->start_ms < *oldest_start_ms)
+            *oldest_start_ms = t->start_ms;
+    }
+    return n;
+}
+
+/* Truncation: transactions begun at or past end are forgotten; one whose marker went is
+ * ongoing again. */
+static void txn_truncate(st_pstate_t *ps, int64_t end)
+{
+    for (size_t i = 0; i < ps->ntxns;) {
+        st_ptxn_t *t = &ps->txns[i];
+        st_pentry_t *e = (st_pentry_t *)st_pstate_find(ps, t->pid);
+        if (t->first_offset >= end) {
+            if (e && e->txn_first == t->first_offset)
+                e->txn_first = -1;
+            txn_drop(ps, i);
+            continue;
+        }
+        if (t->last_offset >= end) {
+            t->last_offset = -1;
+            if (e) {
+                e->txn_first = t->first_offset;
+                e->txn_start_ms = t->start_ms;
+            }
+        }
+        i++;
+    }
+}
+
 size_t st_pstate_expire(st_pstate_t *ps, int64_t now_ms)
 {
     size_t n = 0;
     if (ps->expiration_ms < 0)
         return 0;
-    while (ps->oldest && now_ms - ps->oldest->last_ms >= ps->expiration_ms) {
-        st_pstate_remove(ps, ps->oldest);
+    for (st_pentry_t *e = ps->oldest, *next; e && now_ms - e->last_ms >= ps->expiration_ms;
+         e = next) {
+        next = e->newer;
+        if (e->txn_first >= 0)
+            continue; /* Kafka expires no producer with an ongoing transaction */
+        st_pstate_remove(ps, e);
         n++;
     }
     ps->expired += n;
@@ -332,6 +541,7 @@ void st_pstate_truncate(st_pstate_t *ps, int64_t end)
     for (st_pentry_t *e = ps->oldest; e; e = e->newer)
         while (e->nbatches > 0 && e->batches[e->nbatches - 1].last_offset >= end)
             e->nbatches--;
+    txn_truncate(ps, end);
     /* A snapshot is only taken of durable offsets, which a failed sync never cuts; a
      * truncation below one makes it describe batches that are gone. */
     if (ps->fs && ps->snap_offset > end) {
@@ -372,7 +582,8 @@ int st_pstate_encode(const st_pstate_t *ps, int64_t offset, int64_t now_ms, st_b
         /* Batches at or past offset are replayed from the log; an entry whose cached
          * batches all lie there is rebuilt from it (an entry with none at all keeps its
          * epoch, see st_pstate_truncate). */
-        if (nb == 0 && e->nbatches > 0)
+        bool txn = e->txn_first >= 0 && e->txn_first < offset; /* later: replayed */
+        if (nb == 0 && e->nbatches > 0 && !txn)
             continue;
         uint8_t *p = st_buf_extend(out, SNAP_ENTRY + (size_t)nb * SNAP_BATCH);
         if (!p)
@@ -380,7 +591,10 @@ int st_pstate_encode(const st_pstate_t *ps, int64_t offset, int64_t now_ms, st_b
         st_put_be64(p, (uint64_t)e->pid);
         st_put_be16(p + 8, (uint16_t)e->epoch);
         st_put_be16(p + 10, (uint16_t)nb);
+        st_put_be32(p + 12, (uint32_t)e->coordinator_epoch);
         st_put_be64(p + 16, (uint64_t)e->last_ms);
+        st_put_be64(p + 24, (uint64_t)(txn ? e->txn_first : -1));
+        st_put_be64(p + 32, (uint64_t)(txn ? e->txn_start_ms : -1));
         for (int i = 0; i < nb; i++) {
             uint8_t *b = p + SNAP_ENTRY + (size_t)i * SNAP_BATCH;
             st_put_be32(b, (uint32_t)e->batches[i].first_seq);
@@ -402,36 +616,45 @@ int st_pstate_encode(const st_pstate_t *ps, int64_t offset, int64_t now_ms, st_b
 
 int st_pstate_decode(st_pstate_t *ps, const uint8_t *p, size_t n, int64_t *offset)
 {
-    if (n < SNAP_HDR || memcmp(p, SNAP_MAGIC, 4) != 0 || st_be16(p + 8) != SNAP_VERSION ||
-        st_be16(p + 10) != 0 || st_be32(p + 4) != st_crc32c(0, p + 8, n - 8))
+    if (n < SNAP_HDR || memcmp(p, SNAP_MAGIC, 4) != 0 ||
+        (st_be16(p + 8) != SNAP_VERSION && st_be16(p + 8) != 1) || st_be16(p + 10) != 0 ||
+        st_be32(p + 4) != st_crc32c(0, p + 8, n - 8))
         return ST_E_CORRUPT;
+    bool v1 = st_be16(p + 8) == 1;
+    size_t esz = v1 ? SNAP_ENTRY_V1 : SNAP_ENTRY;
     uint32_t count = st_be32(p + 12);
     int64_t off = (int64_t)st_be64(p + 16);
-    if (off < 0 || count > (n - SNAP_HDR) / SNAP_ENTRY)
+    if (off < 0 || count > (n - SNAP_HDR) / esz)
         return ST_E_CORRUPT;
     size_t pos = SNAP_HDR;
     int64_t prev_ms = INT64_MIN;
     for (uint32_t k = 0; k < count; k++) {
-        if (n - pos < SNAP_ENTRY)
+        if (n - pos < esz)
             goto corrupt;
         const uint8_t *q = p + pos;
         int64_t pid = (int64_t)st_be64(q);
         int16_t epoch = (int16_t)st_be16(q + 8);
         uint16_t nb = st_be16(q + 10);
+        int32_t cepoch = (int32_t)st_be32(q + 12);
         int64_t last_ms = (int64_t)st_be64(q + 16);
-        if (pid < 0 || epoch < 0 || nb > ST_PSTATE_BATCHES || st_be32(q + 12) != 0 ||
-            last_ms < prev_ms || st_pstate_find(ps, pid) ||
-            (n - pos - SNAP_ENTRY) / SNAP_BATCH < nb)
+        int64_t txn_first = v1 ? -1 : (int64_t)st_be64(q + 24);
+        int64_t txn_ms = v1 ? -1 : (int64_t)st_be64(q + 32);
+        if (pid < 0 || epoch < 0 || nb > ST_PSTATE_BATCHES || (v1 && cepoch != 0) ||
+            cepoch < -1 || txn_first < -1 || txn_first >= off || last_ms < prev_ms ||
+            st_pstate_find(ps, pid) || (n - pos - esz) / SNAP_BATCH < nb)
             goto corrupt;
         st_pentry_t *e = st_pstate_insert(ps, pid, epoch);
-        if (!e) {
+        if (!e || (txn_first >= 0 && txn_push(ps, pid, txn_first, -1, txn_ms) < 0)) {
             st_pstate_clear(ps);
             return -ENOMEM;
         }
+        e->coordinator_epoch = v1 ? -1 : cepoch;
+        e->txn_first = txn_first;
+        e->txn_start_ms = txn_first >= 0 ? txn_ms : -1;
         e->last_ms = prev_ms = last_ms;
         int64_t prev_off = -1;
         for (int i = 0; i < nb; i++) {
-            const uint8_t *b = q + SNAP_ENTRY + (size_t)i * SNAP_BATCH;
+            const uint8_t *b = q + esz + (size_t)i * SNAP_BATCH;
             st_pbatch_t pb = {(int32_t)st_be32(b), (int32_t)st_be32(b + 4), (int64_t)st_be64(b + 8),
                               (int64_t)st_be64(b + 16)};
             if (pb.first_seq < 0 || pb.last_seq < 0 || pb.first_offset <= prev_off ||
@@ -440,7 +663,7 @@ int st_pstate_decode(st_pstate_t *ps, const uint8_t *p, size_t n, int64_t *offse
             prev_off = pb.last_offset;
             e->batches[e->nbatches++] = pb;
         }
-        pos += SNAP_ENTRY + (size_t)nb * SNAP_BATCH;
+        pos += esz + (size_t)nb * SNAP_BATCH;
     }
     if (pos != n)
         goto corrupt;

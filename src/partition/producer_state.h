@@ -14,7 +14,12 @@
  * producer's next batch is taken like a new producer's: any sequence.
  *
  * The log may cut its end back (a failed sync, a truncation): st_pstate_truncate forgets the
- * batches at the offsets that went, which other appends will reuse.
+ * batches at the offsets that went, which other appends will reuse, and the transactions that
+ * began there (one whose marker went is ongoing again).
+ *
+ * Transactions: each producer's ongoing transaction (first offset) and the newest coordinator
+ * epoch of its markers; the unstable ones (ongoing, or ended but not yet below the high
+ * watermark) give the partition's last stable offset. Rules at st_pstate_check_batch.
  *
  * Persistence. At open the state is rebuilt from the newest valid snapshot file
  * (<offset>.snapshot in the partition directory: the state of every batch below offset) plus
@@ -57,9 +62,19 @@ typedef struct st_pentry {
     int nbatches;
     st_pbatch_t batches[ST_PSTATE_BATCHES]; /* oldest first */
     int64_t last_ms;                        /* last append (ms); never below an older entry's */
+    int64_t txn_first;                      /* ongoing transaction's first offset, -1: none */
+    int64_t txn_start_ms;                   /* when it began (wall ms) */
+    int32_t coordinator_epoch;              /* newest seen in its markers, -1: none */
     struct st_pentry *hnext;                /* hash chain */
     struct st_pentry *older, *newer;        /* use order */
 } st_pentry_t;
+
+/* A transaction the LSO waits for: ongoing (last_offset -1), or ended by a marker at
+ * last_offset that the high watermark has not passed yet (Kafka's unreplicated txns). */
+typedef struct st_ptxn {
+    int64_t pid, first_offset, last_offset;
+    int64_t start_ms;
+} st_ptxn_t;
 
 typedef struct st_pstate {
     st_pentry_t **buckets;
@@ -69,6 +84,8 @@ typedef struct st_pstate {
     int64_t expiration_ms; /* < 0: never */
     uint64_t evicted;      /* ids dropped for the cap, ever */
     uint64_t expired;      /* ids dropped for idleness, ever */
+    st_ptxn_t *txns;       /* unstable transactions (see st_ptxn_t), in no order */
+    size_t ntxns, captxns;
     /* snapshot bookkeeping (st_pstate_save/load/maybe_save) */
     const st_fs_t *fs;       /* NULL: no snapshot files */
     char *dir;               /* the partition directory */
@@ -101,6 +118,40 @@ int st_pstate_check(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t f
  * most recently used; a new pid over the cap evicts the least recently used. 0 or -ENOMEM. */
 int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
                      int32_t last_seq, int64_t first_offset, int64_t last_offset, int64_t ts_ms);
+/*
+ * Transactions (Kafka's ProducerStateManager rules). A transactional batch of a producer with
+ * no ongoing transaction starts one at its first offset; a non-transactional batch while one is
+ * ongoing is -INVALID_TXN_STATE; a transactional batch with first_seq -1 (the group
+ * coordinator's own TxnOffsetCommit records, Kafka's AppendOrigin.COORDINATOR) is checked for
+ * its epoch only, never for sequence or duplicates, and caches no batch. A marker (control
+ * batch) ends the ongoing transaction; its epoch below the producer's is
+ * -INVALID_PRODUCER_EPOCH, its coordinator epoch below the newest seen in the producer's
+ * markers -TRANSACTION_COORDINATOR_FENCED. An ended transaction keeps the LSO until the high
+ * watermark passes its marker (st_pstate_hw_moved). Producers with an ongoing transaction are
+ * neither expired nor evicted.
+ */
+int st_pstate_check_batch(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
+                          int32_t last_seq, bool transactional, st_pbatch_t *dup);
+/* st_pstate_record for a batch that may be transactional (a batch found in the log or appended
+ * by a follower included: no checks). */
+int st_pstate_record_batch(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
+                           int32_t last_seq, int64_t first_offset, int64_t last_offset,
+                           int64_t ts_ms, bool transactional);
+/* Checks a marker before it is written: 0 or a negative Kafka error code (above). */
+int st_pstate_check_marker(const st_pstate_t *ps, int64_t pid, int16_t epoch,
+                           int32_t coordinator_epoch);
+/* Records a marker written at `offset`: the producer's epoch and coordinator epoch, its ongoing
+ * transaction ended (*first: its first offset, -1 when none was ongoing). 0 or -ENOMEM. */
+int st_pstate_end_txn(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t coordinator_epoch,
+                      int64_t offset, int64_t ts_ms, int64_t *first);
+/* The smallest first offset of an ongoing transaction other than pid's (pid -1: any), or -1. */
+int64_t st_pstate_first_ongoing(const st_pstate_t *ps, int64_t pid);
+/* The first unstable offset (ongoing, or ended above the high watermark), or -1. */
+int64_t st_pstate_first_unstable(const st_pstate_t *ps);
+/* The high watermark reached hw: ended transactions whose marker is below it are stable. */
+void st_pstate_hw_moved(st_pstate_t *ps, int64_t hw);
+/* Ongoing transactions, and the oldest one's start (wall ms; -1 when none). */
+size_t st_pstate_ongoing(const st_pstate_t *ps, int64_t *oldest_start_ms);
 size_t st_pstate_count(const st_pstate_t *ps);
 /* The entry of pid, or NULL. */
 const st_pentry_t *st_pstate_find(const st_pstate_t *ps, int64_t pid);

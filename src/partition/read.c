@@ -18,6 +18,7 @@ static int16_t read_upto(st_part_t *p, int64_t offset, int32_t max_bytes, int64_
     if (!p->log)
         return ST_KERR_KAFKA_STORAGE_ERROR; /* offline */
     out->hw = p->hw;
+    out->lso = st_part_lso(p);
     out->log_start = st_log_start_offset(p->log);
     if (offset < out->log_start || offset > st_log_end_offset(p->log))
         return ST_KERR_OFFSET_OUT_OF_RANGE;
@@ -41,6 +42,12 @@ static int16_t read_upto(st_part_t *p, int64_t offset, int32_t max_bytes, int64_
 int16_t st_part_read(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out)
 {
     return read_upto(p, offset, max_bytes, p->hw, out);
+}
+
+int16_t st_part_read_committed(st_part_t *p, int64_t offset, int32_t max_bytes,
+                               st_part_read_t *out)
+{
+    return read_upto(p, offset, max_bytes, st_part_lso(p), out);
 }
 
 int16_t st_part_read_replica(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out)

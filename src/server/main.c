@@ -161,7 +161,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
     signal(SIGPIPE, SIG_IGN);
 
     st_broker_t *b;
-    int rc = st_kafka_init();
+    int rc = st_kafka_init(cfgp);
     if (rc) {
         fprintf(stderr, "strata-server: cannot register the coordinators: %s\n", st_strerror(rc));
         return 1;

@@ -666,3 +666,52 @@ int st_batch_filter(const uint8_t *batch, size_t size, int64_t max_out,
     *kept = f.kept;
     return 0;
 }
+
+/* ---- control batches (transaction markers) ---- */
+
+size_t st_batch_control_build(uint8_t *out, int64_t producer_id, int16_t producer_epoch,
+                              bool commit, int32_t coordinator_epoch, int64_t ts)
+{
+    memset(out, 0, ST_BATCH_CONTROL_SIZE);
+    st_put_be32(out + ST_BATCH_OFF_LENGTH, ST_BATCH_CONTROL_SIZE - ST_BATCH_LOG_OVERHEAD);
+    out[ST_BATCH_OFF_MAGIC] = ST_BATCH_MAGIC_V2;
+    st_put_be16(out + ST_BATCH_OFF_ATTRIBUTES, ST_BATCH_ATTR_TRANSACTIONAL | ST_BATCH_ATTR_CONTROL);
+    st_put_be64(out + ST_BATCH_OFF_BASE_TIMESTAMP, (uint64_t)ts);
+    st_put_be64(out + ST_BATCH_OFF_MAX_TIMESTAMP, (uint64_t)ts);
+    st_put_be64(out + ST_BATCH_OFF_PRODUCER_ID, (uint64_t)producer_id);
+    st_put_be16(out + ST_BATCH_OFF_PRODUCER_EPOCH, (uint16_t)producer_epoch);
+    st_put_be32(out + ST_BATCH_OFF_BASE_SEQUENCE, UINT32_MAX); /* -1 */
+    st_put_be32(out + ST_BATCH_OFF_RECORDS_COUNT, 1);
+    /* the record: length 16, attributes, timestamp and offset deltas 0, key (4 bytes), value
+     * (6 bytes), no headers; varints zigzag */
+    uint8_t *r = out + ST_BATCH_HEADER_SIZE;
+    const uint8_t rec[] = {0x20, 0, 0, 0, 0x08, 0, 0, 0, commit ? 1 : 0, 0x0c, 0, 0};
+    memcpy(r, rec, sizeof rec);
+    st_put_be32(r + sizeof rec, (uint32_t)coordinator_epoch);
+    r[sizeof rec + 4] = 0; /* headers count */
+    st_put_be32(out + ST_BATCH_OFF_CRC, st_batch_compute_crc(out, ST_BATCH_CONTROL_SIZE));
+    return ST_BATCH_CONTROL_SIZE;
+}
+
+int st_batch_control_parse(const uint8_t *batch, size_t size, int16_t *type,
+                           int32_t *coordinator_epoch)
+{
+    st_batch_iter_t it;
+    st_batch_record_t rec;
+    int rc = st_batch_iter_init(&it, batch, size);
+    if (rc < 0)
+        return ST_E_CORRUPT; /* a control batch is never compressed */
+    rc = st_batch_iter_next(&it, &rec);
+    if (rc == 0)
+        return ST_E_NOT_FOUND; /* emptied by the cleaner */
+    if (rc < 0 || rec.key_len < 4)
+        return ST_E_CORRUPT;
+    int16_t t = (int16_t)st_be16(rec.key + 2);
+    if (t != 0 && t != 1)
+        return ST_E_NOT_FOUND; /* another control record (not a transaction marker) */
+    if (rec.value_len < 6)
+        return ST_E_CORRUPT;
+    *type = t;
+    *coordinator_epoch = (int32_t)st_be32(rec.value + 2);
+    return 0;
+}

@@ -258,4 +258,21 @@ int st_batch_filter(const uint8_t *batch, size_t size, int64_t max_out,
                     bool (*keep)(void *arg, const st_batch_record_t *rec), void *arg,
                     bool keep_empty, st_buf_t *out, int32_t *kept);
 
+/*
+ * Control batches (Kafka's transaction markers): attributes transactional + control, base
+ * sequence -1, one record whose key is version int16 (0) + type int16 (0 ABORT, 1 COMMIT) and
+ * value version int16 (0) + coordinator epoch int32. st_batch_control_build writes one of
+ * ST_BATCH_CONTROL_SIZE bytes (base offset and leader epoch 0: the log sets them, outside the
+ * CRC). st_batch_control_parse reads a checked control batch: 0 with the type and epoch,
+ * ST_E_NOT_FOUND when it holds no marker (emptied by compaction, or another control type),
+ * ST_E_CORRUPT when its record does not parse.
+ */
+#define ST_BATCH_CONTROL_SIZE 78
+#define ST_CONTROL_ABORT      0
+#define ST_CONTROL_COMMIT     1
+size_t st_batch_control_build(uint8_t *out, int64_t producer_id, int16_t producer_epoch,
+                              bool commit, int32_t coordinator_epoch, int64_t ts);
+int st_batch_control_parse(const uint8_t *batch, size_t size, int16_t *type,
+                           int32_t *coordinator_epoch);
+
 #endif

@@ -411,6 +411,13 @@ static void sync_one(st_log_t *log, clean_job_t *j, st_file_t *f)
 static int group_sync(st_log_t *log, clean_job_t *j)
 {
     st_segment_t *out = j->out;
+    /* offsets are kept: the aborted transactions of the group's segments stay listed */
+    for (int i = j->g_from; i < j->g_to; i++) {
+        const st_txnidx_t *x = &log->segs[i]->txn;
+        for (size_t k = 0; k < x->n; k++)
+            if (x->e[k].last_offset < out->next_offset && st_txnidx_add(&out->txn, &x->e[k]) < 0)
+                return -ENOMEM;
+    }
     int rc = st_segment_flush_indexes(out, true);
     if (rc < 0)
         return rc;
@@ -418,6 +425,7 @@ static int group_sync(st_log_t *log, clean_job_t *j)
     sync_one(log, j, out->log);
     sync_one(log, j, out->oidx_file);
     sync_one(log, j, out->tidx_file);
+    sync_one(log, j, out->txn_file);
     return 0;
 }
 
@@ -437,8 +445,8 @@ static int swap(st_log_t *log, clean_job_t *j)
     /* Committed. */
     for (int i = j->g_from; i < j->g_to; i++) {
         st_segment_t *s = log->segs[i];
-        st_file_t *f[3] = {s->log, s->oidx_file, s->tidx_file};
-        for (int x = 0; x < 3; x++)
+        st_file_t *f[4] = {s->log, s->oidx_file, s->tidx_file, s->txn_file};
+        for (int x = 0; x < 4; x++)
             if ((rc = st_file_unlink(f[x])) < 0 && rc != -ENOENT)
                 ST_WARN("storage: %s: cannot remove a cleaned-away segment file: %s", log->dir,
                         st_strerror(rc));
@@ -498,7 +506,7 @@ static int64_t build_step(st_log_t *log, const st_log_clean_opts_t *o)
         st_buf_clear(&j->filtered);
         int32_t kept = h.records_count;
         if (h.attributes & ST_BATCH_ATTR_CONTROL) {
-            if (!st_buf_append(&j->filtered, j->in.data, j->in.len))
+            if (st_buf_append(&j->filtered, j->in.data, j->in.len) != 0)
                 return -ENOMEM;
         } else {
             keep_ctx_t c = {j, h.max_timestamp >= 0 && h.max_timestamp < j->horizon};
@@ -510,7 +518,7 @@ static int64_t build_step(st_log_t *log, const st_log_clean_opts_t *o)
             if (rc == ST_E_CORRUPT) {
                 kept = h.records_count; /* kept as it is (see map_step) */
                 st_buf_clear(&j->filtered);
-                if (!st_buf_append(&j->filtered, j->in.data, j->in.len))
+                if (st_buf_append(&j->filtered, j->in.data, j->in.len) != 0)
                     return -ENOMEM;
             } else if (rc < 0) {
                 return rc;

@@ -216,7 +216,8 @@ void st_log_round_start(st_log_t *log)
         }
         if (s->idx_dirty && s->base_offset < log->sync_rp) {
             s->idx_dirty = false;
-            if ((sync_file(log, s->oidx_file) | sync_file(log, s->tidx_file)) < 0)
+            if ((sync_file(log, s->oidx_file) | sync_file(log, s->tidx_file) |
+                 sync_file(log, s->txn_file)) < 0)
                 s->idx_dirty = log->sync_retry = true;
         }
     }

@@ -460,6 +460,29 @@ out:
     return rc;
 }
 
+int st_log_append_control(st_log_t *log, uint8_t *batch, size_t len, int32_t leader_epoch,
+                          st_log_append_info_t *info)
+{
+    if (log->closed)
+        return ST_E_CLOSED;
+    st_batch_hdr_t h;
+    int rc = st_batch_check(batch, len, &h);
+    if (rc < 0 || (size_t)st_batch_size(&h) != len || !(h.attributes & ST_BATCH_ATTR_CONTROL))
+        return rc < 0 ? rc : ST_E_INVALID;
+    int64_t first = log->end;
+    st_batch_set_base_offset(batch, first);
+    st_batch_set_leader_epoch(batch, leader_epoch);
+    h.base_offset = first;
+    h.partition_leader_epoch = leader_epoch;
+    rc = do_append(log, batch, len, &h, 1, first, st_batch_last_offset(&h));
+    if (rc == 0 && info) {
+        *info = (st_log_append_info_t){first, st_batch_last_offset(&h), -1, log->log_start, 1,
+                                       h.records_count};
+    }
+    ST_DEBUG_ASSERT(st_log_check(log));
+    return rc;
+}
+
 int st_log_append_replica(st_log_t *log, const uint8_t *records, size_t len,
                           st_log_append_info_t *info)
 {

@@ -6,12 +6,13 @@
  *       00000000000000000000.log         record batches (batch.h), as received
  *       00000000000000000000.index       offset index (index.h)
  *       00000000000000000000.timeindex   time index (index.h)
- *       00000000000000001234.log ...     one triple per segment; name = base offset, 20 digits
+ *       00000000000000000000.txnindex    aborted transactions (txnindex.h)
+ *       00000000000000001234.log ...     four files per segment; name = base offset, 20 digits
  *       leader-epoch-checkpoint          epoch -> start offset (meta.c)
  *       partition.metadata               topic id (meta.c)
  *       strata.checkpoint                log start offset + recovery point (meta.c)
  *       .strata-clean-shutdown           present only between a clean close and the next open
- *       00000000000000004711.snapshot    idempotent producers' state (kafka/, not this module)
+ *       00000000000000004711.snapshot    idempotent producers' state (partition/, not this module)
  *   <data>/<topic>-<partition>.<hex>-delete  being deleted (st_log_delete); removed at start
  *   <data>/<topic>-<partition>.<hex>-stray   not this topic's (st_storage_set_aside); kept
  *
@@ -49,6 +50,7 @@
 #include "storage/batch.h"
 #include "storage/env.h"
 #include "storage/file.h"
+#include "storage/txnindex.h"
 
 typedef struct st_log st_log_t;
 
@@ -141,6 +143,24 @@ int st_log_append(st_log_t *log, uint8_t *records, size_t len, int32_t leader_ep
  */
 int st_log_append_replica(st_log_t *log, const uint8_t *records, size_t len,
                           st_log_append_info_t *info);
+
+/* A control batch built by the broker (a transaction marker, st_batch_control_build): checked
+ * (st_batch_check, the control bit), given the next offset and leader_epoch, appended as
+ * st_log_append does. */
+int st_log_append_control(st_log_t *log, uint8_t *batch, size_t len, int32_t leader_epoch,
+                          st_log_append_info_t *info);
+
+/* ---- transactions (txn.c) -------------------------------------------------------------- */
+
+/* Records an aborted transaction in the .txnindex of the segment holding its marker
+ * (a->last_offset, appended already). 0, ST_E_OUT_OF_RANGE (no such segment) or an error. */
+int st_log_txn_add(st_log_t *log, const st_txn_aborted_t *a);
+/* The aborted transactions that overlap [from, to): marker at or past from, first offset below
+ * to, as Kafka's collectAbortedTransactions (segments from the one holding from, stopping after
+ * an entry whose last stable offset reaches to). Up to cap go to out; returns how many there
+ * are (may exceed cap). */
+int st_log_txn_aborted(const st_log_t *log, int64_t from, int64_t to, st_txn_aborted_t *out,
+                       int cap);
 
 /* ---- durability ------------------------------------------------------------------------ */
 

@@ -128,6 +128,8 @@ void st_log_cut_back(st_log_t *log, int64_t to, int err);
 /* Retries the cut of a stuck log; 0 once it is not stuck. */
 int st_log_unstick(st_log_t *log);
 
+/* txn.c: rebuilds the .txnindex of every segment flagged txn_rebuild (open). */
+int st_log_txn_rebuild(st_log_t *log);
 /* epochs.c */
 int st_log_epochs_write(st_log_t *log, bool durable);
 int st_log_epochs_add(st_log_t *log, int32_t epoch, int64_t start);

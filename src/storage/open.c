@@ -204,6 +204,10 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck, bo
                 o.n = i + 1;
             }
         }
+        if ((rc = st_segment_load_txn(s)) < 0)
+            break;
+        if (scan)
+            s->txn_rebuild = true; /* its tail was recovered: markers may have no entry yet */
         if (s->first_batch_ts >= 0 && s->first_batch_ts < s->created_ms)
             s->created_ms = s->first_batch_ts;
         min_next = s->next_offset;
@@ -221,7 +225,7 @@ static int open_segments(st_log_t *log, bool clean, const st_meta_ckpt_t *ck, bo
             st_segment_delete(s);
         }
     }
-    return 0;
+    return st_log_txn_rebuild(log);
 }
 
 int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *cfg, st_log_t **out)
@@ -336,7 +340,8 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
         }
         if (s->idx_dirty) {
             if ((rc = st_file_sync_now(s->oidx_file)) < 0 ||
-                (rc = st_file_sync_now(s->tidx_file)) < 0)
+                (rc = st_file_sync_now(s->tidx_file)) < 0 ||
+                (rc = st_file_sync_now(s->txn_file)) < 0)
                 goto fail;
         }
         s->log_dirty = s->idx_dirty = false;
@@ -397,6 +402,8 @@ int st_log_close(st_log_t *log)
             if ((r = st_file_sync_now(s->oidx_file)) < 0 && rc == 0)
                 rc = r;
             if ((r = st_file_sync_now(s->tidx_file)) < 0 && rc == 0)
+                rc = r;
+            if ((r = st_file_sync_now(s->txn_file)) < 0 && rc == 0)
                 rc = r;
         }
     }

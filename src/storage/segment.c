@@ -59,7 +59,7 @@ static st_segment_t *seg_alloc(int64_t base, int64_t now_ms)
     return s;
 }
 
-static const char *const seg_exts[3] = {".log", ".index", ".timeindex"};
+static const char *const seg_exts[4] = {".log", ".index", ".timeindex", ".txnindex"};
 
 static int seg_note_batch(st_segment_t *s, int64_t pos, const st_batch_hdr_t *h, int32_t interval);
 
@@ -75,8 +75,8 @@ static int seg_files(st_segment_t *s, st_fdcache_t *c, const char *dir, bool cre
                      const char *suffix)
 {
     char p[PATH_MAX];
-    st_file_t **f[3] = {&s->log, &s->oidx_file, &s->tidx_file};
-    for (int i = 0; i < 3; i++) {
+    st_file_t **f[4] = {&s->log, &s->oidx_file, &s->tidx_file, &s->txn_file};
+    for (int i = 0; i < 4; i++) {
         int rc = seg_path_as(p, sizeof p, dir, s->base_offset, i, suffix);
         if (rc < 0 || (rc = st_file_open(c, p, true, create, f[i])) < 0)
             return rc;
@@ -93,11 +93,15 @@ int st_segment_create(st_fdcache_t *c, const char *dir, int64_t base, int64_t no
 int st_segment_rename(st_segment_t *s, const char *dir, const char *suffix)
 {
     char p[PATH_MAX];
-    st_file_t *f[3] = {s->oidx_file, s->tidx_file, s->log}; /* the .log last: it commits */
-    const int which[3] = {1, 2, 0};
-    for (int i = 0; i < 3; i++) {
+    /* the .log last: it commits */
+    st_file_t *f[4] = {s->oidx_file, s->tidx_file, s->txn_file, s->log};
+    const int which[4] = {1, 2, 3, 0};
+    for (int i = 0; i < 4; i++) {
         int rc = seg_path_as(p, sizeof p, dir, s->base_offset, which[i], suffix);
-        if (rc < 0 || (rc = st_file_rename(f[i], p)) < 0)
+        if (rc < 0)
+            return rc;
+        /* a .txnindex may be missing (a log from before transactions): open rebuilds it */
+        if ((rc = st_file_rename(f[i], p)) < 0 && !(rc == -ENOENT && which[i] == 3))
             return rc;
     }
     return 0;
@@ -126,6 +130,8 @@ int st_segment_create_as(st_fdcache_t *c, const char *dir, int64_t base, const c
         rc = st_file_truncate(s->oidx_file, 0);
     if (rc == 0)
         rc = st_file_truncate(s->tidx_file, 0);
+    if (rc == 0)
+        rc = st_file_truncate(s->txn_file, 0);
     if (rc < 0) {
         st_segment_delete(s);
         return rc;
@@ -159,6 +165,7 @@ int st_segment_open_as(st_fdcache_t *c, const char *dir, int64_t base, const cha
     /* An index file that is missing is created empty; load will find it wanting. */
     s->oidx_file->create = true;
     s->tidx_file->create = true;
+    s->txn_file->create = true;
     *out = s;
     return 0;
 }
@@ -173,17 +180,20 @@ void st_segment_free(st_segment_t *s)
         st_file_unref(s->oidx_file);
     if (s->tidx_file)
         st_file_unref(s->tidx_file);
+    if (s->txn_file)
+        st_file_unref(s->txn_file);
     st_offidx_fini(&s->oidx);
     st_timeidx_fini(&s->tidx);
+    st_txnidx_fini(&s->txn);
     free(s);
 }
 
 int st_segment_delete(st_segment_t *s)
 {
     int rc = 0, r;
-    st_file_t *f[3] = {s->log, s->oidx_file, s->tidx_file};
-    for (int i = 0; i < 3; i++)
-        if (f[i] && (r = st_file_unlink(f[i])) < 0 && rc == 0)
+    st_file_t *f[4] = {s->log, s->oidx_file, s->tidx_file, s->txn_file};
+    for (int i = 0; i < 4; i++)
+        if (f[i] && (r = st_file_unlink(f[i])) < 0 && r != -ENOENT && rc == 0)
             rc = r;
     st_segment_free(s);
     return rc;
@@ -637,6 +647,53 @@ static void enc_t(const void *x, size_t from, uint8_t *out)
     st_timeidx_encode(x, from, out);
 }
 
+static void enc_x(const void *x, size_t from, uint8_t *out)
+{
+    st_txnidx_encode(x, from, out);
+}
+
+int st_segment_txn_add(st_segment_t *s, const st_txn_aborted_t *a)
+{
+    int rc = st_txnidx_add(&s->txn, a);
+    if (rc == 0)
+        rc = flush_one(s->txn_file, &s->txn.flushed, s->txn.n, ST_TXNIDX_ENTRY, false, enc_x,
+                       &s->txn);
+    if (rc == 0)
+        s->idx_dirty = true;
+    return rc;
+}
+
+int st_segment_set_txn(st_segment_t *s, const st_txn_aborted_t *e, size_t n)
+{
+    st_txnidx_clear(&s->txn);
+    for (size_t i = 0; i < n; i++)
+        if (st_txnidx_add(&s->txn, &e[i]) < 0)
+            return -ENOMEM;
+    int rc = flush_one(s->txn_file, &s->txn.flushed, s->txn.n, ST_TXNIDX_ENTRY, true, enc_x,
+                       &s->txn);
+    if (rc == 0) {
+        s->idx_dirty = true;
+        s->txn_rebuild = false;
+    }
+    return rc;
+}
+
+int st_segment_load_txn(st_segment_t *s)
+{
+    uint8_t *d;
+    size_t n;
+    bool missing;
+    int rc = read_whole(s->txn_file, &d, &n, &missing);
+    if (rc < 0)
+        return rc;
+    rc = st_txnidx_load(&s->txn, d, n, s->base_offset, s->next_offset);
+    free(d);
+    if (rc == -ENOMEM)
+        return rc;
+    s->txn_rebuild = missing || rc < 0;
+    return 0;
+}
+
 int st_segment_flush_indexes(st_segment_t *s, bool final)
 {
     if (final && s->max_timestamp >= 0 &&
@@ -651,6 +708,9 @@ int st_segment_flush_indexes(st_segment_t *s, bool final)
     if (rc == 0)
         rc = flush_one(s->tidx_file, &s->tidx.flushed, s->tidx.n, ST_TIMEIDX_ENTRY, s->idx_rewrite,
                        enc_t, &s->tidx);
+    if (rc == 0)
+        rc = flush_one(s->txn_file, &s->txn.flushed, s->txn.n, ST_TXNIDX_ENTRY, s->idx_rewrite,
+                       enc_x, &s->txn);
     if (rc < 0)
         return rc;
     s->idx_rewrite = false;
@@ -700,6 +760,7 @@ int st_segment_truncate(st_segment_t *s, int64_t pos)
     }
     free(r);
     st_timeidx_truncate_rel(&s->tidx, (uint32_t)(s->next_offset - s->base_offset));
+    st_txnidx_truncate(&s->txn, s->next_offset);
     if (rc < 0)
         return rc;
     return trc;
@@ -720,6 +781,10 @@ bool st_segment_check(st_segment_t *s)
     }
     for (size_t i = 1; i < s->tidx.n; i++)
         if (s->tidx.e[i].ts <= s->tidx.e[i - 1].ts)
+            return false;
+    for (size_t i = 0; i < s->txn.n; i++)
+        if (s->txn.e[i].last_offset < s->base_offset || s->txn.e[i].last_offset >= s->next_offset ||
+            (i > 0 && s->txn.e[i].last_offset <= s->txn.e[i - 1].last_offset))
             return false;
     return s->oidx.flushed <= s->oidx.n && s->tidx.flushed <= s->tidx.n;
 }

@@ -3,7 +3,8 @@
  * Internal to storage/ (log.c is the only user); owned by the log's shard.
  *
  * File names: the base offset as 20 decimal digits, zero-padded, then .log / .index /
- * .timeindex (e.g. 00000000000000001234.log). Formats: batch.h, index.h, docs/format.md.
+ * .timeindex / .txnindex (e.g. 00000000000000001234.log). Formats: batch.h, index.h,
+ * txnindex.h, docs/format.md.
  *
  * Invariants (checked by st_segment_check in debug builds):
  *   1. Bytes [0, size) of .log are whole valid batches with increasing offsets in
@@ -22,6 +23,7 @@
 #include "storage/batch.h"
 #include "storage/file.h"
 #include "storage/index.h"
+#include "storage/txnindex.h"
 
 typedef struct st_segment {
     int64_t base_offset;
@@ -35,8 +37,11 @@ typedef struct st_segment {
     st_file_t *log;
     st_file_t *oidx_file;
     st_file_t *tidx_file;
+    st_file_t *txn_file; /* .txnindex */
     st_offidx_t oidx;
     st_timeidx_t tidx;
+    st_txnidx_t txn;  /* aborted transactions whose marker is in this segment */
+    bool txn_rebuild; /* .txnindex missing or malformed at load: rebuilt by the log's open */
     int64_t wb_done;   /* .log bytes below it were handed to the env's writeback hook (<= size) */
     bool log_dirty;    /* .log written or truncated since its last sync was issued */
     bool idx_rewrite;  /* index files must be rewritten whole (after truncation) */
@@ -49,7 +54,7 @@ int st_segment_path(char *buf, size_t n, const char *dir, int64_t base, const ch
 /* Parses a 20-digit "<base>.log" name; returns 0 and the base, or -1. */
 int st_segment_parse_name(const char *name, const char *ext, int64_t *base);
 
-/* Creates the three files of a new empty segment. */
+/* Creates the four files of a new empty segment. */
 int st_segment_create(st_fdcache_t *c, const char *dir, int64_t base, int64_t now_ms,
                       st_segment_t **out);
 /* Handles for an existing segment; reads its size. Indexes are not loaded yet. */
@@ -60,7 +65,7 @@ int st_segment_create_as(st_fdcache_t *c, const char *dir, int64_t base, const c
                          int64_t now_ms, st_segment_t **out);
 int st_segment_open_as(st_fdcache_t *c, const char *dir, int64_t base, const char *suffix,
                        int64_t now_ms, st_segment_t **out);
-/* Renames the three files to "<base>.<ext><suffix>", indexes first, the .log last; handles
+/* Renames the four files to "<base>.<ext><suffix>", indexes first, the .log last; handles
  * follow. The caller syncs the directory. */
 int st_segment_rename(st_segment_t *s, const char *dir, const char *suffix);
 /* Notes a batch already written at pos (the cleaner writes whole files): indexes, timestamps,
@@ -68,7 +73,7 @@ int st_segment_rename(st_segment_t *s, const char *dir, const char *suffix);
 int st_segment_note_batch(st_segment_t *s, int64_t pos, const st_batch_hdr_t *h, int32_t interval);
 /* Drops the handles (files stay) and frees. */
 void st_segment_free(st_segment_t *s);
-/* Unlinks the three files (handles stay valid for holders) and frees. */
+/* Unlinks the four files (handles stay valid for holders) and frees. */
 int st_segment_delete(st_segment_t *s);
 
 /* What a scan found. */
@@ -134,6 +139,14 @@ int st_segment_append(st_segment_t *s, const uint8_t *data, size_t len, const st
 /* Writes index entries not yet in the files (rewriting them whole when needed); adds the final
  * time-index entry when `final`. */
 int st_segment_flush_indexes(st_segment_t *s, bool final);
+/* Appends an aborted transaction whose marker is in this segment to its .txnindex (written
+ * now, synced with the indexes). */
+int st_segment_txn_add(st_segment_t *s, const st_txn_aborted_t *a);
+/* Loads .txnindex; a missing or malformed file leaves the index empty and sets txn_rebuild.
+ * 0 or an I/O error. Call once next_offset is known. */
+int st_segment_load_txn(st_segment_t *s);
+/* Replaces the index by entries[0..n) and writes the file whole (a rebuild). */
+int st_segment_set_txn(st_segment_t *s, const st_txn_aborted_t *e, size_t n);
 /* Cuts the segment at byte pos (a batch boundary), dropping index entries past it, and
  * recomputes next_offset and the timestamps with a header walk. If the file cannot be cut the
  * in-memory state still follows (tail_unknown is set) and the error is returned. */
