@@ -115,9 +115,12 @@ test('consume-transform-produce: one transaction per batch, exactly once for rea
   await admin.createTopics({ topics: [{ topic: input, numPartitions: 2 }, { topic: output, numPartitions: 2 }], waitForLeaders: true })
   const plain = kafka.producer()
   await plain.connect()
-  await plain.send({ topic: input, acks: -1, messages: Array.from({ length: N }, (_, i) => ({ key: `k${i}`, value: `in-${i}`, partition: i % 2 })) })
+  // Several sends: several record batches per partition, so the consumer gets several batches.
+  for (let s = 0; s < N; s += 10) {
+    await plain.send({ topic: input, acks: -1, messages: Array.from({ length: 10 }, (_, j) => ({ key: `k${s + j}`, value: `in-${s + j}`, partition: (s + j) % 2 })) })
+  }
   const producer = await txnProducer(unique('tid'))
-  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100, readUncommitted: false, maxBytes: 1024 })
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100, readUncommitted: false, maxBytesPerPartition: 64 })
   await consumer.connect()
   await consumer.subscribe({ topic: input, fromBeginning: true })
   let processed = 0
@@ -131,7 +134,7 @@ test('consume-transform-produce: one transaction per batch, exactly once for rea
       const txn = await producer.transaction()
       try {
         await txn.send({ topic: output, messages: batch.messages.map(m => ({ key: m.key, value: `${m.value}|b${batches}`, partition: batch.partition })) })
-        if (batches % 3 === 0 && aborted < 3) {
+        if (batches % 2 === 1 && aborted < 3) {
           // Abort on purpose: the same records come again (the consumer seeks back).
           aborted++
           throw new Error('abort on purpose')

@@ -89,9 +89,10 @@ class TxnCompactionTest(ServerTestCase):
         filler of key "roll" until the segment rolls). Returns {key: latest committed value}."""
         from confluent_kafka import Producer
         p = Producer({"bootstrap.servers": self.bootstrap, "client.id": "it-cmp-txn",
-                      "transactional.id": self.unique("tid"), "linger.ms": 5})
+                      "transactional.id": self.unique("tid"), "linger.ms": 5,
+                      "batch.size": 4096})
         p.init_transactions(30)
-        plain = kc.producer(self.bootstrap, client_id="it-cmp-plain")
+        plain = kc.producer(self.bootstrap, client_id="it-cmp-plain", batch_size=4096)
         latest = {}
         pad = b"." * 300
         for r in range(ROUNDS):
@@ -161,7 +162,7 @@ class TxnCompactionTest(ServerTestCase):
         st = self.wait_clean(topic)
         # Later cleans (the delete horizon of the emptied transactions has passed): more plain
         # records make the log dirty again.
-        plain = kc.producer(self.bootstrap, client_id="it-cmp-plain")
+        plain = kc.producer(self.bootstrap, client_id="it-cmp-plain", batch_size=4096)
         deadline = time.monotonic() + 60
 
         def markers():

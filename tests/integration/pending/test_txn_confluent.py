@@ -214,8 +214,8 @@ class TxnSingleBrokerTest(ServerTestCase):
         ru = [v for _, _, _, v in txnlib.read_topic(self.bootstrap, topic, 1,
                                                     "read_uncommitted")]
         self.assertEqual(ru, [b"hanging-0", b"hanging-1", b"hanging-2", b"after"])
-        d = txnlib.describe_transactions(self.bootstrap, [tid])[tid]
-        self.assertEqual(d["state"], "CompleteAbort", d)
+        wait_until(lambda: txnlib.describe_transactions(self.bootstrap, [tid])[tid]["state"]
+                   == "CompleteAbort", 10, "CompleteAbort")
 
     def test_describe_transactions_states(self):
         from confluent_kafka import Producer
@@ -234,8 +234,10 @@ class TxnSingleBrokerTest(ServerTestCase):
         self.assertEqual((d["state"], d["partitions"], d["producer_id"]),
                          ("Ongoing", {topic: [1]}, pid), d)
         p.commit_transaction(30)
-        d = txnlib.describe_transactions(self.bootstrap, [tid])[tid]
-        self.assertEqual(d["state"], "CompleteCommit", d)
+        # EndTxn is answered once PrepareCommit is written; CompleteCommit follows the markers.
+        d = wait_until(lambda: (lambda d: d if d["state"] == "CompleteCommit" else None)(
+            txnlib.describe_transactions(self.bootstrap, [tid])[tid]), 10, "CompleteCommit")
+        self.assertEqual((d["partitions"], d["producer_id"]), ({}, pid), d)
         # An unknown id: TRANSACTIONAL_ID_NOT_FOUND (105).
         self.assertEqual(txnlib.describe_transactions(self.bootstrap, ["nope-" + tid])
                          ["nope-" + tid]["error"], 105)
@@ -306,7 +308,7 @@ class TxnClusterTest(unittest.TestCase):
                     bootstrap, tid, group, tin, tout, ends, CLUSTER_K,
                     abort=lambda n: n % 5 == 4, deadline=deadline, max_incarnations=12,
                     on_incarnation=apps.append, crash_at=(0, 6),
-                    producer_conf={"transaction.timeout.ms": 15000})
+                    producer_conf={"transaction.timeout.ms": 30000, "message.timeout.ms": 30000})
             except BaseException as e:
                 result["error"] = e
 
@@ -320,8 +322,10 @@ class TxnClusterTest(unittest.TestCase):
             p0 = progress()
             c.wait(lambda: progress() >= p0 + 4 or not th.is_alive(), 60,
                    "the application to commit 4 more transactions before kill %d" % (k + 1))
-            self.assertTrue(th.is_alive(), "the application finished before kill %d: too fast "
-                            "for the scenario (raise CLUSTER_N)" % (k + 1))
+            self.assertTrue(th.is_alive(), "the application ended before kill %d: %s" % (
+                k + 1, ("failed: %r; errors per incarnation: %s" % (
+                    result["error"], [a.errors[-5:] for a in apps])) if "error" in result
+                else "too fast for the scenario (raise CLUSTER_N)"))
             victim = txnlib.wait_coordinator(self.live(), tid, 30)
             t_kill = time.monotonic()
             c.kill9(victim)
