@@ -167,7 +167,6 @@ int st_cli_txn_list(int argc, char **argv)
                 rc = ST_CLI_FAIL;
                 continue;
             }
-            st_cli_kconn_close(&c);
             if (resp.error_code) {
                 st_cli_errorf("broker %d: %s", id, st_kerr_name(resp.error_code));
                 rc = ST_CLI_FAIL;
@@ -184,6 +183,7 @@ int st_cli_txn_list(int argc, char **argv)
                        t->transactional_id.ptr, t->producer_id, (int)t->transaction_state.len,
                        t->transaction_state.ptr, id);
             }
+            st_cli_kconn_close(&c); /* the answer's strings were in its frame */
         }
         cluster_close(&cl);
     } else if (rc < 0) {

@@ -213,6 +213,19 @@ static bool ctl_create(const st_ctl_rules_t *r, st_md_t *md, st_ctl_item_t *it)
         st_md_topic_free(t);
         return false;
     }
+    const char *mi = it->internal ? st_md_topic_config(t, "min.insync.replicas") : NULL;
+    if (mi && atoll(mi) > rf) {
+        /* an internal topic's replication factor was lowered to the brokers alive: so is its
+         * min.insync.replicas (transaction.state.log.min.isr 2 on a single broker), or no
+         * write to it could ever be acknowledged */
+        char v[16];
+        snprintf(v, sizeof v, "%d", rf);
+        if (st_md_topic_set_config(t, "min.insync.replicas", v)) {
+            st_md_topic_free(t);
+            st_ctl_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
+            return false;
+        }
+    }
     if (!place(r, md, t, 0, it)) {
         st_md_topic_free(t);
         return false;
