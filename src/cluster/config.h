@@ -152,6 +152,10 @@
     X(transaction_remove_expired_transaction_cleanup_interval_ms,                                  \
       "transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000", 1, 2147483647, \
       "how often expired transactional ids are looked for (and removed)")                          \
+    X(transaction_partition_verification_enable, "transaction.partition.verification.enable",      \
+      BOOL, "true", 0, 0,                                                                          \
+      "a transaction's first batch on a partition is appended only once its coordinator says "     \
+      "the partition is in the transaction (KIP-890)")                                             \
     X(group_min_session_timeout_ms, "group.min.session.timeout.ms", INT, "6000", 1, INT64_MAX,     \
       "smallest session timeout a member may ask for")                                             \
     X(group_max_session_timeout_ms, "group.max.session.timeout.ms", INT, "1800000", 1, INT64_MAX,  \

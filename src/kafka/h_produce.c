@@ -19,6 +19,13 @@
  * moving while waiting NOT_LEADER_OR_FOLLOWER (with the new leader from v10), each with an
  * error_message saying which.
  *
+ * A transactional produce (a transactional_id) whose records open their producer's transaction
+ * on a partition (its first batch there) is appended only once the transaction coordinator says
+ * the partition is in the transaction (KIP-890 part 1, partition.h; txn_verify.c asks): the
+ * owners' first round finds those partitions and appends the rest, the request's shard asks the
+ * coordinator once for all of them, and a second round appends those it confirmed. Off with
+ * transaction.partition.verification.enable=false, as in Kafka.
+ *
  * A compacted topic refuses keyless records (the partition checks); the answer lists the
  * keyless records of the first batch holding any in record_errors (KIP-467, v8+), each with
  * its index within that batch and Kafka's text.
@@ -38,6 +45,7 @@
 #include "kafka/handlers.h"
 #include "kafka/leader.h"
 #include "kafka/topic_config.h"
+#include "kafka/txn_route.h"
 #include "proto/kerr.h"
 
 typedef struct st_produce st_produce_t;
@@ -53,6 +61,13 @@ typedef struct {
     st_part_rejects_t *rejects; /* INVALID_RECORD for keyless records, else NULL */
     st_fanout_leg_t *leg;       /* the owner's leg, while its append waits */
     st_kp_produce_resp_partition_response_t *out;
+    /* KIP-890 part 1 (txn_verify.c): the owner found the records open their producer's
+     * transaction here (ASK, with its guard), the coordinator confirmed it (OK) */
+    enum { VERIFY_NO, VERIFY_ASK, VERIFY_OK } verify;
+    uint32_t guard;
+    int64_t pid;
+    int16_t epoch;
+    const char *name; /* the topic's name (the request's arena), for the coordinator */
 } prod_part_t;
 
 struct st_produce {
@@ -64,6 +79,8 @@ struct st_produce {
     st_kp_produce_item_t *q; /* the request's partitions (parts[k] is q[k]'s), with answers */
     st_fanout_t fan;
     st_fanout_leg_t *legs; /* one per shard */
+    bool txn;              /* a transactional id: first batches of a transaction are verified */
+    int round;             /* 0: the appends; 1: those verified with the coordinator since */
 };
 
 /* The error_message of an append whose wait ended in error `err` (Kafka error kerr). */
@@ -97,11 +114,38 @@ static void prod_durable(void *arg, int err)
     st_fanout_release(pp->leg);
 }
 
+/* Whether pp waits for (or failed) the coordinator's word before its append (partition.h,
+ * KIP-890 part 1). */
+static bool prod_verify(st_part_t *part, prod_part_t *pp)
+{
+    int64_t pid;
+    int16_t epoch;
+    uint32_t guard;
+    size_t len = pp->len > 0 ? (size_t)pp->len : 0;
+    if (!st_part_txn_verify_needed(part, pp->records, len, &pid, &epoch, &guard))
+        return false; /* not a transaction's first batch here (or not transactional) */
+    if (pp->verify == VERIFY_NO) {
+        pp->verify = VERIFY_ASK;
+        pp->guard = guard;
+        pp->pid = pid;
+        pp->epoch = epoch;
+        return true;
+    }
+    if (pid == pp->pid && st_part_txn_guard_holds(part, pid, pp->guard))
+        return false; /* verified, and no marker of the producer since */
+    pp->error = ST_KERR_NOT_ENOUGH_REPLICAS;
+    pp->why = "a transaction marker of this producer was written while the partition was being "
+              "verified with the transaction coordinator; retry";
+    return true;
+}
+
 static void prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, prod_part_t *pp, int16_t acks,
-                            int64_t timeout_ms)
+                            int64_t timeout_ms, bool txn)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
     if ((pp->error = st_kleader_local(s, part)))
+        return;
+    if (txn && prod_verify(part, pp))
         return;
     st_part_append_res_t res;
     pp->leg = leg;
@@ -127,8 +171,9 @@ static void prod_run(st_fanout_leg_t *leg)
     st_kshard_t *s = st_kshard_current();
     st_produce_t *p = leg->data;
     for (int i = 0; i < p->nparts; i++)
-        if (p->parts[i].owner == s->id && !p->parts[i].error)
-            prod_append_one(s, leg, &p->parts[i], p->req.acks, p->req.timeout_ms);
+        if (p->parts[i].owner == s->id && !p->parts[i].error &&
+            (p->round == 0 || p->parts[i].verify == VERIFY_OK))
+            prod_append_one(s, leg, &p->parts[i], p->req.acks, p->req.timeout_ms, p->txn);
 }
 
 /* Copies the owner's list of refused records into the response (the request's arena). */
@@ -176,12 +221,77 @@ static void prod_answer_leaders(st_kreq_t *r, st_produce_t *p)
                                                  b[i]->rack ? st_kstr(b[i]->rack) : ST_KSTR_NULL};
 }
 
+static void prod_send(st_kreq_t *r, st_produce_t *p);
+
+/* On the request's shard: the coordinator's verdicts for the partitions asked about; those
+ * in the transaction are appended now (round 1). */
+static void prod_verified(st_kshard_t *s, void *arg, const int16_t *errors)
+{
+    (void)s;
+    st_produce_t *p = arg;
+    int k = 0;
+    for (int i = 0; i < p->nparts; i++) {
+        prod_part_t *pp = &p->parts[i];
+        if (pp->verify != VERIFY_ASK || pp->error)
+            continue;
+        if ((pp->error = errors[k++]))
+            pp->why = pp->error == ST_KERR_INVALID_TXN_STATE
+                          ? "Partition was not added to the transaction"
+                          : "Unable to verify the partition has been added to the transaction";
+        else
+            pp->verify = VERIFY_OK;
+    }
+    p->round = 1;
+    prod_send(p->r, p);
+}
+
+/* After round 0: asks the coordinator about the partitions whose records open the producer's
+ * transaction there. False when there are none. */
+static bool prod_ask(st_kreq_t *r, st_produce_t *p)
+{
+    int n = 0;
+    const prod_part_t *first = NULL;
+    for (int i = 0; i < p->nparts; i++)
+        if (p->parts[i].verify == VERIFY_ASK && !p->parts[i].error) {
+            if (!first)
+                first = &p->parts[i];
+            if (p->parts[i].pid != first->pid || p->parts[i].epoch != first->epoch) {
+                p->parts[i].error = ST_KERR_INVALID_PRODUCER_ID_MAPPING;
+                p->parts[i].why = "Transactional records contained more than one producer ID";
+                continue;
+            }
+            n++;
+        }
+    if (n == 0)
+        return false;
+    st_kstr_t *names = st_arena_alloc(&r->arena, (size_t)n * sizeof *names);
+    int32_t *parts = st_arena_alloc(&r->arena, (size_t)n * sizeof *parts);
+    if (!names || !parts) {
+        for (int i = 0; i < p->nparts; i++)
+            if (p->parts[i].verify == VERIFY_ASK && !p->parts[i].error)
+                p->parts[i].error = ST_KERR_NOT_ENOUGH_REPLICAS;
+        return false;
+    }
+    int k = 0;
+    for (int i = 0; i < p->nparts; i++)
+        if (p->parts[i].verify == VERIFY_ASK && !p->parts[i].error) {
+            names[k] = st_kstr(p->parts[i].name);
+            parts[k++] = p->parts[i].partition;
+        }
+    st_ktxn_verify(r->shard, p->req.transactional_id, first->pid, first->epoch, n, names, parts,
+                   prod_verified, p);
+    return true;
+}
+
 /* Back on the connection's shard once every owner answered. */
 static void prod_finish(void *arg)
 {
     st_produce_t *p = arg;
     st_kreq_t *r = p->r;
     free(p->legs);
+    p->legs = NULL;
+    if (p->round == 0 && p->txn && prod_ask(r, p))
+        return; /* prod_verified goes on */
     for (int i = 0; i < p->nparts; i++) {
         prod_part_t *pp = &p->parts[i];
         if (pp->rejects)
@@ -241,9 +351,19 @@ static void prod_dispatch(st_kreq_t *r, void *arg)
         pp->owner = st_kshard_owner(mt, pp->partition);
         if (mt)
             memcpy(pp->topic_id, mt->id, 16);
+        if (mt && p->txn)
+            pp->name = k > 0 && q->topic_at == p->q[k - 1].topic_at
+                           ? p->parts[k - 1].name
+                           : st_arena_strndup(&r->arena, mt->name, strlen(mt->name));
         if (!pp->error)
             pp->error = prod_check(r, q->req_topic, mt, pp);
     }
+    prod_send(r, p);
+}
+
+/* Sends each owner its partitions of this round (all of them, then the verified ones). */
+static void prod_send(st_kreq_t *r, st_produce_t *p)
+{
     int nshards = r->shard->b->nshards;
     p->legs = calloc((size_t)nshards, sizeof *p->legs);
     if (!p->legs) {
@@ -254,7 +374,7 @@ static void prod_dispatch(st_kreq_t *r, void *arg)
         p->legs[i].data = p;
     st_fanout_begin(&p->fan, r->shard->b->mesh, r->shard->id, prod_run, prod_finish, p);
     for (int i = 0; i < p->nparts; i++)
-        if (!p->parts[i].error)
+        if (!p->parts[i].error && (p->round == 0 || p->parts[i].verify == VERIFY_OK))
             st_fanout_owner(&p->fan, p->legs, p->parts[i].owner);
     st_fanout_end(&p->fan);
 }
@@ -288,6 +408,8 @@ void st_kh_produce(st_kreq_t *r)
         if (p->req.acks != 0 && p->req.acks != 1 && p->req.acks != -1)
             pp->error = ST_KERR_INVALID_REQUIRED_ACKS;
     }
+    p->txn = !st_kstr_is_null(p->req.transactional_id) &&
+             r->shard->b->cfg->transaction_partition_verification_enable;
     if (r->api_version < 13 && r->shard->b->cfg->auto_create_topics_enable)
         st_autocreate(r, names, p->req.topic_data_count, NULL, prod_dispatch, p);
     else

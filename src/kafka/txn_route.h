@@ -91,8 +91,34 @@ int st_ktxn_client_start(st_broker_t *b, char *err, size_t errlen);
 void st_ktxn_client_stop(st_broker_t *b);
 /* On shard 0 after each adoption: the client routes with s's snapshot from now on. */
 void st_ktxn_client_metadata(st_kshard_t *s);
-/* st_tcoord_config_t.send_markers (ctx: the coordinator's shard): one WriteTxnMarkers per
- * partition to its leader, retried until answered; st_tcoord_markers_done on the shard. */
+/* st_tcoord_config_t.send_markers (ctx: the coordinator's shard): st_ktxn_markers_send with
+ * the broker's client, then st_tcoord_markers_done back on the shard. */
 void st_ktxn_send_markers(void *ctx, const st_tmarkers_t *m);
+/* Any thread: sends req with the broker's client (replica/client.h); false (nothing sent)
+ * before it started or once it stopped. */
+struct st_client_req;
+bool st_ktxn_client_send(st_broker_t *b, struct st_client_req *req);
+
+/* ---- produce verification (txn_verify.c; KIP-890 part 1, partition.h) ---- */
+
+/* On the request's shard s, once the coordinator answered: errors[i] is partition i's verdict
+ * (0: in the transaction; else the Produce error Kafka answers: INVALID_TXN_STATE,
+ * INVALID_PRODUCER_EPOCH, NOT_ENOUGH_REPLICAS for the retriable ones). */
+typedef void (*st_ktxn_verify_fn)(st_kshard_t *s, void *arg, const int16_t *errors);
+/* Asks the coordinator of transactional id `id` (AddPartitionsToTxn v4, verify_only) whether
+ * topics[i]-partitions[i] (i < n; one topic's partitions next to each other) are in producer
+ * pid's transaction at epoch; done runs on s, possibly before this returns. */
+void st_ktxn_verify(st_kshard_t *s, st_kstr_t id, int64_t pid, int16_t epoch, int n,
+                    const st_kstr_t *topics, const int32_t *partitions, st_ktxn_verify_fn done,
+                    void *arg);
+
+struct st_client;
+typedef void (*st_ktxn_markers_fn)(void *arg, uint64_t id, int err);
+/* Any thread: one WriteTxnMarkers v1 per partition of m to its leader with client cl (routed
+ * by the client's metadata), each sent again until its answer is final (txn/markers.h's
+ * verdicts); then finished(arg, m->id, 0, or the error that ended it: FENCED's ST_E_NOT_LEADER,
+ * the client's ST_E_CLOSED) once, on the client thread. 0, or -ENOMEM (finished not called). */
+int st_ktxn_markers_send(struct st_client *cl, const st_tmarkers_t *m, st_ktxn_markers_fn finished,
+                         void *arg);
 
 #endif

@@ -8,8 +8,8 @@
  *           DONE (0, or the partition gone)   that partition is finished
  *           RETRY (not the leader, ...)       routed and sent again (ST_CLIENT_RETRY), forever
  *           FENCED (a newer coordinator)      the job ends with an error
- *       the last partition finished --> st_broker_post(coordinator shard) -->
- *       st_tcoord_markers_done(id, 0 or the error) (an error: sent again at the next tick)
+ *       the last partition finished --> finished(id, 0 or the error): st_broker_post to the
+ *       coordinator shard --> st_tcoord_markers_done (an error: sent again at the next tick)
  *
  * The client lives from the replication's start to its stop (serve.c's hooks, on the main
  * thread, while the shards run); b->client is read and written under client_mu, and every
@@ -17,7 +17,8 @@
  * (before the start) is answered ST_E_AGAIN at once: its markers go again at the next tick.
  *
  * Threads: start/stop on the main thread; st_ktxn_send_markers and st_ktxn_client_metadata on
- * shards; req_done on the client thread; job_run on the coordinator's shard.
+ * shards; st_ktxn_markers_send on any thread; req_done (and finished) on the client thread;
+ * back_run on the coordinator's shard.
  */
 #include <errno.h>
 #include <limits.h>
@@ -48,9 +49,8 @@ typedef struct mreq {
 } mreq_t;
 
 struct mjob {
-    st_ext_call_t call; /* back to the coordinator's shard */
-    st_broker_t *b;
-    int shard;
+    st_ktxn_markers_fn finished;
+    void *arg;
     uint64_t id;
     int64_t pid;
     _Atomic int left; /* partitions not finished, plus one until every request is sent */
@@ -69,19 +69,12 @@ static void job_free(mjob_t *j)
     free(j);
 }
 
-/* On the coordinator's shard: the job is over. */
-static void job_run(st_kshard_t *s, st_ext_call_t *c)
-{
-    mjob_t *j = (mjob_t *)c;
-    if (st_ktxn_coord(s))
-        st_tcoord_markers_done(st_ktxn_coord(s), j->id, atomic_load(&j->err));
-    job_free(j);
-}
-
 static void job_release(mjob_t *j)
 {
-    if (atomic_fetch_sub(&j->left, 1) == 1)
-        st_broker_post(j->b, j->shard, &j->call);
+    if (atomic_fetch_sub(&j->left, 1) == 1) {
+        j->finished(j->arg, j->id, atomic_load(&j->err));
+        job_free(j);
+    }
 }
 
 /* Client thread: a partition's answer, or the end of its tries. */
@@ -108,19 +101,17 @@ static int req_done(st_client_req_t *req, int err, const uint8_t *frame, size_t 
     return ST_CLIENT_DONE;
 }
 
-void st_ktxn_send_markers(void *ctx, const st_tmarkers_t *m)
+int st_ktxn_markers_send(st_client_t *cl, const st_tmarkers_t *m, st_ktxn_markers_fn finished,
+                         void *arg)
 {
-    st_kshard_t *s = ctx;
     mjob_t *j = calloc(1, sizeof *j);
-    mreq_t *reqs = j ? calloc((size_t)m->n, sizeof *reqs) : NULL;
+    mreq_t *reqs = j ? calloc((size_t)m->n + 1, sizeof *reqs) : NULL;
     if (!reqs) {
         free(j);
-        st_tcoord_markers_done(st_ktxn_coord(s), m->id, -ENOMEM);
-        return;
+        return -ENOMEM;
     }
-    j->call.fn = job_run;
-    j->b = s->b;
-    j->shard = s->id;
+    j->finished = finished;
+    j->arg = arg;
     j->id = m->id;
     j->pid = m->producer_id;
     j->n = m->n;
@@ -136,8 +127,7 @@ void st_ktxn_send_markers(void *ctx, const st_tmarkers_t *m)
         st_tmarker_encode(&mr->body, m, i);
         if (!mr->topic || mr->body.oom) {
             job_free(j);
-            st_tcoord_markers_done(st_ktxn_coord(s), m->id, -ENOMEM);
-            return;
+            return -ENOMEM;
         }
         mr->req = (st_client_req_t){.broker = -1,
                                     .topic = mr->topic,
@@ -150,18 +140,58 @@ void st_ktxn_send_markers(void *ctx, const st_tmarkers_t *m)
                                     .done = req_done,
                                     .arg = mr};
     }
-    pthread_mutex_lock(&client_mu);
-    st_client_t *cl = s->b->client;
-    if (!cl) {
-        pthread_mutex_unlock(&client_mu);
-        job_free(j);
-        st_tcoord_markers_done(st_ktxn_coord(s), m->id, ST_E_AGAIN);
-        return;
-    }
     for (int i = 0; i < m->n; i++)
         st_client_send(cl, &reqs[i].req);
-    pthread_mutex_unlock(&client_mu);
     job_release(j); /* every request is out */
+    return 0;
+}
+
+/* ---- the coordinators' side ---- */
+
+/* A job's end, carried back to the coordinator's shard. */
+typedef struct back {
+    st_ext_call_t call;
+    st_broker_t *b;
+    int shard;
+    uint64_t id;
+    int err;
+} back_t;
+
+static void back_run(st_kshard_t *s, st_ext_call_t *c)
+{
+    back_t *bk = (back_t *)c;
+    if (st_ktxn_coord(s))
+        st_tcoord_markers_done(st_ktxn_coord(s), bk->id, bk->err);
+    free(bk);
+}
+
+/* Client thread (or the shard, when nothing went): to the coordinator's shard. */
+static void back_post(void *arg, uint64_t id, int err)
+{
+    back_t *bk = arg;
+    bk->id = id;
+    bk->err = err;
+    st_broker_post(bk->b, bk->shard, &bk->call);
+}
+
+void st_ktxn_send_markers(void *ctx, const st_tmarkers_t *m)
+{
+    st_kshard_t *s = ctx;
+    back_t *bk = calloc(1, sizeof *bk);
+    if (!bk) {
+        st_tcoord_markers_done(st_ktxn_coord(s), m->id, -ENOMEM);
+        return;
+    }
+    bk->call.fn = back_run;
+    bk->b = s->b;
+    bk->shard = s->id;
+    pthread_mutex_lock(&client_mu);
+    int rc = s->b->client ? st_ktxn_markers_send(s->b->client, m, back_post, bk) : ST_E_AGAIN;
+    pthread_mutex_unlock(&client_mu);
+    if (rc) {
+        free(bk);
+        st_tcoord_markers_done(st_ktxn_coord(s), m->id, rc); /* sent again at the next tick */
+    }
 }
 
 /* ---- the client's life ---- */
@@ -207,4 +237,14 @@ void st_ktxn_client_metadata(st_kshard_t *s)
     if (s->b->client && s->md)
         st_client_set_metadata(s->b->client, s->md);
     pthread_mutex_unlock(&client_mu);
+}
+
+bool st_ktxn_client_send(st_broker_t *b, st_client_req_t *req)
+{
+    pthread_mutex_lock(&client_mu);
+    st_client_t *cl = b->client;
+    if (cl)
+        st_client_send(cl, req);
+    pthread_mutex_unlock(&client_mu);
+    return cl != NULL;
 }

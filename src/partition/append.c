@@ -74,6 +74,7 @@ void st_part_note_marker(st_part_t *part, int64_t pid, int16_t epoch, bool commi
                          int32_t coordinator_epoch, int64_t offset, int64_t ts)
 {
     int64_t first;
+    part->marker_gen[(uint64_t)pid % ST_PART_VERIFY_BUCKETS]++;
     if (st_pstate_end_txn(&part->pstate, pid, epoch, coordinator_epoch, offset, ts, &first) < 0)
         ST_WARN("%s-%d: out of memory for the producer state", part->topic, part->index);
     if (commit || first < 0)

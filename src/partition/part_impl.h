@@ -43,17 +43,20 @@ struct st_part {
     uint8_t topic_id[16];
     int32_t index;
     char *topic;
-    st_log_t *log;       /* NULL: offline (open_err) or deleted */
-    st_parts_t *parts;   /* the owning table */
-    int64_t hw;          /* high watermark */
-    uint64_t waiters[4]; /* bitmap of shards (up to 256) with fetches waiting */
+    st_log_t *log;           /* NULL: offline (open_err) or deleted */
+    st_parts_t *parts;       /* the owning table */
+    int64_t hw;              /* high watermark */
+    uint64_t waiters[4];     /* bitmap of shards (up to 256) with fetches waiting */
     uint64_t lso_waiters[4]; /* the same for read_committed fetches (the LSO) */
     int64_t lso;             /* the last stable offset as last computed (st_part_update_hw) */
-    int pending_durable; /* durability callbacks outstanding (they hold the partition) */
-    bool dead;           /* deleted: freed once pending_durable drops to 0 */
-    int open_err;        /* offline (log NULL): why its log could not be opened */
+    int pending_durable;     /* durability callbacks outstanding (they hold the partition) */
+    bool dead;               /* deleted: freed once pending_durable drops to 0 */
+    int open_err;            /* offline (log NULL): why its log could not be opened */
     uint64_t records_in, bytes_in, records_out, bytes_out;
-    st_pstate_t pstate;  /* idempotent producers (rebuilt from the log at open) */
+    st_pstate_t pstate; /* idempotent producers (rebuilt from the log at open) */
+    /* markers written, by producer id bucket (verify.c: a produce verified with the
+     * coordinator appends only if no marker of its producer came in between) */
+    uint32_t marker_gen[ST_PART_VERIFY_BUCKETS];
     st_part_repl_t repl; /* replication (replica.c) */
     /* log cleaner (compacted topics) */
     bool cleaning;          /* in the shard's active set */

@@ -190,9 +190,9 @@ typedef struct st_part_stats {
                                  one not heard from since the leadership began; 0: none) */
     bool compact;             /* cleanup.policy=compact: clean holds the cleaner's figures */
     st_log_clean_stats_t clean;
-    int64_t lso;              /* last stable offset */
-    int32_t ongoing_txns;     /* transactions ongoing */
-    int64_t oldest_txn_ms;    /* the oldest one's start (wall ms), -1: none */
+    int64_t lso;           /* last stable offset */
+    int32_t ongoing_txns;  /* transactions ongoing */
+    int64_t oldest_txn_ms; /* the oldest one's start (wall ms), -1: none */
 } st_part_stats_t;
 /* Fills *out; false (nothing filled) while the partition is offline or deleted. */
 bool st_part_stats(st_part_t *p, st_part_stats_t *out);
@@ -278,7 +278,7 @@ bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_
 /* A Fetch read of one partition. */
 typedef struct st_part_read {
     int64_t hw, log_start;
-    int64_t lso; /* the last stable offset at the read */
+    int64_t lso;        /* the last stable offset at the read */
     st_log_read_t read; /* read.bytes > 0: file ranges held until st_log_read_release */
 } st_part_read_t;
 
@@ -432,5 +432,28 @@ void st_parts_clean_init(st_parts_t *t);
 void st_parts_clean_fini(st_parts_t *t);
 void st_parts_clean_forget(st_parts_t *t, st_part_t *p);
 void st_parts_clean_tick(st_parts_t *t);
+
+/* ---- KIP-890 part 1: a transactional produce verified with the coordinator (verify.c) ----
+ *
+ * The first batch of a producer's transaction on a partition is appended only once the
+ * transaction coordinator confirmed the partition is in the transaction (AddPartitionsToTxn
+ * verify_only), so a late or stray batch cannot open a transaction nobody will end (a hanging
+ * transaction, which would hold the LSO back for ever):
+ *
+ *   owner: st_part_txn_verify_needed -> true: *guard taken, nothing appended
+ *   request's shard: AddPartitionsToTxn(verify_only) to the coordinator
+ *   owner again: st_part_txn_guard_holds(guard) -> append; false (a marker of this producer
+ *       was written meanwhile: the transaction it was verified for may be over) -> refuse,
+ *       retriable, and the producer's retry is verified afresh
+ */
+#define ST_PART_VERIFY_BUCKETS 16
+
+/* Whether records (a produce's batches for p) open a transaction of their producer here: the
+ * first batch is transactional and its producer has no ongoing transaction in p at that
+ * epoch. When true, fills *pid, *epoch and *guard. */
+bool st_part_txn_verify_needed(const st_part_t *p, const uint8_t *records, size_t len, int64_t *pid,
+                               int16_t *epoch, uint32_t *guard);
+/* After a verification: no marker of pid was written in p since *guard was taken. */
+bool st_part_txn_guard_holds(const st_part_t *p, int64_t pid, uint32_t guard);
 
 #endif

@@ -2,12 +2,12 @@
 
 TxnOffsetCommit is answered as Kafka answers it before anything is written (unknown topics,
 an empty group id, KIP-447's generation check of a group that does not exist), at a classic
-(v0) and a flexible (v3) version. Then, once the broker takes the coordinator's
-transactional batches and WriteTxnMarkers (the partition layer's part): offsets committed in
-a transaction are pending — OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT
+(v0) and a flexible (v3) version. Then offsets committed in a transaction are pending — OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT
 (v7 and v8) and without it the offset committed before — until a COMMIT marker makes them
 committed, across a restart too; an ABORT drops them; a pending offset survives a restart
-before its marker."""
+before its marker. And with librdkafka (confluent-kafka): send_offsets_to_transaction in an
+aborted transaction leaves the group's offset as it was, in a committed one sets it, and the
+committed offset survives a restart. A stale producer epoch is fenced by the partition."""
 
 import os
 import sys
@@ -18,13 +18,14 @@ import harness  # noqa: E402
 import kwire  # noqa: E402
 from harness import ServerTestCase  # noqa: E402
 from kwire import (boolean, compact_array, compact_string, i8, i16, i32, i64,  # noqa: E402
-                   string, uvarint, TAGS_NONE)
+                   string, TAGS_NONE)
 
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
 INIT_PRODUCER_ID, WRITE_TXN_MARKERS, TXN_OFFSET_COMMIT = 22, 27, 28
 RETRIABLE = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_GENERATION, INVALID_GROUP_ID = 3, 22, 24
 UNSTABLE_OFFSET_COMMIT = 88
+INVALID_PRODUCER_EPOCH = 47
 OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions, the default
 
 
@@ -246,10 +247,7 @@ class TxnOffsetsTest(ServerTestCase):
         return self.retry(once, "marker written")
 
     def need_markers(self, c):
-        if self.api_range(c, WRITE_TXN_MARKERS) is None:
-            raise unittest.SkipTest(
-                "WriteTxnMarkers (kafka/h_txn_markers.c) and the partition layer's "
-                "transactional appends are not in this build yet")
+        self.assertIsNotNone(self.api_range(c, WRITE_TXN_MARKERS), "WriteTxnMarkers advertised")
 
     def test_commit_marker_then_restart(self):
         topic, group = self.unique("tc"), self.unique("g")
@@ -294,6 +292,64 @@ class TxnOffsetsTest(ServerTestCase):
         self.server.restart(clean=True)
         with kwire.Conn.to(self.server.bootstrap, timeout=15) as c:
             self.assertEqual(self.fetch(c, 7, group, topic, 0, True), (5, 0))
+
+    def test_stale_producer_epoch(self):
+        """The partition fences an epoch older than the producer's latest in it; the answer
+        is the partition's (INVALID_PRODUCER_EPOCH), as Kafka passes it through."""
+        topic, group = self.unique("tf"), self.unique("g")
+        with kwire.Conn.to(self.bootstrap, timeout=15) as c:
+            self.need_markers(c)
+            self.create_topic(c, topic)
+            self.find_coordinator(c, group)
+            pid, epoch = self.init_producer(c)
+            self.assertEqual(self.txn_commit(c, 3, group, pid, epoch + 1, topic, 0, 10), 0)
+            self.assertEqual(self.marker(c, pid, epoch + 1, group, True), 0)
+            self.assertEqual(self.txn_commit(c, 3, group, pid, epoch, topic, 0, 11),
+                             INVALID_PRODUCER_EPOCH)
+            self.assertEqual(self.fetch(c, 8, group, topic, 0, True), (10, 0))
+
+    # ---- a real client: consume-transform-produce's offsets ----
+
+    def test_send_offsets_to_transaction_confluent(self):
+        try:
+            from confluent_kafka import Consumer, Producer, TopicPartition
+        except ImportError:
+            raise unittest.SkipTest("confluent-kafka is not installed")
+        topic, group = self.unique("tk"), self.unique("g")
+        with kwire.Conn.to(self.bootstrap, timeout=15) as c:
+            self.create_topic(c, topic)
+            self.create_topic(c, topic + "-out")
+        cons = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        prod = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "tx-" + group})
+        try:
+            cons.subscribe([topic])
+            harness.wait_until(lambda: cons.poll(0.2) is None and cons.assignment(), 30,
+                               "the consumer has its assignment")
+            meta = cons.consumer_group_metadata()
+            prod.init_transactions(30)
+
+            def committed():
+                return cons.committed([TopicPartition(topic, 0)], 15)[0].offset
+
+            for commit, offset in ((False, 4), (True, 7)):
+                prod.begin_transaction()
+                prod.produce(topic + "-out", b"x")
+                prod.send_offsets_to_transaction([TopicPartition(topic, 0, offset)], meta, 30)
+                if commit:
+                    prod.commit_transaction(30)
+                else:
+                    prod.abort_transaction(30)
+                    self.assertLess(committed(), 0, "an aborted transaction's offset")
+            self.assertEqual(committed(), 7)
+        finally:
+            prod.flush(10)
+            cons.close()
+        if self.server.external:
+            return
+        self.server.restart(clean=True)
+        with kwire.Conn.to(self.server.bootstrap, timeout=15) as c:
+            self.assertEqual(self.fetch(c, 7, group, topic, 0, True)[0], 7)
 
 
 if __name__ == "__main__":

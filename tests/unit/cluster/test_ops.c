@@ -19,7 +19,7 @@
 static int find_cfg(void *arg, const char *key, bool *list, const char **fixed_default)
 {
     (void)arg;
-    if (strcmp(key, "retention.ms") == 0) {
+    if (strcmp(key, "retention.ms") == 0 || strcmp(key, "min.insync.replicas") == 0) {
         *list = false;
         *fixed_default = NULL;
         return 0;
@@ -178,6 +178,35 @@ static void test_internal_topic(void **state)
     st_md_unref(md);
 }
 
+/* An internal topic capped below its min.insync.replicas could never be written with acks=all:
+ * min.insync.replicas follows the replicas it got. Other topics keep what they asked for. */
+static void test_internal_topic_min_isr_capped(void **state)
+{
+    (void)state;
+    st_ctl_cfg_t cfg[] = {{"min.insync.replicas", "2", ST_CTL_CFG_SET}};
+    st_md_t *md = brokers(1);
+    st_ctl_item_t it = create_item("__internal", 1, -1);
+    it.cfg = cfg;
+    it.ncfg = 1;
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    assert_string_equal(st_md_topic_config(st_md_find(md, "__internal", 10), "min.insync.replicas"),
+                        "1");
+    st_ctl_item_t plain = create_item("plain", 1, 1);
+    plain.cfg = cfg;
+    plain.ncfg = 1;
+    assert_int_equal(run(md, ST_CTL_CREATE, &plain, false), 1);
+    assert_string_equal(st_md_topic_config(st_md_find(md, "plain", 5), "min.insync.replicas"), "2");
+    st_md_unref(md);
+    md = brokers(3);
+    it = create_item("__internal", 1, -1);
+    it.cfg = cfg;
+    it.ncfg = 1;
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    assert_string_equal(st_md_topic_config(st_md_find(md, "__internal", 10), "min.insync.replicas"),
+                        "2");
+    st_md_unref(md);
+}
+
 static void test_delete_and_grow(void **state)
 {
     (void)state;
@@ -302,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_create_places_over_live_brokers),
         cmocka_unit_test(test_create_refusals_change_nothing),
         cmocka_unit_test(test_internal_topic),
+        cmocka_unit_test(test_internal_topic_min_isr_capped),
         cmocka_unit_test(test_delete_and_grow),
         cmocka_unit_test(test_configs),
         cmocka_unit_test(test_elect),

@@ -1,0 +1,27 @@
+/*
+ * verify.c — which transactional produces need the coordinator's word first (KIP-890 part 1;
+ * partition.h explains the exchange), and the guard that makes the word hold until the append.
+ */
+#include "partition/part_impl.h"
+#include "storage/batch.h"
+
+bool st_part_txn_verify_needed(const st_part_t *p, const uint8_t *records, size_t len, int64_t *pid,
+                               int16_t *epoch, uint32_t *guard)
+{
+    st_batch_hdr_t h;
+    if (!p->log || len < ST_BATCH_HEADER_SIZE || st_batch_parse_hdr(records, len, &h) ||
+        !(h.attributes & ST_BATCH_ATTR_TRANSACTIONAL) || h.producer_id < 0)
+        return false; /* malformed or not transactional: the append says what is wrong */
+    const st_pentry_t *e = st_pstate_find(&p->pstate, h.producer_id);
+    if (e && e->txn_first >= 0 && e->epoch == h.producer_epoch)
+        return false; /* its transaction is open here already: the coordinator added it */
+    *pid = h.producer_id;
+    *epoch = h.producer_epoch;
+    *guard = p->marker_gen[(uint64_t)h.producer_id % ST_PART_VERIFY_BUCKETS];
+    return true;
+}
+
+bool st_part_txn_guard_holds(const st_part_t *p, int64_t pid, uint32_t guard)
+{
+    return p->marker_gen[(uint64_t)pid % ST_PART_VERIFY_BUCKETS] == guard;
+}
