@@ -519,6 +519,11 @@ static void test_api_table(void **state)
         {21, 0, 2, 2, "DeleteRecords"},
         {22, 0, 5, 2, "InitProducerId"},
         {23, 2, 4, 4, "OffsetForLeaderEpoch"},
+        {24, 0, 5, 3, "AddPartitionsToTxn"},
+        {25, 0, 4, 3, "AddOffsetsToTxn"},
+        {26, 0, 5, 3, "EndTxn"},
+        {27, 0, 1, 1, "WriteTxnMarkers"},
+        {28, 0, 5, 3, "TxnOffsetCommit"},
         {32, 1, 4, 4, "DescribeConfigs"},
         {33, 0, 2, 2, "AlterConfigs"},
         {37, 0, 3, 2, "CreatePartitions"},
@@ -529,6 +534,9 @@ static void test_api_table(void **state)
         {46, 0, 0, 0, "ListPartitionReassignments"},
         {47, 0, 0, -1, "OffsetDelete"},
         {60, 0, 2, 0, "DescribeCluster"},
+        {61, 0, 0, 0, "DescribeProducers"},
+        {65, 0, 0, 0, "DescribeTransactions"},
+        {66, 0, 1, 0, "ListTransactions"},
     };
     assert_int_equal(st_kp_apis_count, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < st_kp_apis_count; i++) {
