@@ -13,7 +13,10 @@ until the segment rolls. After the cleaner ran:
 
 With delete.retention.ms small, a later clean removes the markers whose transactions have no
 record left (the ABORT markers, and the COMMIT markers of transactions compacted away), and
-keeps the COMMIT marker of the transaction whose records are the keys' latest.
+keeps the COMMIT marker of the transaction whose records are the keys' latest, and the last
+ABORT marker: as Kafka's cleaner does, the last batch of a producer still active is kept (its
+records gone) for the producer's state, and an abort marker stays while a batch of its
+transaction does.
 """
 
 import glob
@@ -171,7 +174,7 @@ class TxnCompactionTest(ServerTestCase):
         j = 0
         while True:
             ms = markers()
-            if [t for _, t in ms] == ["commit"]:
+            if [t for _, t in ms] == ["commit", "abort"]:
                 break
             self.assertLess(time.monotonic(), deadline, "markers left: %s" % ms)
             kc.produce_all(plain, topic, [{"key": b"roll", "value": b"x%05d" % (j + i) + b"." * 900,
