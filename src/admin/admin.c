@@ -17,6 +17,7 @@
 #include "cluster/quorum.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "kafka/txn_route.h"
 #include "storage/journal.h"
 
 #define ST_ADMIN_MAX_COLLECTORS 4
@@ -293,6 +294,10 @@ static void st_admin_on_tick(void *arg, st_kshard_t *s)
     }
     if (s->parts.buckets)
         st_parts_each(&s->parts, add_part, snap);
+    if (st_ktxn_coord(s)) {
+        snap->txn = true;
+        st_tcoord_stats(st_ktxn_coord(s), &snap->txn_stats);
+    }
     for (int i = 0; i < a->ncollectors; i++)
         a->collectors[i].fn(a->collectors[i].arg, s, snap);
     st_admin_slot_publish(slot, snap);

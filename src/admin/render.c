@@ -11,6 +11,7 @@
 #include "admin/prom.h"
 #include "proto/kerr.h"
 #include "proto/kafka_gen.h"
+#include "txn/records.h"
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
@@ -188,6 +189,7 @@ typedef enum {
     SHARD_LIVE,    /* those with live counters */
     SHARD_SNAP,    /* those with a published snapshot */
     SHARD_JOURNAL, /* those whose snapshot has a journal (storage/journal.h) */
+    SHARD_TXN,     /* those with a transaction coordinator (txn/coord.h) */
 } shard_set_t;
 
 static bool shard_in(const st_admin_view_t *v, int i, shard_set_t set)
@@ -199,6 +201,8 @@ static bool shard_in(const st_admin_view_t *v, int i, shard_set_t set)
         return v->snaps[i] != NULL;
     case SHARD_JOURNAL:
         return v->snaps[i] && v->snaps[i]->journal;
+    case SHARD_TXN:
+        return v->snaps[i] && v->snaps[i]->txn;
     }
     return false;
 }
@@ -289,6 +293,54 @@ static void journal_metrics(st_prom_t *p, const st_admin_view_t *v)
               "Size of the journal's data area (log.journal.bytes).", f_j_capacity, SHARD_JOURNAL);
 }
 
+SNAP_FIG(f_t_partitions, txn_stats.partitions)
+SNAP_FIG(f_t_timed_out, txn_stats.timed_out)
+SNAP_FIG(f_t_retried, txn_stats.markers_retried)
+
+/* The transaction coordinators: one sample per shard (and state, and result). */
+static void txn_metrics(st_prom_t *p, const st_admin_view_t *v)
+{
+    per_shard(p, v, "strata_txn_coordinator_partitions", "gauge",
+              "__transaction_state partitions this shard coordinates (led here and loaded).",
+              f_t_partitions, SHARD_TXN);
+    st_prom_family(p, "strata_txn_coordinator_transactional_ids", "gauge",
+                   "Transactional ids the shard's coordinator holds, by state (Ongoing: a "
+                   "transaction open; Prepare*: its markers being written).");
+    for (int i = 0; i < v->nshards; i++) {
+        if (!shard_in(v, i, SHARD_TXN))
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        for (int st = 0; st < ST_TXN_NSTATES; st++) {
+            if (st == ST_TXN_DEAD || st == ST_TXN_PREPARE_EPOCH_FENCE)
+                continue; /* never held (Dead is forgotten, the fence a pending state) */
+            st_prom_label_t l[] = {{"shard", sh}, {"state", st_txn_state_name(st)}};
+            st_prom_sample(p, "", l, 2, v->snaps[i]->txn_stats.ids[st]);
+        }
+    }
+    st_prom_family(p, "strata_txn_coordinator_transactions_total", "counter",
+                   "Transactions the shard's coordinator completed (CompleteCommit or "
+                   "CompleteAbort durable), by result.");
+    for (int i = 0; i < v->nshards; i++) {
+        if (!shard_in(v, i, SHARD_TXN))
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t c[] = {{"shard", sh}, {"result", "commit"}};
+        st_prom_sample_u64(p, "", c, 2, v->snaps[i]->txn_stats.committed);
+        st_prom_label_t a[] = {{"shard", sh}, {"result", "abort"}};
+        st_prom_sample_u64(p, "", a, 2, v->snaps[i]->txn_stats.aborted);
+    }
+    per_shard(p, v, "strata_txn_coordinator_timed_out_total", "counter",
+              "Ongoing transactions the coordinator aborted past transaction.timeout.ms (their "
+              "producer fenced).",
+              f_t_timed_out, SHARD_TXN);
+    per_shard(p, v, "strata_txn_coordinator_marker_retries_total", "counter",
+              "Marker jobs sent again at a tick because a partition's leader did not take "
+              "them (not the leader, not enough replicas, unreachable).",
+              f_t_retried, SHARD_TXN);
+}
+
 static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
 {
     per_shard(p, v, "strata_kafka_connections", "gauge", "Open Kafka connections.", f_conns,
@@ -353,6 +405,7 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
                           (double)v->snaps[i]->loop_iter_sum_ns / 1e9);
     }
     journal_metrics(p, v);
+    txn_metrics(p, v);
     st_prom_family(p, "strata_shard_snapshot_age_seconds", "gauge",
                    "Age of the shard's published metrics snapshot (partition, group, loop and "
                    "connection figures lag by this much).");

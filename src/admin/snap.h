@@ -34,6 +34,7 @@
 #include "base/arena.h"
 #include "cluster/metadata.h"
 #include "io/loop.h"
+#include "txn/coord.h"
 
 #define ST_ADMIN_PUBLISH_MS 1000
 
@@ -114,6 +115,9 @@ typedef struct st_admin_snap {
     st_admin_goffset_t *goffsets;
     int ngoffsets, capgoffsets;
     bool groups_oom;
+    /* the shard's transaction coordinator (txn/coord.h), when it has one */
+    bool txn;
+    st_tcoord_stats_t txn_stats;
     st_arena_t arena; /* names */
 } st_admin_snap_t;
 

@@ -83,6 +83,22 @@ int st_tcoord_count(const st_tcoord_t *c)
     return c->count;
 }
 
+_Static_assert(ST_TXN_STATES_MAX == ST_TXN_NSTATES, "coord.h's state count");
+
+void st_tcoord_stats(const st_tcoord_t *c, st_tcoord_stats_t *out)
+{
+    *out = (st_tcoord_stats_t){.committed = c->committed,
+                               .aborted = c->aborted,
+                               .timed_out = c->timed_out,
+                               .markers_retried = c->markers_retried};
+    for (int32_t p = 0; p < c->cfg.num_partitions; p++)
+        out->partitions += st_tcoord_loaded(c, p);
+    for (int i = 0; i < TXN_BUCKETS; i++)
+        for (const txn_t *t = c->buckets[i]; t; t = t->next)
+            if (st_tcoord_loaded(c, t->partition) && t->m.state >= 0 && t->m.state < ST_TXN_NSTATES)
+                out->ids[t->m.state]++;
+}
+
 /* ---- the table ---- */
 
 static uint32_t bucket_of(st_kstr_t id)
@@ -239,6 +255,8 @@ static void write_durable(void *arg, int res)
     if (!error) {
         txn_meta_free(&t->m);
         t->m = w->to; /* applied once durable (invariant 1) */
+        c->committed += t->m.state == ST_TXN_COMPLETE_COMMIT;
+        c->aborted += t->m.state == ST_TXN_COMPLETE_ABORT;
         w->to.parts = NULL;
         w->to.nparts = 0;
     }

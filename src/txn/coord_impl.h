@@ -69,6 +69,7 @@ struct st_tcoord {
     bool retries; /* some id has markers or a completion to try again (the next tick scans) */
     uint64_t next_job;
     int64_t last_abort_check, last_expire_check;
+    uint64_t committed, aborted, timed_out, markers_retried; /* st_tcoord_stats */
 };
 
 /* A write's completion: res is 0 or the append's error; the transition is already applied

@@ -521,6 +521,7 @@ static void check(st_tcoord_t *c, int what)
         if (kind[i] == CHECK_ABORT) {
             ST_INFO("%s-%d: the transaction of %.*s timed out: aborted", ST_TXN_TOPIC, t->partition,
                     (int)t->id_len, t->id);
+            c->timed_out++;
             fence_and_abort(c, t, NULL);
         } else if (kind[i] == CHECK_EXPIRE) {
             txn_meta_t to;
@@ -531,6 +532,7 @@ static void check(st_tcoord_t *c, int what)
         } else if (t->complete_retry) {
             write_complete(c, t);
         } else {
+            c->markers_retried++;
             txn_send_markers(c, t);
         }
     }

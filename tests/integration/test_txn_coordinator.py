@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import kclients as kc  # noqa: E402
 import kwire  # noqa: E402
+from admin_client import scrape  # noqa: E402
 from harness import ServerTestCase, wait_until  # noqa: E402
 from kwire import (TAGS_NONE, compact_array, compact_string, i8, i16, i32, i64,  # noqa: E402
                    boolean, string)
@@ -473,6 +474,49 @@ class TxnCoordinatorTest(ServerTestCase):
         got = self.consume_all(topic, 2, "read_committed")
         self.assertIn(b"fresh", got)
         self.assertNotIn(b"zombie", got)
+
+
+    def test_coordinator_metrics(self):
+        """/metrics counts the coordinator's transactions: a commit, an abort and a timeout
+        each move their counter by one, the ids are counted by state, and every
+        __transaction_state partition is coordinated by some shard."""
+        topic = self.unique("met")
+        kc.create_topic(self.bootstrap, topic, 1)
+        tid = self.unique("met")
+
+        def totals():
+            m = scrape(self.server.admin_port)
+            return (m.sum("strata_txn_coordinator_transactions_total", result="commit"),
+                    m.sum("strata_txn_coordinator_transactions_total", result="abort"),
+                    m.sum("strata_txn_coordinator_timed_out_total"), m)
+        with kwire.Conn.to(self.bootstrap) as c:
+            self.coordinator(c, tid)
+            # every partition loaded somewhere (and published) before the counts are taken
+            wait_until(lambda: totals()[3].sum("strata_txn_coordinator_partitions") == 4, 20,
+                       "4 __transaction_state partitions coordinated")
+            c0, a0, t0, _ = totals()
+            err, pid, epoch = self.init(c, tid, timeout=60000)
+            self.assertEqual(err, NONE)
+            for commit in (True, False):
+                self.assertEqual(add_partitions(c, tid, pid, epoch, {topic: [0]}),
+                                 {(topic, 0): NONE})
+                self.assertEqual(end_txn(c, tid, pid, epoch, commit), (NONE,))
+                self.wait_state(c, tid, ["CompleteCommit" if commit else "CompleteAbort"])
+            wait_until(lambda: totals()[:2] == (c0 + 1, a0 + 1), 20,
+                       "one commit and one abort counted")
+            m = totals()[3]
+            self.assertGreaterEqual(m.sum("strata_txn_coordinator_transactional_ids",
+                                          state="CompleteAbort"), 1)
+            # an open transaction is Ongoing, then times out: aborted and counted as such
+            slow = self.unique("met-slow")
+            self.coordinator(c, slow)
+            err, spid, sepoch = self.init(c, slow, timeout=1000)
+            self.assertEqual(add_partitions(c, slow, spid, sepoch, {topic: [0]}),
+                             {(topic, 0): NONE})
+            self.wait_state(c, slow, ["CompleteAbort"])
+            wait_until(lambda: totals()[1:3] == (a0 + 2, t0 + 1), 20,
+                       "the timed-out transaction counted (abort and timeout)")
+            self.assertEqual(totals()[0], c0 + 1)
 
 
 class TxnClusterTest(unittest.TestCase):
