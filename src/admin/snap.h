@@ -34,7 +34,7 @@
 #include "base/arena.h"
 #include "cluster/metadata.h"
 #include "io/loop.h"
-#include "txn/coord.h"
+#include "txn/stats.h"
 
 #define ST_ADMIN_PUBLISH_MS 1000
 

@@ -58,9 +58,9 @@
 #include "io/loop.h"
 #include "proto/kafka_gen.h"
 #include "storage/log.h"
+#include "txn/stats.h"
 
-#define ST_TXN_TOPIC      "__transaction_state"
-#define ST_TXN_STATES_MAX 8 /* records.h's ST_TXN_NSTATES */
+#define ST_TXN_TOPIC "__transaction_state"
 
 typedef struct st_tcoord st_tcoord_t;
 
@@ -176,14 +176,6 @@ void st_tcoord_check_now(st_tcoord_t *c);
 /* Ids held (all partitions). */
 int st_tcoord_count(const st_tcoord_t *c);
 
-/* What the coordinator holds and has done, for metrics. */
-typedef struct st_tcoord_stats {
-    int32_t partitions;             /* of __transaction_state loaded (served) */
-    int32_t ids[ST_TXN_STATES_MAX]; /* loaded transactional ids, by state (records.h ids) */
-    uint64_t committed, aborted;    /* transactions completed (Complete* durable) */
-    uint64_t timed_out;             /* Ongoing ones the coordinator aborted at their timeout */
-    uint64_t markers_retried;       /* marker jobs sent again (a job that could not finish) */
-} st_tcoord_stats_t;
 void st_tcoord_stats(const st_tcoord_t *c, st_tcoord_stats_t *out);
 
 #endif
