@@ -514,7 +514,7 @@ static const part_family_t part_families[] = {
      PF_STABLE_LAG, PO_ALL},
     {"strata_partition_ongoing_transactions", "gauge", "Transactions ongoing in the partition.",
      PF_TXNS, PO_ALL},
-    {"strata_partition_oldest_transaction_age_ms", "gauge",
+    {"strata_partition_oldest_transaction_age_seconds", "gauge",
      "How long the partition's oldest ongoing transaction has been open (0: none).", PF_TXN_AGE,
      PO_ALL},
     {"strata_partition_size_bytes", "gauge", "Bytes of the partition's segments on disk.", PF_SIZE,
@@ -580,7 +580,7 @@ static double part_field(const st_admin_part_t *r, int f)
     case PF_TXNS:
         return r->ongoing_txns;
     case PF_TXN_AGE:
-        return (double)r->oldest_txn_age_ms;
+        return (double)r->oldest_txn_age_ms / 1000.0;
     case PF_SIZE:
         return (double)r->size_bytes;
     case PF_OFFLINE:

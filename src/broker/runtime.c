@@ -328,6 +328,10 @@ void st_broker_destroy(st_broker_t *b)
 {
     if (!b)
         return;
+    /* The quorum's thread first: until it is joined it may publish into shard 0 (a start that
+     * failed after the quorum began, e.g. admin.listen in use, comes here without a stop). */
+    st_quorum_destroy(b->quorum);
+    b->quorum = NULL;
     if (b->dir_lock_fd >= 0)
         close(b->dir_lock_fd);
     if (b->listen_fds)
@@ -341,7 +345,6 @@ void st_broker_destroy(st_broker_t *b)
                 st_md_unref(b->shards[i]->md);
                 free(b->shards[i]);
             }
-    st_quorum_destroy(b->quorum);
     json_decref(atomic_exchange(&b->quorum_seed, NULL));
     st_md_unref(atomic_exchange(&b->quorum_md, NULL));
     st_md_unref(b->start_md);

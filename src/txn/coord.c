@@ -40,6 +40,7 @@ int st_tcoord_create(st_tcoord_t **out, st_loop_t *loop, const st_tcoord_config_
 void st_tcoord_drain(st_tcoord_t *c)
 {
     c->closed = true;
+    txn_park_flush(c, -1, ST_KERR_NOT_COORDINATOR, true);
 }
 
 static void txn_free(txn_t *t)
@@ -53,6 +54,7 @@ void st_tcoord_destroy(st_tcoord_t *c)
 {
     if (!c)
         return;
+    txn_park_flush(c, -1, 0, false);
     for (int i = 0; i < TXN_BUCKETS; i++)
         for (txn_t *t = c->buckets[i], *next; t; t = next) {
             next = t->next;
@@ -537,6 +539,7 @@ void st_tcoord_unload(st_tcoord_t *c, int32_t partition)
         return;
     c->logs[partition] = NULL;
     c->epochs[partition] = -1;
+    txn_park_flush(c, partition, ST_KERR_NOT_COORDINATOR, true);
     drop_partition(c, partition);
 }
 

@@ -61,6 +61,8 @@
 #include "txn/stats.h"
 
 #define ST_TXN_TOPIC "__transaction_state"
+/* How long an AddPartitionsToTxn waits for the previous transaction's completion. */
+#define ST_TCOORD_PARK_MS 1000
 
 typedef struct st_tcoord st_tcoord_t;
 
@@ -138,7 +140,12 @@ void st_tcoord_init_pid(st_tcoord_t *c, int32_t partition, st_kstr_t id, int32_t
                         int64_t expected_pid, int16_t expected_epoch, st_tresult_t *res,
                         st_tcoord_done_fn done, void *arg);
 /* AddPartitionsToTxn (and AddOffsetsToTxn, with the group's __consumer_offsets partition):
- * res->error is the answer of every partition. */
+ * res->error is the answer of every partition. One that meets the previous transaction of the
+ * id still ending (PrepareCommit/PrepareAbort: its markers being written) waits for the
+ * Complete* record, then is taken as if it arrived then; after ST_TCOORD_PARK_MS without it,
+ * CONCURRENT_TRANSACTIONS (Kafka answers that at once; clients back off before they retry:
+ * librdkafka 20 ms, KafkaJS its retry backoff, and KafkaJS not at all for AddOffsetsToTxn).
+ * id, parts and res must stay valid until done. */
 void st_tcoord_add_partitions(st_tcoord_t *c, int32_t partition, st_kstr_t id, int64_t pid,
                               int16_t epoch, const st_ttp_t *parts, int n, st_tresult_t *res,
                               st_tcoord_done_fn done, void *arg);

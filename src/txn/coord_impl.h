@@ -70,6 +70,7 @@ struct st_tcoord {
     uint64_t next_job;
     int64_t last_abort_check, last_expire_check;
     uint64_t committed, aborted, timed_out, markers_retried; /* st_tcoord_stats */
+    struct txn_park *parked; /* AddPartitionsToTxn waiting for a completion (ops.c) */
 };
 
 /* A write's completion: res is 0 or the append's error; the transition is already applied
@@ -85,6 +86,10 @@ static inline bool txn_epoch_exhausted(int16_t e)
 {
     return e >= INT16_MAX - 1;
 }
+
+/* ops.c: answers the parked requests of `partition` (-1: all) with error (NOT_COORDINATOR at an
+ * unload or the drain); send false frees them unanswered (destroy: no caller is left). */
+void txn_park_flush(st_tcoord_t *c, int32_t partition, int16_t error, bool send);
 
 /* coord.c */
 txn_t *txn_find(st_tcoord_t *c, st_kstr_t id);

@@ -68,12 +68,15 @@ static bool serving(const st_tcoord_t *c, int32_t partition)
 
 /* ---- markers and completion ---- */
 
+static void resume_parked(st_tcoord_t *c, const txn_t *t);
+
 static void complete_written(st_tcoord_t *c, txn_t *t, int16_t error, void *arg)
 {
-    (void)c;
     (void)arg;
-    if (!error)
+    if (!error) {
+        resume_parked(c, t);
         return;
+    }
     if (error != ST_KERR_NOT_COORDINATOR) {
         t->complete_retry = true; /* the tick tries again */
         c->retries = true;
@@ -382,6 +385,113 @@ void st_tcoord_init_pid(st_tcoord_t *c, int32_t partition, st_kstr_t id, int32_t
 
 /* ---- AddPartitionsToTxn ---- */
 
+/* An AddPartitionsToTxn waiting for the completion of its id's previous transaction (coord.h).
+ * Everything it points to is the caller's, valid until done. */
+typedef struct txn_park {
+    struct txn_park *next;
+    int32_t partition;
+    st_kstr_t id;
+    int64_t pid;
+    int16_t epoch;
+    const st_ttp_t *parts;
+    int n;
+    st_tresult_t *res;
+    st_tcoord_done_fn done;
+    void *arg;
+    int64_t deadline;
+} txn_park_t;
+
+static bool park(st_tcoord_t *c, int32_t partition, st_kstr_t id, int64_t pid, int16_t epoch,
+                 const st_ttp_t *parts, int n, st_tresult_t *res, st_tcoord_done_fn done, void *arg)
+{
+    txn_park_t *k = malloc(sizeof *k);
+    if (!k)
+        return false; /* answered CONCURRENT_TRANSACTIONS: the client retries */
+    *k = (txn_park_t){.next = c->parked,
+                      .partition = partition,
+                      .id = id,
+                      .pid = pid,
+                      .epoch = epoch,
+                      .parts = parts,
+                      .n = n,
+                      .res = res,
+                      .done = done,
+                      .arg = arg,
+                      .deadline = txn_now(c) + ST_TCOORD_PARK_MS};
+    c->parked = k;
+    return true;
+}
+
+/* Takes out of the parked list those `pick` selects (the list may grow while they run). */
+static txn_park_t *unpark(st_tcoord_t *c, bool (*pick)(const txn_park_t *, const void *),
+                          const void *arg)
+{
+    txn_park_t *out = NULL, **pp = &c->parked;
+    while (*pp) {
+        txn_park_t *k = *pp;
+        if (pick(k, arg)) {
+            *pp = k->next;
+            k->next = out;
+            out = k;
+        } else {
+            pp = &k->next;
+        }
+    }
+    return out;
+}
+
+static bool pick_txn(const txn_park_t *k, const void *arg)
+{
+    const txn_t *t = arg;
+    return k->id.len == t->id_len && memcmp(k->id.ptr, t->id, (size_t)t->id_len) == 0;
+}
+
+static bool pick_partition(const txn_park_t *k, const void *arg)
+{
+    int32_t p = *(const int32_t *)arg;
+    return p < 0 || k->partition == p;
+}
+
+static bool pick_expired(const txn_park_t *k, const void *arg)
+{
+    return k->deadline <= *(const int64_t *)arg;
+}
+
+static void answer_all(txn_park_t *list, int16_t error, bool send)
+{
+    while (list) {
+        txn_park_t *k = list;
+        list = k->next;
+        if (send)
+            answer(k->res, error, k->done, k->arg);
+        free(k);
+    }
+}
+
+void txn_park_flush(st_tcoord_t *c, int32_t partition, int16_t error, bool send)
+{
+    answer_all(unpark(c, pick_partition, &partition), error, send);
+}
+
+/* t's transaction completed: its waiting requests are taken now, oldest first. */
+static void resume_parked(st_tcoord_t *c, const txn_t *t)
+{
+    txn_park_t *list = unpark(c, pick_txn, t), *rev = NULL;
+    while (list) { /* unpark reversed the order: back to arrival order */
+        txn_park_t *k = list;
+        list = k->next;
+        k->next = rev;
+        rev = k;
+    }
+    while (rev) {
+        txn_park_t *k = rev;
+        rev = k->next;
+        st_tcoord_add_partitions(c, k->partition, k->id, k->pid, k->epoch, k->parts, k->n, k->res,
+                                 k->done, k->arg);
+        free(k);
+    }
+}
+
 static void added(st_tcoord_t *c, txn_t *t, int16_t error, void *arg)
 {
     (void)c;
@@ -412,6 +522,9 @@ void st_tcoord_add_partitions(st_tcoord_t *c, int32_t partition, st_kstr_t id, i
     int16_t error = check_producer(t, partition, pid, epoch);
     if (error)
         return answer(res, error, done, arg);
+    if ((t->m.state == ST_TXN_PREPARE_COMMIT || t->m.state == ST_TXN_PREPARE_ABORT) &&
+        park(c, partition, id, pid, epoch, parts, n, res, done, arg))
+        return; /* the previous transaction is ending: wait for it rather than refuse */
     if (t->pending >= 0 || t->m.state == ST_TXN_PREPARE_COMMIT ||
         t->m.state == ST_TXN_PREPARE_ABORT)
         return answer(res, ST_KERR_CONCURRENT_TRANSACTIONS, done, arg);
@@ -545,6 +658,8 @@ void st_tcoord_tick(st_tcoord_t *c)
     if (c->closed)
         return;
     int64_t now = txn_now(c);
+    if (c->parked)
+        answer_all(unpark(c, pick_expired, &now), ST_KERR_CONCURRENT_TRANSACTIONS, true);
     int what = 0;
     if (now - c->last_abort_check >= c->cfg.abort_interval_ms) {
         c->last_abort_check = now;

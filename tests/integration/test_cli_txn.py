@@ -13,6 +13,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import kwire  # noqa: E402
+from admin_client import scrape  # noqa: E402
 from harness import ServerTestCase, free_port, run_cmd  # noqa: E402
 from test_txn_partition import list_latest, produce, txn_batch  # noqa: E402
 
@@ -68,6 +69,22 @@ class CliTxnTest(ServerTestCase):
             self.assertEqual(produce(c, topic, txn_batch(4242, 3, 0, [b"h1", b"h2"]), "ghost"),
                              (0, 0))
             self.assertEqual(list_latest(c, topic, 1), (0, 0))  # held at the hanging start
+
+            # the hanging transaction is on /metrics (a dashboard shows it, and for how long)
+            def part_metrics(want_open):
+                m = scrape(self.server.admin_port)
+                got = {n: m.value(n, topic=topic, partition=0) for n in (
+                    "strata_partition_ongoing_transactions", "strata_partition_lso_lag",
+                    "strata_partition_last_stable_offset",
+                    "strata_partition_oldest_transaction_age_seconds")}
+                ok = (got["strata_partition_ongoing_transactions"] == 1 and
+                      got["strata_partition_oldest_transaction_age_seconds"] > 0
+                      if want_open else
+                      got["strata_partition_ongoing_transactions"] == 0)
+                return got if ok else None
+            got = harness.wait_until(lambda: part_metrics(True), 15, "the open transaction shown")
+            self.assertEqual(got["strata_partition_last_stable_offset"], 0)
+            self.assertEqual(got["strata_partition_lso_lag"], 2)
             r = self.cli("txn", "abort", "--topic", topic, "--partition", "0",
                          "--start-offset", "7", ok=False)
             self.assertEqual(r.returncode, 1)
@@ -77,6 +94,10 @@ class CliTxnTest(ServerTestCase):
             self.assertIn("aborted producer 4242 (epoch 3)", out)
             self.assertEqual(list_latest(c, topic, 1), list_latest(c, topic, 0))
             self.assertEqual(list_latest(c, topic, 0), (0, 3))  # two records and the marker
+            got = harness.wait_until(lambda: part_metrics(False), 15, "no open transaction shown")
+            self.assertEqual(got["strata_partition_lso_lag"], 0)
+            self.assertEqual(got["strata_partition_last_stable_offset"], 3)
+            self.assertEqual(got["strata_partition_oldest_transaction_age_seconds"], 0)
 
     def test_errors(self):
         r = self.cli("txn", "describe", self.unique("nobody"), ok=False)

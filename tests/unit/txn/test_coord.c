@@ -627,7 +627,23 @@ static void test_commit_round_trip(void **state)
     assert_int_equal(end(f, "t1", p.producer_id, 0, true, 0).error,
                      ST_KERR_CONCURRENT_TRANSACTIONS);
     assert_int_equal(end(f, "t1", p.producer_id, 0, false, 0).error, ST_KERR_INVALID_TXN_STATE);
-    assert_int_equal(add(f, "t1", p.producer_id, 0, "x", 0), ST_KERR_CONCURRENT_TRANSACTIONS);
+    /* an AddPartitionsToTxn waits for the completion; with none within ST_TCOORD_PARK_MS it
+     * is CONCURRENT_TRANSACTIONS (the next tick past the deadline answers it) */
+    {
+        st_tresult_t r = {0};
+        int done = 0;
+        st_ttp_t tp = {st_kstr("x"), 0};
+        st_tcoord_add_partitions(f->c, 0, st_kstr("t1"), p.producer_id, 0, &tp, 1, &r, on_done,
+                                 &done);
+        assert_false(run_until(f, &done, 20));
+        f->now += ST_TCOORD_PARK_MS - 1;
+        st_tcoord_tick(f->c);
+        assert_int_equal(done, 0);
+        f->now += 1;
+        st_tcoord_tick(f->c);
+        assert_int_equal(done, 1);
+        assert_int_equal(r.error, ST_KERR_CONCURRENT_TRANSACTIONS);
+    }
     assert_int_equal(init_pid(f, "t1", 60000, -1, -1).error, ST_KERR_CONCURRENT_TRANSACTIONS);
     st_tcoord_verify(f->c, 0, st_kstr("t1"), p.producer_id, 0, vp, 1, verr);
     assert_int_equal(verr[0], ST_KERR_CONCURRENT_TRANSACTIONS);
@@ -656,6 +672,58 @@ static void test_commit_round_trip(void **state)
     finish_markers(f, "t1");
     assert_int_equal(end(f, "t1", p.producer_id, 0, false, 0).error, 0);
     assert_int_equal(end(f, "t1", p.producer_id, 0, true, 0).error, ST_KERR_INVALID_TXN_STATE);
+}
+
+/* AddPartitionsToTxn (and AddOffsetsToTxn) arriving while the previous transaction's markers
+ * are out waits, and is answered as the next transaction's first add once Complete* is durable
+ * (no CONCURRENT_TRANSACTIONS, no client backoff); a fenced producer is still refused at once;
+ * an unload or the drain answers the waiting ones NOT_COORDINATOR. */
+static void test_add_waits_for_completion(void **state)
+{
+    fx_t *f = *state;
+    st_tresult_t p = init_pid(f, "w", 60000, -1, -1);
+    assert_int_equal(add(f, "w", p.producer_id, 0, "x", 0), 0);
+    assert_int_equal(end(f, "w", p.producer_id, 0, true, 0).error, 0);
+    assert_state(f, "w", "PrepareCommit");
+    st_ttp_t tp[] = {{st_kstr("x"), 1}, {st_kstr("y"), 0}};
+    st_tresult_t r1 = {0}, r2 = {0};
+    int d1 = 0, d2 = 0;
+    st_tcoord_add_partitions(f->c, 0, st_kstr("w"), p.producer_id, 0, &tp[0], 1, &r1, on_done, &d1);
+    st_tcoord_add_partitions(f->c, 0, st_kstr("w"), p.producer_id, 0, &tp[1], 1, &r2, on_done, &d2);
+    assert_int_equal(add(f, "w", p.producer_id, 1, "x", 0), ST_KERR_PRODUCER_FENCED);
+    assert_false(run_until(f, &d1, 20));
+    assert_int_equal(d2, 0);
+    assert_state(f, "w", "PrepareCommit");
+    st_tcoord_markers_done(f->c, f->jobs[f->njobs - 1].id, 0); /* CompleteCommit written */
+    assert_true(run_until(f, &d1, 5000));
+    assert_true(run_until(f, &d2, 5000));
+    assert_int_equal(r1.error, 0);
+    assert_int_equal(r2.error, 0);
+    assert_int_equal(r1.producer_id, p.producer_id);
+    st_kp_describe_transactions_resp_transaction_state_t d = describe(f, "w");
+    assert_true(st_kstr_eq(d.transaction_state, "Ongoing"));
+    assert_int_equal(d.topics_count, 2); /* both added to the new transaction */
+
+    /* the new transaction ends; a waiting add meets an unload */
+    assert_int_equal(end(f, "w", p.producer_id, 0, false, 0).error, 0);
+    st_tresult_t r3 = {0};
+    int d3 = 0;
+    st_tcoord_add_partitions(f->c, 0, st_kstr("w"), p.producer_id, 0, &tp[0], 1, &r3, on_done, &d3);
+    assert_false(run_until(f, &d3, 20));
+    st_tcoord_unload(f->c, 0);
+    assert_int_equal(d3, 1);
+    assert_int_equal(r3.error, ST_KERR_NOT_COORDINATOR);
+
+    /* loaded again (the markers sent again): a waiting add meets the drain */
+    assert_int_equal(st_tcoord_load(f->c, 0, f->log, f->epoch + 1), 0);
+    assert_state(f, "w", "PrepareAbort");
+    st_tresult_t r4 = {0};
+    int d4 = 0;
+    st_tcoord_add_partitions(f->c, 0, st_kstr("w"), p.producer_id, 0, &tp[0], 1, &r4, on_done, &d4);
+    assert_int_equal(d4, 0);
+    st_tcoord_drain(f->c);
+    assert_int_equal(d4, 1);
+    assert_int_equal(r4.error, ST_KERR_NOT_COORDINATOR);
 }
 
 static void test_empty_transaction_completes_without_markers(void **state)
@@ -928,6 +996,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_answer_waits_for_durability, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_epoch_exhaustion_new_pid, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_commit_round_trip, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_add_waits_for_completion, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_empty_transaction_completes_without_markers, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_transactions_v2_bump_epoch_at_each_end, fx_setup,
