@@ -629,6 +629,25 @@ static void partition_metrics(st_prom_t *p, st_admin_part_t *const *a, int n)
     }
 }
 
+/* One sample per committed offset of a group: the partition's high watermark (or last stable
+ * offset) minus the committed offset, at least 0. */
+static void group_lag(st_prom_t *p, const st_admin_view_t *v, st_admin_part_t *const *a, int n,
+                      bool stable)
+{
+    for (int i = 0; i < v->nshards; i++)
+        for (int j = 0; v->snaps[i] && j < v->snaps[i]->ngoffsets; j++) {
+            const st_admin_goffset_t *o = &v->snaps[i]->goffsets[j];
+            const st_admin_part_t *r = find_part(a, n, o->topic, o->partition);
+            if (!r)
+                continue;
+            int64_t lag = (stable ? r->last_stable_offset : r->high_watermark) - o->committed;
+            char pa[16];
+            snprintf(pa, sizeof pa, "%d", o->partition);
+            st_prom_label_t l[] = {{"group", o->group}, {"topic", o->topic}, {"partition", pa}};
+            st_prom_sample(p, "", l, 3, (double)(lag > 0 ? lag : 0));
+        }
+}
+
 static void group_metrics(st_prom_t *p, const st_admin_view_t *v, st_admin_part_t *const *a, int n)
 {
     st_prom_family(p, "strata_group_members", "gauge", "Members of a consumer group.");
@@ -659,18 +678,12 @@ static void group_metrics(st_prom_t *p, const st_admin_view_t *v, st_admin_part_
     st_prom_family(p, "strata_group_lag", "gauge",
                    "Records between a group's committed offset and the partition's high "
                    "watermark (0 when caught up).");
-    for (int i = 0; i < v->nshards; i++)
-        for (int j = 0; v->snaps[i] && j < v->snaps[i]->ngoffsets; j++) {
-            const st_admin_goffset_t *o = &v->snaps[i]->goffsets[j];
-            const st_admin_part_t *r = find_part(a, n, o->topic, o->partition);
-            if (!r)
-                continue;
-            int64_t lag = r->high_watermark - o->committed;
-            char pa[16];
-            snprintf(pa, sizeof pa, "%d", o->partition);
-            st_prom_label_t l[] = {{"group", o->group}, {"topic", o->topic}, {"partition", pa}};
-            st_prom_sample(p, "", l, 3, (double)(lag > 0 ? lag : 0));
-        }
+    group_lag(p, v, a, n, false);
+    st_prom_family(p, "strata_group_lag_read_committed", "gauge",
+                   "Records between a group's committed offset and the partition's last stable "
+                   "offset: the lag a read_committed consumer can close now (records of open "
+                   "transactions not counted; 0 when caught up).");
+    group_lag(p, v, a, n, true);
 }
 
 /* The metadata quorum and the brokers it knows (only in a cluster). */

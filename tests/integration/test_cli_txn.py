@@ -85,6 +85,20 @@ class CliTxnTest(ServerTestCase):
             got = harness.wait_until(lambda: part_metrics(True), 15, "the open transaction shown")
             self.assertEqual(got["strata_partition_last_stable_offset"], 0)
             self.assertEqual(got["strata_partition_lso_lag"], 2)
+            # a group's lag: to the high watermark, and what read_committed can read (the LSO)
+            from confluent_kafka import Consumer, TopicPartition
+            group = self.unique("clihang-g")
+            gc = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group})
+            gc.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+            gc.close()
+
+            def lags(want):
+                m = scrape(self.server.admin_port)
+                f = [m.find(n, group=group, topic=topic, partition=0) for n in (
+                    "strata_group_lag", "strata_group_lag_read_committed")]
+                got = tuple(x[0][1] for x in f if x)
+                return got if got == want else None
+            harness.wait_until(lambda: lags((2, 0)), 15, "lag 2 (HW), 0 (LSO) while it hangs")
             r = self.cli("txn", "abort", "--topic", topic, "--partition", "0",
                          "--start-offset", "7", ok=False)
             self.assertEqual(r.returncode, 1)
@@ -98,6 +112,7 @@ class CliTxnTest(ServerTestCase):
             self.assertEqual(got["strata_partition_lso_lag"], 0)
             self.assertEqual(got["strata_partition_last_stable_offset"], 3)
             self.assertEqual(got["strata_partition_oldest_transaction_age_seconds"], 0)
+            harness.wait_until(lambda: lags((3, 3)), 15, "lag 3 both ways once aborted")
 
     def test_errors(self):
         r = self.cli("txn", "describe", self.unique("nobody"), ok=False)
