@@ -596,13 +596,18 @@ static int sync_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
 
 typedef struct {
     st_io_t io;
+    st_kshard_t *s;
     st_sync_done_fn done;
     void *arg;
 } writeback_op_t;
 
+/* A write-out holds a reference to its file until it completes, so it counts as a sync in
+ * flight: the shutdown stops the loop only once none is left (else the file outlives the
+ * descriptor cache). */
 static void writeback_complete(st_io_t *io, int res)
 {
     writeback_op_t *op = io->data;
+    op->s->syncs_in_flight--;
     op->done(op->arg, res);
     free(op);
 }
@@ -618,11 +623,14 @@ static int writeback_submit(void *ctx, int fd, int64_t off, int64_t len, st_sync
         return -ENOMEM;
     op->io.cb = writeback_complete;
     op->io.data = op;
+    op->s = s;
     op->done = done;
     op->arg = arg;
     int rc = st_loop_writeback(s->loop, &op->io, fd, (uint64_t)off, (uint64_t)len);
     if (rc)
         free(op);
+    else
+        s->syncs_in_flight++;
     return rc;
 }
 

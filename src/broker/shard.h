@@ -56,7 +56,7 @@ struct st_kshard {
     st_md_t *md; /* this shard's current snapshot */
     st_storage_env_t env;
     st_parts_t parts;
-    int syncs_in_flight;
+    int syncs_in_flight;   /* fdatasyncs and write-outs submitted, not completed (shutdown waits) */
     void *proto;           /* the protocol layer's own state (kafka/kshard.h): opaque here */
     st_timer_t tick_timer; /* storage housekeeping */
     st_timer_t shutdown_timer;
