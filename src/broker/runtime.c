@@ -626,11 +626,12 @@ static int writeback_submit(void *ctx, int fd, int64_t off, int64_t len, st_sync
     op->s = s;
     op->done = done;
     op->arg = arg;
+    s->syncs_in_flight++; /* before: a completion may run inside the call */
     int rc = st_loop_writeback(s->loop, &op->io, fd, (uint64_t)off, (uint64_t)len);
-    if (rc)
+    if (rc) {
+        s->syncs_in_flight--;
         free(op);
-    else
-        s->syncs_in_flight++;
+    }
     return rc;
 }
 
