@@ -422,7 +422,8 @@ static bool park(st_tcoord_t *c, int32_t partition, st_kstr_t id, int64_t pid, i
     return true;
 }
 
-/* Takes out of the parked list those `pick` selects (the list may grow while they run). */
+/* Takes out of the parked list those `pick` selects, in arrival order (the list may grow while
+ * they run). The list is newest first, so each taken one goes to the front of the result. */
 static txn_park_t *unpark(st_tcoord_t *c, bool (*pick)(const txn_park_t *, const void *),
                           const void *arg)
 {
@@ -476,16 +477,8 @@ void txn_park_flush(st_tcoord_t *c, int32_t partition, int16_t error, bool send)
 /* t's transaction completed: its waiting requests are taken now, oldest first. */
 static void resume_parked(st_tcoord_t *c, const txn_t *t)
 {
-    txn_park_t *list = unpark(c, pick_txn, t), *rev = NULL;
-    while (list) { /* unpark reversed the order: back to arrival order */
-        txn_park_t *k = list;
-        list = k->next;
-        k->next = rev;
-        rev = k;
-    }
-    while (rev) {
-        txn_park_t *k = rev;
-        rev = k->next;
+    for (txn_park_t *k = unpark(c, pick_txn, t), *next; k; k = next) {
+        next = k->next;
         st_tcoord_add_partitions(c, k->partition, k->id, k->pid, k->epoch, k->parts, k->n, k->res,
                                  k->done, k->arg);
         free(k);

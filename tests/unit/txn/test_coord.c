@@ -702,7 +702,9 @@ static void test_add_waits_for_completion(void **state)
     assert_int_equal(r1.producer_id, p.producer_id);
     st_kp_describe_transactions_resp_transaction_state_t d = describe(f, "w");
     assert_true(st_kstr_eq(d.transaction_state, "Ongoing"));
-    assert_int_equal(d.topics_count, 2); /* both added to the new transaction */
+    assert_int_equal(d.topics_count, 2);             /* both added to the new transaction, */
+    assert_true(st_kstr_eq(d.topics[0].topic, "x")); /* in the order they arrived */
+    assert_true(st_kstr_eq(d.topics[1].topic, "y"));
 
     /* the new transaction ends; a waiting add meets an unload */
     assert_int_equal(end(f, "w", p.producer_id, 0, false, 0).error, 0);
