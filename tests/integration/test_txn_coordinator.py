@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import kclients as kc  # noqa: E402
 import kwire  # noqa: E402
+import txnlib  # noqa: E402
 from admin_client import scrape  # noqa: E402
 from harness import ServerTestCase, wait_until  # noqa: E402
 from kwire import (TAGS_NONE, compact_array, compact_string, i8, i16, i32, i64,  # noqa: E402
@@ -153,27 +154,10 @@ def end_txn(c, txn_id, pid, epoch, commit, version=3):
 
 
 def describe(c, txn_id):
-    r = c.request(DESCRIBE_TXNS, 0, compact_array([txn_id], compact_string) + TAGS_NONE,
-                  flexible=True)
-    r.i32()
-
-    def topic(rr):
-        t = rr.compact_string()
-        ps = rr.compact_array(lambda r2: r2.i32())
-        rr.tags()
-        return t, ps
-
-    def state(rr):
-        d = {"error": rr.i16(), "id": rr.compact_string(), "state": rr.compact_string(),
-             "timeout": rr.i32(), "start": rr.i64(), "pid": rr.i64(), "epoch": rr.i16(),
-             "topics": dict(rr.compact_array(topic))}
-        rr.tags()
-        return d
-    states = r.compact_array(state)
-    r.tags()
-    r.end()
-    assert len(states) == 1 and states[0]["id"] == txn_id
-    return states[0]
+    """DescribeTransactions of one id (txnlib's decoder): its entry."""
+    out = txnlib.describe_transactions_on(c, [txn_id])
+    assert list(out) == [txn_id], out
+    return out[txn_id]
 
 
 def list_txns(c, states=(), pids=(), duration=-1):
@@ -269,9 +253,9 @@ class TxnCoordinatorTest(ServerTestCase):
             self.assertEqual(add_partitions(c, tid, pid, 1, {topic: [0, 1]}),
                              {(topic, 0): NONE, (topic, 1): NONE})
             d = describe(c, tid)
-            self.assertEqual((d["state"], d["pid"], d["epoch"]), ("Ongoing", pid, 1))
-            self.assertEqual(sorted(d["topics"][topic]), [0, 1])
-            self.assertGreater(d["start"], 0)
+            self.assertEqual((d["state"], d["producer_id"], d["epoch"]), ("Ongoing", pid, 1))
+            self.assertEqual(sorted(d["partitions"][topic]), [0, 1])
+            self.assertGreater(d["start_ms"], 0)
             # the broker-to-broker check of KIP-890
             top, v = verify(c, tid, pid, 1, {topic: [0, 2]})
             self.assertEqual((top, v), (NONE, {(topic, 0): NONE, (topic, 2): TRANSACTION_ABORTABLE}))
@@ -305,7 +289,7 @@ class TxnCoordinatorTest(ServerTestCase):
                 return out["d"]["error"] not in RETRIABLE
             wait_until(loaded, 30, "the coordinator after the restart")
             d = out["d"]
-            self.assertEqual((d["error"], d["pid"], d["epoch"]), (NONE, pid, 1))
+            self.assertEqual((d["error"], d["producer_id"], d["epoch"]), (NONE, pid, 1))
             self.assertEqual(d["state"] in ("PrepareCommit", "CompleteCommit"), True, d)
             if before["state"] == "CompleteCommit":
                 self.assertEqual(d["state"], "CompleteCommit")
@@ -350,7 +334,7 @@ class TxnCoordinatorTest(ServerTestCase):
             self.assertEqual(r.i16(), NONE)
             d = describe(c, tid)
             self.assertEqual(d["state"], "Ongoing")
-            self.assertEqual(list(d["topics"]), ["__consumer_offsets"])
+            self.assertEqual(list(d["partitions"]), ["__consumer_offsets"])
             # EndTxn v5 (transactions v2): the epoch is bumped at the end and answered
             err, p5, e5 = end_txn(c, tid, pid, epoch, False, version=5)
             self.assertEqual((err, p5, e5), (NONE, pid, epoch + 1))
@@ -394,7 +378,7 @@ class TxnCoordinatorTest(ServerTestCase):
         p2.init_transactions(30)
         with kwire.Conn.to(self.bootstrap) as c:
             d2 = describe(c, tid)
-        self.assertEqual(d2["pid"], d1["pid"])
+        self.assertEqual(d2["producer_id"], d1["producer_id"])
         self.assertEqual(d2["epoch"], d1["epoch"] + 1)
         p2.begin_transaction()
         p2.commit_transaction(30)
@@ -407,24 +391,8 @@ class TxnCoordinatorTest(ServerTestCase):
                          ck.KafkaError.INVALID_TRANSACTION_TIMEOUT)
 
     def consume_all(self, topic, partitions, isolation):
-        import confluent_kafka as ck
-        c = ck.Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.unique("g"),
-                         "isolation.level": isolation, "enable.partition.eof": True,
-                         "enable.auto.commit": False})
-        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-        got, eofs = [], set()
-
-        def drained():
-            m = c.poll(0.2)
-            if m is not None and m.error():
-                if m.error().code() == ck.KafkaError._PARTITION_EOF:
-                    eofs.add(m.partition())
-            elif m is not None:
-                got.append(m.value())
-            return len(eofs) == partitions
-        wait_until(drained, 30, "the end of %s (%s)" % (topic, isolation))
-        c.close()
-        return sorted(got)
+        return sorted(v for _, _, _, v in txnlib.read_topic(self.bootstrap, topic, partitions,
+                                                             isolation))
 
     def test_confluent_commit_and_abort_round_trips(self):
         try:
@@ -451,7 +419,7 @@ class TxnCoordinatorTest(ServerTestCase):
         p.commit_transaction(30)
         with kwire.Conn.to(self.bootstrap) as c:
             d = self.wait_state(c, tid, ["CompleteCommit"])
-            self.assertEqual(d["topics"], {})
+            self.assertEqual(d["partitions"], {})
         committed = sorted([b"c%d" % i for i in range(6)] + [b"c-last"])
         self.assertEqual(self.consume_all(topic, 2, "read_committed"), committed)
         self.assertEqual(self.consume_all(topic, 2, "read_uncommitted"),
@@ -554,25 +522,8 @@ class TxnClusterTest(unittest.TestCase):
         return out["v"][1]
 
     def consume(self, bootstrap, topic, partitions, isolation):
-        import confluent_kafka as ck
-        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "g-%s-%d" % (isolation,
-                                                                                   os.getpid()),
-                         "isolation.level": isolation, "enable.partition.eof": True,
-                         "enable.auto.commit": False})
-        c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-        got, eofs = [], set()
-
-        def drained():
-            m = c.poll(0.2)
-            if m is not None and m.error():
-                if m.error().code() == ck.KafkaError._PARTITION_EOF:
-                    eofs.add(m.partition())
-            elif m is not None:
-                got.append(m.value())
-            return len(eofs) == partitions
-        wait_until(drained, 60, "the end of " + topic)
-        c.close()
-        return sorted(got)
+        return sorted(v for _, _, _, v in txnlib.read_topic(bootstrap, topic, partitions,
+                                                             isolation, timeout=60))
 
     def test_coordinator_killed(self):
         try:

@@ -95,36 +95,41 @@ def lso_and_hw(bootstrap, topic, partition=0):
     return lso, hw
 
 
-def describe_transactions(bootstrap, tids, timeout=3.0):
-    """DescribeTransactions v0: {tid: dict(error, state, timeout_ms, producer_id, epoch,
-    partitions={topic: [partition]})}."""
+def describe_transactions_on(c, tids):
+    """DescribeTransactions v0 over connection c: {tid: dict(error, state, timeout_ms,
+    start_ms, producer_id, epoch, partitions={topic: [partition]})}."""
     body = kwire.compact_array(tids, kwire.compact_string) + kwire.TAGS_NONE
+    r = c.request(DESCRIBE_TRANSACTIONS, 0, body, flexible=True)
+    r.i32()
+    out = {}
+
+    def topic(rr):
+        name = rr.compact_string()
+        parts = rr.compact_array(lambda x: x.i32())
+        rr.tags()
+        return name, parts
+
+    def state(rr):
+        d = {"error": rr.i16()}
+        tid = rr.compact_string()
+        d["state"] = rr.compact_string()
+        d["timeout_ms"] = rr.i32()
+        d["start_ms"] = rr.i64()
+        d["producer_id"] = rr.i64()
+        d["epoch"] = rr.i16()
+        d["partitions"] = dict(rr.compact_array(topic) or [])
+        rr.tags()
+        out[tid] = d
+    r.compact_array(state)
+    r.tags()
+    r.end()
+    return out
+
+
+def describe_transactions(bootstrap, tids, timeout=3.0):
+    """describe_transactions_on over a new connection to bootstrap."""
     with kwire.Conn.to(bootstrap, timeout) as c:
-        r = c.request(DESCRIBE_TRANSACTIONS, 0, body, flexible=True)
-        r.i32()
-        out = {}
-
-        def topic(rr):
-            name = rr.compact_string()
-            parts = rr.compact_array(lambda x: x.i32())
-            rr.tags()
-            return name, parts
-
-        def state(rr):
-            d = {"error": rr.i16()}
-            tid = rr.compact_string()
-            d["state"] = rr.compact_string()
-            d["timeout_ms"] = rr.i32()
-            d["start_ms"] = rr.i64()
-            d["producer_id"] = rr.i64()
-            d["epoch"] = rr.i16()
-            d["partitions"] = dict(rr.compact_array(topic) or [])
-            rr.tags()
-            out[tid] = d
-        r.compact_array(state)
-        r.tags()
-        r.end()
-        return out
+        return describe_transactions_on(c, tids)
 
 
 # ---- readers --------------------------------------------------------------------------------
