@@ -48,6 +48,15 @@ static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatc
                                             h.base_sequence, last, txn, dup);
             if (verdict == -ST_KERR_INVALID_TXN_STATE)
                 *why = "a non-transactional batch while the producer's transaction is ongoing";
+            int16_t refused = verdict == -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER
+                                  ? st_pstate_refused_gap(&part->pstate, h.producer_id,
+                                                          h.producer_epoch, h.base_sequence,
+                                                          st_mono_ms())
+                                  : 0;
+            if (refused) {
+                verdict = -refused;
+                *why = "the producer's batch before this one was refused: retry it first";
+            }
             pid = h.producer_id;
             epoch = h.producer_epoch;
         } else if (h.producer_id >= 0 || pid >= 0) {
@@ -327,11 +336,28 @@ bool st_part_write_marker(st_part_t *p, int64_t pid, int16_t epoch, bool commit,
     return wait_acks(p, ST_ACKS_ALL, info.last_offset, timeout_ms, res, done, arg);
 }
 
+/* A refusal of the producer batch leading records for a reason that passes, noted so that the
+ * batches pipelined behind it are refused alike rather than out of order (producer_state.h). */
+static void note_refused(st_part_t *p, const uint8_t *records, size_t len, int16_t error)
+{
+    st_batch_hdr_t h;
+    if (error != ST_KERR_NOT_ENOUGH_REPLICAS && error != ST_KERR_KAFKA_STORAGE_ERROR)
+        return;
+    if (!records || len < ST_BATCH_HEADER_SIZE || st_batch_parse_hdr(records, len, &h) ||
+        h.producer_id < 0 || h.base_sequence < 0)
+        return;
+    st_pstate_note_refused(&p->pstate, h.producer_id, h.producer_epoch, h.base_sequence, error,
+                           st_mono_ms());
+}
+
 static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, int64_t timeout_ms,
                    st_part_append_res_t *res, st_part_done_fn done, void *arg)
 {
-    if (!may_append(p, acks, res))
+    if (!may_append(p, acks, res)) {
+        if (p->log)
+            note_refused(p, records, len, res->error);
         return false;
+    }
     if (!records || len == 0) {
         res->error = ST_KERR_INVALID_REQUEST;
         res->why = "no records";
@@ -365,6 +391,7 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, i
             res->why = v.why ? v.why : st_strerror(rc);
             if (rc == ST_E_NO_KEY)
                 res->error = list_keyless(p, records, len, res);
+            note_refused(p, records, len, res->error);
             ST_DEBUG("produce to %s-%d refused: %s", p->topic, p->index, res->why);
             return false;
         }

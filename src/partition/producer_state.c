@@ -202,6 +202,7 @@ static st_pentry_t *st_pstate_insert(st_pstate_t *ps, int64_t pid, int16_t epoch
     e->txn_first = -1;
     e->txn_start_ms = -1;
     e->coordinator_epoch = -1;
+    e->refused_seq = -1;
     size_t k = st_pid_hash(pid) & (ps->nbuckets - 1);
     e->hnext = ps->buckets[k];
     ps->buckets[k] = e;
@@ -256,8 +257,42 @@ int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_
         e->nbatches--;
     }
     e->batches[e->nbatches++] = (st_pbatch_t){first_seq, last_seq, first_offset, last_offset};
+    e->refused_seq = -1;
     ps->batches_since++;
     return 0;
+}
+
+/* The sequence pid's next batch starts at, -1 when any may come (unknown, nothing cached). */
+static int32_t next_seq_of(const st_pentry_t *e, int16_t epoch)
+{
+    if (!e || e->nbatches == 0 || e->epoch != epoch)
+        return -1;
+    return st_pstate_seq_add(e->batches[e->nbatches - 1].last_seq, 1);
+}
+
+void st_pstate_note_refused(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
+                            int16_t error, int64_t now_ms)
+{
+    st_pentry_t *e = (st_pentry_t *)st_pstate_find(ps, pid);
+    int32_t next = next_seq_of(e, epoch);
+    if (next < 0 || first_seq != next)
+        return; /* not the batch the producer owes next: no gap can follow from it */
+    e->refused_seq = first_seq;
+    e->refused_error = error;
+    e->refused_ms = now_ms;
+}
+
+int16_t st_pstate_refused_gap(const st_pstate_t *ps, int64_t pid, int16_t epoch,
+                              int32_t first_seq, int64_t now_ms)
+{
+    const st_pentry_t *e = st_pstate_find(ps, pid);
+    int32_t next = next_seq_of(e, epoch);
+    if (next < 0 || e->refused_seq != next || now_ms - e->refused_ms > ST_PSTATE_REFUSED_MS)
+        return 0;
+    /* a batch past the refused one (sequences wrap at INT32_MAX) */
+    int32_t ahead = (int32_t)(((int64_t)first_seq - next + ((int64_t)INT32_MAX + 1)) %
+                              ((int64_t)INT32_MAX + 1));
+    return ahead > 0 && ahead < (1 << 30) ? e->refused_error : 0;
 }
 
 int st_pstate_check_batch(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,

@@ -65,6 +65,11 @@ typedef struct st_pentry {
     int64_t txn_first;                      /* ongoing transaction's first offset, -1: none */
     int64_t txn_start_ms;                   /* when it began (wall ms) */
     int32_t coordinator_epoch;              /* newest seen in its markers, -1: none */
+    /* its next batch, refused before the append for a passing reason (st_pstate_note_refused):
+     * sequence (-1: none), the Kafka error, when (monotonic ms) */
+    int32_t refused_seq;
+    int16_t refused_error;
+    int64_t refused_ms;
     struct st_pentry *hnext;                /* hash chain */
     struct st_pentry *older, *newer;        /* use order */
 } st_pentry_t;
@@ -114,6 +119,25 @@ enum { ST_PSTATE_APPEND = 0, ST_PSTATE_DUPLICATE = 1 };
  */
 int st_pstate_check(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
                     int32_t last_seq, st_pbatch_t *dup);
+/*
+ * A gap left by a refusal. A producer pipelines its requests: when the one holding its next
+ * sequence is refused before the append for a reason that passes (fewer in-sync replicas than
+ * min.insync.replicas, a storage error) and the reason is gone by the time the next request is
+ * checked, that one is out of order, and librdkafka, which after a timed-out request counts
+ * its batch as possibly written, takes OUT_OF_ORDER_SEQUENCE_NUMBER for the batch it expects
+ * next as a fatal desynchronization (seen at a failover: the old leader's requests timed out,
+ * their retries refused while the new leader's ISR was below min.insync.replicas, the batch
+ * behind them checked just after the ISR grew). So the refusal of the producer's next batch is
+ * noted, and a batch out of order only because of it gets, for ST_PSTATE_REFUSED_MS, the
+ * refusal's error instead, retriable: the producer retries them in order. An append clears it.
+ */
+#define ST_PSTATE_REFUSED_MS 10000
+void st_pstate_note_refused(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
+                            int16_t error, int64_t now_ms);
+/* The error to answer instead of OUT_OF_ORDER_SEQUENCE_NUMBER for a batch at first_seq (0: none,
+ * the gap is the producer's). */
+int16_t st_pstate_refused_gap(const st_pstate_t *ps, int64_t pid, int16_t epoch,
+                              int32_t first_seq, int64_t now_ms);
 /* Records an appended batch (or one found in the log at open) at time ts_ms, making pid the
  * most recently used; a new pid over the cap evicts the least recently used. 0 or -ENOMEM. */
 int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,

@@ -156,7 +156,8 @@ class Workload:
             # partition to its new leader only once the requests in flight to the old one time
             # out (librdkafka's default is 30 s), so time them out sooner.
             "request.timeout.ms": 5000, "socket.timeout.ms": 10000,
-            "topic.metadata.refresh.interval.ms": 2000, "queue.buffering.max.messages": 20000})
+            "topic.metadata.refresh.interval.ms": 2000, "queue.buffering.max.messages": 20000,
+            **({"debug": os.environ["STRATA_IT_RDKAFKA_DEBUG"]} if os.environ.get("STRATA_IT_RDKAFKA_DEBUG") else {})})
         self.group = unique("group")
         self.consumer = Consumer({
             "bootstrap.servers": bootstrap, "client.id": CLIENT_PREFIX + "consumer",

@@ -312,6 +312,42 @@ static void test_is_last(void **state)
     st_pstate_fini(&ps);
 }
 
+/* A gap left by a refusal (producer_state.h): only the refusal of the producer's next batch is
+ * noted; a batch past it gets the refusal's error for ST_PSTATE_REFUSED_MS, one before it or
+ * at another epoch does not; an append, or the time passing, ends it. */
+static void test_refused_gap(void **state)
+{
+    (void)state;
+    st_pstate_t ps;
+    st_pstate_init(&ps);
+    const int16_t NER = ST_KERR_NOT_ENOUGH_REPLICAS;
+    /* Unknown producer: nothing to note, nothing owed. */
+    st_pstate_note_refused(&ps, 7, 0, 3, NER, 1000);
+    assert_int_equal(st_pstate_refused_gap(&ps, 7, 0, 4, 1000), 0);
+    st_pstate_record(&ps, 7, 0, 0, 2, 0, 2, 0);
+    /* A refusal of a batch that is not next (a duplicate's retry, a gap already) is not noted. */
+    st_pstate_note_refused(&ps, 7, 0, 1, NER, 1000);
+    st_pstate_note_refused(&ps, 7, 0, 5, NER, 1000);
+    assert_int_equal(st_pstate_refused_gap(&ps, 7, 0, 6, 1000), 0);
+    /* The next batch (3) refused: those behind it get its error. */
+    st_pstate_note_refused(&ps, 7, 0, 3, NER, 1000);
+    assert_int_equal(st_pstate_refused_gap(&ps, 7, 0, 4, 1000), NER);
+    assert_int_equal(st_pstate_refused_gap(&ps, 7, 0, 500, 1000 + ST_PSTATE_REFUSED_MS), NER);
+    assert_int_equal(st_pstate_refused_gap(&ps, 7, 0, 4, 1001 + ST_PSTATE_REFUSED_MS), 0);
+    assert_int_equal(st_pstate_refused_gap(&ps, 7, 0, 2, 1000), 0); /* behind: not a gap */
+    assert_int_equal(st_pstate_refused_gap(&ps, 7, 1, 4, 1000), 0); /* another epoch */
+    assert_int_equal(st_pstate_refused_gap(&ps, 8, 0, 4, 1000), 0); /* another producer */
+    /* The refused batch appended: a later gap is the producer's own. */
+    st_pstate_record(&ps, 7, 0, 3, 3, 3, 3, 0);
+    assert_int_equal(st_pstate_refused_gap(&ps, 7, 0, 5, 1000), 0);
+    /* Across the wrap. */
+    st_pstate_record(&ps, 9, 0, INT32_MAX - 1, INT32_MAX - 1, 10, 10, 0);
+    st_pstate_note_refused(&ps, 9, 0, INT32_MAX, NER, 1000);
+    assert_int_equal(st_pstate_refused_gap(&ps, 9, 0, 1, 1000), NER);
+    assert_int_equal(st_pstate_refused_gap(&ps, 9, 0, INT32_MAX - 2, 1000), 0);
+    st_pstate_fini(&ps);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_roundtrip),
         cmocka_unit_test(test_snapshot_files),
         cmocka_unit_test(test_is_last),
+        cmocka_unit_test(test_refused_gap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1214,6 +1214,63 @@ static void test_isr_join_needs_log_start(void **state)
     fx_close(f);
 }
 
+/* 13. A failover's pipelined retries (producer_state.h, a gap left by a refusal): the batch
+ * owed next refused NOT_ENOUGH_REPLICAS while the ISR is below min.insync.replicas, the ISR
+ * growing before the batch behind it is checked: that one is refused alike, not out of order
+ * (librdkafka takes the latter as fatal), and the retries in order are appended. */
+static void test_refused_batch_leaves_no_gap(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_SELF, 1);
+    st_part_set_role(p, &r);
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    assert_true(produce_seq(f, 3, 0, &res, &a)); /* acks=1: seq 0-2 at 0-2 */
+    settle(f);
+    assert_int_equal(a.calls, 1);
+
+    st_buf_t b3, b4;
+    st_buf_init(&b3);
+    st_buf_init(&b4);
+    stamped(&b3, 1, 0, -1, 42, 0, 3);
+    stamped(&b4, 2, 0, -1, 42, 0, 4);
+    assert_false(st_part_append(p, b3.data, b3.len, ST_ACKS_ALL, &res, on_done, &a));
+    assert_int_equal(res.error, ST_KERR_NOT_ENOUGH_REPLICAS);
+    r = role_of(SELF, SELF, 5, 2, 2, ISR_ALL, 3); /* the ISR grows back */
+    st_part_set_role(p, &r);
+    assert_false(st_part_append(p, b4.data, b4.len, ST_ACKS_ALL, &res, on_done, &a));
+    assert_int_equal(res.error, ST_KERR_NOT_ENOUGH_REPLICAS);
+    assert_non_null(res.why);
+    assert_int_equal(log_end(f), 3);
+    /* The producer retries both, in order. */
+    answer_t c = {0, 0};
+    assert_true(st_part_append(p, b3.data, b3.len, ST_ACKS_ALL, &res, on_done, &c));
+    assert_int_equal(res.error, 0);
+    assert_int_equal(res.base_offset, 3);
+    assert_true(st_part_append(p, b4.data, b4.len, ST_ACKS_ALL, &res, on_done, &c));
+    assert_int_equal(res.error, 0);
+    assert_int_equal(res.base_offset, 4);
+    assert_int_equal(log_end(f), 6);
+    /* A gap of the producer's own is still out of order. */
+    st_buf_t b9;
+    st_buf_init(&b9);
+    stamped(&b9, 1, 0, -1, 42, 0, 9);
+    assert_false(st_part_append(p, b9.data, b9.len, ST_ACKS_ALL, &res, on_done, &c));
+    assert_int_equal(res.error, ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
+    st_buf_fini(&b3);
+    st_buf_fini(&b4);
+    st_buf_fini(&b9);
+    int64_t now = st_mono_ms();
+    fetched(p, 2, 6, now);
+    fetched(p, 3, 6, now);
+    settle(f);
+    assert_int_equal(c.calls, 2);
+    assert_int_equal(c.err, 0);
+    fx_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1237,6 +1294,7 @@ int main(void)
         cmocka_unit_test(test_delete_records_leadership_lost),
         cmocka_unit_test(test_isr_join_needs_live),
         cmocka_unit_test(test_isr_join_needs_log_start),
+        cmocka_unit_test(test_refused_batch_leaves_no_gap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
