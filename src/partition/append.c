@@ -48,11 +48,11 @@ static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatc
                                             h.base_sequence, last, txn, dup);
             if (verdict == -ST_KERR_INVALID_TXN_STATE)
                 *why = "a non-transactional batch while the producer's transaction is ongoing";
-            int16_t refused = verdict == -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER
-                                  ? st_pstate_refused_gap(&part->pstate, h.producer_id,
-                                                          h.producer_epoch, h.base_sequence,
-                                                          st_mono_ms())
-                                  : 0;
+            int16_t refused =
+                verdict == -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER
+                    ? st_pstate_refused_gap(&part->pstate, h.producer_id, h.producer_epoch,
+                                            h.base_sequence, st_mono_ms())
+                    : 0;
             if (refused) {
                 verdict = -refused;
                 *why = "the producer's batch before this one was refused: retry it first";

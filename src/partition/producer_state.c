@@ -282,8 +282,8 @@ void st_pstate_note_refused(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t
     e->refused_ms = now_ms;
 }
 
-int16_t st_pstate_refused_gap(const st_pstate_t *ps, int64_t pid, int16_t epoch,
-                              int32_t first_seq, int64_t now_ms)
+int16_t st_pstate_refused_gap(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
+                              int64_t now_ms)
 {
     const st_pentry_t *e = st_pstate_find(ps, pid);
     int32_t next = next_seq_of(e, epoch);

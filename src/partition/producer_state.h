@@ -70,8 +70,8 @@ typedef struct st_pentry {
     int32_t refused_seq;
     int16_t refused_error;
     int64_t refused_ms;
-    struct st_pentry *hnext;                /* hash chain */
-    struct st_pentry *older, *newer;        /* use order */
+    struct st_pentry *hnext;         /* hash chain */
+    struct st_pentry *older, *newer; /* use order */
 } st_pentry_t;
 
 /* A transaction the LSO waits for: ongoing (last_offset -1), or ended by a marker at
@@ -136,8 +136,8 @@ void st_pstate_note_refused(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t
                             int16_t error, int64_t now_ms);
 /* The error to answer instead of OUT_OF_ORDER_SEQUENCE_NUMBER for a batch at first_seq (0: none,
  * the gap is the producer's). */
-int16_t st_pstate_refused_gap(const st_pstate_t *ps, int64_t pid, int16_t epoch,
-                              int32_t first_seq, int64_t now_ms);
+int16_t st_pstate_refused_gap(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
+                              int64_t now_ms);
 /* Records an appended batch (or one found in the log at open) at time ts_ms, making pid the
  * most recently used; a new pid over the cap evicts the least recently used. 0 or -ENOMEM. */
 int st_pstate_record(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
