@@ -519,6 +519,19 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
                            "group.min.session.timeout.ms is above group.max.session.timeout.ms");
     if (!*c->log_dirs)
         return st_cfg_fail(err, errlen, "log.dirs is empty");
+    /* Kafka's KRaft authorizer by its class name, and the ZooKeeper-era one users bring along
+     * (both mean the same ACLs here); any other class is one this broker cannot load. */
+    c->authorizer_enabled = false;
+    if (*c->authorizer_class_name) {
+        if (strcmp(c->authorizer_class_name,
+                   "org.apache.kafka.metadata.authorizer.StandardAuthorizer") != 0 &&
+            strcmp(c->authorizer_class_name, "kafka.security.authorizer.AclAuthorizer") != 0)
+            return st_cfg_fail(err, errlen,
+                               "authorizer.class.name: '%s' is not an authorizer this broker has "
+                               "(org.apache.kafka.metadata.authorizer.StandardAuthorizer)",
+                               c->authorizer_class_name);
+        c->authorizer_enabled = true;
+    }
     return 0;
 }
 

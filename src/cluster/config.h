@@ -171,7 +171,13 @@
     X(fetch_max_bytes, "fetch.max.bytes", INT, "57671680", 1024, 2147483647,                       \
       "cap on the bytes of one fetch response")                                                    \
     X(shutdown_timeout_ms, "shutdown.timeout.ms", INT, "10000", 0, INT64_MAX,                      \
-      "longest a clean shutdown waits for in-flight requests")
+      "longest a clean shutdown waits for in-flight requests")                                     \
+    X(authorizer_class_name, "authorizer.class.name", STR, "", 0, 0,                               \
+      "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns ACLs on (empty: off)")        \
+    X(super_users, "super.users", STR, "", 0, 0,                                                   \
+      "principals the authorizer allows everything (User:a;User:b)")                               \
+    X(allow_everyone_if_no_acl_found, "allow.everyone.if.no.acl.found", BOOL, "false", 0, 0,       \
+      "with ACLs on, a resource no ACL names is open to everyone")
 
 #define ST_CFG_CTYPE_STR  char *
 #define ST_CFG_CTYPE_INT  int64_t
@@ -187,6 +193,7 @@ typedef struct st_config {
     int nkafka_listeners;
     st_listener_t kafka_listeners[ST_CONFIG_MAX_LISTENERS];
     int inter_broker_listener; /* index of inter.broker.listener.name in kafka_listeners */
+    bool authorizer_enabled;   /* authorizer.class.name names one (st_config_finish) */
     /* The inter-broker listener's address and advertised address (registration, logs): */
     char listen_host[256];
     int listen_port;

@@ -55,6 +55,7 @@ void st_md_unref(st_md_t *md)
     free(md->topics);
     free(md->brokers);
     free(md->cluster_id);
+    st_acl_set_fini(&md->acls);
     free(md);
 }
 
@@ -295,6 +296,8 @@ st_md_t *st_md_clone(const st_md_t *s)
             goto fail;
         md->ntopics++;
     }
+    if (st_acl_set_copy(&md->acls, &s->acls))
+        goto fail;
     return md;
 fail:
     st_md_unref(md);

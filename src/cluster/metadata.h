@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "auth/acl.h"
+
 typedef struct st_md_config {
     char *key;
     char *value;
@@ -71,6 +73,7 @@ typedef struct st_md {
     st_md_broker_t *brokers;
     int ntopics;
     st_md_topic_t **topics; /* sorted by name */
+    st_acl_set_t acls;      /* the authorizer's ACLs (records "acl", "remove_acl") */
 } st_md_t;
 
 /* An empty snapshot with one reference. */

@@ -439,12 +439,62 @@ static void topic_record(const st_md_t *md, const uint8_t *id, json_t *records)
     json_array_append_new(records, t ? st_rec_topic(t) : st_rec_remove_topic(id));
 }
 
+static void acl_removed(void *arg, const st_acl_t *acl)
+{
+    st_ctl_item_t *it = arg;
+    if (st_acl_add(&it->removed, acl) < 0)
+        it->error = ST_KERR_UNKNOWN_SERVER_ERROR; /* out of memory: the list is short */
+}
+
+/* ACL items: each on the ACLs its predecessors left; a record per ACL added or removed. */
+static int decide_acls(st_md_t *md, int kind, bool validate_only, st_ctl_item_t *items, int n,
+                       json_t *records)
+{
+    for (int i = 0; i < n; i++) {
+        st_ctl_item_t *it = &items[i];
+        it->error = 0;
+        it->message[0] = 0;
+        if (kind == ST_CTL_CREATE_ACLS) {
+            const char *why = st_acl_invalid(&it->acl);
+            if (why) {
+                st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST, "%s", why);
+                continue;
+            }
+            int rc = st_acl_add(&md->acls, &it->acl);
+            if (rc < 0)
+                return rc;
+            if (rc == 1 && !validate_only)
+                json_array_append_new(records, st_rec_acl(&it->acl, false));
+            continue;
+        }
+        const st_acl_t *f = &it->acl;
+        if (f->resource_type == ST_ACL_RES_UNKNOWN || f->pattern_type == ST_ACL_PAT_UNKNOWN ||
+            f->operation == ST_ACL_OP_UNKNOWN || f->permission == ST_ACL_PERM_UNKNOWN) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST,
+                             "A filter may not hold an UNKNOWN resource type, pattern type, "
+                             "operation or permission%s",
+                             "");
+            continue;
+        }
+        size_t from = it->removed.n;
+        st_acl_remove(&md->acls, f, acl_removed, it);
+        for (size_t k = from; k < it->removed.n && !validate_only; k++)
+            json_array_append_new(records, st_rec_acl(&it->removed.v[k], true));
+    }
+    return 0;
+}
+
 int st_ctl_decide(const st_ctl_rules_t *rules, const st_md_t *state, int kind, bool validate_only,
                   st_ctl_item_t *items, int n, json_t *records)
 {
     st_md_t *md = st_md_clone(state);
     if (!md)
         return -ENOMEM;
+    if (kind == ST_CTL_CREATE_ACLS || kind == ST_CTL_DELETE_ACLS) {
+        int rc = decide_acls(md, kind, validate_only, items, n, records);
+        st_md_unref(md);
+        return rc;
+    }
     /* consecutive items changing one topic (one per partition: ElectLeaders, reassignments)
      * share one record, written after the last of them */
     const uint8_t *owed = NULL;

@@ -14,6 +14,8 @@
  *     ALTER_CONFIGS       every change validated first, then all applied (or none)
  *     ELECT_LEADERS       preferred (st_rec_elect_preferred) or unclean (st_rec_elect)
  *     REASSIGN            st_rec_reassign / st_rec_reassign_cancel
+ *     CREATE_ACLS         validated (st_acl_invalid), added unless already there
+ *     DELETE_ACLS         every ACL the filter matches, removed (and listed in the item)
  *   -> an item refused says why (error, message) and changes nothing; the records are each
  *      changed topic's whole new state, or its removal (consecutive items of one topic share
  *      one record). validate_only: the same answers, no record.
@@ -37,6 +39,8 @@ enum {
     ST_CTL_ALTER_CONFIGS,     /* change topic configs */
     ST_CTL_ELECT_LEADERS,     /* elect a partition's leader (preferred or unclean) */
     ST_CTL_REASSIGN,          /* move a partition to other replicas, or cancel a move */
+    ST_CTL_CREATE_ACLS,       /* add ACLs (one per item) */
+    ST_CTL_DELETE_ACLS,       /* remove the ACLs each item's filter matches */
 };
 
 enum { ST_CTL_CFG_SET, ST_CTL_CFG_DELETE, ST_CTL_CFG_APPEND, ST_CTL_CFG_SUBTRACT };
@@ -65,7 +69,9 @@ typedef struct st_ctl_item {
     const int32_t *replicas; /* reassignment: the target replicas; NULL cancels */
     int32_t nreplicas;
     bool keep_rf; /* reassignment: a target of another replication factor is refused */
+    st_acl_t acl; /* CreateAcls: the ACL; DeleteAcls: the filter (auth/acl.h) */
     /* out */
+    st_acl_set_t removed; /* DeleteAcls: the ACLs the filter removed (the caller finis it) */
     int16_t error;
     char message[200];
     const char *out_name; /* for items addressed by id: the topic's name, if found */

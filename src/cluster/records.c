@@ -86,6 +86,14 @@ json_t *st_rec_remove_topic(const uint8_t id[16])
     return json_pack("{s:s,s:s}", "type", "remove_topic", "id", hex);
 }
 
+json_t *st_rec_acl(const st_acl_t *a, bool remove)
+{
+    return json_pack("{s:s,s:i,s:i,s:s,s:s,s:s,s:i,s:i}", "type", remove ? "remove_acl" : "acl",
+                     "resource_type", (int)a->resource_type, "pattern_type", (int)a->pattern_type,
+                     "name", a->name, "principal", a->principal, "host", a->host, "operation",
+                     (int)a->operation, "permission", (int)a->permission);
+}
+
 json_t *st_rec_cluster(const char *cluster_id)
 {
     return json_pack("{s:s,s:s}", "type", "cluster", "id", cluster_id);
@@ -123,8 +131,11 @@ void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t))
         json_array_append_new(brokers, st_rec_broker(&md->brokers[i]));
     for (int i = 0; i < md->ntopics; i++)
         json_array_append_new(topics, st_rec_topic(md->topics[i]));
-    json_t *root = json_pack("{s:i,s:s,s:o,s:o}", "v", ST_REC_VERSION, "cluster", md->cluster_id,
-                             "brokers", brokers, "topics", topics);
+    json_t *acls = json_array();
+    for (size_t i = 0; i < md->acls.n; i++)
+        json_array_append_new(acls, st_rec_acl(&md->acls.v[i], false));
+    json_t *root = json_pack("{s:i,s:s,s:o,s:o,s:o}", "v", ST_REC_VERSION, "cluster",
+                             md->cluster_id, "brokers", brokers, "topics", topics, "acls", acls);
     void *out = root ? dump_padded(root, len, alloc) : NULL;
     json_decref(root);
     return out;
@@ -227,6 +238,27 @@ static int apply_broker(st_md_t *md, json_t *r, int64_t index)
     return st_md_put_broker(md, &b);
 }
 
+/* An "acl" or "remove_acl" record: adds the ACL, or removes the one equal to it. */
+static int apply_acl(st_md_t *md, json_t *r, bool remove)
+{
+    st_acl_t a = {
+        .resource_type = (int8_t)json_integer_value(json_object_get(r, "resource_type")),
+        .pattern_type = (int8_t)json_integer_value(json_object_get(r, "pattern_type")),
+        .name = (char *)json_string_value(json_object_get(r, "name")),
+        .principal = (char *)json_string_value(json_object_get(r, "principal")),
+        .host = (char *)json_string_value(json_object_get(r, "host")),
+        .operation = (int8_t)json_integer_value(json_object_get(r, "operation")),
+        .permission = (int8_t)json_integer_value(json_object_get(r, "permission")),
+    };
+    if (st_acl_invalid(&a))
+        return ST_E_MALFORMED;
+    if (remove) {
+        st_acl_remove(&md->acls, &a, NULL, NULL); /* a concrete filter: that one ACL */
+        return 0;
+    }
+    return st_acl_add(&md->acls, &a) < 0 ? -ENOMEM : 0;
+}
+
 static int apply_record(st_md_t *md, json_t *r, int64_t index)
 {
     const char *type = json_string_value(json_object_get(r, "type"));
@@ -243,6 +275,8 @@ static int apply_record(st_md_t *md, json_t *r, int64_t index)
         const st_md_topic_t *t = st_md_find_id(md, id);
         return t ? st_md_remove_topic(md, t->name) : 0;
     }
+    if (strcmp(type, "acl") == 0 || strcmp(type, "remove_acl") == 0)
+        return apply_acl(md, r, type[0] == 'r');
     if (strcmp(type, "cluster") == 0) {
         const char *id = json_string_value(json_object_get(r, "id"));
         char *c = id ? strdup(id) : NULL;
@@ -313,6 +347,12 @@ int st_rec_restore(st_md_t *md, const void *buf, size_t len)
     json_array_foreach(topics, i, r)
     {
         rc = rc ? rc : apply_topic(md, r);
+    }
+    st_acl_set_fini(&md->acls);
+    json_t *acls = json_object_get(root, "acls"); /* absent from snapshots before ACLs */
+    json_array_foreach(acls, i, r)
+    {
+        rc = rc ? rc : apply_acl(md, r, false);
     }
     json_decref(root);
     return rc ? ST_E_CORRUPT : 0;

@@ -12,12 +12,16 @@
  *    "configs": {"k": "v"}, "partitions": [{"r": [1, 2, 3], "isr": [1, 2, 3], "l": 1,
  *    "le": 0, "pe": 0}, ...]}                                a topic's whole new state
  *   {"type": "remove_topic", "id": "<32 hex>"}
+ *   {"type": "acl", "resource_type": 2, "pattern_type": 3, "name": "t", "principal":
+ *    "User:bob", "host": "*", "operation": 3, "permission": 3}   an ACL (auth/acl.h numbers)
+ *   {"type": "remove_acl", ...the same fields}                 the removal of the ACL equal to it
  * A topic record replaces the topic with its id (or adds it when its name is free; a record
  * for a name another topic holds is ignored). A broker's epoch is the index of the entry that
  * registered its current incarnation.
  *
  * The snapshot of the state machine is the same encoding of the whole state:
- *   {"v": 1, "cluster": "<id>", "brokers": [<broker record>...], "topics": [<topic record>...]}
+ *   {"v": 1, "cluster": "<id>", "brokers": [<broker record>...], "topics": [<topic record>...],
+ *    "acls": [<acl record>...]}
  *
  * Threads: any (pure functions of their arguments).
  */
@@ -45,6 +49,8 @@ json_t *st_rec_topic(const st_md_topic_t *t);
 json_t *st_rec_broker(const st_md_broker_t *b);
 json_t *st_rec_remove_topic(const uint8_t id[16]);
 json_t *st_rec_cluster(const char *cluster_id);
+/* An "acl" record, or with remove its "remove_acl". */
+json_t *st_rec_acl(const st_acl_t *a, bool remove);
 
 /* The whole state, for a snapshot (malloc'd with alloc; *len bytes). */
 void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t));

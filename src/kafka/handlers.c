@@ -54,6 +54,9 @@ const st_khandler_t st_khandlers[] = {
     ST_H(END_TXN, st_kh_end_txn),
     ST_H(DESCRIBE_TRANSACTIONS, st_kh_describe_transactions),
     ST_H(LIST_TRANSACTIONS, st_kh_list_transactions),
+    ST_H(DESCRIBE_ACLS, st_kh_describe_acls),
+    ST_H(CREATE_ACLS, st_kh_create_acls),
+    ST_H(DELETE_ACLS, st_kh_delete_acls),
 };
 const int st_nkhandlers = (int)(sizeof st_khandlers / sizeof st_khandlers[0]);
 

