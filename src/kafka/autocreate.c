@@ -2,7 +2,10 @@
  * resume the request. */
 #include "kafka/autocreate.h"
 
+#include <string.h>
+
 #include "base/log.h"
+#include "kafka/authz.h"
 #include "kafka/controller.h"
 #include "kafka/coordsvc.h"
 #include "proto/kerr.h"
@@ -51,10 +54,16 @@ void st_autocreate(st_kreq_t *r, const st_kstr_t *names, int n, int16_t *errors,
     }
     int k = 0;
     char msg[200];
+    /* Kafka creates a topic for a client that may CREATE on the cluster or on the topic */
+    bool may_create = st_kauthz_quiet(r, ST_ACL_OP_CREATE, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                                      strlen(ST_ACL_CLUSTER_NAME));
     for (int i = 0; i < n; i++) {
         item_of[i] = -1;
         if (names[i].len <= 0 || st_md_find(md, names[i].ptr, names[i].len) ||
             st_topic_name_check(names[i].ptr, (size_t)names[i].len, msg, sizeof msg))
+            continue;
+        if (!may_create &&
+            !st_kauthz(r, ST_ACL_OP_CREATE, ST_ACL_RES_TOPIC, names[i].ptr, (size_t)names[i].len))
             continue;
         if ((item_of[i] = item_find(items, k, names[i])) >= 0)
             continue;

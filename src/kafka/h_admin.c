@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kafka/authz.h"
 #include "kafka/handlers.h"
 #include "kafka/controller.h"
 #include "kafka/topic_config.h"
@@ -180,6 +181,9 @@ void st_kh_create_topics(st_kreq_t *r)
     a->op.validate_only = req->validate_only;
     a->op.cb = create_topics_done;
     int32_t self = (int32_t)r->shard->b->cfg->node_id;
+    /* With ACLs on: CREATE on the cluster, or on each topic (Kafka's check) */
+    bool create_any = st_kauthz_quiet(r, ST_ACL_OP_CREATE, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                                      strlen(ST_ACL_CLUSTER_NAME));
     for (int i = 0; i < req->topics_count; i++) {
         st_kp_create_topics_req_topic_t *q = &req->topics[i];
         st_kp_create_topics_resp_topic_t *o = &resp->topics[i];
@@ -194,6 +198,14 @@ void st_kh_create_topics(st_kreq_t *r)
             cfg[c].op = cfg[c].value ? ST_CTL_CFG_SET : ST_CTL_CFG_DELETE;
         }
         bool name_ok = cstr(r, q->name, &name);
+        if (name_ok && !create_any &&
+            !st_kauthz(r, ST_ACL_OP_CREATE, ST_ACL_RES_TOPIC, name ? name : "",
+                       name ? strlen(name) : 0)) {
+            o->error_code = r->error_code = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
+            o->error_message = st_kstr("Authorization failed.");
+            o->configs_count = -1;
+            continue;
+        }
         if (!name_ok || !cfg_ok) {
             o->error_code = !name_ok ? ST_KERR_INVALID_TOPIC_EXCEPTION : ST_KERR_INVALID_CONFIG;
             o->error_message = st_kstr(!name_ok ? msg_nul_topic : msg_nul_config);
@@ -277,6 +289,18 @@ void st_kh_delete_topics(st_kreq_t *r)
             o->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
             o->error_message = st_kstr("This server does not host this topic.");
             r->error_code = o->error_code;
+            continue;
+        }
+        /* DELETE on the topic; by id, its name in this shard's snapshot (an unknown id is
+         * TOPIC_AUTHORIZATION_FAILED with ACLs on, as Kafka answers) */
+        const st_md_topic_t *known = name || r->api_version < 6
+                                         ? NULL
+                                         : st_md_find_id(r->shard->md, req->topics[i].topic_id.b);
+        const char *authz_name = name ? name : known ? known->name : NULL;
+        if (st_kauthz_on(r) && (!authz_name || !st_kauthz(r, ST_ACL_OP_DELETE, ST_ACL_RES_TOPIC,
+                                                          authz_name, strlen(authz_name)))) {
+            o->error_code = r->error_code = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
+            o->error_message = st_kstr("Authorization failed.");
             continue;
         }
         st_ctl_item_t *it = admin_take(a, i);

@@ -45,6 +45,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "broker/fanout.h"
+#include "kafka/authz.h"
 #include "kafka/handlers.h"
 #include "kafka/kshard.h"
 #include "kafka/fetch_wait.h"
@@ -539,8 +540,11 @@ void st_fetch_notify(st_kshard_t *owner, int waiter, const uint8_t topic_id[16],
 
 /* The error refusing partition qp of mt (NULL: unknown) before any owner reads it, or 0. */
 static int16_t fetch_check(st_kreq_t *r, const st_fetch_t *f, const st_md_topic_t *mt,
-                           const st_kp_fetch_req_partition_t *qp, int owner)
+                           const st_kp_fetch_req_partition_t *qp, int owner, bool *authorized)
 {
+    if (!*authorized)
+        return f->replica_id >= 0 ? ST_KERR_CLUSTER_AUTHORIZATION_FAILED
+                                  : ST_KERR_TOPIC_AUTHORIZATION_FAILED;
     int16_t e = st_kleader_check(r->shard, mt, qp->partition, qp->current_leader_epoch);
     if (!e && f->replica_id >= 0)
         e = st_kleader_follower(r->shard, mt, qp->partition, f->replica_id);
@@ -592,11 +596,23 @@ void st_kh_fetch(st_kreq_t *r)
     }
     const st_md_t *md = r->shard->md;
     const st_md_topic_t *mt = NULL;
+    /* With ACLs on: a follower needs CLUSTER_ACTION on the cluster, a consumer READ on each
+     * topic (Kafka's checks) */
+    bool authorized = f->replica_id < 0 || st_kauthz_cluster(r, ST_ACL_OP_CLUSTER_ACTION);
+    bool follower_ok = authorized;
     for (int k = 0; k < f->nparts; k++) {
         const st_kp_fetch_req_partition_t *qp = q[k].req_partition;
-        if (k == 0 || q[k].topic_at != q[k - 1].topic_at)
+        if (k == 0 || q[k].topic_at != q[k - 1].topic_at) {
             mt = r->api_version >= 13 ? st_md_find_id(md, q[k].topic_id.b)
                                       : st_md_find(md, q[k].topic.ptr, q[k].topic.len);
+            if (f->replica_id < 0 && st_kauthz_on(r)) {
+                st_kstr_t name = mt ? st_kstr(mt->name) : q[k].topic;
+                authorized = name.len >= 0 && st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC,
+                                                        name.ptr, (size_t)name.len);
+            } else {
+                authorized = follower_ok;
+            }
+        }
         fetch_part_t *fp = &f->parts[k];
         fp->out = q[k].resp_partition;
         fp->partition = qp->partition;
@@ -608,7 +624,7 @@ void st_kh_fetch(st_kreq_t *r)
         fp->owner = st_kshard_owner(mt, qp->partition);
         if (mt)
             memcpy(fp->topic_id, mt->id, 16);
-        fp->error = fetch_check(r, f, mt, qp, fp->owner);
+        fp->error = fetch_check(r, f, mt, qp, fp->owner, &authorized);
         if (fp->error)
             fp->owner = -1; /* answered here: no owner reads it */
     }

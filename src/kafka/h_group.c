@@ -27,6 +27,7 @@
 #include "base/log.h"
 #include "broker/fanout.h"
 #include "group/coord.h"
+#include "kafka/authz.h"
 #include "kafka/coordsvc.h"
 #include "kafka/group_route.h"
 #include "kafka/handlers.h"
@@ -53,6 +54,18 @@ static void find_coord_fill(st_kreq_t *r, int8_t key_type, st_kstr_t key, int16_
     if (!svc) {
         *err = ST_KERR_INVALID_REQUEST;
         *msg = st_kstr("Unknown coordinator key type");
+        return;
+    }
+    /* DESCRIBE on the group or the transactional id (Kafka's check) */
+    bool txn = key_type == 1;
+    if (st_kauthz_on(r) &&
+        (key.len < 0 ||
+         !st_kauthz(r, ST_ACL_OP_DESCRIBE, txn ? ST_ACL_RES_TRANSACTIONAL_ID : ST_ACL_RES_GROUP,
+                    key.ptr, (size_t)key.len))) {
+        *err = txn ? ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                   : ST_KERR_GROUP_AUTHORIZATION_FAILED;
+        *msg =
+            st_kstr(txn ? "Transactional Id authorization failed." : "Group authorization failed.");
         return;
     }
     int32_t id = st_coordsvc_coordinator(svc, md, key);
@@ -167,6 +180,14 @@ static st_kstr_t client_host(st_kreq_t *r)
     return (st_kstr_t){h, (int32_t)n + 1};
 }
 
+/* With ACLs on: whether the principal may READ group_id (the group APIs' check); false
+ * answers GROUP_AUTHORIZATION_FAILED, which the caller sends. */
+static bool group_read(st_kreq_t *r, st_kstr_t group_id)
+{
+    return !st_kauthz_on(r) || (group_id.len >= 0 && st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP,
+                                                               group_id.ptr, (size_t)group_id.len));
+}
+
 void st_kh_join_group(st_kreq_t *r)
 {
     join_t *j = st_arena_zalloc(&r->arena, sizeof *j);
@@ -178,6 +199,11 @@ void st_kh_join_group(st_kreq_t *r)
     j->version = r->api_version;
     j->client_id = r->hdr.client_id.len >= 0 ? r->hdr.client_id : ST_KSTR_EMPTY;
     j->client_host = client_host(r);
+    if (!group_read(r, j->req.group_id)) {
+        j->resp.error_code = r->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+        ST_KREQ_RESPOND(r, join_group, &j->resp);
+        return;
+    }
     st_kgroup_ctx_t *ctx = st_kgroup_ctx_new(r, join_finish, j);
     if (!ctx) {
         st_kreq_fail(r, "out of memory");
@@ -215,6 +241,11 @@ void st_kh_sync_group(st_kreq_t *r)
     }
     st_kp_sync_group_resp_init(&q->resp);
     q->version = r->api_version;
+    if (!group_read(r, q->req.group_id)) {
+        q->resp.error_code = r->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+        ST_KREQ_RESPOND(r, sync_group, &q->resp);
+        return;
+    }
     st_kgroup_ctx_t *ctx = st_kgroup_ctx_new(r, sync_finish, q);
     if (!ctx) {
         st_kreq_fail(r, "out of memory");
@@ -251,6 +282,11 @@ void st_kh_heartbeat(st_kreq_t *r)
         return;
     }
     st_kp_heartbeat_resp_init(&h->resp);
+    if (!group_read(r, h->req.group_id)) {
+        h->resp.error_code = r->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+        ST_KREQ_RESPOND(r, heartbeat, &h->resp);
+        return;
+    }
     st_kgroup_ctx_t *ctx = st_kgroup_ctx_new(r, heartbeat_finish, h);
     if (!ctx) {
         st_kreq_fail(r, "out of memory");
@@ -289,6 +325,11 @@ void st_kh_leave_group(st_kreq_t *r)
     }
     st_kp_leave_group_resp_init(&l->resp);
     l->version = r->api_version;
+    if (!group_read(r, l->req.group_id)) {
+        l->resp.error_code = r->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+        ST_KREQ_RESPOND(r, leave_group, &l->resp);
+        return;
+    }
     st_kgroup_ctx_t *ctx = st_kgroup_ctx_new(r, leave_finish, l);
     if (!ctx) {
         st_kreq_fail(r, "out of memory");
@@ -339,7 +380,11 @@ static void commit_route(st_kreq_t *r, void *arg)
         st_goffset_t *p = &c->o.parts[k];
         if (mt)
             p->topic = st_kstr(st_arena_strndup(&r->arena, mt->name, strlen(mt->name)));
-        if (!mt)
+        st_kstr_t name = mt ? p->topic : q->name;
+        if (st_kauthz_on(r) && (name.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC,
+                                                           name.ptr, (size_t)name.len)))
+            p->error = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
+        else if (!mt)
             p->error = r->api_version >= 10 ? ST_KERR_UNKNOWN_TOPIC_ID
                                             : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         else if (p->partition < 0 || p->partition >= mt->npartitions || !p->topic.ptr)
@@ -375,6 +420,13 @@ void st_kh_offset_commit(st_kreq_t *r)
         p->offset = qp->committed_offset;
         p->leader_epoch = qp->committed_leader_epoch;
         p->metadata = qp->committed_metadata;
+    }
+    if (!group_read(r, c->req.group_id)) {
+        for (int k = 0; k < c->o.n; k++)
+            c->q[k].resp_partition->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+        r->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+        ST_KREQ_RESPOND(r, offset_commit, &c->resp);
+        return;
     }
     st_kgroup_ctx_t *ctx = st_kgroup_ctx_new(r, commit_finish, c);
     if (!ctx) {

@@ -12,6 +12,7 @@
  * on any other broker; a partition without a leader is LEADER_NOT_AVAILABLE with leader_id -1.
  * On a single broker every partition is [self] led by self (controller.c).
  */
+#include "kafka/authz.h"
 #include "kafka/autocreate.h"
 #include "kafka/handlers.h"
 #include "kafka/kshard.h"
@@ -130,20 +131,39 @@ static void metadata_answer(st_kreq_t *r, void *arg)
     resp.topics = st_arena_zalloc(&r->arena, (size_t)n * sizeof *resp.topics + 1);
     if (fill_brokers(r, md, &resp) || !resp.topics)
         goto oom;
-    resp.topics_count = n;
+    int k = 0;
     for (int i = 0; i < n; i++) {
         const st_kp_metadata_req_topic_t *q = all ? NULL : &req->topics[i];
         const st_md_topic_t *t = all                ? md->topics[i]
                                  : q->name.len >= 0 ? st_md_find(md, q->name.ptr, q->name.len)
                                                     : st_md_find_id(md, q->topic_id.b);
+        /* With ACLs on, a listing of every topic leaves out those the principal may not
+         * DESCRIBE; one named is TOPIC_AUTHORIZATION_FAILED, known or not (Kafka's answer) */
+        st_kstr_t name = t ? st_kstr(t->name) : q->name;
+        bool described = !st_kauthz_on(r) ||
+                         (name.len >= 0 &&
+                          (all ? st_kauthz_quiet : st_kauthz)(
+                              r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_TOPIC, name.ptr, (size_t)name.len));
+        if (!described && all)
+            continue;
+        st_kp_metadata_resp_topic_t *o = &resp.topics[k++];
+        if (!described) {
+            o->error_code = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
+            o->name = q->name;
+            o->topic_id = q->topic_id;
+            o->topic_authorized_operations = INT32_MIN;
+            o->partitions = NULL;
+            continue;
+        }
         if (!t) {
-            missing_topic(m, i, &resp.topics[i]);
+            missing_topic(m, i, o);
             ST_DEBUG("Metadata: topic %.*s unknown here (metadata version %lld)",
                      (int)(req->topics[i].name.len > 0 ? req->topics[i].name.len : 0),
                      req->topics[i].name.ptr, (long long)md->version);
-        } else if (fill_topic(r, md, t, &resp.topics[i]))
+        } else if (fill_topic(r, md, t, o))
             goto oom;
     }
+    resp.topics_count = k;
     ST_KREQ_RESPOND(r, metadata, &resp);
     return;
 oom:

@@ -14,11 +14,23 @@
  * timestamp >= t, else -1
  */
 #include "base/err.h"
+#include "kafka/authz.h"
 #include "kafka/pcall.h"
 #include "proto/kerr.h"
 
 /* The pcall items for a request of n partitions (n < 0: its response skeleton could not be
  * built), from the request's arena; NULL once the request has been failed. */
+/* With ACLs on: op on the item's topic, else the item is answered TOPIC_AUTHORIZATION_FAILED
+ * here (no owner sees it). */
+static void pitem_authz(st_kreq_t *r, st_pitem_t *it, st_kstr_t topic, int op)
+{
+    if (st_kauthz_on(r) &&
+        (topic.len < 0 || !st_kauthz(r, op, ST_ACL_RES_TOPIC, topic.ptr, (size_t)topic.len))) {
+        it->error = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
+        it->owner = -1;
+    }
+}
+
 static st_pitem_t *pitems_new(st_kreq_t *r, int n)
 {
     st_pitem_t *it = n < 0 ? NULL : st_arena_zalloc(&r->arena, (size_t)n * sizeof *it + 1);
@@ -84,6 +96,7 @@ void st_kh_list_offsets(st_kreq_t *r)
         st_kp_list_offsets_item_t *q = &c->q[k];
         st_pitem_resolve(r, &c->items[k], q->name, q->partition_index,
                          q->req_partition->current_leader_epoch);
+        pitem_authz(r, &c->items[k], q->name, ST_ACL_OP_DESCRIBE);
         c->items[k].value = q->req_partition->timestamp;
         c->items[k].isolation = r->api_version >= 2 ? c->req.isolation_level : 0;
     }
@@ -140,6 +153,7 @@ void st_kh_delete_records(st_kreq_t *r)
         return;
     for (int k = 0; k < c->n; k++) {
         st_pitem_resolve(r, &c->items[k], c->q[k].name, c->q[k].partition_index, -1);
+        pitem_authz(r, &c->items[k], c->q[k].name, ST_ACL_OP_DELETE);
         c->items[k].value = c->q[k].req_partition->offset;
     }
     st_pcall(r, c->items, c->n, delrec_one, delrec_done, c);
@@ -190,6 +204,13 @@ void st_kh_offset_for_leader_epoch(st_kreq_t *r)
         st_kp_offset_for_leader_epoch_item_t *q = &c->q[k];
         st_pitem_resolve(r, &c->items[k], q->topic, q->partition,
                          q->req_partition->current_leader_epoch);
+        /* a follower's (replica_id >= 0) needs CLUSTER_ACTION, a consumer's DESCRIBE */
+        if (c->req.replica_id >= 0 && !st_kauthz_cluster(r, ST_ACL_OP_CLUSTER_ACTION)) {
+            c->items[k].error = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+            c->items[k].owner = -1;
+        } else if (c->req.replica_id < 0) {
+            pitem_authz(r, &c->items[k], q->topic, ST_ACL_OP_DESCRIBE);
+        }
         c->items[k].value = q->req_partition->leader_epoch;
     }
     st_pcall(r, c->items, c->n, epoch_end_one, epoch_end_done, c);

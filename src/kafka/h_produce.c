@@ -40,6 +40,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "broker/fanout.h"
+#include "kafka/authz.h"
 #include "kafka/autocreate.h"
 #include "kafka/controller.h"
 #include "kafka/handlers.h"
@@ -321,6 +322,11 @@ static int16_t prod_check(st_kreq_t *r, const st_kp_produce_req_topic_data_t *qt
                           const st_md_topic_t *mt, prod_part_t *pp)
 {
     char msg[200];
+    /* WRITE on the topic, asked before anything else is told about it (Kafka's order) */
+    st_kstr_t name = mt ? st_kstr(mt->name) : qt->name;
+    if (st_kauthz_on(r) && (name.len < 0 || !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC,
+                                                       name.ptr, (size_t)name.len)))
+        return ST_KERR_TOPIC_AUTHORIZATION_FAILED;
     if (!mt || pp->partition < 0 || pp->partition >= mt->npartitions) {
         if (r->api_version < 13 && qt->name.len >= 0 &&
             st_topic_name_check(qt->name.ptr, (size_t)qt->name.len, msg, sizeof msg))
@@ -408,6 +414,12 @@ void st_kh_produce(st_kreq_t *r)
         if (p->req.acks != 0 && p->req.acks != 1 && p->req.acks != -1)
             pp->error = ST_KERR_INVALID_REQUIRED_ACKS;
     }
+    /* a transactional produce: WRITE on its transactional id, else every partition is refused */
+    st_kstr_t tid = p->req.transactional_id;
+    if (!st_kstr_is_null(tid) &&
+        !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid.ptr, (size_t)tid.len))
+        for (int k = 0; k < p->nparts; k++)
+            p->parts[k].error = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     p->txn = !st_kstr_is_null(p->req.transactional_id) &&
              r->shard->b->cfg->transaction_partition_verification_enable;
     if (r->api_version < 13 && r->shard->b->cfg->auto_create_topics_enable)

@@ -162,5 +162,112 @@ class AclClusterAuthTest(ServerTestCase):
         self.assertIn("is Denied operation = Alter", self.server.stderr_text())
 
 
+class AclEnforcementTest(ServerTestCase):
+    """The authorizer's decisions on real clients' requests (confluent-kafka, librdkafka
+    2.0.2), as User:ANONYMOUS: ACLs name some resources, the others stay open
+    (allow.everyone.if.no.acl.found)."""
+    SETS = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "true", "num.partitions": "1"}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        u = "%d" % os.getpid()
+        cls.open_t, cls.secret, cls.hidden = "open-" + u, "secret-" + u, "hidden-" + u
+        cls.denied_group = "g-denied-" + u
+        from confluent_kafka.admin import AdminClient, NewTopic
+        ac = AdminClient({"bootstrap.servers": cls.bootstrap})
+        for f in ac.create_topics([NewTopic(t, 1, 1) for t in
+                                   (cls.open_t, cls.secret, cls.hidden)]).values():
+            f.result(30)
+        a = admin(cls.bootstrap)
+        try:
+            res = a.create_acls([
+                acl("kafka-cluster", "ALTER", rtype="CLUSTER"),
+                acl("kafka-cluster", "DESCRIBE", rtype="CLUSTER"),
+                acl(cls.open_t, "WRITE"), acl(cls.open_t, "READ"),
+                acl(cls.secret, "WRITE", perm="DENY"), acl(cls.secret, "READ", perm="DENY"),
+                acl(cls.secret, "DESCRIBE"),
+                acl(cls.hidden, "DESCRIBE", perm="DENY"),
+                acl(cls.denied_group, "READ", perm="DENY", rtype="GROUP"),
+                acl("nocreate-", "CREATE", perm="DENY", pattern="PREFIXED")])
+            assert res["failed"] == [], res
+        finally:
+            a.close()
+
+    def produce(self, topic, **conf):
+        from confluent_kafka import Producer
+        c = {"bootstrap.servers": self.bootstrap, "message.timeout.ms": 10000}
+        c.update(conf)
+        p = Producer(c)
+        out = []
+        p.produce(topic, b"v", on_delivery=lambda err, m: out.append(err))
+        p.flush(20)
+        self.assertEqual(len(out), 1)
+        return out[0]
+
+    def test_produce(self):
+        from confluent_kafka import KafkaError
+        self.assertIsNone(self.produce(self.open_t))
+        err = self.produce(self.secret)
+        self.assertIsNotNone(err)
+        self.assertEqual(err.code(), KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        # An idempotent producer: no IDEMPOTENT_WRITE on the cluster, but WRITE on a topic
+        self.assertIsNone(self.produce(self.open_t, **{"enable.idempotence": True}))
+        # refused by Produce itself (DESCRIBE is allowed: the client has its metadata)
+        self.assertIn("is Denied operation = Write from host = 127.0.0.1 on resource = "
+                      "Topic:LITERAL:%s (api key 0)" % self.secret, self.server.stderr_text())
+
+    def consume_error(self, topic, group):
+        from confluent_kafka import Consumer
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": group,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+        c.subscribe([topic])
+        deadline = harness.time.monotonic() + 20
+        try:
+            while harness.time.monotonic() < deadline:
+                m = c.poll(0.5)
+                if m is None:
+                    continue
+                return m.error()
+        finally:
+            c.close()
+        self.fail("no message and no error from %s" % topic)
+
+    def test_fetch_and_groups(self):
+        from confluent_kafka import KafkaError
+        self.assertIsNone(self.produce(self.open_t))
+        self.assertIsNone(self.consume_error(self.open_t, self.unique("g")))
+        err = self.consume_error(self.secret, self.unique("g"))
+        self.assertIsNotNone(err)
+        self.assertEqual(err.code(), KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        err = self.consume_error(self.open_t, self.denied_group)
+        self.assertIsNotNone(err)
+        self.assertEqual(err.code(), KafkaError.GROUP_AUTHORIZATION_FAILED)
+
+    def test_metadata(self):
+        from confluent_kafka import KafkaError
+        from confluent_kafka.admin import AdminClient
+        ac = AdminClient({"bootstrap.servers": self.bootstrap})
+        md = ac.list_topics(timeout=10)
+        self.assertIn(self.open_t, md.topics)
+        self.assertIn(self.secret, md.topics)  # WRITE and READ denied, DESCRIBE allowed
+        self.assertNotIn(self.hidden, md.topics)
+        md = ac.list_topics(self.hidden, timeout=10)
+        self.assertEqual(md.topics[self.hidden].error.code(),
+                         KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+    def test_create_topics(self):
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import AdminClient, NewTopic
+        ac = AdminClient({"bootstrap.servers": self.bootstrap})
+        ok, no = self.unique("new"), "nocreate-" + self.unique("x")
+        fs = ac.create_topics([NewTopic(ok, 1, 1), NewTopic(no, 1, 1)])
+        fs[ok].result(30)
+        with self.assertRaises(KafkaException) as e:
+            fs[no].result(30)
+        self.assertEqual(e.exception.args[0].code(), KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+
 if __name__ == "__main__":
     harness.main()
