@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "broker/runtime.h"
+#include "kafka/authz.h"
 #include "kafka/handlers.h"
 #include "kafka/controller.h"
 #include "proto/kerr.h"
@@ -159,6 +160,11 @@ void st_kh_elect_leaders(st_kreq_t *r)
         return;
     }
     st_kp_elect_leaders_resp_init(resp);
+    if (!st_kauthz_cluster(r, ST_ACL_OP_ALTER)) { /* Kafka's check: ALTER on the cluster */
+        resp->error_code = r->error_code = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+        ST_KREQ_RESPOND(r, elect_leaders, resp);
+        return;
+    }
     if (req->topic_partitions_count < 0) {
         elect_every(r, req, resp);
         return;
@@ -235,6 +241,12 @@ void st_kh_alter_partition_reassignments(st_kreq_t *r)
     }
     st_kp_alter_partition_reassignments_resp_init(resp);
     resp->allow_replication_factor_change = req->allow_replication_factor_change;
+    if (!st_kauthz_cluster(r, ST_ACL_OP_ALTER)) {
+        resp->error_code = r->error_code = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+        resp->error_message = st_kstr("Cluster authorization failed.");
+        ST_KREQ_RESPOND(r, alter_partition_reassignments, resp);
+        return;
+    }
     int n = 0;
     for (int i = 0; i < req->topics_count; i++)
         n += req->topics[i].partitions_count;
@@ -321,6 +333,12 @@ void st_kh_list_partition_reassignments(st_kreq_t *r)
      * the whole of it); partitions asked for that are not moving are left out, as Kafka does. */
     st_kp_list_partition_reassignments_resp_t resp;
     st_kp_list_partition_reassignments_resp_init(&resp);
+    if (!st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE)) {
+        resp.error_code = r->error_code = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+        resp.error_message = st_kstr("Cluster authorization failed.");
+        ST_KREQ_RESPOND(r, list_partition_reassignments, &resp);
+        return;
+    }
     const st_md_t *md = r->shard->md;
     resp.topics = st_arena_zalloc(&r->arena, (size_t)md->ntopics * sizeof *resp.topics + 1);
     if (!resp.topics) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "group/coord.h"
+#include "kafka/authz.h"
 #include "kafka/handlers.h"
 #include "kafka/txn_route.h"
 #include "proto/kerr.h"
@@ -298,6 +299,23 @@ void st_kh_add_offsets_to_txn(st_kreq_t *r)
         st_kreq_fail(r, "malformed AddOffsetsToTxn request");
         return;
     }
+    /* With ACLs on: WRITE on the transactional id, READ on the group (Kafka's checks) */
+    st_kstr_t tid = o->req.transactional_id, gid = o->req.group_id;
+    int16_t denied = 0;
+    if (st_kauthz_on(r) &&
+        (tid.len < 0 ||
+         !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid.ptr, (size_t)tid.len)))
+        denied = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    else if (st_kauthz_on(r) && (gid.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP,
+                                                           gid.ptr, (size_t)gid.len)))
+        denied = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+    if (denied) {
+        st_kp_add_offsets_to_txn_resp_t resp;
+        st_kp_add_offsets_to_txn_resp_init(&resp);
+        resp.error_code = r->error_code = denied;
+        ST_KREQ_RESPOND(r, add_offsets_to_txn, &resp);
+        return;
+    }
     st_ktxn_ctx_t *ctx = st_ktxn_ctx_new(r, aot_finish, o);
     if (!ctx) {
         st_kreq_fail(r, "out of memory");
@@ -352,6 +370,16 @@ void st_kh_end_txn(st_kreq_t *r)
     }
     /* Kafka's KafkaApis: EndTxn v5 is a transactions v2 client */
     e->client_tv = r->api_version >= 5 ? 2 : 0;
+    st_kstr_t tid = e->req.transactional_id;
+    if (st_kauthz_on(r) &&
+        (tid.len < 0 ||
+         !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid.ptr, (size_t)tid.len))) {
+        st_kp_end_txn_resp_t resp;
+        st_kp_end_txn_resp_init(&resp);
+        resp.error_code = r->error_code = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+        ST_KREQ_RESPOND(r, end_txn, &resp);
+        return;
+    }
     st_ktxn_ctx_t *ctx = st_ktxn_ctx_new(r, end_finish, e);
     if (!ctx) {
         st_kreq_fail(r, "out of memory");

@@ -161,6 +161,25 @@ class AclClusterAuthTest(ServerTestCase):
             a.close()
         self.assertIn("is Denied operation = Alter", self.server.stderr_text())
 
+    def test_cluster_and_txn_apis_wire(self):
+        """The APIs no installed client drives, checked in raw bytes (kwire): ElectLeaders and
+        ListPartitionReassignments need ALTER / DESCRIBE on the cluster, EndTxn WRITE on the
+        transactional id."""
+        import kwire as w
+        with w.Conn.to(self.bootstrap) as c:
+            # ElectLeaders v1: election_type, topic_partitions (null: all), timeout_ms
+            r = c.request(43, 1, w.i8(0) + w.i32(-1) + w.i32(5000))
+            r.i32()
+            self.assertEqual(r.i16(), 31)  # CLUSTER_AUTHORIZATION_FAILED
+            # ListPartitionReassignments v0 (flexible): timeout_ms, topics (null)
+            r = c.request(46, 0, w.i32(5000) + w.uvarint(0) + w.uvarint(0), flexible=True)
+            r.i32()
+            self.assertEqual(r.i16(), 31)
+            # EndTxn v0: transactional_id, producer_id, producer_epoch, committed
+            r = c.request(26, 0, w.string("tx-1") + w.i64(1) + w.i16(0) + w.boolean(True))
+            r.i32()
+            self.assertEqual(r.i16(), 53)  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
 
 class AclEnforcementTest(ServerTestCase):
     """The authorizer's decisions on real clients' requests (confluent-kafka, librdkafka
