@@ -80,6 +80,7 @@ struct st_broker {
     st_listener_t *listeners;
     int nlisteners;
     int *listen_fds;
+    struct st_tls_server **tls; /* per listener: its TLS context (net/tls.h), NULL: plain TCP */
     int listen_port;   /* the inter-broker listener's bound port (when configured as 0) */
     int fds_per_shard; /* descriptor cache of each shard's storage env */
     char cluster_id[64];
