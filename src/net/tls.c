@@ -203,8 +203,7 @@ static int st_tls_use_pem(SSL_CTX *ctx, BIO *chain, BIO *key, const char *pass, 
     rc = SSL_CTX_use_PrivateKey(ctx, pk) == 1 ? 0 : -1;
     EVP_PKEY_free(pk);
     if (rc || SSL_CTX_check_private_key(ctx) != 1)
-        return st_tls_fail(err, errlen, "%s: the private key does not match the certificate",
-                           what);
+        return st_tls_fail(err, errlen, "%s: the private key does not match the certificate", what);
     return 0;
 }
 
@@ -249,9 +248,9 @@ static int st_tls_load_keystore(const st_tls_settings_t *s, SSL_CTX *ctx, char *
                                "set: use one");
         BIO *c = st_tls_inline_bio(s->keystore_certificate_chain);
         BIO *k = st_tls_inline_bio(s->keystore_key);
-        int rc = c && k ? st_tls_use_pem(ctx, c, k, s->key_password, "ssl.keystore.key", err,
-                                         errlen)
-                        : -ENOMEM;
+        int rc = c && k
+                     ? st_tls_use_pem(ctx, c, k, s->key_password, "ssl.keystore.key", err, errlen)
+                     : -ENOMEM;
         BIO_free(c);
         BIO_free(k);
         return rc;
@@ -274,8 +273,7 @@ static int st_tls_load_keystore(const st_tls_settings_t *s, SSL_CTX *ctx, char *
         if (k)
             BIO_write(k, data, (int)n);
         const char *pass = st_set(s->key_password) ? s->key_password : s->keystore_password;
-        rc = k ? st_tls_use_pem(ctx, b, k, st_set(pass) ? pass : NULL, what, err, errlen)
-               : -ENOMEM;
+        rc = k ? st_tls_use_pem(ctx, b, k, st_set(pass) ? pass : NULL, what, err, errlen) : -ENOMEM;
         BIO_free(k);
     } else {
         PKCS12 *p = st_tls_p12(b, s->keystore_password, "ssl.keystore.location",
@@ -485,8 +483,8 @@ static SSL_CTX *st_tls_build(const st_tls_settings_t *s, char *err, size_t errle
         return NULL;
     }
     SSL_CTX_set_verify(ctx, mode, NULL);
-    if (st_tls_protocols_ciphers(s, ctx, err, errlen) || st_tls_load_keystore(s, ctx, err, errlen) ||
-        st_tls_load_truststore(s, ctx, err, errlen)) {
+    if (st_tls_protocols_ciphers(s, ctx, err, errlen) ||
+        st_tls_load_keystore(s, ctx, err, errlen) || st_tls_load_truststore(s, ctx, err, errlen)) {
         SSL_CTX_free(ctx);
         return NULL;
     }
@@ -508,8 +506,9 @@ static void st_tls_stamp(st_tls_stamp_t *st)
 static bool st_tls_stamp_changed(const st_tls_stamp_t *a, const st_tls_stamp_t *b)
 {
     return a->seen != b->seen ||
-           (a->seen && (a->dev != b->dev || a->ino != b->ino || a->size != b->size ||
-                        a->mtime.tv_sec != b->mtime.tv_sec || a->mtime.tv_nsec != b->mtime.tv_nsec));
+           (a->seen &&
+            (a->dev != b->dev || a->ino != b->ino || a->size != b->size ||
+             a->mtime.tv_sec != b->mtime.tv_sec || a->mtime.tv_nsec != b->mtime.tv_nsec));
 }
 
 static const char *st_tls_keep(st_tls_server_t *s, const char *v)
@@ -620,9 +619,8 @@ static void st_tls_maybe_reload(st_tls_server_t *s)
     if (s->set.reload_check_ms <= 0)
         return;
     int64_t now = st_tls_now_ns(), due = atomic_load(&s->next_check_ns);
-    if (now < due ||
-        !atomic_compare_exchange_strong(&s->next_check_ns, &due,
-                                        now + s->set.reload_check_ms * 1000000))
+    if (now < due || !atomic_compare_exchange_strong(&s->next_check_ns, &due,
+                                                     now + s->set.reload_check_ms * 1000000))
         return;
     static pthread_mutex_t reload_mu = PTHREAD_MUTEX_INITIALIZER;
     if (pthread_mutex_trylock(&reload_mu) != 0)
@@ -686,8 +684,8 @@ static int st_tls_rule(const char **pp, const char *dn, char *out, size_t outlen
     }
     out[o] = 0;
     for (size_t i = 0; fold && i < o; i++)
-        out[i] = (char)(fold == 'L' ? tolower((unsigned char)out[i])
-                                    : toupper((unsigned char)out[i]));
+        out[i] =
+            (char)(fold == 'L' ? tolower((unsigned char)out[i]) : toupper((unsigned char)out[i]));
     return 1;
 }
 
@@ -739,6 +737,7 @@ typedef struct st_tls {
     size_t w_taken;
     bool w_encrypted;
     bool hs_timed_out;
+    int hs_err; /* the handshake failed: reported once the alert is out */
     st_io_t *cancelled[4];
     int ncancelled;
 
@@ -919,9 +918,9 @@ static bool tls_step(st_tls_t *t)
 {
     if (t->ncancelled > 0) {
         st_io_t *io = t->cancelled[--t->ncancelled];
-        st_io_t **slot = io == t->hs_io ? &t->hs_io
-                         : io == t->r_io ? &t->r_io
-                         : io == t->w_io ? &t->w_io
+        st_io_t **slot = io == t->hs_io   ? &t->hs_io
+                         : io == t->r_io  ? &t->r_io
+                         : io == t->w_io  ? &t->w_io
                          : io == t->ww_io ? &t->ww_io
                                           : NULL;
         if (slot)
@@ -929,6 +928,12 @@ static bool tls_step(st_tls_t *t)
         return true;
     }
     bool need_read = false;
+    if (t->hs_io && t->hs_err) {
+        if (!t->hs_timed_out && !t->wend && !t->shut && !tls_out_empty(t))
+            return false; /* the raw send completion comes back here */
+        tls_complete(t, &t->hs_io, t->hs_err);
+        return true;
+    }
     if (t->hs_io) {
         if (t->hs_timed_out) {
             ST_DEBUG("tls handshake (listener %s, fd %d): timed out", t->srv->name, t->base.fd);
@@ -956,14 +961,9 @@ static bool tls_step(st_tls_t *t)
                          t->base.fd);
             else
                 tls_log_failure(t, "handshake");
-            /* The alert OpenSSL queued goes out if the socket takes it now; no waiting. */
-            if (!t->nw_busy && t->olen == 0) {
-                char a[512];
-                int n = BIO_read(t->wbio, a, sizeof a);
-                if (n > 0)
-                    (void)send(t->base.fd, a, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL);
-            }
-            tls_complete(t, &t->hs_io, e == SSL_ERROR_WANT_READ ? tls_rend_err(t) : -EPROTO);
+            /* The alert OpenSSL queued (tls_flush started it) goes out before the caller
+             * hears of the failure and closes the socket; the timer still bounds the wait. */
+            t->hs_err = e == SSL_ERROR_WANT_READ ? tls_rend_err(t) : -EPROTO;
             return true;
         }
     }

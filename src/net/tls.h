@@ -36,10 +36,10 @@
 /* Kafka's ssl.* settings of one listener (already resolved: listener.name.<x>.ssl.* over
  * the global ssl.*); NULL or "" means unset. The server copies what it keeps. */
 typedef struct st_tls_settings {
-    const char *keystore_type;              /* PEM (default) or PKCS12 */
-    const char *keystore_location;          /* PEM: certificate chain and key in one file */
-    const char *keystore_password;          /* PKCS12's password; PEM: the key's if no key_password */
-    const char *key_password;               /* the private key's (encrypted PEM key) */
+    const char *keystore_type;     /* PEM (default) or PKCS12 */
+    const char *keystore_location; /* PEM: certificate chain and key in one file */
+    const char *keystore_password; /* PKCS12's password; PEM: the key's if no key_password */
+    const char *key_password;      /* the private key's (encrypted PEM key) */
     const char *keystore_certificate_chain; /* inline PEM instead of keystore_location */
     const char *keystore_key;               /* inline PEM key, with keystore_certificate_chain */
     const char *truststore_type;            /* PEM (default) or PKCS12 */

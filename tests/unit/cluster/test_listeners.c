@@ -106,11 +106,17 @@ static void refused(const char *const *kv, const char *want)
 static void test_ssl_listener_settings(void **state)
 {
     (void)state;
-    const char *kv[] = {"listeners", "PLAINTEXT://127.0.0.1:1,SECURE://127.0.0.1:2",
-                        "listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,SECURE:SSL",
-                        "ssl.keystore.location", "/global.pem",
-                        "listener.name.secure.ssl.keystore.location", "/secure.pem",
-                        "listener.name.SECURE.ssl.client.auth", "required", NULL};
+    const char *kv[] = {"listeners",
+                        "PLAINTEXT://127.0.0.1:1,SECURE://127.0.0.1:2",
+                        "listener.security.protocol.map",
+                        "PLAINTEXT:PLAINTEXT,SECURE:SSL",
+                        "ssl.keystore.location",
+                        "/global.pem",
+                        "listener.name.secure.ssl.keystore.location",
+                        "/secure.pem",
+                        "listener.name.SECURE.ssl.client.auth",
+                        "required",
+                        NULL};
     st_config_t c;
     char err[512];
     assert_int_equal(configure(&c, err, sizeof err, kv), 0);
@@ -126,9 +132,8 @@ static void test_ssl_listener_settings(void **state)
     assert_string_equal(st_config_listener_get(&c, "plaintext", "ssl.client.auth"), "none");
     assert_string_equal(st_config_listener_get(&c, "secure", "ssl.enabled.protocols"),
                         "TLSv1.2,TLSv1.3");
-    assert_int_not_equal(st_config_set(&c, "listener.name.secure.ssl.nonsense", "x", err,
-                                       sizeof err),
-                         0);
+    assert_int_not_equal(
+        st_config_set(&c, "listener.name.secure.ssl.nonsense", "x", err, sizeof err), 0);
     assert_non_null(strstr(err, "ssl.nonsense is not a listener setting"));
     st_config_fini(&c);
 }
