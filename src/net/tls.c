@@ -187,12 +187,12 @@ static int st_tls_use_pem(SSL_CTX *ctx, BIO *chain, BIO *key, const char *pass, 
         if (SSL_CTX_add0_chain_cert(ctx, x) != 1)
             X509_free(x);
     ERR_clear_error(); /* the end of the chain reads as an error */
+    char *kd;
+    long kn = BIO_get_mem_data(key, &kd);
+    bool encrypted = kn > 0 && memmem(kd, (size_t)kn, "ENCRYPTED", 9) != NULL;
     EVP_PKEY *pk = PEM_read_bio_PrivateKey(key, NULL, st_tls_pem_pass, (void *)pass);
     if (!pk) {
-        unsigned long le = ERR_peek_last_error();
-        int reason = ERR_GET_REASON(le);
-        if (reason == PEM_R_BAD_DECRYPT || reason == PEM_R_BAD_PASSWORD_READ ||
-            reason == EVP_R_BAD_DECRYPT || (le && ERR_GET_LIB(le) == ERR_LIB_PROV))
+        if (encrypted)
             return st_tls_fail(err, errlen,
                                "%s: cannot decrypt the private key: wrong or missing "
                                "ssl.key.password",
