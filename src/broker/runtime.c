@@ -234,8 +234,7 @@ static int broker_listen(st_broker_t *b, char *err, size_t errlen)
     int nl = cfg->nkafka_listeners, ns = b->nshards;
     b->listeners = calloc((size_t)nl, sizeof *b->listeners);
     b->listen_fds = calloc((size_t)nl * (size_t)ns, sizeof *b->listen_fds);
-    b->tls = calloc((size_t)nl, sizeof *b->tls);
-    if (!b->listeners || !b->listen_fds || !b->tls)
+    if (!b->listeners || !b->listen_fds)
         return -ENOMEM;
     b->nlisteners = nl;
     for (int i = 0; i < nl * ns; i++)
@@ -246,11 +245,6 @@ static int broker_listen(st_broker_t *b, char *err, size_t errlen)
         /* A process killed a moment ago may still hold the port: io_uring tears a dead ring
          * down asynchronously, closing its sockets shortly after the process is gone. Wait
          * for that (bounded), but never share the port with a listener that is really there. */
-        if (st_sec_protocol_tls(ls->protocol)) {
-            int rc = broker_tls_server(cfg, ls->name, &b->tls[l], err, errlen);
-            if (rc)
-                return rc;
-        }
         int rc = st_net_probe_port(ls->host, ls->port);
         for (int64_t give_up = st_mono_ms() + 2000; rc == -EADDRINUSE && st_mono_ms() < give_up;) {
             struct timespec ts = {0, 50 * 1000000};
@@ -287,7 +281,20 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
     b->nshards = nshards;
     b->dir_lock_fd = -1;
     b->fds_per_shard = fd_budget(nshards);
-    int rc = load_identity(b, err, errlen);
+    /* TLS settings first: a wrong file or password stops the start before the data
+     * directory is touched. */
+    int rc = 0;
+    b->tls = calloc((size_t)cfg->nkafka_listeners + 1, sizeof *b->tls);
+    if (!b->tls) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (int l = 0; l < cfg->nkafka_listeners && !rc; l++)
+        if (st_sec_protocol_tls(cfg->kafka_listeners[l].protocol))
+            rc = broker_tls_server(cfg, cfg->kafka_listeners[l].name, &b->tls[l], err, errlen);
+    if (rc)
+        goto fail;
+    rc = load_identity(b, err, errlen);
     if (rc)
         goto fail;
     rc = broker_listen(b, err, errlen);
@@ -402,7 +409,7 @@ void st_broker_destroy(st_broker_t *b)
         b->hooks->controller_fini(b);
     st_mesh_destroy(b->mesh);
     free(b->listen_fds);
-    for (int l = 0; b->tls && l < b->nlisteners; l++)
+    for (int l = 0; b->tls && l < b->cfg->nkafka_listeners; l++)
         st_tls_server_destroy(b->tls[l]);
     free(b->tls);
     free(b->listeners);
