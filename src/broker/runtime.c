@@ -269,6 +269,13 @@ static int broker_listen(st_broker_t *b, char *err, size_t errlen)
     return 0;
 }
 
+void st_broker_reload_tls(st_broker_t *b)
+{
+    for (int l = 0; b->tls && l < b->cfg->nkafka_listeners; l++)
+        if (b->tls[l])
+            st_tls_server_reload(b->tls[l], true);
+}
+
 int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
                      const st_broker_hooks_t *hooks, char *err, size_t errlen)
 {

@@ -67,7 +67,8 @@ struct st_tls_server {
     char *strings[16];
     int nstrings;
     pthread_mutex_t mu;
-    SSL_CTX *ctx; /* the current context, under mu; each SSL holds its own reference */
+    SSL_CTX *ctx;            /* the current context, under mu; each SSL holds its own reference */
+    pthread_mutex_t load_mu; /* one reload at a time (stamps) */
     st_tls_stamp_t stamps[2];
     _Atomic int64_t next_check_ns;
     _Atomic uint64_t reloads;
@@ -544,6 +545,7 @@ int st_tls_server_create(const st_tls_settings_t *set, const char *name, st_tls_
     s->set.cipher_suites = st_tls_keep(s, set->cipher_suites);
     s->set.principal_mapping_rules = st_tls_keep(s, set->principal_mapping_rules);
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->load_mu, NULL);
     s->stamps[0].path = st_set(s->set.keystore_location) ? s->set.keystore_location : NULL;
     s->stamps[1].path = st_set(s->set.truststore_location) ? s->set.truststore_location : NULL;
     for (int i = 0; i < 2; i++)
@@ -572,6 +574,7 @@ void st_tls_server_destroy(st_tls_server_t *s)
         return;
     SSL_CTX_free(s->ctx);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->load_mu);
     for (int i = 0; i < s->nstrings; i++)
         free(s->strings[i]);
     free(s);
@@ -582,7 +585,7 @@ uint64_t st_tls_server_reloads(const st_tls_server_t *s)
     return atomic_load(&s->reloads);
 }
 
-int st_tls_server_reload(st_tls_server_t *s, bool force)
+static int st_tls_reload_locked(st_tls_server_t *s, bool force)
 {
     st_tls_stamp_t now[2] = {s->stamps[0], s->stamps[1]};
     bool changed = force;
@@ -612,6 +615,14 @@ int st_tls_server_reload(st_tls_server_t *s, bool force)
     return 1;
 }
 
+int st_tls_server_reload(st_tls_server_t *s, bool force)
+{
+    pthread_mutex_lock(&s->load_mu);
+    int rc = st_tls_reload_locked(s, force);
+    pthread_mutex_unlock(&s->load_mu);
+    return rc;
+}
+
 /* At most once per reload_check_ms, from whichever shard accepts first: stat the files and
  * reload them if they changed. Other shards never wait for it. */
 static void st_tls_maybe_reload(st_tls_server_t *s)
@@ -622,11 +633,10 @@ static void st_tls_maybe_reload(st_tls_server_t *s)
     if (now < due || !atomic_compare_exchange_strong(&s->next_check_ns, &due,
                                                      now + s->set.reload_check_ms * 1000000))
         return;
-    static pthread_mutex_t reload_mu = PTHREAD_MUTEX_INITIALIZER;
-    if (pthread_mutex_trylock(&reload_mu) != 0)
+    if (pthread_mutex_trylock(&s->load_mu) != 0)
         return;
-    st_tls_server_reload(s, false);
-    pthread_mutex_unlock(&reload_mu);
+    st_tls_reload_locked(s, false);
+    pthread_mutex_unlock(&s->load_mu);
 }
 
 /* ---- principal mapping (Kafka's ssl.principal.mapping.rules) ---- */

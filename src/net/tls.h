@@ -10,7 +10,8 @@
  * peer ever blocks a shard.
  *
  *   st_tls_server_create (start-up: errors name the setting and the file)
- *     -> st_tls_transport_new per accepted socket (checks, at most once a second, whether
+ *     -> st_tls_server_reload on SIGHUP (the main thread), and
+ *        st_tls_transport_new per accepted socket (checks, at most once a second, whether
  *        the keystore or truststore files changed; a changed set is loaded and new
  *        connections use it, open ones keep theirs)
  *     -> handshake (bounded by handshake_timeout_ms) -> recv / send ... -> close
@@ -61,8 +62,9 @@ typedef struct st_tls_server st_tls_server_t;
 int st_tls_server_create(const st_tls_settings_t *s, const char *name, st_tls_server_t **out,
                          char *err, size_t errlen);
 void st_tls_server_destroy(st_tls_server_t *s);
-/* Loads the files again if they changed since the last load (or force): 1 if a new context
- * is in use, 0 if nothing changed, <0 if the new files do not load (the old stay). */
+/* Loads the files again if they changed since the last load (or force: SIGHUP): 1 if a new
+ * context is in use, 0 if nothing changed, <0 if the new files do not load (the old stay).
+ * Any thread. */
 int st_tls_server_reload(st_tls_server_t *s, bool force);
 /* How many times the context was replaced since creation. */
 uint64_t st_tls_server_reloads(const st_tls_server_t *s);

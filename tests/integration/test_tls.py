@@ -7,7 +7,8 @@ ones, certificates made with the openssl CLI at test time.
 - ssl.client.auth=required: a client without a certificate is refused, one with succeeds;
 - garbage instead of a ClientHello, and a handshake that stops halfway (dropped after
   ssl.handshake.timeout.ms), leave the broker serving others;
-- the keystore file replaced under a running broker: a new connection gets the new certificate.
+- the keystore file replaced under a running broker: a new connection gets the new certificate;
+  SIGHUP reloads every TLS listener.
 """
 
 import os
@@ -365,6 +366,17 @@ class TlsTest(unittest.TestCase):
         self.assertEqual(len(head), 4)
         held_ssl.close()
         self.assertIn("certificates reloaded", self.srv.stderr_text())
+
+    def test_sighup_reloads(self):
+        import signal
+        before = self.srv.stderr_text().count("certificates reloaded")
+        self.srv.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: self.srv.stderr_text().count("certificates reloaded")
+                   >= before + len(TlsServer.NAMES), timeout=10,
+                   what="every TLS listener to reload on SIGHUP")
+        subj = dict(x[0] for x in self.peer_cert("SSL")["subject"])
+        self.assertEqual(subj["commonName"], "localhost")
+        self.assert_plaintext_serves()
 
 
 if __name__ == "__main__":
