@@ -23,6 +23,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/pkcs12.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -392,6 +393,74 @@ static void test_client_certificate_principal(void **state)
     }
 }
 
+/* ssl.client.auth=requested: a client without a certificate is served, anonymous. */
+static void test_client_certificate_requested(void **state)
+{
+    (void)state;
+    st_tls_settings_t s = server_settings();
+    s.client_auth = "requested";
+    s.truststore_certificates = ca.cert_pem;
+    tctx_t t;
+    setup(&t, &s, &ca, NULL);
+    st_buf_append(&t.out, "\0\0\0\2hi", 6);
+    want_in = 6;
+    assert_true(run_until(&t, have_in, 10000));
+    assert_int_equal(t.in.len, 6);
+    assert_string_equal(st_conn_auth(t.conn)->principal, ST_AUTH_ANONYMOUS);
+    teardown(&t);
+}
+
+/* A PKCS12 keystore and truststore from files, with their passwords. */
+static void test_pkcs12_files(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/strata-tls-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char ks[64], ts[64];
+    snprintf(ks, sizeof ks, "%s/ks.p12", dir);
+    snprintf(ts, sizeof ts, "%s/ts.p12", dir);
+    STACK_OF(X509) *chain = sk_X509_new_null();
+    sk_X509_push(chain, ca.cert);
+    PKCS12 *p = PKCS12_create("ks-pass", "server", server.key, server.cert, chain, 0, 0, 0, 0, 0);
+    PKCS12 *q = PKCS12_create("ts-pass", NULL, NULL, ca.cert, NULL, 0, 0, 0, 0, 0);
+    assert_non_null(p);
+    assert_non_null(q);
+    FILE *f = fopen(ks, "wb");
+    i2d_PKCS12_fp(f, p);
+    fclose(f);
+    f = fopen(ts, "wb");
+    i2d_PKCS12_fp(f, q);
+    fclose(f);
+    PKCS12_free(p);
+    PKCS12_free(q);
+    sk_X509_free(chain);
+    st_tls_settings_t s = {0};
+    s.keystore_type = "PKCS12";
+    s.keystore_location = ks;
+    s.keystore_password = "ks-pass";
+    s.truststore_type = "PKCS12";
+    s.truststore_location = ts;
+    s.truststore_password = "ts-pass";
+    s.client_auth = "required";
+    s.handshake_timeout_ms = 5000;
+    tctx_t t;
+    setup(&t, &s, &ca, &client);
+    st_buf_append(&t.out, "\0\0\0\2hi", 6);
+    want_in = 6;
+    assert_true(run_until(&t, have_in, 10000));
+    assert_int_equal(t.in.len, 6);
+    assert_string_equal(st_conn_auth(t.conn)->principal, "User:CN=alice,O=Acme");
+    teardown(&t);
+    s.keystore_password = "wrong";
+    st_tls_server_t *srv = NULL;
+    char err[512] = "";
+    assert_int_not_equal(st_tls_server_create(&s, "TEST", &srv, err, sizeof err), 0);
+    assert_non_null(strstr(err, "wrong password"));
+    unlink(ks);
+    unlink(ts);
+    rmdir(dir);
+}
+
 /* A client trusting another CA gives up; the server side closes cleanly. */
 static void test_wrong_ca(void **state)
 {
@@ -515,6 +584,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frames_over_tls),
         cmocka_unit_test(test_client_certificate_principal),
+        cmocka_unit_test(test_client_certificate_requested),
+        cmocka_unit_test(test_pkcs12_files),
         cmocka_unit_test(test_wrong_ca),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_handshake_timeout),
