@@ -14,6 +14,7 @@
  */
 #include "broker/runtime.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -34,6 +35,7 @@
 #include "cluster/legacy.h"
 #include "cluster/quorum.h"
 #include "broker/request.h"
+#include "net/tls.h"
 #include "storage/fs.h"
 #include "storage/journal.h"
 
@@ -181,6 +183,48 @@ static int fd_budget(int nshards)
 static void broker_sweep_data_dir(const st_md_t *md, const char *data_dir);
 static int broker_start_quorum(st_broker_t *b, char *err, size_t errlen);
 
+/* The TLS context of listener `name` from its ssl.* settings (listener.name.<name>.ssl.*
+ * first); errors name the listener, the setting and the file. */
+static int broker_tls_server(const st_config_t *cfg, const char *name, st_tls_server_t **out,
+                             char *err, size_t errlen)
+{
+    char lname[ST_LISTENER_NAME_MAX];
+    size_t i = 0;
+    for (; name[i] && i + 1 < sizeof lname; i++)
+        lname[i] = (char)tolower((unsigned char)name[i]);
+    lname[i] = 0;
+#define G(k) st_config_listener_get(cfg, lname, k)
+    st_tls_settings_t s = {
+        .keystore_type = G("ssl.keystore.type"),
+        .keystore_location = G("ssl.keystore.location"),
+        .keystore_password = G("ssl.keystore.password"),
+        .key_password = G("ssl.key.password"),
+        .keystore_certificate_chain = G("ssl.keystore.certificate.chain"),
+        .keystore_key = G("ssl.keystore.key"),
+        .truststore_type = G("ssl.truststore.type"),
+        .truststore_location = G("ssl.truststore.location"),
+        .truststore_password = G("ssl.truststore.password"),
+        .truststore_certificates = G("ssl.truststore.certificates"),
+        .client_auth = G("ssl.client.auth"),
+        .enabled_protocols = G("ssl.enabled.protocols"),
+        .cipher_suites = G("ssl.cipher.suites"),
+        .principal_mapping_rules = G("ssl.principal.mapping.rules"),
+        .handshake_timeout_ms = cfg->ssl_handshake_timeout_ms,
+        .reload_check_ms = cfg->ssl_reload_check_ms,
+    };
+#undef G
+    char e[512];
+    int rc = st_tls_server_create(&s, name, out, e, sizeof e);
+    if (rc) {
+        snprintf(err, errlen, "listener %s (SSL): %s", name, e);
+        return rc;
+    }
+    ST_INFO("listener %s: TLS (%s, client auth %s)", name,
+            *s.enabled_protocols ? s.enabled_protocols : "TLSv1.2,TLSv1.3",
+            *s.client_auth ? s.client_auth : "none");
+    return 0;
+}
+
 /* Binds every Kafka listener once per shard (SO_REUSEPORT): b->listeners gets each one's
  * bound port (a configured 0 is the kernel's pick, the same for every shard), logged for
  * whoever started the broker with port 0; b->listen_port is the inter-broker listener's. */
@@ -225,6 +269,13 @@ static int broker_listen(st_broker_t *b, char *err, size_t errlen)
     return 0;
 }
 
+void st_broker_reload_tls(st_broker_t *b)
+{
+    for (int l = 0; b->tls && l < b->cfg->nkafka_listeners; l++)
+        if (b->tls[l])
+            st_tls_server_reload(b->tls[l], true);
+}
+
 int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
                      const st_broker_hooks_t *hooks, char *err, size_t errlen)
 {
@@ -237,7 +288,20 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
     b->nshards = nshards;
     b->dir_lock_fd = -1;
     b->fds_per_shard = fd_budget(nshards);
-    int rc = load_identity(b, err, errlen);
+    /* TLS settings first: a wrong file or password stops the start before the data
+     * directory is touched. */
+    int rc = 0;
+    b->tls = calloc((size_t)cfg->nkafka_listeners + 1, sizeof *b->tls);
+    if (!b->tls) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    for (int l = 0; l < cfg->nkafka_listeners && !rc; l++)
+        if (st_sec_protocol_tls(cfg->kafka_listeners[l].protocol))
+            rc = broker_tls_server(cfg, cfg->kafka_listeners[l].name, &b->tls[l], err, errlen);
+    if (rc)
+        goto fail;
+    rc = load_identity(b, err, errlen);
     if (rc)
         goto fail;
     rc = broker_listen(b, err, errlen);
@@ -352,6 +416,9 @@ void st_broker_destroy(st_broker_t *b)
         b->hooks->controller_fini(b);
     st_mesh_destroy(b->mesh);
     free(b->listen_fds);
+    for (int l = 0; b->tls && l < b->cfg->nkafka_listeners; l++)
+        st_tls_server_destroy(b->tls[l]);
+    free(b->tls);
     free(b->listeners);
     free(b->shards);
     free(b);
@@ -786,7 +853,7 @@ static void *kshard_main(void *arg)
     st_net_port_t ports[ST_CONFIG_MAX_LISTENERS];
     for (int l = 0; l < b->nlisteners; l++)
         ports[l] = (st_net_port_t){b->listen_fds[s->id * b->nlisteners + l], &b->listeners[l],
-                                   NULL}; /* plain TCP: the only transport so far */
+                                   b->tls[l] ? st_tls_transport_new : NULL, b->tls[l]};
     rc = st_net_create(&s->net, s->loop, ports, b->nlisteners, &h, &lim);
     if (rc) {
         ST_ERROR("cannot start the listeners: %s", st_strerror(rc));

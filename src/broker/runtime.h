@@ -95,6 +95,8 @@ void st_broker_post(st_broker_t *b, int shard, st_ext_call_t *c);
 
 /* Main thread: stops the metadata quorum (a leader hands over first; blocks up to two election
  * timeouts), then asks every shard to shut down cleanly. */
+/* Loads every TLS listener's certificate files again now (SIGHUP); new connections use them. */
+void st_broker_reload_tls(st_broker_t *b);
 void st_broker_stop(st_broker_t *b);
 /* Waits for the shard threads to exit. */
 void st_broker_join(st_broker_t *b);

@@ -81,7 +81,55 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
         *(int64_t *)p = v;
         return 0;
     }
+    /* listener.name.<name>.ssl.*: a per-listener value of a global ssl.* setting. */
+    const char *pre = "listener.name.";
+    size_t pl = strlen(pre);
+    const char *dot = strncmp(key, pre, pl) == 0 ? strchr(key + pl, '.') : NULL;
+    if (dot && dot > key + pl && strncmp(dot + 1, "ssl.", 4) == 0) {
+        bool known = false;
+        for (size_t i = 0; i < ST_CFG_N && !known; i++)
+            known = strcmp(st_cfg_table[i].key, dot + 1) == 0 && st_cfg_table[i].type == ST_CFG_STR;
+        if (!known)
+            return st_cfg_fail(err, errlen, "unknown setting '%s' (%s is not a listener setting)",
+                               key, dot + 1);
+        for (int i = 0; i < c->nlistener_overrides; i++)
+            if (strcasecmp(c->listener_overrides[i].key, key) == 0) {
+                char *v = strdup(value);
+                if (!v)
+                    return -ENOMEM;
+                free(c->listener_overrides[i].value);
+                c->listener_overrides[i].value = v;
+                return 0;
+            }
+        struct st_config_override *o =
+            realloc(c->listener_overrides, (size_t)(c->nlistener_overrides + 1) * sizeof *o);
+        if (!o)
+            return -ENOMEM;
+        c->listener_overrides = o;
+        o[c->nlistener_overrides].key = strdup(key);
+        o[c->nlistener_overrides].value = strdup(value);
+        if (!o[c->nlistener_overrides].key || !o[c->nlistener_overrides].value) {
+            free(o[c->nlistener_overrides].key);
+            free(o[c->nlistener_overrides].value);
+            return -ENOMEM;
+        }
+        c->nlistener_overrides++;
+        return 0;
+    }
     return st_cfg_fail(err, errlen, "unknown setting '%s' (see strata-server --help)", key);
+}
+
+const char *st_config_listener_get(const st_config_t *c, const char *listener, const char *key)
+{
+    char full[256];
+    snprintf(full, sizeof full, "listener.name.%s.%s", listener, key);
+    for (int i = 0; i < c->nlistener_overrides; i++)
+        if (strcasecmp(c->listener_overrides[i].key, full) == 0)
+            return c->listener_overrides[i].value;
+    for (size_t i = 0; i < ST_CFG_N; i++)
+        if (strcmp(st_cfg_table[i].key, key) == 0 && st_cfg_table[i].type == ST_CFG_STR)
+            return *(char *const *)((const char *)c + st_cfg_table[i].off);
+    return "";
 }
 
 int st_config_init(st_config_t *c)
@@ -98,6 +146,13 @@ int st_config_init(st_config_t *c)
 
 void st_config_fini(st_config_t *c)
 {
+    for (int i = 0; i < c->nlistener_overrides; i++) {
+        free(c->listener_overrides[i].key);
+        free(c->listener_overrides[i].value);
+    }
+    free(c->listener_overrides);
+    c->listener_overrides = NULL;
+    c->nlistener_overrides = 0;
     for (size_t i = 0; i < ST_CFG_N; i++)
         if (st_cfg_table[i].type == ST_CFG_STR) {
             char **p = (char **)((char *)c + st_cfg_table[i].off);
@@ -405,10 +460,10 @@ static int st_config_listeners(st_config_t *c, char *err, size_t errlen)
                              l.name, c->listener_security_protocol_map);
         if (rc)
             break;
-        if (l.protocol != ST_SEC_PLAINTEXT) {
+        if (st_sec_protocol_sasl(l.protocol)) {
             rc = st_cfg_fail(err, errlen,
                              "listeners: listener %s://%s:%d uses security protocol %s, which is "
-                             "not supported yet (only PLAINTEXT)",
+                             "not supported yet (PLAINTEXT and SSL)",
                              l.name, l.host, l.port, st_sec_protocol_name(l.protocol));
             break;
         }
@@ -491,6 +546,13 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
     rc = st_config_cluster(c, err, errlen);
     if (rc)
         return rc;
+    /* The brokers' own connections (followers' fetchers) speak plain TCP only so far. */
+    const st_listener_t *ib = &c->kafka_listeners[c->inter_broker_listener];
+    if (st_sec_protocol_tls(ib->protocol) && (c->nvoters > 1 || !c->role_controller))
+        return st_cfg_fail(err, errlen,
+                           "inter.broker.listener.name: listener %s is %s, but brokers reach each "
+                           "other over plain TCP only so far: add a PLAINTEXT listener for them",
+                           ib->name, st_sec_protocol_name(ib->protocol));
     if (*c->admin_listen) {
         if (st_parse_hostport(c->admin_listen, c->admin_host, sizeof c->admin_host, &c->admin_port))
             return st_cfg_fail(err, errlen, "bad value for admin.listen: '%s' (expected host:port)",

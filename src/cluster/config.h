@@ -30,9 +30,43 @@
       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"               \
       "CONTROLLER:PLAINTEXT",                                                                      \
       0, 0,                                                                                        \
-      "security protocol of each listener name (NAME:PROTOCOL,...; only PLAINTEXT is served)")     \
+      "security protocol of each listener name (NAME:PROTOCOL,...; PLAINTEXT and SSL are served)") \
     X(inter_broker_listener_name, "inter.broker.listener.name", STR, "", 0, 0,                     \
       "the listener other brokers reach this one on (default: PLAINTEXT, else the first)")         \
+    X(ssl_keystore_type, "ssl.keystore.type", STR, "PEM", 0, 0,                                    \
+      "SSL listeners: the keystore's format, PEM or PKCS12")                                       \
+    X(ssl_keystore_location, "ssl.keystore.location", STR, "", 0, 0,                               \
+      "SSL listeners: the certificate chain and private key (PEM: both in one file)")              \
+    X(ssl_keystore_password, "ssl.keystore.password", STR, "", 0, 0,                               \
+      "SSL listeners: the PKCS12 keystore's password")                                             \
+    X(ssl_key_password, "ssl.key.password", STR, "", 0, 0,                                         \
+      "SSL listeners: the password of an encrypted private key")                                   \
+    X(ssl_keystore_certificate_chain, "ssl.keystore.certificate.chain", STR, "", 0, 0,             \
+      "SSL listeners: the certificate chain as inline PEM (instead of ssl.keystore.location)")     \
+    X(ssl_keystore_key, "ssl.keystore.key", STR, "", 0, 0,                                         \
+      "SSL listeners: the private key as inline PEM")                                              \
+    X(ssl_truststore_type, "ssl.truststore.type", STR, "PEM", 0, 0,                                \
+      "SSL listeners: the truststore's format, PEM or PKCS12")                                     \
+    X(ssl_truststore_location, "ssl.truststore.location", STR, "", 0, 0,                           \
+      "SSL listeners: the CAs client certificates are checked against")                            \
+    X(ssl_truststore_password, "ssl.truststore.password", STR, "", 0, 0,                           \
+      "SSL listeners: the PKCS12 truststore's password")                                           \
+    X(ssl_truststore_certificates, "ssl.truststore.certificates", STR, "", 0, 0,                   \
+      "SSL listeners: trusted CAs as inline PEM")                                                  \
+    X(ssl_client_auth, "ssl.client.auth", STR, "none", 0, 0,                                       \
+      "SSL listeners: client certificates: none, requested or required")                           \
+    X(ssl_enabled_protocols, "ssl.enabled.protocols", STR, "TLSv1.2,TLSv1.3", 0, 0,                \
+      "SSL listeners: TLS versions accepted")                                                      \
+    X(ssl_cipher_suites, "ssl.cipher.suites", STR, "", 0, 0,                                       \
+      "SSL listeners: cipher suites (IANA names; empty: OpenSSL's defaults)")                      \
+    X(ssl_principal_mapping_rules, "ssl.principal.mapping.rules", STR, "DEFAULT", 0, 0,            \
+      "SSL listeners: client certificate subject to principal (Kafka's "                           \
+      "RULE:pattern/replacement/[LU],...,DEFAULT; POSIX regular expressions)")                     \
+    X(ssl_handshake_timeout_ms, "ssl.handshake.timeout.ms", INT, "10000", 1, 2147483647,           \
+      "SSL listeners: a client not done with its TLS handshake by then is dropped")                \
+    X(ssl_reload_check_ms, "ssl.reload.check.ms", INT, "2000", 0, 2147483647,                      \
+      "SSL listeners: how often the keystore and truststore files are checked for changes "        \
+      "(reloaded for new connections; 0: never)")                                                  \
     X(log_dirs, "log.dirs", STR, "./data", 0, 0, "directory holding partition logs")               \
     X(node_id, "node.id", INT, "0", 0, 2147483647, "this broker's id")                             \
     X(process_roles, "process.roles", STR, "broker,controller", 0, 0,                              \
@@ -194,6 +228,12 @@ typedef struct st_config {
     st_listener_t kafka_listeners[ST_CONFIG_MAX_LISTENERS];
     int inter_broker_listener; /* index of inter.broker.listener.name in kafka_listeners */
     bool authorizer_enabled;   /* authorizer.class.name names one (st_config_finish) */
+    /* listener.name.<name>.ssl.* settings, which override ssl.* for that listener (the name
+     * lower case, as Kafka writes it): key is the whole setting name. */
+    int nlistener_overrides;
+    struct st_config_override {
+        char *key, *value;
+    } * listener_overrides;
     /* The inter-broker listener's address and advertised address (registration, logs): */
     char listen_host[256];
     int listen_port;
@@ -223,6 +263,10 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
 int st_config_load(st_config_t *c, const char *path, char *err, size_t errlen);
 /* Checks cross-field rules and computes the derived fields. */
 int st_config_finish(st_config_t *c, char *err, size_t errlen);
+/* A listener's value of setting `key` ("ssl.keystore.location"): its
+ * listener.name.<name>.<key> if set (name case-insensitive), else the global one ("" if
+ * unknown). */
+const char *st_config_listener_get(const st_config_t *c, const char *listener, const char *key);
 /* Prints every key with its default and help, for --help. */
 void st_config_print_keys(FILE *f);
 /* Parses "host:port"; port must be 0..65535. */

@@ -106,7 +106,8 @@ typedef struct st_lport {
     st_net_t *net;
     int fd;
     const st_listener_t *listener;
-    st_transport_make_t make;
+    st_transport_make_t make; /* NULL: plain TCP */
+    void *make_arg;
     st_io_t aio;
     bool armed; /* an accept is in flight */
 } st_lport_t;
@@ -696,6 +697,11 @@ static void st_conn_handshake_done(st_io_t *io, int res)
         st_conn_unref(c);
         return;
     }
+    /* A client certificate names the principal of a connection with no SASL to follow; with
+     * SASL (SASL_SSL) the mechanism names it. */
+    const char *who = c->t->ops->principal ? c->t->ops->principal(c->t) : NULL;
+    if (who && st_auth_done(&c->auth))
+        snprintf(c->auth.principal, sizeof c->auth.principal, "User:%s", who);
     st_conn_arm_recv(c);
     st_conn_unref(c);
 }
@@ -774,7 +780,8 @@ static void st_net_accept_done(st_io_t *io, int res)
         int one = 1;
         setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         st_transport_t *t;
-        int rc = p->make(n->loop, res, &t);
+        int rc = p->make ? p->make(p->make_arg, n->loop, res, &t)
+                         : st_transport_tcp_new(n->loop, res, &t);
         if (rc) {
             ST_WARN("listener %s: cannot set up a connection: %s", p->listener->name,
                     strerror(-rc));
@@ -848,7 +855,8 @@ int st_net_create(st_net_t **out, st_loop_t *loop, const st_net_port_t *ports, i
         lp[i].net = n;
         lp[i].fd = ports[i].fd;
         lp[i].listener = ports[i].listener;
-        lp[i].make = ports[i].make ? ports[i].make : st_transport_tcp_new;
+        lp[i].make = ports[i].make;
+        lp[i].make_arg = ports[i].make_arg;
         lp[i].aio.cb = st_net_accept_done;
         lp[i].aio.data = &lp[i];
     }

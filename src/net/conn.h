@@ -71,6 +71,7 @@ typedef struct st_net_port {
     int fd;                        /* listening socket; the net owns it from st_net_create */
     const st_listener_t *listener; /* must outlive the net */
     st_transport_make_t make;      /* transport of each accepted socket; NULL: plain TCP */
+    void *make_arg;                /* make's first argument (TLS: the st_tls_server_t) */
 } st_net_port_t;
 
 /* Opens a listening socket bound to host:port with SO_REUSEPORT (port 0: pick one; empty

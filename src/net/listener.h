@@ -6,9 +6,9 @@
  * listener belongs to it for its life (st_conn_listener) and starts in the authentication
  * state its protocol asks for (net/auth.h).
  *
- * Only PLAINTEXT is served today: the broker refuses to start with a Kafka listener of any
- * other protocol (the security issue brings TLS and SASL through net/transport.h and
- * net/auth.h).
+ * PLAINTEXT and SSL are served (SSL: net/tls.h, chosen by st_sec_protocol_tls alone, so a
+ * SASL_SSL listener gets the same transport); the configuration still refuses the SASL
+ * protocols until net/auth.h's SASL states have mechanisms behind them.
  *
  * Header only: the configuration (cluster/config.c) parses protocol names with it without
  * linking net/.
@@ -55,6 +55,18 @@ static inline bool st_sec_protocol_sasl(st_sec_protocol_t p)
 #undef ST_SEC_SASL
     };
     return (unsigned)p < ST_SEC_COUNT && sasl[p];
+}
+
+/* Whether connections of protocol p run TLS (SSL, SASL_SSL): the transport follows this
+ * alone, whatever authentication comes after. */
+static inline bool st_sec_protocol_tls(st_sec_protocol_t p)
+{
+    static const bool tls[] = {
+#define ST_SEC_TLS(e, name, t, sasl) t,
+        ST_SEC_PROTOCOLS(ST_SEC_TLS)
+#undef ST_SEC_TLS
+    };
+    return (unsigned)p < ST_SEC_COUNT && tls[p];
 }
 
 /* Parses a protocol name of len bytes (case-insensitive, as Kafka). 0, or -1 if unknown. */

@@ -1,5 +1,5 @@
 /*
- * transport.h — how a connection's bytes reach the socket: plain TCP now, TLS later.
+ * transport.h — how a connection's bytes reach the socket: plain TCP, or TLS (tls.h).
  *
  * net/conn.c never calls recv, sendmsg or sendfile on a descriptor: it asks the connection's
  * transport. A transport is a table of operations over one connected socket, in the loop's
@@ -54,6 +54,9 @@ typedef struct st_transport_ops {
     void (*shutdown)(st_transport_t *t);
     /* Releases the descriptor and frees t. Nothing may be in flight. */
     void (*close)(st_transport_t *t);
+    /* Who the peer proved to be during the handshake (TLS: the client certificate's mapped
+     * subject, "CN=alice,O=Acme"), without "User:"; NULL: nobody (anonymous). NULL op: never. */
+    const char *(*principal)(const st_transport_t *t);
 } st_transport_ops_t;
 
 /* The part every transport starts with; an implementation embeds it first. */
@@ -63,9 +66,10 @@ struct st_transport {
     int fd; /* the connected socket (peer address, socket options) */
 };
 
-/* Makes a transport for a connected socket; the net calls one for each accepted socket. On
- * failure the descriptor is still the caller's. */
-typedef int (*st_transport_make_t)(st_loop_t *loop, int fd, st_transport_t **out);
+/* Makes a transport for a connected socket; the net calls one for each accepted socket, with
+ * the port's make_arg (conn.h; TLS: the listener's st_tls_server_t). On failure the
+ * descriptor is still the caller's. */
+typedef int (*st_transport_make_t)(void *arg, st_loop_t *loop, int fd, st_transport_t **out);
 
 /* Plain TCP: the loop's recv and sendmsg, sendfile(2), no handshake. */
 extern const st_transport_ops_t st_transport_tcp_ops;

@@ -1,6 +1,6 @@
 /*
  * main.c — strata-server: parse the command line and configuration, start the shards, wait
- * for SIGINT/SIGTERM, shut down cleanly.
+ * for SIGINT/SIGTERM, shut down cleanly (SIGHUP: reload the TLS certificates).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -157,6 +157,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -210,7 +211,11 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
             cfgp->advertised_port ? cfgp->advertised_port : b->listen_port, smp, cfgp->log_dirs,
             b->cluster_id, (long long)cfgp->node_id);
     int sig = 0;
-    sigwait(&sigs, &sig);
+    /* SIGHUP: the TLS listeners load their certificate files again (as when they change). */
+    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) {
+        ST_INFO("received SIGHUP, reloading certificates");
+        st_broker_reload_tls(b);
+    }
     ST_INFO("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
     st_broker_stop(b);
     st_broker_join(b);

@@ -1,7 +1,8 @@
 """Listeners (issue 20, item 5): several Kafka listeners on one broker, each serving and each
 named in Metadata and FindCoordinator by its own endpoint; listener.security.protocol.map,
 advertised.listeners per listener, inter.broker.listener.name; a listener of a protocol not
-served yet (SASL_SSL, SSL) refused at start with one line naming it."""
+served yet (SASL_SSL) or an SSL one without a certificate refused at start with one line naming
+it."""
 
 import os
 import re
@@ -203,11 +204,11 @@ class RefusedTest(unittest.TestCase):
                              % (p, q)}, "SASL_SSL", "not supported", "PLAINTEXT", str(q))
         self.assertIn("listener", line)
 
-    def test_listener_mapped_to_ssl_refused(self):
+    def test_ssl_listener_without_certificate_refused(self):
         p = free_port()
         self.refused({"listeners": "SECURE://127.0.0.1:%d" % p,
                       "listener.security.protocol.map": "SECURE:SSL"},
-                     "SECURE", "SSL", "not supported")
+                     "SECURE", "SSL", "ssl.keystore.location")
 
     def test_listener_without_protocol_refused(self):
         p = free_port()

@@ -102,14 +102,48 @@ static void refused(const char *const *kv, const char *want)
     st_config_fini(&c);
 }
 
+/* An SSL listener is accepted; its ssl.* come from listener.name.<name>.ssl.* over ssl.*. */
+static void test_ssl_listener_settings(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listeners",
+                        "PLAINTEXT://127.0.0.1:1,SECURE://127.0.0.1:2",
+                        "listener.security.protocol.map",
+                        "PLAINTEXT:PLAINTEXT,SECURE:SSL",
+                        "ssl.keystore.location",
+                        "/global.pem",
+                        "listener.name.secure.ssl.keystore.location",
+                        "/secure.pem",
+                        "listener.name.SECURE.ssl.client.auth",
+                        "required",
+                        NULL};
+    st_config_t c;
+    char err[512];
+    assert_int_equal(configure(&c, err, sizeof err, kv), 0);
+    assert_int_equal(c.nkafka_listeners, 2);
+    assert_int_equal(c.kafka_listeners[1].protocol, ST_SEC_SSL);
+    assert_true(st_sec_protocol_tls(ST_SEC_SSL) && st_sec_protocol_tls(ST_SEC_SASL_SSL));
+    assert_false(st_sec_protocol_tls(ST_SEC_PLAINTEXT));
+    assert_string_equal(st_config_listener_get(&c, "secure", "ssl.keystore.location"),
+                        "/secure.pem");
+    assert_string_equal(st_config_listener_get(&c, "SECURE", "ssl.client.auth"), "required");
+    assert_string_equal(st_config_listener_get(&c, "plaintext", "ssl.keystore.location"),
+                        "/global.pem");
+    assert_string_equal(st_config_listener_get(&c, "plaintext", "ssl.client.auth"), "none");
+    assert_string_equal(st_config_listener_get(&c, "secure", "ssl.enabled.protocols"),
+                        "TLSv1.2,TLSv1.3");
+    assert_int_not_equal(
+        st_config_set(&c, "listener.name.secure.ssl.nonsense", "x", err, sizeof err), 0);
+    assert_non_null(strstr(err, "ssl.nonsense is not a listener setting"));
+    st_config_fini(&c);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
     const char *sasl[] = {"listeners", "PLAINTEXT://127.0.0.1:1,SASL_SSL://127.0.0.1:2", NULL};
     refused(sasl, "listener SASL_SSL://127.0.0.1:2 uses security protocol SASL_SSL, which is "
-                  "not supported yet (only PLAINTEXT)");
-    const char *ssl[] = {"listeners", "S://h:1", "listener.security.protocol.map", "S:ssl", NULL};
-    refused(ssl, "security protocol SSL");
+                  "not supported yet (PLAINTEXT and SSL)");
     const char *unmapped[] = {"listeners", "FOO://127.0.0.1:1", NULL};
     refused(unmapped, "listener FOO has no security protocol in listener.security.protocol.map");
     const char *badmap[] = {"listener.security.protocol.map", "PLAINTEXT", NULL};
@@ -137,6 +171,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_is_one_plaintext_listener),
         cmocka_unit_test(test_several_listeners),
+        cmocka_unit_test(test_ssl_listener_settings),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

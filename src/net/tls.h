@@ -1,0 +1,82 @@
+/*
+ * tls.h — TLS for a Kafka listener: the server side of an SSL (or SASL_SSL) listener, and
+ * the transport (transport.h) each of its accepted sockets gets.
+ *
+ * One st_tls_server_t per TLS listener, made at start-up from Kafka's ssl.* settings and
+ * shared by every shard: it holds the current OpenSSL context (certificate, key, trusted
+ * CAs, protocols, ciphers, client authentication). Each accepted socket gets a transport of
+ * its own over plain TCP that runs OpenSSL with memory BIOs: OpenSSL never touches the
+ * socket, the loop's recv and send move the ciphertext, so neither the handshake nor a slow
+ * peer ever blocks a shard.
+ *
+ *   st_tls_server_create (start-up: errors name the setting and the file)
+ *     -> st_tls_server_reload on SIGHUP (the main thread), and
+ *        st_tls_transport_new per accepted socket (checks, at most once a second, whether
+ *        the keystore or truststore files changed; a changed set is loaded and new
+ *        connections use it, open ones keep theirs)
+ *     -> handshake (bounded by handshake_timeout_ms) -> recv / send ... -> close
+ *
+ * File ranges (Fetch records) never reach this transport: can_sendfile is false, so
+ * net/conn.c copies them into memory first.
+ *
+ * The peer's principal (transport.h: principal): with a verified client certificate, its
+ * subject DN as Kafka writes it (RFC 2253: "CN=alice,OU=eng,O=Acme"), mapped through
+ * ssl.principal.mapping.rules; without one, NULL (anonymous).
+ *
+ * Who calls: st_tls_server_* from start-up (create, destroy) and from any shard thread
+ * (transport_new, serialised inside); a transport only from its connection's shard.
+ */
+#ifndef ST_NET_TLS_H
+#define ST_NET_TLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/transport.h"
+
+/* Kafka's ssl.* settings of one listener (already resolved: listener.name.<x>.ssl.* over
+ * the global ssl.*); NULL or "" means unset. The server copies what it keeps. */
+typedef struct st_tls_settings {
+    const char *keystore_type;     /* PEM (default) or PKCS12 */
+    const char *keystore_location; /* PEM: certificate chain and key in one file */
+    const char *keystore_password; /* PKCS12's password; PEM: the key's if no key_password */
+    const char *key_password;      /* the private key's (encrypted PEM key) */
+    const char *keystore_certificate_chain; /* inline PEM instead of keystore_location */
+    const char *keystore_key;               /* inline PEM key, with keystore_certificate_chain */
+    const char *truststore_type;            /* PEM (default) or PKCS12 */
+    const char *truststore_location;        /* CAs client certificates are checked against */
+    const char *truststore_password;        /* PKCS12's */
+    const char *truststore_certificates;    /* inline PEM CAs instead of truststore_location */
+    const char *client_auth;                /* none (default), requested, required */
+    const char *enabled_protocols;          /* "TLSv1.2,TLSv1.3" (default) */
+    const char *cipher_suites;              /* IANA or OpenSSL names; empty: OpenSSL's defaults */
+    const char *principal_mapping_rules;    /* Kafka's RULE:...,DEFAULT syntax; empty: DEFAULT */
+    int64_t handshake_timeout_ms;           /* a handshake not done by then fails */
+    int64_t reload_check_ms;                /* how often files are checked for changes; 0: never */
+} st_tls_settings_t;
+
+typedef struct st_tls_server st_tls_server_t;
+
+/* Loads the certificate, key and trust store of listener `name`. On failure writes one line
+ * naming the setting (and file) into err and returns -errno or ST_E_CONFIG. */
+int st_tls_server_create(const st_tls_settings_t *s, const char *name, st_tls_server_t **out,
+                         char *err, size_t errlen);
+void st_tls_server_destroy(st_tls_server_t *s);
+/* Loads the files again if they changed since the last load (or force: SIGHUP): 1 if a new
+ * context is in use, 0 if nothing changed, <0 if the new files do not load (the old stay).
+ * Any thread. */
+int st_tls_server_reload(st_tls_server_t *s, bool force);
+/* How many times the context was replaced since creation. */
+uint64_t st_tls_server_reloads(const st_tls_server_t *s);
+
+/* A TLS transport over connected socket fd, as a st_transport_make_t (arg: the
+ * st_tls_server_t). On failure the descriptor is still the caller's. */
+int st_tls_transport_new(void *server, st_loop_t *loop, int fd, st_transport_t **out);
+
+/* Maps a subject DN through Kafka's ssl.principal.mapping.rules into out (outlen bytes):
+ * 0, or -1 if no rule matches (Kafka refuses the connection then). Exposed for tests. */
+int st_tls_map_principal(const char *rules, const char *dn, char *out, size_t outlen);
+
+extern const st_transport_ops_t st_transport_tls_ops;
+
+#endif
