@@ -37,6 +37,13 @@
  *       is every replica (RF of them), every replica holds the leader's whole log, every high
  *       watermark is the log end, the other brokers hold no copy, and every append has been
  *       answered.
+ *   O7. A pipelined idempotent producer modelled on librdkafka's (pipe_prod_t: five requests in
+ *       flight, retries after a drain, next_ack_seq moved past a request that timed out) never
+ *       meets what librdkafka takes as fatal: OUT_OF_ORDER_SEQUENCE_NUMBER for a batch at or
+ *       before next_ack_seq, a success where it expects a failure, an UNKNOWN_PRODUCER_ID it
+ *       cannot retry. Excused, as Kafka would answer the same: after an unclean election, after
+ *       a leader took one of its batches at any sequence (it held nothing of the producer),
+ *       or for a retry of a batch DeleteRecords took.
  * With unclean election enabled, an election outside the ISR may lose records: O1 and O2 start
  * over from that leader's epoch (records acknowledged before it are not required at the end).
  *
@@ -62,6 +69,7 @@
 #include <unistd.h>
 
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "cluster/metadata.h"
@@ -244,6 +252,65 @@ typedef struct producer {
 
 #define NPRODUCERS 4
 
+/*
+ * A pipelined idempotent producer, after librdkafka's (v2.0.2: rdkafka_request.c's Produce
+ * result and error handling, rdkafka_broker.c's producer_serve and request timeouts): acks
+ * all, up to five requests in flight to the broker it takes for the leader, one batch a
+ * request. Its batches keep their bounds across retries (librdkafka's last_msgid); a batch's
+ * sequence is its first message's id less the epoch's base id. It keeps next_ack_seq and
+ * next_err_seq as librdkafka does, drains (waits for every answer) before retrying and
+ * before producing to a new leader, and bumps its epoch (locally, after a drain) where
+ * librdkafka does: an OUT_OF_ORDER_SEQUENCE_NUMBER past next_ack_seq, an UNKNOWN_PRODUCER_ID
+ * it may recover from, a permanent error (whose batch fails: given up). What librdkafka
+ * raises as a fatal error fails O7. Its connections are TCP's: in order, and what follows a
+ * loss is lost too, until the request timeout (socket.max.fails 1) closes the connection.
+ */
+#define PIPE            NPRODUCERS /* its number in produce requests */
+#define PIPE_INFLIGHT   5          /* max.in.flight (librdkafka's idempotence cap) */
+#define PIPE_QUEUE      32         /* unacknowledged batches held (more wait to be made) */
+#define PIPE_BACKOFF_MS 100        /* retry.backoff.ms */
+
+typedef struct pbatch {
+    uint64_t msgid; /* its first message's id (librdkafka's msgid: never renumbered) */
+    int32_t count;
+    uint64_t rec0; /* its records' values */
+    int64_t ts;
+    int retries; /* sends whose failure counted as a retry (rkm_u.producer.retries) */
+    bool inflight;
+    uint64_t req;
+    int32_t broker;
+    int16_t epoch; /* as last sent */
+    int32_t seq;
+    int64_t sent_ms;
+    int64_t offset; /* where a leader first appended it (-1: none yet) */
+} pbatch_t;
+
+typedef struct pconn {
+    bool open;
+    uint64_t inc; /* the incarnation it reached */
+    bool broken;  /* a request or an answer was lost on it: so is what follows, both ways */
+} pconn_t;
+
+typedef struct pipe_prod {
+    int64_t pid;
+    int16_t epoch;
+    uint64_t base_msgid; /* rktp_eos.epoch_base_msgid */
+    uint64_t next_msgid, acked_msgid;
+    int32_t next_ack_seq, next_err_seq;
+    pbatch_t q[PIPE_QUEUE]; /* unacknowledged, in msgid order */
+    int nq, ninflight;
+    int32_t leader;  /* the broker it produces to (-1: to look up) */
+    bool wait_drain; /* rktp_eos.wait_drain */
+    bool bump;       /* drain, then bump the epoch (rd_kafka_idemp_drain_epoch_bump) */
+    int64_t next_ms;
+    bool dead; /* a fatal error was raised where O7 excuses it */
+    pconn_t conn[NB + 1];
+    st_buf_t buf;
+    int32_t gap_epoch;    /* a leader took a batch of this epoch anywhere (-1: none) */
+    int32_t forgot_epoch; /* a leader forgot a batch of this epoch DeleteRecords took */
+    uint64_t n_acked, n_bumps, n_conn_fail, n_failed, n_excused, n_gaps, n_forgot;
+} pipe_prod_t;
+
 /* A committed batch, or a batch as a log holds it. */
 typedef struct sbatch {
     int64_t base, last;
@@ -294,6 +361,7 @@ typedef struct sim {
     double p_crash, p_freeze, p_cut, p_pref, p_delete, p_reassign, p_cancel;
     /* clients */
     producer_t pr[NPRODUCERS];
+    pipe_prod_t pp;
     uint64_t record_id;
     bool del_waiting;
     uint64_t del_req;
@@ -466,11 +534,35 @@ static void net_push(sim_t *s, msg_t *m)
     s->q[s->nq++] = m;
 }
 
+/* The pipelined producer's requests and answers go over its connection to the broker: TCP
+ * loses nothing in the middle of a stream, so what a cut or a loss takes it takes up to the
+ * connection's end, both ways (the producer's request timeout closes it); an answer on a
+ * connection already closed is dropped with it. */
+static bool pipe_net_drops(sim_t *s, const msg_t *m)
+{
+    pipe_prod_t *p = &s->pp;
+    bool req = m->kind == M_PRODUCE;
+    int32_t bid = req ? m->to : m->from;
+    pconn_t *c = &p->conn[bid];
+    if (!req) {
+        bool open = false;
+        for (int i = 0; i < p->nq; i++)
+            if (p->q[i].inflight && p->q[i].req == m->req && p->q[i].broker == bid)
+                open = true;
+        if (!open)
+            return true;
+    }
+    if (!c->broken && (s->cut[m->from][m->to] || chance(&s->r, s->p_loss)))
+        c->broken = true;
+    return c->broken;
+}
+
 /* Sends m: dropped on a cut link or by loss, else due after the link's delay (in order on a
  * link: TCP), now and then duplicated (a resend). */
 static void net_send(sim_t *s, msg_t *m)
 {
-    if (s->cut[m->from][m->to] || chance(&s->r, s->p_loss)) {
+    bool pipe = (m->kind == M_PRODUCE || m->kind == M_PRODUCE_RESP) && m->producer == PIPE;
+    if (pipe ? pipe_net_drops(s, m) : s->cut[m->from][m->to] || chance(&s->r, s->p_loss)) {
         msg_free(m);
         return;
     }
@@ -1270,12 +1362,32 @@ static void leader_on_produce(sim_t *s, broker_t *b, msg_t *m)
         b->pending++;
         /* o is filled before the append: its callback may run before it returns */
         o->base = -1;
+        /* Kafka's rule, and the partition's: a producer the leader holds no batch of may start
+         * at any sequence; when the pipelined producer's batch before it was never written,
+         * that is a gap no retry mends (O7 excuses that epoch) */
+        const st_pentry_t *pe =
+            m->producer == PIPE ? st_pstate_find(&b->p->pstate, h.producer_id) : NULL;
+        bool anywhere = m->producer == PIPE && (!pe || pe->nbatches == 0) && h.base_sequence != 0;
+        bool gap = false; /* and one of its batches before this one was never written */
+        for (int i = 0; anywhere && i < s->pp.nq; i++)
+            gap |= s->pp.q[i].epoch == h.producer_epoch && s->pp.q[i].seq < h.base_sequence &&
+                   s->pp.q[i].offset < 0;
         bool later =
             st_part_append(b->p, m->data, m->len, (st_acks_t)m->acks, &res, on_owed_done, o);
         err = res.error;
         int64_t base = res.base_offset, last = res.base_offset + h.last_offset_delta;
         if (!err && res.appended_bytes > 0)
             note_accept(s, b, epoch);
+        if (!err && res.appended_bytes > 0 && gap) {
+            ev(s, "b%d: takes seq %d epoch %d from p%d, a producer it holds nothing of", b->id,
+               (int)h.base_sequence, (int)h.producer_epoch, m->producer);
+            s->pp.gap_epoch = h.producer_epoch;
+            s->pp.n_gaps++;
+        }
+        for (int i = 0; m->producer == PIPE && !err && res.appended_bytes > 0 && i < s->pp.nq; i++)
+            if (s->pp.q[i].epoch == h.producer_epoch && s->pp.q[i].seq == h.base_sequence &&
+                s->pp.q[i].offset < 0)
+                s->pp.q[i].offset = base;
         if (!err)
             ev(s, "b%d: appended %s%" PRId64 "..%" PRId64 " acks=%d from p%d at epoch %d%s", b->id,
                res.appended_bytes ? "" : "(duplicate) ", base, last, m->acks, m->producer,
@@ -1288,6 +1400,29 @@ static void leader_on_produce(sim_t *s, broker_t *b, msg_t *m)
         b->pending--;
         o->base = base;
         o->last = last;
+    }
+    if (err == ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER && m->producer == PIPE) {
+        /* what the leader holds of the producer, to read the trace by */
+        const st_pentry_t *e = st_pstate_find(&b->p->pstate, h.producer_id);
+        char w[160] = "";
+        size_t k = 0;
+        for (int i = 0; e && i < e->nbatches && k + 40 < sizeof w; i++)
+            k += (size_t)snprintf(w + k, sizeof w - k, " %d..%d@%" PRId64,
+                                  (int)e->batches[i].first_seq, (int)e->batches[i].last_seq,
+                                  e->batches[i].first_offset);
+        ev(s, "b%d: out of order: seq %d epoch %d, it holds epoch %d:%s", b->id,
+           (int)h.base_sequence, (int)h.producer_epoch, e ? (int)e->epoch : -1, w);
+        /* a retry of a batch written below the leader's log start: DeleteRecords took it
+         * (committed, its answer lost) and a leader that rebuilt its producers from what was
+         * left has no trace of it, in Kafka as here (O7 excuses that epoch) */
+        for (int i = 0; i < s->pp.nq; i++)
+            if (s->pp.q[i].epoch == h.producer_epoch && s->pp.q[i].seq == h.base_sequence &&
+                s->pp.q[i].offset >= 0 && s->pp.q[i].offset < st_part_log_start(b->p)) {
+                ev(s, "b%d: seq %d was written at %" PRId64 ", below its log start %" PRId64, b->id,
+                   (int)h.base_sequence, s->pp.q[i].offset, st_part_log_start(b->p));
+                s->pp.forgot_epoch = h.producer_epoch;
+                s->pp.n_forgot++;
+            }
     }
     owed_answer(s, b, o, err);
 }
@@ -1717,6 +1852,302 @@ static void producer_on_answer(sim_t *s, const msg_t *m)
     }
 }
 
+/* ---- the pipelined idempotent producer (librdkafka's rules; see pipe_prod_t) ---- */
+
+static const char *pipe_err_name(int16_t e)
+{
+    return e == -1 ? "_TIMED_OUT" : e == -2 ? "_TRANSPORT" : st_kerr_name(e);
+}
+
+/* rd_kafka_idemp_set_fatal_error: O7, unless an unclean election may have lost what the
+ * producer had acknowledged (the broker forgets sequences it answered: Kafka does the same). */
+static void pipe_fatal(sim_t *s, const pbatch_t *b, const char *what)
+{
+    pipe_prod_t *p = &s->pp;
+    if (s->unclean_gen > 0 || p->gap_epoch == b->epoch || p->forgot_epoch == b->epoch) {
+        ev(s, "pp: FATAL %s (seq %d epoch %d at b%d), excused: %s", what, (int)b->seq,
+           (int)b->epoch, (int)b->broker,
+           s->unclean_gen > 0         ? "after an unclean election"
+           : p->gap_epoch == b->epoch ? "a leader took a gap"
+                                      : "a leader forgot a deleted batch");
+        p->dead = true;
+        p->nq = p->ninflight = 0;
+        p->n_excused++;
+        return;
+    }
+    fail(s,
+         "O7: librdkafka's idempotent producer would raise a fatal error: batch seq %d..%d "
+         "epoch %d at b%d %s (next ack seq %d, next err seq %d, %d retries)",
+         (int)b->seq, (int)(b->seq + b->count - 1), (int)b->epoch, (int)b->broker, what,
+         (int)p->next_ack_seq, (int)p->next_err_seq, b->retries);
+}
+
+static void pipe_send(sim_t *s, pbatch_t *b)
+{
+    pipe_prod_t *p = &s->pp;
+    pconn_t *c = &p->conn[p->leader];
+    if (!c->open)
+        *c = (pconn_t){true, s->b[p->leader].inc, false};
+    b->epoch = p->epoch;
+    b->seq = (int32_t)(b->msgid - p->base_msgid);
+    st_buf_clear(&p->buf);
+    client_batch(&p->buf, b->count, b->rec0, b->ts, p->pid, b->epoch, b->seq);
+    msg_t *m = msg_new(M_PRODUCE, NODE_CLIENT, p->leader);
+    m->data = malloc(p->buf.len);
+    memcpy(m->data, p->buf.data, p->buf.len);
+    m->len = p->buf.len;
+    m->producer = PIPE;
+    m->acks = ST_ACKS_ALL;
+    m->req = ++s->req_next;
+    m->to_inc = c->inc;
+    b->inflight = true;
+    b->req = m->req;
+    b->broker = p->leader;
+    b->sent_ms = s->now;
+    p->ninflight++;
+    ev(s, "pp: sends seq %d..%d epoch %d to b%d (%d in flight)", (int)b->seq,
+       (int)(b->seq + b->count - 1), (int)b->epoch, (int)p->leader, p->ninflight);
+    net_send(s, m);
+}
+
+/* The batches up to and including q[i] are delivered (or, for a failure, given up). */
+static void pipe_drop_through(pipe_prod_t *p, int i)
+{
+    for (int k = 0; k <= i; k++)
+        p->ninflight -= p->q[k].inflight; /* their answers, if any come, are ignored */
+    memmove(p->q, p->q + i + 1, (size_t)(p->nq - i - 1) * sizeof p->q[0]);
+    p->nq -= i + 1;
+}
+
+/* rd_kafka_msgbatch_handle_Produce_result for q[i]'s request, answered e (0: success; -1,
+ * -2: librdkafka's own _TIMED_OUT, _TRANSPORT, the request unanswered). */
+static void pipe_result(sim_t *s, int i, int16_t e)
+{
+    pipe_prod_t *p = &s->pp;
+    pbatch_t *b = &p->q[i];
+    b->inflight = false;
+    p->ninflight--;
+    int32_t next_seq = b->seq + b->count;
+    uint64_t last_msgid = b->msgid + (uint64_t)b->count - 1;
+    if (e)
+        ev(s, "pp: seq %d..%d epoch %d at b%d: %s", (int)b->seq, (int)(next_seq - 1), (int)b->epoch,
+           (int)b->broker, pipe_err_name(e));
+    if (b->epoch != p->epoch) {
+        /* "PID mismatch": not retried across epochs, the messages fail */
+        p->n_failed++;
+        pipe_drop_through(p, i);
+        return;
+    }
+    if (e == 0 || e == ST_KERR_DUPLICATE_SEQUENCE_NUMBER) {
+        /* rd_kafka_handle_idempotent_Produce_success (a duplicate is a success) */
+        if (p->acked_msgid + 1 < b->msgid) {
+            /* an earlier batch of uncertain fate was in fact written: acked implicitly */
+        } else if (b->seq != p->next_ack_seq && b->seq == p->next_err_seq) {
+            pipe_fatal(s, b, "succeeded when expecting failure");
+            return;
+        }
+        if (p->next_err_seq == p->next_ack_seq)
+            p->next_err_seq = next_seq;
+        p->next_ack_seq = next_seq;
+        if (last_msgid > p->acked_msgid)
+            p->acked_msgid = last_msgid;
+        p->n_acked += (uint64_t)(i + 1);
+        pipe_drop_through(p, i);
+        return;
+    }
+    /* rd_kafka_handle_Produce_error: the actions rd_kafka_err_action gives */
+    enum { PERMANENT = 1, REFRESH = 2, RETRY = 4 };
+    int actions;
+    bool possibly = false, incr_retry = true;
+    switch (e) {
+    case -1: /* _TIMED_OUT */
+    case ST_KERR_REQUEST_TIMED_OUT:
+    case ST_KERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+        actions = RETRY;
+        possibly = true;
+        break;
+    case -2: /* _TRANSPORT */
+        actions = REFRESH;
+        possibly = true;
+        break;
+    case ST_KERR_NOT_ENOUGH_REPLICAS:
+        actions = RETRY;
+        break;
+    case ST_KERR_KAFKA_STORAGE_ERROR:
+        actions = REFRESH | RETRY;
+        break;
+    case ST_KERR_NOT_LEADER_OR_FOLLOWER:
+    case ST_KERR_LEADER_NOT_AVAILABLE:
+        actions = REFRESH;
+        break;
+    case ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER:
+        actions = PERMANENT;
+        possibly = true;
+        break;
+    default:
+        actions = PERMANENT;
+        break;
+    }
+    bool update_ack = true, update_err = true;
+    bool bump = false;
+    /* rd_kafka_handle_idempotent_Produce_error */
+    if (e == ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER) {
+        int32_t r = b->seq - p->next_ack_seq;
+        if (r == 0) {
+            pipe_fatal(s, b, "OUT_OF_ORDER_SEQUENCE_NUMBER: sequence desynchronization");
+            return;
+        }
+        if (r < 0) {
+            pipe_fatal(s, b, "OUT_OF_ORDER_SEQUENCE_NUMBER: rewound sequence number");
+            return;
+        }
+        /* skipped sequence numbers, caused by an earlier failed request: recovering */
+        incr_retry = false;
+        actions = RETRY;
+        possibly = false;
+        update_ack = false;
+        bump = true;
+    } else if (e == ST_KERR_UNKNOWN_PRODUCER_ID) {
+        if (b->retries > 0 || p->next_err_seq != b->seq) {
+            pipe_fatal(s, b,
+                       "UNKNOWN_PRODUCER_ID: unable to retry without risking "
+                       "duplication/reordering");
+            return;
+        }
+        incr_retry = false;
+        actions = RETRY;
+        possibly = false;
+        update_ack = false;
+        bump = true;
+    }
+    if (actions & (REFRESH | RETRY)) {
+        if (actions & REFRESH) {
+            p->leader = -1; /* rd_kafka_toppar_leader_unavailable: metadata asked again */
+            if (e != -2 && e != ST_KERR_KAFKA_STORAGE_ERROR)
+                incr_retry = false;
+        }
+        if (!incr_retry)
+            possibly = false;
+        update_ack = possibly;
+        update_err = true;
+        p->wait_drain = true; /* drain before retrying */
+        b->retries += incr_retry;
+        p->next_ms = s->now + PIPE_BACKOFF_MS;
+    }
+    if (actions & PERMANENT) {
+        /* the batch fails (given up: not gapless) and the epoch is bumped */
+        ev(s, "pp: gives up seq %d..%d: %s, bumps its epoch", (int)b->seq, (int)(next_seq - 1),
+           pipe_err_name(e));
+        bump = true;
+        update_ack = false;
+        update_err = true;
+        p->n_failed++;
+        memmove(p->q + i, p->q + i + 1, (size_t)(p->nq - i - 1) * sizeof p->q[0]);
+        p->nq--;
+    }
+    if (bump)
+        p->bump = true;
+    if (update_ack)
+        p->next_ack_seq = next_seq;
+    if (update_err)
+        p->next_err_seq = next_seq;
+}
+
+/* A request on the connection to broker bid unanswered past the request timeout: librdkafka
+ * fails it (_TIMED_OUT) and, socket.max.fails being 1, closes the connection, failing the
+ * others in flight on it (_TRANSPORT), in the order they were sent. */
+static void pipe_conn_fail(sim_t *s, int32_t bid)
+{
+    pipe_prod_t *p = &s->pp;
+    ev(s, "pp: request to b%d timed out: disconnects", (int)bid);
+    p->n_conn_fail++;
+    bool first = true;
+    for (int i = 0; i < p->nq && !p->dead;) {
+        pbatch_t *b = &p->q[i];
+        if (!b->inflight || b->broker != bid) {
+            i++;
+            continue;
+        }
+        int nq = p->nq;
+        pipe_result(s, i, first ? -1 : -2);
+        first = false;
+        if (p->nq == nq)
+            i++;
+    }
+    p->conn[bid].open = false;
+    if (p->leader == bid)
+        p->leader = -1; /* the broker went down: its partitions' leaders asked again */
+}
+
+static void pipe_on_answer(sim_t *s, const msg_t *m)
+{
+    pipe_prod_t *p = &s->pp;
+    if (p->dead)
+        return;
+    for (int i = 0; i < p->nq; i++)
+        if (p->q[i].inflight && p->q[i].req == m->req) {
+            pipe_result(s, i, m->error);
+            return;
+        }
+}
+
+static void pipe_tick(sim_t *s)
+{
+    pipe_prod_t *p = &s->pp;
+    if (p->dead)
+        return;
+    for (int i = 0; i < p->nq; i++)
+        if (p->q[i].inflight && s->now - p->q[i].sent_ms > PRODUCE_TIMEOUT_MS) {
+            pipe_conn_fail(s, p->q[i].broker);
+            if (p->dead)
+                return;
+            i = -1; /* the queue changed */
+        }
+    if (!s->healed && p->nq < PIPE_QUEUE && chance(&s->r, 0.3)) {
+        pbatch_t *b = &p->q[p->nq++];
+        memset(b, 0, sizeof *b);
+        b->msgid = p->next_msgid;
+        b->count = (int32_t)rnd_in(&s->r, 1, 3);
+        b->rec0 = s->record_id;
+        b->offset = -1;
+        /* the real wall clock's time, as a producer stamps its records: the partition
+         * rebuilding its producers from the log after a restart takes their times from the
+         * records, and expires those a day older than its (real) clock */
+        b->ts = st_wall_ms();
+        p->next_msgid += (uint64_t)b->count;
+        s->record_id += (uint64_t)b->count;
+    }
+    if (s->now < p->next_ms || p->nq == 0)
+        return;
+    if (p->wait_drain || p->bump) {
+        if (p->ninflight > 0)
+            return;
+        p->wait_drain = false;
+        if (p->bump) {
+            /* rd_kafka_idemp_drain_done, then rd_kafka_toppar_pid_change: the first message
+             * queued starts the new epoch at sequence 0 */
+            p->bump = false;
+            p->epoch++;
+            p->base_msgid = p->q[0].msgid;
+            p->next_ack_seq = p->next_err_seq = 0;
+            p->n_bumps++;
+            ev(s, "pp: epoch %d from msgid %" PRIu64, (int)p->epoch, p->base_msgid);
+        }
+    }
+    if (p->leader < 0) {
+        int32_t l = client_leader(s);
+        if (l < 0) {
+            p->next_ms = s->now + 50;
+            return;
+        }
+        p->leader = l;
+        ev(s, "pp: produces to b%d", (int)l);
+    }
+    for (int i = 0; i < p->nq && p->ninflight < PIPE_INFLIGHT; i++)
+        if (!p->q[i].inflight)
+            pipe_send(s, &p->q[i]);
+}
+
 static void admin_tick(sim_t *s)
 {
     if (s->del_waiting && s->now - s->del_sent > DELETE_TIMEOUT_MS)
@@ -1743,7 +2174,9 @@ static void admin_tick(sim_t *s)
 
 static void client_on_msg(sim_t *s, const msg_t *m)
 {
-    if (m->kind == M_PRODUCE_RESP)
+    if (m->kind == M_PRODUCE_RESP && m->producer == PIPE)
+        pipe_on_answer(s, m);
+    else if (m->kind == M_PRODUCE_RESP)
         producer_on_answer(s, m);
     else if (m->kind == M_DELETE_RESP && s->del_waiting && m->req == s->del_req)
         s->del_waiting = false;
@@ -1895,6 +2328,11 @@ static bool converged(sim_t *s, char *why, size_t n)
             snprintf(why, n, "producer %d still has a batch (%d tries)", k, s->pr[k].tries);
             return false;
         }
+    if (s->pp.nq > 0) {
+        snprintf(why, n, "the pipelined producer still has %d batches (%d in flight)", s->pp.nq,
+                 s->pp.ninflight);
+        return false;
+    }
     if (s->del_waiting) {
         snprintf(why, n, "a DeleteRecords unanswered");
         return false;
@@ -1976,6 +2414,7 @@ static void sim_free(sim_t *s)
     st_md_unref(s->md);
     for (int k = 0; k < NPRODUCERS; k++)
         st_buf_fini(&s->pr[k].batch);
+    st_buf_fini(&s->pp.buf);
     free(s->com);
     free(s->acks);
     free(s->hwmax);
@@ -2056,6 +2495,11 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
         pr->idem = k == 0;
         pr->pid = 1000 + k;
     }
+    st_buf_init(&s->pp.buf);
+    s->pp.pid = 1000 + PIPE;
+    s->pp.next_msgid = s->pp.base_msgid = 1; /* librdkafka's msgids start at 1 */
+    s->pp.leader = -1;
+    s->pp.gap_epoch = s->pp.forgot_epoch = -1;
     ev(s,
        "seed %" PRIu64 ": loss %.3f dup %.3f slow %.3f crash %.4f freeze %.4f cut %.4f pref "
        "%.4f delete %.4f reassign %.4f cancel %.4f unclean %d (topic %s, default %d)",
@@ -2087,6 +2531,7 @@ static void sim_step(sim_t *s)
     }
     for (int k = 0; k < NPRODUCERS; k++)
         producer_tick(s, k);
+    pipe_tick(s);
     admin_tick(s);
     oracle_step(s);
 }
@@ -2175,6 +2620,8 @@ int main(int argc, char **argv)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     uint64_t failed = 0, acked = 0, ran = 0, moves = 0, moved = 0, cancelled = 0;
+    uint64_t pp_acked = 0, pp_conn_fail = 0, pp_bumps = 0, pp_failed = 0, pp_excused = 0,
+             pp_gaps = 0, pp_forgot = 0;
     for (uint64_t seed = first; seed < first + nseeds; seed++) {
         ran++;
         if (!run_seed(seed, steps, verbose, loop, s)) {
@@ -2187,6 +2634,13 @@ int main(int argc, char **argv)
         moves += s->n_reassign;
         moved += s->n_moved;
         cancelled += s->n_cancel;
+        pp_acked += s->pp.n_acked;
+        pp_conn_fail += s->pp.n_conn_fail;
+        pp_bumps += s->pp.n_bumps;
+        pp_failed += s->pp.n_failed;
+        pp_excused += s->pp.n_excused;
+        pp_gaps += s->pp.n_gaps;
+        pp_forgot += s->pp.n_forgot;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -2194,6 +2648,11 @@ int main(int argc, char **argv)
            " failed; %" PRIu64 " acks=all records checked; %" PRIu64 " reassignments (%" PRIu64
            " completed, %" PRIu64 " cancelled); %.1f s\n",
            ran, first, steps, failed, acked, moves, moved, cancelled, secs);
+    printf("pipelined producer: %" PRIu64 " batches acknowledged, %" PRIu64
+           " request timeouts, %" PRIu64 " epoch bumps, %" PRIu64 " batches given up, %" PRIu64
+           " fatal errors excused (%" PRIu64 " gaps a leader took, %" PRIu64
+           " deleted batches retried)\n",
+           pp_acked, pp_conn_fail, pp_bumps, pp_failed, pp_excused, pp_gaps, pp_forgot);
     fflush(stdout);
     if (failed)
         _exit(1); /* failed seeds' state is not freed */
