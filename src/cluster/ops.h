@@ -14,6 +14,9 @@
  *     ALTER_CONFIGS       every change validated first, then all applied (or none)
  *     ELECT_LEADERS       preferred (st_rec_elect_preferred) or unclean (st_rec_elect)
  *     REASSIGN            st_rec_reassign / st_rec_reassign_cancel
+ *     SCRAM               a user's SCRAM credential set (scram) or deleted (scram NULL:
+ *                         RESOURCE_NOT_FOUND when absent); if_absent (the bootstrap users)
+ *                         leaves an existing credential alone
  *   -> an item refused says why (error, message) and changes nothing; the records are each
  *      changed topic's whole new state, or its removal (consecutive items of one topic share
  *      one record). validate_only: the same answers, no record.
@@ -37,6 +40,7 @@ enum {
     ST_CTL_ALTER_CONFIGS,     /* change topic configs */
     ST_CTL_ELECT_LEADERS,     /* elect a partition's leader (preferred or unclean) */
     ST_CTL_REASSIGN,          /* move a partition to other replicas, or cancel a move */
+    ST_CTL_SCRAM,             /* set or delete users' SCRAM credentials */
 };
 
 enum { ST_CTL_CFG_SET, ST_CTL_CFG_DELETE, ST_CTL_CFG_APPEND, ST_CTL_CFG_SUBTRACT };
@@ -65,6 +69,10 @@ typedef struct st_ctl_item {
     const int32_t *replicas; /* reassignment: the target replicas; NULL cancels */
     int32_t nreplicas;
     bool keep_rf; /* reassignment: a target of another replication factor is refused */
+    /* SCRAM: name is the user; the credential to set, or NULL to delete mechanism's */
+    const st_md_scram_t *scram;
+    int8_t mechanism;
+    bool if_absent;
     /* out */
     int16_t error;
     char message[200];
