@@ -343,7 +343,11 @@ int st_scram_client_final(st_scram_t *s, const char *msg, size_t len, char **out
     const char *re = memchr(r, ',', (size_t)(p - r));
     if (!re)
         re = p;
-    if ((size_t)(re - r) != strlen(s->nonce) || memcmp(r, s->nonce, strlen(s->nonce)) != 0)
+    /* The nonce must end with the one server-first gave, as Kafka checks: librdkafka (2.0 at
+     * least) writes its client nonce once more in front of it. The proof covers the message as
+     * sent, so the server's fresh part still binds the exchange. */
+    size_t nl = strlen(s->nonce), rl = (size_t)(re - r);
+    if (rl < nl || memcmp(re - nl, s->nonce, nl) != 0)
         return fail(s, err, errlen, "nonce differs from the server's");
 
     int kl = st_scram_key_len(s->mech);

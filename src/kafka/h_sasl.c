@@ -268,6 +268,7 @@ void st_kh_sasl_authenticate(st_kreq_t *r)
     st_auth_t *a = st_conn_auth(r->conn);
     sasl_conn_t *sc = a->sasl;
     st_kp_sasl_authenticate_resp_t resp = {0};
+    resp.error_message = ST_KSTR_NULL;
     if (a->state != ST_AUTH_SASL_AUTHENTICATE || !sc || sc->raw) {
         /* no handshake first, or after a v0 one: Kafka answers, then closes */
         resp.error_code = ST_KERR_ILLEGAL_SASL_STATE;
