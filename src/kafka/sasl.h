@@ -15,6 +15,10 @@
 #include "broker/request.h"
 #include "cluster/metadata.h"
 
+/* The largest frame a connection may send before it is authenticated (Kafka's
+ * sasl.server.max.receive.size default); a larger one closes it. */
+#define ST_SASL_MAX_RECEIVE 524288
+
 /* Whether c's next frame is a bare SASL token (after SaslHandshake v0), not a request. */
 bool st_sasl_raw_pending(st_conn_t *c);
 /* Answers the bare token in r's frame (its header fields are meaningless). */

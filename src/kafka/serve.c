@@ -33,6 +33,12 @@ static bool allowed_before_auth(int16_t api_key)
  * (h_sasl.c) until the exchange ends. */
 static void dispatch(st_kreq_t *r)
 {
+    /* Kafka's sasl.server.max.receive.size: a connection not authenticated yet sends nothing
+     * larger (an oversized token is not buffered for a stranger) */
+    if (!st_auth_done(st_conn_auth(r->conn)) && r->frame_len > ST_SASL_MAX_RECEIVE) {
+        st_kreq_fail(r, "frame larger than 512 KiB before authentication");
+        return;
+    }
     if (st_sasl_raw_pending(r->conn)) {
         st_sasl_raw_frame(r);
         return;

@@ -6,9 +6,9 @@
  * listener belongs to it for its life (st_conn_listener) and starts in the authentication
  * state its protocol asks for (net/auth.h).
  *
- * Only PLAINTEXT is served today: the broker refuses to start with a Kafka listener of any
- * other protocol (the security issue brings TLS and SASL through net/transport.h and
- * net/auth.h).
+ * PLAINTEXT and SASL_PLAINTEXT are served today (SASL: kafka/h_sasl.c through net/auth.h); the
+ * broker refuses to start with a Kafka listener of another protocol (TLS comes through
+ * net/transport.h).
  *
  * Header only: the configuration (cluster/config.c) parses protocol names with it without
  * linking net/.

@@ -254,6 +254,22 @@ class SaslTest(unittest.TestCase):
             self.assertEqual(apis[SASL_AUTHENTICATE], (0, 2))
             self.assertEqual(apis[ALTER_SCRAM], (0, 0))
 
+    def test_oversized_token_closes(self):
+        """A frame above 512 KiB before authentication (Kafka's sasl.server.max.receive.size)
+        closes the connection; the broker serves others."""
+        with kwire.Conn.to(self.srv.sasl_bootstrap) as c:
+            self.assertEqual(handshake(c, "PLAIN")[0], 0)
+            tok = b"\0alice\0" + b"x" * (600 << 10)
+            try:
+                c.send_raw(kwire.frame(kwire.request_header(SASL_AUTHENTICATE, 1, 9) +
+                                       kwire.i32(len(tok)) + tok))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.assertTrue(c.closed_by_peer(5))
+        with kwire.Conn.to(self.srv.sasl_bootstrap) as c:
+            self.assertEqual(handshake(c, "PLAIN")[0], 0)
+            self.assertEqual(authenticate(c, b"\0alice\0alice-pw")[0], 0)
+
     def test_handshake_mechanisms(self):
         with kwire.Conn.to(self.srv.sasl_bootstrap) as c:
             err, mechs = handshake(c, "GSSAPI")
