@@ -217,13 +217,15 @@ static void fail_answer(st_timer_t *t)
     sasl_fail_t *f = t->data;
     st_kreq_t *r = f->r;
     st_conn_t *c = r->conn;
+    /* close first: the client may have gone during the delay, and then the answer frees the
+     * connection */
     if (f->resp.error_code == 0) { /* a v0 raw token: no answer, the connection goes */
-        st_kreq_finish_silent(r);
         st_conn_close(c);
+        st_kreq_finish_silent(r);
         return;
     }
-    ST_KREQ_RESPOND(r, sasl_authenticate, &f->resp);
     st_conn_close_when_sent(c);
+    ST_KREQ_RESPOND(r, sasl_authenticate, &f->resp);
 }
 
 static void fail_later(st_kreq_t *r, const char *err, bool raw)
@@ -275,9 +277,8 @@ void st_kh_sasl_authenticate(st_kreq_t *r)
         resp.error_message = st_kstr("SaslAuthenticate is not expected now");
         r->error_code = resp.error_code;
         st_auth_fail(a);
-        st_conn_t *c = r->conn;
+        st_conn_close_when_sent(r->conn);
         ST_KREQ_RESPOND(r, sasl_authenticate, &resp);
-        st_conn_close_when_sent(c);
         return;
     }
     char *out = NULL, err[256], user[ST_SCRAM_USER_MAX] = "";

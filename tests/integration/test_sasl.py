@@ -293,6 +293,26 @@ class SaslTest(unittest.TestCase):
             self.assertGreaterEqual(took, DELAY_MS / 1000.0 * 0.9)
             self.assertTrue(c.closed_by_peer(5))
 
+    def test_client_gone_during_delay(self):
+        """Clients that hang up while their failure answer waits: the broker answers nobody
+        and stays up (a use-after-free once)."""
+        for v0 in (False, True):
+            for _ in range(5):
+                c = kwire.Conn.to(self.srv.sasl_bootstrap)
+                self.assertEqual(handshake(c, "PLAIN", version=0 if v0 else 1)[0], 0)
+                tok = b"\0alice\0bad"
+                if v0:
+                    c.send_raw(kwire.frame(tok))
+                else:
+                    c.send_raw(kwire.frame(kwire.request_header(SASL_AUTHENTICATE, 1, 7) +
+                                           kwire.i32(len(tok)) + tok))
+                c.close()
+        with kwire.Conn.to(self.srv.sasl_bootstrap) as c:
+            self.assertEqual(handshake(c, "PLAIN")[0], 0)
+            err, _, _ = authenticate(c, b"\0alice\0wrong")   # answered after the others' delay
+            self.assertEqual(err, SASL_AUTHENTICATION_FAILED)
+        self.assertTrue(self.srv.alive())
+
     def test_handshake_v0_raw_tokens(self):
         with kwire.Conn.to(self.srv.sasl_bootstrap) as c:
             err, _ = handshake(c, "PLAIN", version=0)
