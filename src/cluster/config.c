@@ -460,13 +460,6 @@ static int st_config_listeners(st_config_t *c, char *err, size_t errlen)
                              l.name, c->listener_security_protocol_map);
         if (rc)
             break;
-        if (st_sec_protocol_sasl(l.protocol)) {
-            rc = st_cfg_fail(err, errlen,
-                             "listeners: listener %s://%s:%d uses security protocol %s, which is "
-                             "not supported yet (PLAINTEXT and SSL)",
-                             l.name, l.host, l.port, st_sec_protocol_name(l.protocol));
-            break;
-        }
         for (int i = 0; i < c->nkafka_listeners && !rc; i++)
             if (l.port != 0 && c->kafka_listeners[i].port == l.port)
                 rc = st_cfg_fail(err, errlen, "listeners %s and %s share port %d",
@@ -538,6 +531,62 @@ static int st_config_listeners(st_config_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* sasl.enabled.mechanisms into bits; sasl.bootstrap.users checked for shape (the Kafka layer
+ * creates them: kafka/h_sasl.c). Brokers do not authenticate to each other yet, so in a
+ * cluster the inter-broker listener may not ask for SASL. */
+static int st_config_sasl(st_config_t *c, char *err, size_t errlen)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } mechs[] = {{"PLAIN", ST_SASL_PLAIN},
+                 {"SCRAM-SHA-256", ST_SASL_SCRAM_SHA_256},
+                 {"SCRAM-SHA-512", ST_SASL_SCRAM_SHA_512}};
+    char *copy = strdup(c->sasl_enabled_mechanisms), *save = NULL;
+    if (!copy)
+        return -ENOMEM;
+    int rc = 0;
+    c->sasl_mechanisms = 0;
+    for (char *tok = strtok_r(copy, ", ", &save); tok && !rc; tok = strtok_r(NULL, ", ", &save)) {
+        unsigned bit = 0;
+        for (size_t i = 0; i < sizeof mechs / sizeof mechs[0]; i++)
+            if (strcasecmp(tok, mechs[i].name) == 0)
+                bit = mechs[i].bit;
+        if (!bit)
+            rc = st_cfg_fail(err, errlen,
+                             "sasl.enabled.mechanisms: '%s' is not one of PLAIN, SCRAM-SHA-256, "
+                             "SCRAM-SHA-512",
+                             tok);
+        c->sasl_mechanisms |= bit;
+    }
+    free(copy);
+    if (rc)
+        return rc;
+    copy = strdup(c->sasl_bootstrap_users);
+    if (!copy)
+        return -ENOMEM;
+    save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
+        char *m = strchr(tok, ':'), *pw = m ? strchr(m + 1, ':') : NULL;
+        if (!m || m == tok || !pw || !pw[1] ||
+            ((size_t)(pw - m - 1) != 13 || (strncmp(m + 1, "SCRAM-SHA-256", 13) != 0 &&
+                                            strncmp(m + 1, "SCRAM-SHA-512", 13) != 0)))
+            rc = st_cfg_fail(err, errlen,
+                             "bad entry in sasl.bootstrap.users (expected "
+                             "user:SCRAM-SHA-256:password or user:SCRAM-SHA-512:password)");
+    }
+    free(copy);
+    if (rc)
+        return rc;
+    const st_listener_t *ib = &c->kafka_listeners[c->inter_broker_listener];
+    if (!c->quorum_local && st_sec_protocol_sasl(ib->protocol))
+        return st_cfg_fail(err, errlen,
+                           "inter-broker listener %s uses %s: brokers do not authenticate to "
+                           "each other yet (give them a PLAINTEXT listener)",
+                           ib->name, st_sec_protocol_name(ib->protocol));
+    return 0;
+}
+
 int st_config_finish(st_config_t *c, char *err, size_t errlen)
 {
     int rc = st_config_listeners(c, err, errlen);
@@ -553,6 +602,9 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
                            "inter.broker.listener.name: listener %s is %s, but brokers reach each "
                            "other over plain TCP only so far: add a PLAINTEXT listener for them",
                            ib->name, st_sec_protocol_name(ib->protocol));
+    rc = st_config_sasl(c, err, errlen);
+    if (rc)
+        return rc;
     if (*c->admin_listen) {
         if (st_parse_hostport(c->admin_listen, c->admin_host, sizeof c->admin_host, &c->admin_port))
             return st_cfg_fail(err, errlen, "bad value for admin.listen: '%s' (expected host:port)",

@@ -18,6 +18,9 @@
 
 #define ST_CONFIG_MAX_LISTENERS 16
 
+/* The SASL mechanisms of sasl.enabled.mechanisms (st_config_t.sasl_mechanisms). */
+enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 };
+
 /* X(field, "key", TYPE, default, min, max, "help"); TYPE is STR, INT or BOOL. */
 #define ST_CONFIG_KEYS(X)                                                                          \
     X(listeners, "listeners", STR, "PLAINTEXT://127.0.0.1:9092", 0, 0,                             \
@@ -29,8 +32,7 @@
     X(listener_security_protocol_map, "listener.security.protocol.map", STR,                       \
       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,"               \
       "CONTROLLER:PLAINTEXT",                                                                      \
-      0, 0,                                                                                        \
-      "security protocol of each listener name (NAME:PROTOCOL,...; PLAINTEXT and SSL are served)") \
+      0, 0, "security protocol of each listener name (NAME:PROTOCOL,...)")                         \
     X(inter_broker_listener_name, "inter.broker.listener.name", STR, "", 0, 0,                     \
       "the listener other brokers reach this one on (default: PLAINTEXT, else the first)")         \
     X(ssl_keystore_type, "ssl.keystore.type", STR, "PEM", 0, 0,                                    \
@@ -67,6 +69,15 @@
     X(ssl_reload_check_ms, "ssl.reload.check.ms", INT, "2000", 0, 2147483647,                      \
       "SSL listeners: how often the keystore and truststore files are checked for changes "        \
       "(reloaded for new connections; 0: never)")                                                  \
+    X(sasl_enabled_mechanisms, "sasl.enabled.mechanisms", STR,                                     \
+      "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", 0, 0,                                                   \
+      "SASL mechanisms the SASL_* listeners offer (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")          \
+    X(sasl_bootstrap_users, "sasl.bootstrap.users", STR, "", 0, 0,                                 \
+      "SCRAM users created at start when absent (user:SCRAM-SHA-256|SCRAM-SHA-512:password,...)")  \
+    X(connection_failed_authentication_delay_ms, "connection.failed.authentication.delay.ms", INT, \
+      "100", 0, 60000,                                                                             \
+      "a failed SASL authentication is answered this late, then the connection "                   \
+      "closes")                                                                                    \
     X(log_dirs, "log.dirs", STR, "./data", 0, 0, "directory holding partition logs")               \
     X(node_id, "node.id", INT, "0", 0, 2147483647, "this broker's id")                             \
     X(process_roles, "process.roles", STR, "broker,controller", 0, 0,                              \
@@ -234,6 +245,7 @@ typedef struct st_config {
     struct st_config_override {
         char *key, *value;
     } * listener_overrides;
+    unsigned sasl_mechanisms; /* sasl.enabled.mechanisms: ST_SASL_* bits */
     /* The inter-broker listener's address and advertised address (registration, logs): */
     char listen_host[256];
     int listen_port;

@@ -54,6 +54,7 @@ void st_md_unref(st_md_t *md)
     }
     free(md->topics);
     free(md->brokers);
+    free(md->scram);
     free(md->cluster_id);
     st_acl_set_fini(&md->acls);
     free(md);
@@ -298,6 +299,13 @@ st_md_t *st_md_clone(const st_md_t *s)
     }
     if (st_acl_set_copy(&md->acls, &s->acls))
         goto fail;
+    if (s->nscram) {
+        md->scram = malloc((size_t)s->nscram * sizeof *md->scram);
+        if (!md->scram)
+            goto fail;
+        memcpy(md->scram, s->scram, (size_t)s->nscram * sizeof *md->scram);
+        md->nscram = s->nscram;
+    }
     return md;
 fail:
     st_md_unref(md);
@@ -339,4 +347,65 @@ void st_md_assign_shards(st_md_t *md, int nshards)
         for (int32_t p = 0; p < t->npartitions; p++)
             t->partitions[p].shard = (int32_t)((h + (uint32_t)p) % (uint32_t)nshards);
     }
+}
+
+/* ---- SCRAM credentials ---- */
+
+static int scram_cmp(const st_md_scram_t *c, const char *user, int8_t mechanism)
+{
+    int d = strcmp(c->user, user);
+    return d ? d : c->mechanism - mechanism;
+}
+
+/* The index of (user, mechanism), or where it would go (*found false). */
+static int scram_index(const st_md_t *md, const char *user, int8_t mechanism, bool *found)
+{
+    int lo = 0, hi = md->nscram;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2, d = scram_cmp(&md->scram[mid], user, mechanism);
+        if (d == 0) {
+            *found = true;
+            return mid;
+        }
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+int st_md_put_scram(st_md_t *md, const st_md_scram_t *c)
+{
+    bool found;
+    int i = scram_index(md, c->user, c->mechanism, &found);
+    if (!found) {
+        st_md_scram_t *v = realloc(md->scram, (size_t)(md->nscram + 1) * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        md->scram = v;
+        memmove(&v[i + 1], &v[i], (size_t)(md->nscram - i) * sizeof *v);
+        md->nscram++;
+    }
+    md->scram[i] = *c;
+    return 0;
+}
+
+int st_md_remove_scram(st_md_t *md, const char *user, int8_t mechanism)
+{
+    bool found;
+    int i = scram_index(md, user, mechanism, &found);
+    if (!found)
+        return ST_E_NOT_FOUND;
+    memmove(&md->scram[i], &md->scram[i + 1], (size_t)(md->nscram - i - 1) * sizeof *md->scram);
+    md->nscram--;
+    return 0;
+}
+
+const st_md_scram_t *st_md_find_scram(const st_md_t *md, const char *user, int8_t mechanism)
+{
+    bool found;
+    int i = scram_index(md, user, mechanism, &found);
+    return found ? &md->scram[i] : NULL;
 }

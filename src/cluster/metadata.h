@@ -63,6 +63,21 @@ typedef struct st_md_broker {
     uint64_t incarnation; /* random per process start: a restart is a new registration */
 } st_md_broker_t;
 
+/* A user's SCRAM credential (KIP-554's UserScramCredentialRecord): what the broker keeps of a
+ * password, never the password (auth/scram.h derives and checks it). One per user and
+ * mechanism. */
+#define ST_MD_SCRAM_USER_MAX 256
+#define ST_MD_SCRAM_KEY_MAX  64
+typedef struct st_md_scram {
+    char user[ST_MD_SCRAM_USER_MAX];
+    int8_t mechanism; /* Kafka's: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 */
+    int32_t iterations;
+    int16_t salt_len, key_len;
+    uint8_t salt[ST_MD_SCRAM_KEY_MAX];
+    uint8_t stored_key[ST_MD_SCRAM_KEY_MAX];
+    uint8_t server_key[ST_MD_SCRAM_KEY_MAX];
+} st_md_scram_t;
+
 typedef struct st_md {
     _Atomic int refs;
     int64_t version;
@@ -74,6 +89,8 @@ typedef struct st_md {
     int ntopics;
     st_md_topic_t **topics; /* sorted by name */
     st_acl_set_t acls;      /* the authorizer's ACLs (records "acl", "remove_acl") */
+    int nscram;
+    st_md_scram_t *scram; /* sorted by user, then mechanism */
 } st_md_t;
 
 /* An empty snapshot with one reference. */
@@ -114,6 +131,12 @@ const st_md_broker_t *st_md_broker(const st_md_t *md, int32_t node_id);
 /* Sets the shard of every partition on this broker (node-local, never replicated): spread by
  * topic id and index over nshards. On a snapshot not yet shared. */
 void st_md_assign_shards(st_md_t *md, int nshards);
+
+/* Adds or replaces user's credential for its mechanism. 0 or -ENOMEM. */
+int st_md_put_scram(st_md_t *md, const st_md_scram_t *c);
+/* Removes one; ST_E_NOT_FOUND if absent. */
+int st_md_remove_scram(st_md_t *md, const char *user, int8_t mechanism);
+const st_md_scram_t *st_md_find_scram(const st_md_t *md, const char *user, int8_t mechanism);
 
 /* A topic id as 32 lower-case hex digits, and back (ST_E_INVALID when malformed). */
 void st_md_id_hex(const uint8_t id[16], char out[33]);

@@ -484,6 +484,35 @@ static int decide_acls(st_md_t *md, int kind, bool validate_only, st_ctl_item_t 
     return 0;
 }
 
+/* A SCRAM item: its record, each against the state the earlier items left. */
+static void ctl_scram(st_md_t *md, st_ctl_item_t *it, bool validate_only, json_t *records)
+{
+    if (!it->name || !*it->name) {
+        st_ctl_item_fail(it, ST_KERR_UNACCEPTABLE_CREDENTIAL, "empty user name");
+        return;
+    }
+    const st_md_scram_t *old = st_md_find_scram(md, it->name, it->mechanism);
+    if (!it->scram) {
+        if (!old) {
+            st_ctl_item_fail(it, ST_KERR_RESOURCE_NOT_FOUND,
+                             "attempt to delete a user credential that does not exist");
+            return;
+        }
+        if (validate_only)
+            return;
+        st_md_remove_scram(md, it->name, it->mechanism);
+        json_array_append_new(records, st_rec_remove_scram(it->name, it->mechanism));
+        return;
+    }
+    if ((old && it->if_absent) || validate_only)
+        return;
+    if (st_md_put_scram(md, it->scram)) {
+        st_ctl_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory");
+        return;
+    }
+    json_array_append_new(records, st_rec_scram(it->scram));
+}
+
 int st_ctl_decide(const st_ctl_rules_t *rules, const st_md_t *state, int kind, bool validate_only,
                   st_ctl_item_t *items, int n, json_t *records)
 {
@@ -494,6 +523,12 @@ int st_ctl_decide(const st_ctl_rules_t *rules, const st_md_t *state, int kind, b
         int rc = decide_acls(md, kind, validate_only, items, n, records);
         st_md_unref(md);
         return rc;
+    }
+    if (kind == ST_CTL_SCRAM) {
+        for (int i = 0; i < n; i++)
+            ctl_scram(md, &items[i], validate_only, records);
+        st_md_unref(md);
+        return 0;
     }
     /* consecutive items changing one topic (one per partition: ElectLeaders, reassignments)
      * share one record, written after the last of them */

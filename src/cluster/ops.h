@@ -16,6 +16,9 @@
  *     REASSIGN            st_rec_reassign / st_rec_reassign_cancel
  *     CREATE_ACLS         validated (st_acl_invalid), added unless already there
  *     DELETE_ACLS         every ACL the filter matches, removed (and listed in the item)
+ *     SCRAM               a user's SCRAM credential set (scram) or deleted (scram NULL:
+ *                         RESOURCE_NOT_FOUND when absent); if_absent (the bootstrap users)
+ *                         leaves an existing credential alone
  *   -> an item refused says why (error, message) and changes nothing; the records are each
  *      changed topic's whole new state, or its removal (consecutive items of one topic share
  *      one record). validate_only: the same answers, no record.
@@ -41,6 +44,7 @@ enum {
     ST_CTL_REASSIGN,          /* move a partition to other replicas, or cancel a move */
     ST_CTL_CREATE_ACLS,       /* add ACLs (one per item) */
     ST_CTL_DELETE_ACLS,       /* remove the ACLs each item's filter matches */
+    ST_CTL_SCRAM,             /* set or delete users' SCRAM credentials */
 };
 
 enum { ST_CTL_CFG_SET, ST_CTL_CFG_DELETE, ST_CTL_CFG_APPEND, ST_CTL_CFG_SUBTRACT };
@@ -70,6 +74,10 @@ typedef struct st_ctl_item {
     int32_t nreplicas;
     bool keep_rf; /* reassignment: a target of another replication factor is refused */
     st_acl_t acl; /* CreateAcls: the ACL; DeleteAcls: the filter (auth/acl.h) */
+    /* SCRAM: name is the user; the credential to set, or NULL to delete mechanism's */
+    const st_md_scram_t *scram;
+    int8_t mechanism;
+    bool if_absent;
     /* out */
     st_acl_set_t removed; /* DeleteAcls: the ACLs the filter removed (the caller finis it) */
     int16_t error;

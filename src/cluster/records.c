@@ -99,6 +99,33 @@ json_t *st_rec_cluster(const char *cluster_id)
     return json_pack("{s:s,s:s}", "type", "cluster", "id", cluster_id);
 }
 
+static void hex_of(const uint8_t *v, int n, char *out)
+{
+    static const char h[] = "0123456789abcdef";
+    for (int i = 0; i < n; i++) {
+        out[2 * i] = h[v[i] >> 4];
+        out[2 * i + 1] = h[v[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+json_t *st_rec_scram(const st_md_scram_t *c)
+{
+    char salt[2 * ST_MD_SCRAM_KEY_MAX + 1], sk[2 * ST_MD_SCRAM_KEY_MAX + 1],
+        vk[2 * ST_MD_SCRAM_KEY_MAX + 1];
+    hex_of(c->salt, c->salt_len, salt);
+    hex_of(c->stored_key, c->key_len, sk);
+    hex_of(c->server_key, c->key_len, vk);
+    return json_pack("{s:s,s:s,s:i,s:i,s:s,s:s,s:s}", "type", "scram", "user", c->user, "mech",
+                     c->mechanism, "iter", c->iterations, "salt", salt, "stored_key", sk,
+                     "server_key", vk);
+}
+
+json_t *st_rec_remove_scram(const char *user, int8_t mechanism)
+{
+    return json_pack("{s:s,s:s,s:i}", "type", "remove_scram", "user", user, "mech", mechanism);
+}
+
 /* Dumps root, padded with spaces to a multiple of 8, into alloc'd memory. */
 static void *dump_padded(json_t *root, size_t *len, void *(*alloc)(size_t))
 {
@@ -126,7 +153,7 @@ void *st_rec_entry(json_t *records, size_t *len, void *(*alloc)(size_t))
 
 void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t))
 {
-    json_t *brokers = json_array(), *topics = json_array();
+    json_t *brokers = json_array(), *topics = json_array(), *scram = json_array();
     for (int i = 0; i < md->nbrokers; i++)
         json_array_append_new(brokers, st_rec_broker(&md->brokers[i]));
     for (int i = 0; i < md->ntopics; i++)
@@ -134,8 +161,11 @@ void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t))
     json_t *acls = json_array();
     for (size_t i = 0; i < md->acls.n; i++)
         json_array_append_new(acls, st_rec_acl(&md->acls.v[i], false));
-    json_t *root = json_pack("{s:i,s:s,s:o,s:o,s:o}", "v", ST_REC_VERSION, "cluster",
-                             md->cluster_id, "brokers", brokers, "topics", topics, "acls", acls);
+    for (int i = 0; i < md->nscram; i++)
+        json_array_append_new(scram, st_rec_scram(&md->scram[i]));
+    json_t *root =
+        json_pack("{s:i,s:s,s:o,s:o,s:o,s:o}", "v", ST_REC_VERSION, "cluster", md->cluster_id,
+                  "brokers", brokers, "topics", topics, "acls", acls, "scram", scram);
     void *out = root ? dump_padded(root, len, alloc) : NULL;
     json_decref(root);
     return out;
@@ -259,6 +289,43 @@ static int apply_acl(st_md_t *md, json_t *r, bool remove)
     return st_acl_add(&md->acls, &a) < 0 ? -ENOMEM : 0;
 }
 
+/* n bytes of hex into out; the byte count, or -1 when malformed or longer than cap. */
+static int hex_parse(const char *s, uint8_t *out, int cap)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (!s || n % 2 || n / 2 > (size_t)cap)
+        return -1;
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        out[i] = (uint8_t)v;
+    }
+    return (int)(n / 2);
+}
+
+static int apply_scram(st_md_t *md, json_t *r)
+{
+    st_md_scram_t c = {0};
+    const char *user = json_string_value(json_object_get(r, "user"));
+    json_t *mech = json_object_get(r, "mech"), *iter = json_object_get(r, "iter");
+    if (!user || strlen(user) >= sizeof c.user || !json_is_integer(mech) || !json_is_integer(iter))
+        return ST_E_MALFORMED;
+    snprintf(c.user, sizeof c.user, "%s", user);
+    c.mechanism = (int8_t)json_integer_value(mech);
+    c.iterations = (int32_t)json_integer_value(iter);
+    int sl = hex_parse(json_string_value(json_object_get(r, "salt")), c.salt, sizeof c.salt);
+    int kl = hex_parse(json_string_value(json_object_get(r, "stored_key")), c.stored_key,
+                       sizeof c.stored_key);
+    int vl = hex_parse(json_string_value(json_object_get(r, "server_key")), c.server_key,
+                       sizeof c.server_key);
+    if (sl <= 0 || kl <= 0 || vl != kl)
+        return ST_E_MALFORMED;
+    c.salt_len = (int16_t)sl;
+    c.key_len = (int16_t)kl;
+    return st_md_put_scram(md, &c);
+}
+
 static int apply_record(st_md_t *md, json_t *r, int64_t index)
 {
     const char *type = json_string_value(json_object_get(r, "type"));
@@ -277,6 +344,16 @@ static int apply_record(st_md_t *md, json_t *r, int64_t index)
     }
     if (strcmp(type, "acl") == 0 || strcmp(type, "remove_acl") == 0)
         return apply_acl(md, r, type[0] == 'r');
+    if (strcmp(type, "scram") == 0)
+        return apply_scram(md, r);
+    if (strcmp(type, "remove_scram") == 0) {
+        const char *user = json_string_value(json_object_get(r, "user"));
+        json_t *mech = json_object_get(r, "mech");
+        if (!user || !json_is_integer(mech))
+            return ST_E_MALFORMED;
+        st_md_remove_scram(md, user, (int8_t)json_integer_value(mech));
+        return 0;
+    }
     if (strcmp(type, "cluster") == 0) {
         const char *id = json_string_value(json_object_get(r, "id"));
         char *c = id ? strdup(id) : NULL;
@@ -331,6 +408,7 @@ int st_rec_restore(st_md_t *md, const void *buf, size_t len)
         free(md->brokers[i].rack);
     }
     md->nbrokers = 0;
+    md->nscram = 0;
     char *c = strdup(cluster);
     if (c) {
         free(md->cluster_id);
@@ -353,6 +431,11 @@ int st_rec_restore(st_md_t *md, const void *buf, size_t len)
     json_array_foreach(acls, i, r)
     {
         rc = rc ? rc : apply_acl(md, r, false);
+    }
+    /* absent from snapshots written before the SCRAM credentials existed */
+    json_array_foreach(json_object_get(root, "scram"), i, r)
+    {
+        rc = rc ? rc : apply_scram(md, r);
     }
     json_decref(root);
     return rc ? ST_E_CORRUPT : 0;

@@ -15,13 +15,18 @@
  *   {"type": "acl", "resource_type": 2, "pattern_type": 3, "name": "t", "principal":
  *    "User:bob", "host": "*", "operation": 3, "permission": 3}   an ACL (auth/acl.h numbers)
  *   {"type": "remove_acl", ...the same fields}                 the removal of the ACL equal to it
+ *   {"type": "scram", "user": "alice", "mech": 1, "iter": 4096, "salt": "<hex>",
+ *    "stored_key": "<hex>", "server_key": "<hex>"}         a SCRAM credential, added or
+ *                                                           replaced (KIP-554; mech 1 SHA-256,
+ *                                                           2 SHA-512)
+ *   {"type": "remove_scram", "user": "alice", "mech": 1}
  * A topic record replaces the topic with its id (or adds it when its name is free; a record
  * for a name another topic holds is ignored). A broker's epoch is the index of the entry that
  * registered its current incarnation.
  *
  * The snapshot of the state machine is the same encoding of the whole state:
  *   {"v": 1, "cluster": "<id>", "brokers": [<broker record>...], "topics": [<topic record>...],
- *    "acls": [<acl record>...]}
+ *    "acls": [<acl record>...], "scram": [<scram record>...]}
  *
  * Threads: any (pure functions of their arguments).
  */
@@ -51,10 +56,12 @@ json_t *st_rec_remove_topic(const uint8_t id[16]);
 json_t *st_rec_cluster(const char *cluster_id);
 /* An "acl" record, or with remove its "remove_acl". */
 json_t *st_rec_acl(const st_acl_t *a, bool remove);
+json_t *st_rec_scram(const st_md_scram_t *c);
+json_t *st_rec_remove_scram(const char *user, int8_t mechanism);
 
 /* The whole state, for a snapshot (malloc'd with alloc; *len bytes). */
 void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t));
-/* Replaces md's brokers, topics and cluster id with a snapshot's. */
+/* Replaces md's brokers, topics, SCRAM credentials and cluster id with a snapshot's. */
 int st_rec_restore(st_md_t *md, const void *buf, size_t len);
 
 /* Brokers that may host replicas: registered and not fenced. */

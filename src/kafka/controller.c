@@ -203,7 +203,7 @@ static void ctl_report(st_ctl_op_t *op, const st_adopt_fails_t *fails, const st_
 {
     /* A partition that could not be opened is offline: the topic exists, but the client is
      * told (KAFKA_STORAGE_ERROR) instead of a success it cannot use. */
-    for (int f = 0; md && f < fails->n; f++) {
+    for (int f = 0; md && op->kind != ST_CTL_SCRAM && f < fails->n; f++) {
         const st_md_topic_t *t = st_md_find_id(md, fails->f[f].id);
         for (int i = 0; t && i < op->n; i++) {
             st_ctl_item_t *it = &op->items[i];

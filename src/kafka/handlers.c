@@ -57,6 +57,10 @@ const st_khandler_t st_khandlers[] = {
     ST_H(DESCRIBE_ACLS, st_kh_describe_acls),
     ST_H(CREATE_ACLS, st_kh_create_acls),
     ST_H(DELETE_ACLS, st_kh_delete_acls),
+    ST_H(SASL_HANDSHAKE, st_kh_sasl_handshake),
+    ST_H(SASL_AUTHENTICATE, st_kh_sasl_authenticate),
+    ST_H(DESCRIBE_USER_SCRAM_CREDENTIALS, st_kh_describe_user_scram_credentials),
+    ST_H(ALTER_USER_SCRAM_CREDENTIALS, st_kh_alter_user_scram_credentials),
 };
 const int st_nkhandlers = (int)(sizeof st_khandlers / sizeof st_khandlers[0]);
 

@@ -70,6 +70,10 @@ void st_kh_add_offsets_to_txn(st_kreq_t *r);
 void st_kh_end_txn(st_kreq_t *r);
 void st_kh_describe_transactions(st_kreq_t *r);
 void st_kh_list_transactions(st_kreq_t *r);
+void st_kh_sasl_handshake(st_kreq_t *r);                  /* h_sasl.c */
+void st_kh_sasl_authenticate(st_kreq_t *r);               /* h_sasl.c */
+void st_kh_describe_user_scram_credentials(st_kreq_t *r); /* h_scram.c */
+void st_kh_alter_user_scram_credentials(st_kreq_t *r);    /* h_scram.c */
 /* InitProducerId with a transactional id (h_txn.c): to the id's coordinator. */
 void st_kh_init_producer_id_txn(st_kreq_t *r, const st_kp_init_producer_id_req_t *req);
 

@@ -12,28 +12,37 @@
 #include "kafka/handlers.h"
 #include "kafka/kshard.h"
 #include "kafka/replica_link.h"
+#include "kafka/sasl.h"
 #include "kafka/topic_config.h"
 #include "kafka/txn_route.h"
 #include "net/conn.h"
 #include "proto/kreader.h"
 
-/* The api keys of SASL's own requests (no handler yet: the security issue brings them). */
-enum { SASL_HANDSHAKE_KEY = 17, SASL_AUTHENTICATE_KEY = 36 };
-
 /* Whether a connection that is not authenticated yet (net/auth.h) may send api_key: only what
  * the handshake itself needs, as Kafka's SASL server allows. */
 static bool allowed_before_auth(int16_t api_key)
 {
-    return api_key == ST_KP_API_API_VERSIONS || api_key == SASL_HANDSHAKE_KEY ||
-           api_key == SASL_AUTHENTICATE_KEY;
+    return api_key == ST_KP_API_API_VERSIONS || api_key == ST_KP_API_SASL_HANDSHAKE ||
+           api_key == ST_KP_API_SASL_AUTHENTICATE;
 }
 
 /* The connection's authentication state, then the request's header, then its handler. A
  * request an unauthenticated connection may not send, an unknown api key or version closes
  * the connection, except ApiVersions, which answers any version. PLAINTEXT connections are
- * authenticated from their accept. */
+ * authenticated from their accept. After a SaslHandshake v0 the frames are bare SASL tokens
+ * (h_sasl.c) until the exchange ends. */
 static void dispatch(st_kreq_t *r)
 {
+    /* Kafka's sasl.server.max.receive.size: a connection not authenticated yet sends nothing
+     * larger (an oversized token is not buffered for a stranger) */
+    if (!st_auth_done(st_conn_auth(r->conn)) && r->frame_len > ST_SASL_MAX_RECEIVE) {
+        st_kreq_fail(r, "frame larger than 512 KiB before authentication");
+        return;
+    }
+    if (st_sasl_raw_pending(r->conn)) {
+        st_sasl_raw_frame(r);
+        return;
+    }
     if (!st_auth_done(st_conn_auth(r->conn)) && !allowed_before_auth(r->api_key)) {
         st_kreq_fail(r, "request before authentication");
         return;
@@ -88,6 +97,7 @@ static int shard_start(st_kshard_t *s)
 
 static void shard_fini(st_kshard_t *s)
 {
+    st_sasl_shard_fini(s);
     st_coordsvc_fini(s);
     free(s->proto);
     s->proto = NULL;
@@ -97,6 +107,7 @@ static void shard_tick(st_kshard_t *s)
 {
     st_ctl_tick(s);
     st_coordsvc_tick(s);
+    st_sasl_tick(s);
 }
 
 int st_kafka_init(const st_config_t *cfg)

@@ -41,6 +41,7 @@ int st_auth_succeed(st_auth_t *a, const char *principal)
         return -1;
     snprintf(a->principal, sizeof a->principal, "%s", principal);
     a->state = ST_AUTH_DONE;
+    st_auth_fini(a);
     return 0;
 }
 
@@ -48,6 +49,15 @@ void st_auth_fail(st_auth_t *a)
 {
     a->principal[0] = 0;
     a->state = ST_AUTH_FAILED;
+    st_auth_fini(a);
+}
+
+void st_auth_fini(st_auth_t *a)
+{
+    if (a->sasl && a->sasl_free)
+        a->sasl_free(a->sasl);
+    a->sasl = NULL;
+    a->sasl_free = NULL;
 }
 
 const char *st_auth_state_name(st_auth_state_t s)

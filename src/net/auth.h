@@ -17,9 +17,8 @@
  * HANDSHAKE lasts while the transport's own handshake runs (none for plain TCP: conn.c
  * calls st_auth_transport_ready at accept). The Kafka layer consults st_auth_done before
  * each request: until then only the requests that carry the handshake itself (ApiVersions,
- * SaslHandshake, SaslAuthenticate) may pass. No SASL mechanism exists yet: the states after
- * SASL_HANDSHAKE are the seam the security issue's SaslHandshake and SaslAuthenticate
- * handlers drive.
+ * SaslHandshake, SaslAuthenticate) may pass. The SaslHandshake and SaslAuthenticate handlers
+ * (kafka/h_sasl.c) drive the states after SASL_HANDSHAKE; the mechanisms are auth/'s.
  *
  * Knows nothing of Kafka's api keys. Runs on the connection's shard.
  */
@@ -46,6 +45,10 @@ typedef struct st_auth {
     st_sec_protocol_t protocol;
     char mechanism[32];                    /* SASL mechanism once chosen, else empty */
     char principal[ST_AUTH_PRINCIPAL_MAX]; /* "User:NAME" once DONE, else empty */
+    /* The mechanism's own state between exchanges (the Kafka layer's: kafka/h_sasl.c), freed
+     * with sasl_free when the connection goes or the exchange ends. */
+    void *sasl;
+    void (*sasl_free)(void *sasl);
 } st_auth_t;
 
 void st_auth_init(st_auth_t *a, st_sec_protocol_t protocol);
@@ -58,6 +61,8 @@ int st_auth_sasl_mechanism(st_auth_t *a, const char *mechanism);
 int st_auth_succeed(st_auth_t *a, const char *principal);
 /* The proof failed; the connection must close. */
 void st_auth_fail(st_auth_t *a);
+/* Frees the mechanism's state (the connection is going). */
+void st_auth_fini(st_auth_t *a);
 static inline bool st_auth_done(const st_auth_t *a)
 {
     return a->state == ST_AUTH_DONE;

@@ -231,6 +231,7 @@ static void st_conn_unref(st_conn_t *c)
     if (c->frame)
         st_budget_put(n, c->frame_len);
     free(c->frame);
+    st_auth_fini(&c->auth);
     free(c);
     st_net_maybe_done(n);
 }
@@ -291,6 +292,15 @@ static void st_conn_check_drained(st_conn_t *c)
 {
     if (c->open && c->draining && c->nslots == 0 && !c->sq_head && !c->sending)
         st_conn_close(c);
+}
+
+void st_conn_close_when_sent(st_conn_t *c)
+{
+    if (!c->open || c->draining)
+        return;
+    c->draining = true;
+    st_wait_unlink(c);
+    st_conn_check_drained(c);
 }
 
 /* ---- receive ---- */

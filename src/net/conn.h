@@ -101,6 +101,10 @@ const st_net_stats_t *st_net_stats(const st_net_t *n);
 void st_conn_respond(st_conn_t *c, uint64_t seq, st_out_t *out);
 /* Closes now; unsent responses are dropped. */
 void st_conn_close(st_conn_t *c);
+/* Reads no more and closes once every request is answered and every response sent (a failed
+ * SASL authentication: its answer leaves, then the connection goes). Call it before the last
+ * answer: answering a closed connection may free it. */
+void st_conn_close_when_sent(st_conn_t *c);
 int st_conn_is_closed(const st_conn_t *c);
 /* "ip:port" of the peer ("local" for a socket that is not IPv4). */
 const char *st_conn_peer(const st_conn_t *c);

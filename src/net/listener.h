@@ -6,9 +6,8 @@
  * listener belongs to it for its life (st_conn_listener) and starts in the authentication
  * state its protocol asks for (net/auth.h).
  *
- * PLAINTEXT and SSL are served (SSL: net/tls.h, chosen by st_sec_protocol_tls alone, so a
- * SASL_SSL listener gets the same transport); the configuration still refuses the SASL
- * protocols until net/auth.h's SASL states have mechanisms behind them.
+ * Every protocol is served: SSL and SASL_SSL through net/tls.h (chosen by st_sec_protocol_tls
+ * alone), SASL_PLAINTEXT and SASL_SSL authenticated by kafka/h_sasl.c through net/auth.h.
  *
  * Header only: the configuration (cluster/config.c) parses protocol names with it without
  * linking net/.

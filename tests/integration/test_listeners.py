@@ -198,10 +198,11 @@ class RefusedTest(unittest.TestCase):
         self.assertIsNone(harness.SANITIZER_RE.search(lines[0]), lines[0])
         return lines[0]
 
-    def test_sasl_ssl_listener_refused(self):
+    def test_sasl_ssl_listener_without_certificate_refused(self):
+        """SASL_SSL is served (TLS underneath): like SSL, it needs a certificate."""
         p, q = free_port(), free_port()
         line = self.refused({"listeners": "PLAINTEXT://127.0.0.1:%d,SASL_SSL://127.0.0.1:%d"
-                             % (p, q)}, "SASL_SSL", "not supported", "PLAINTEXT", str(q))
+                             % (p, q)}, "SASL_SSL", "ssl.keystore.location")
         self.assertIn("listener", line)
 
     def test_ssl_listener_without_certificate_refused(self):

@@ -138,12 +138,48 @@ static void test_ssl_listener_settings(void **state)
     st_config_fini(&c);
 }
 
+static void test_sasl_plaintext_listener(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listeners",
+                        "SASL_PLAINTEXT://127.0.0.1:0",
+                        "sasl.enabled.mechanisms",
+                        "scram-sha-512, PLAIN",
+                        "sasl.bootstrap.users",
+                        "alice:SCRAM-SHA-256:a:b,bob:SCRAM-SHA-512:pw",
+                        NULL};
+    st_config_t c;
+    char err[512];
+    assert_int_equal(configure(&c, err, sizeof err, kv), 0);
+    assert_int_equal(c.nkafka_listeners, 1);
+    assert_int_equal(c.kafka_listeners[0].protocol, ST_SEC_SASL_PLAINTEXT);
+    assert_int_equal(c.sasl_mechanisms, ST_SASL_PLAIN | ST_SASL_SCRAM_SHA_512);
+    st_config_fini(&c);
+}
+
+/* SASL_SSL: TLS underneath (st_sec_protocol_tls), SASL on top; every protocol is accepted. */
+static void test_sasl_ssl_listener(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listeners", "PLAINTEXT://127.0.0.1:1,SASL_SSL://127.0.0.1:2", NULL};
+    st_config_t c;
+    char err[512];
+    assert_int_equal(configure(&c, err, sizeof err, kv), 0);
+    assert_int_equal(c.nkafka_listeners, 2);
+    assert_int_equal(c.kafka_listeners[1].protocol, ST_SEC_SASL_SSL);
+    assert_true(st_sec_protocol_tls(c.kafka_listeners[1].protocol));
+    assert_true(st_sec_protocol_sasl(c.kafka_listeners[1].protocol));
+    st_config_fini(&c);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
-    const char *sasl[] = {"listeners", "PLAINTEXT://127.0.0.1:1,SASL_SSL://127.0.0.1:2", NULL};
-    refused(sasl, "listener SASL_SSL://127.0.0.1:2 uses security protocol SASL_SSL, which is "
-                  "not supported yet (PLAINTEXT and SSL)");
+    const char *mech[] = {"listeners", "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms",
+                          "PLAIN,GSSAPI", NULL};
+    refused(mech, "sasl.enabled.mechanisms: 'GSSAPI' is not one of");
+    const char *boot[] = {"sasl.bootstrap.users", "alice:PLAIN:pw", NULL};
+    refused(boot, "bad entry in sasl.bootstrap.users");
     const char *unmapped[] = {"listeners", "FOO://127.0.0.1:1", NULL};
     refused(unmapped, "listener FOO has no security protocol in listener.security.protocol.map");
     const char *badmap[] = {"listener.security.protocol.map", "PLAINTEXT", NULL};
@@ -172,6 +208,8 @@ int main(void)
         cmocka_unit_test(test_default_is_one_plaintext_listener),
         cmocka_unit_test(test_several_listeners),
         cmocka_unit_test(test_ssl_listener_settings),
+        cmocka_unit_test(test_sasl_plaintext_listener),
+        cmocka_unit_test(test_sasl_ssl_listener),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

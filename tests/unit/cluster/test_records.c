@@ -9,7 +9,9 @@
 #include <cmocka.h>
 
 #include "base/err.h"
+#include "cluster/ops.h"
 #include "cluster/records.h"
+#include "proto/kerr.h"
 
 static st_md_t *cluster(int n, const char *const *racks)
 {
@@ -154,6 +156,74 @@ static st_md_topic_t *topic(const char *name, uint8_t idbyte, int32_t n)
     st_md_topic_set_config(t, "retention.ms", "1000");
     t->replication_factor = 3;
     return t;
+}
+
+/* SCRAM credentials: applied, replaced, removed, kept by snapshots (and a snapshot without
+ * any, as written before they existed, restores); the controller's SCRAM op. */
+static void test_scram_records(void **state)
+{
+    (void)state;
+    st_md_t *md = st_md_new("c1", -1);
+    st_md_scram_t a = {.user = "alice",
+                       .mechanism = 1,
+                       .iterations = 4096,
+                       .salt_len = 3,
+                       .key_len = 32,
+                       .salt = {1, 2, 3}};
+    memset(a.stored_key, 0x11, 32);
+    memset(a.server_key, 0x22, 32);
+    st_md_scram_t b = a;
+    b.mechanism = 2;
+    b.key_len = 64;
+    json_t *r = json_array();
+    json_array_append_new(r, st_rec_scram(&b));
+    json_array_append_new(r, st_rec_scram(&a));
+    apply(md, r, 2);
+    assert_int_equal(md->nscram, 2);
+    const st_md_scram_t *got = st_md_find_scram(md, "alice", 1);
+    assert_non_null(got);
+    assert_int_equal(got->iterations, 4096);
+    assert_memory_equal(got->stored_key, a.stored_key, 32);
+    assert_memory_equal(got->salt, a.salt, 3);
+    assert_int_equal(md->scram[0].mechanism, 1); /* sorted by user, then mechanism */
+
+    size_t len;
+    char *snap = st_rec_snapshot(md, &len, NULL);
+    st_md_t *copy = st_md_new("", -1);
+    assert_int_equal(st_rec_restore(copy, snap, len), 0);
+    assert_int_equal(copy->nscram, 2);
+    assert_memory_equal(copy->scram, md->scram, 2 * sizeof *md->scram);
+    const char old[] = "{\"v\":1,\"cluster\":\"c\",\"brokers\":[],\"topics\":[]}";
+    assert_int_equal(st_rec_restore(copy, old, sizeof old - 1), 0);
+    assert_int_equal(copy->nscram, 0);
+
+    r = json_array();
+    json_array_append_new(r, st_rec_remove_scram("alice", 2));
+    json_array_append_new(r, st_rec_remove_scram("nobody", 1));
+    apply(md, r, 3);
+    assert_int_equal(md->nscram, 1);
+    assert_null(st_md_find_scram(md, "alice", 2));
+
+    /* the controller: a delete of a missing credential fails, if_absent leaves one alone */
+    st_md_scram_t a2 = a;
+    a2.iterations = 8192;
+    st_ctl_item_t items[3] = {
+        {.name = "alice", .mechanism = 1, .scram = &a2, .if_absent = true},
+        {.name = "bob", .mechanism = 2},
+        {.name = "alice", .mechanism = 1, .scram = &a2},
+    };
+    json_t *recs = json_array();
+    st_ctl_rules_t rules = {0};
+    assert_int_equal(st_ctl_decide(&rules, md, ST_CTL_SCRAM, false, items, 3, recs), 0);
+    assert_int_equal(items[0].error, 0);
+    assert_int_equal(items[1].error, ST_KERR_RESOURCE_NOT_FOUND);
+    assert_int_equal(items[2].error, 0);
+    assert_int_equal(json_array_size(recs), 1);
+    apply(md, recs, 4);
+    assert_int_equal(st_md_find_scram(md, "alice", 1)->iterations, 8192);
+    free(snap);
+    st_md_unref(copy);
+    st_md_unref(md);
 }
 
 static void test_apply_and_snapshot_round_trip(void **state)
@@ -435,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_elect_moves_leadership_within_the_isr),
         cmocka_unit_test(test_preferred_election),
         cmocka_unit_test(test_apply_and_snapshot_round_trip),
+        cmocka_unit_test(test_scram_records),
         cmocka_unit_test(test_fence_and_rejoin_records),
         cmocka_unit_test(test_rebalance_returns_preferred_leaders),
         cmocka_unit_test(test_reassign_adds_first),

@@ -513,6 +513,7 @@ static void test_api_table(void **state)
         {14, 0, 5, 4, "SyncGroup"},
         {15, 0, 6, 5, "DescribeGroups"},
         {16, 0, 5, 3, "ListGroups"},
+        {17, 0, 1, -1, "SaslHandshake"},
         {18, 0, 4, 3, "ApiVersions"},
         {19, 2, 7, 5, "CreateTopics"},
         {20, 1, 6, 4, "DeleteTopics"},
@@ -524,8 +525,12 @@ static void test_api_table(void **state)
         {26, 0, 5, 3, "EndTxn"},
         {27, 0, 1, 1, "WriteTxnMarkers"},
         {28, 0, 5, 3, "TxnOffsetCommit"},
+        {29, 1, 3, 2, "DescribeAcls"},
+        {30, 1, 3, 2, "CreateAcls"},
+        {31, 1, 3, 2, "DeleteAcls"},
         {32, 1, 4, 4, "DescribeConfigs"},
         {33, 0, 2, 2, "AlterConfigs"},
+        {36, 0, 2, 2, "SaslAuthenticate"},
         {37, 0, 3, 2, "CreatePartitions"},
         {42, 0, 2, 2, "DeleteGroups"},
         {43, 0, 2, 2, "ElectLeaders"},
@@ -533,6 +538,8 @@ static void test_api_table(void **state)
         {45, 0, 1, 0, "AlterPartitionReassignments"},
         {46, 0, 0, 0, "ListPartitionReassignments"},
         {47, 0, 0, -1, "OffsetDelete"},
+        {50, 0, 0, 0, "DescribeUserScramCredentials"},
+        {51, 0, 0, 0, "AlterUserScramCredentials"},
         {60, 0, 2, 0, "DescribeCluster"},
         {61, 0, 0, 0, "DescribeProducers"},
         {65, 0, 0, 0, "DescribeTransactions"},
@@ -548,9 +555,9 @@ static void test_api_table(void **state)
         assert_int_equal(a->max_version, want[i].max);
         assert_int_equal(a->flexible_version, want[i].flex);
     }
-    assert_null(st_kp_api_find(17));
+    assert_null(st_kp_api_find(34));
     assert_null(st_kp_api_find(-1));
-    assert_int_equal(st_kp_req_header_version(17, 0), ST_E_UNSUPPORTED);
+    assert_int_equal(st_kp_req_header_version(34, 0), ST_E_UNSUPPORTED);
     assert_int_equal(st_kp_req_header_version(ST_KP_API_OFFSET_DELETE, 0), 1);
     assert_int_equal(st_kp_req_header_version(ST_KP_API_DESCRIBE_CLUSTER, 0), 2);
     /* Versions past the range still get the flexible rule (to answer UNSUPPORTED_VERSION). */
