@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "auth/scram.h"
+#include "kafka/authz.h"
 #include "kafka/controller.h"
 #include "kafka/handlers.h"
 #include "kafka/sasl.h"
@@ -55,6 +56,12 @@ void st_kh_describe_user_scram_credentials(st_kreq_t *r)
     }
     const st_md_t *md = r->shard->md;
     st_kp_describe_user_scram_credentials_resp_t resp = {0};
+    if (!st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE)) { /* Kafka's check: DESCRIBE on the cluster */
+        resp.error_code = r->error_code = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+        resp.error_message = st_kstr("Cluster authorization failed.");
+        ST_KREQ_RESPOND(r, describe_user_scram_credentials, &resp);
+        return;
+    }
     int n = req.users_count > 0 ? req.users_count : md->nscram;
     resp.results = st_arena_zalloc(&r->arena, (size_t)n * sizeof *resp.results + 1);
     st_kp_describe_user_scram_credentials_resp_credential_info_t *ci =
@@ -187,6 +194,8 @@ void st_kh_alter_user_scram_credentials(st_kreq_t *r)
     a->op.kind = ST_CTL_SCRAM;
     a->op.arg = r;
     a->op.cb = alter_done;
+    /* With ACLs on: ALTER on the cluster (Kafka's check), else every user is refused */
+    bool allowed = st_kauthz_cluster(r, ST_ACL_OP_ALTER);
     /* every change, deletions first: its user, then the checks */
     for (int i = 0; i < n; i++) {
         bool del = i < nd;
@@ -198,6 +207,11 @@ void st_kh_alter_user_scram_credentials(st_kreq_t *r)
         int u = user_index(a, user);
         ops_user[i] = u;
         ops_mech[i] = mech;
+        if (!allowed) {
+            alter_refuse(a, u, ST_KERR_CLUSTER_AUTHORIZATION_FAILED,
+                         "Cluster authorization failed.");
+            continue;
+        }
         if (!*user || strlen(user) >= ST_MD_SCRAM_USER_MAX) {
             alter_refuse(a, u, ST_KERR_UNACCEPTABLE_CREDENTIAL, "Username must not be empty");
             continue;

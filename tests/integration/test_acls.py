@@ -164,7 +164,7 @@ class AclClusterAuthTest(ServerTestCase):
     def test_cluster_and_txn_apis_wire(self):
         """The APIs no installed client drives, checked in raw bytes (kwire): ElectLeaders and
         ListPartitionReassignments need ALTER / DESCRIBE on the cluster, EndTxn WRITE on the
-        transactional id."""
+        transactional id, DescribeUserScramCredentials DESCRIBE on the cluster."""
         import kwire as w
         with w.Conn.to(self.bootstrap) as c:
             # ElectLeaders v1: election_type, topic_partitions (null: all), timeout_ms
@@ -179,6 +179,11 @@ class AclClusterAuthTest(ServerTestCase):
             r = c.request(26, 0, w.string("tx-1") + w.i64(1) + w.i16(0) + w.boolean(True))
             r.i32()
             self.assertEqual(r.i16(), 53)  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            # DescribeUserScramCredentials v0 (flexible): users (null: all) -> DESCRIBE on the
+            # cluster
+            r = c.request(50, 0, w.uvarint(0) + w.uvarint(0), flexible=True)
+            r.i32()
+            self.assertEqual(r.i16(), 31)
 
 
 class AclEnforcementTest(ServerTestCase):
