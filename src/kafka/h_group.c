@@ -694,9 +694,18 @@ static void describe_route(st_kreq_t *r, void *arg)
 {
     st_kgroup_ctx_t *ctx = arg;
     describe_t *d = ctx->data;
-    (void)r;
-    for (int i = 0; i < d->resp.groups_count; i++)
-        st_kgroup_call_group(ctx, d->resp.groups[i].group_id, describe_exec, &d->resp.groups[i]);
+    for (int i = 0; i < d->resp.groups_count; i++) {
+        st_kp_describe_groups_resp_group_t *g = &d->resp.groups[i];
+        /* With ACLs on: DESCRIBE on each group (Kafka's check) */
+        if (st_kauthz_on(r) &&
+            (g->group_id.len < 0 || !st_kauthz(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_GROUP,
+                                               g->group_id.ptr, (size_t)g->group_id.len))) {
+            g->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+            g->authorized_operations = INT32_MIN;
+            continue;
+        }
+        st_kgroup_call_group(ctx, g->group_id, describe_exec, g);
+    }
     st_kgroup_ctx_end(ctx);
 }
 
@@ -811,10 +820,16 @@ static void delete_groups_route(st_kreq_t *r, void *arg)
 {
     st_kgroup_ctx_t *ctx = arg;
     delete_groups_t *d = ctx->data;
-    (void)r;
-    for (int i = 0; i < d->resp.results_count; i++)
-        st_kgroup_call_group(ctx, d->resp.results[i].group_id, delete_groups_exec,
-                             &d->resp.results[i]);
+    for (int i = 0; i < d->resp.results_count; i++) {
+        st_kstr_t g = d->resp.results[i].group_id;
+        /* With ACLs on: DELETE on each group (Kafka's check) */
+        if (st_kauthz_on(r) && (g.len < 0 || !st_kauthz(r, ST_ACL_OP_DELETE, ST_ACL_RES_GROUP,
+                                                        g.ptr, (size_t)g.len))) {
+            d->resp.results[i].error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+            continue;
+        }
+        st_kgroup_call_group(ctx, g, delete_groups_exec, &d->resp.results[i]);
+    }
     st_kgroup_ctx_end(ctx);
 }
 

@@ -199,6 +199,7 @@ class AclEnforcementTest(ServerTestCase):
         u = "%d" % os.getpid()
         cls.open_t, cls.secret, cls.hidden = "open-" + u, "secret-" + u, "hidden-" + u
         cls.denied_group = "g-denied-" + u
+        cls.desc_group = "g-desc-" + u
         from confluent_kafka.admin import AdminClient, NewTopic
         ac = AdminClient({"bootstrap.servers": cls.bootstrap})
         for f in ac.create_topics([NewTopic(t, 1, 1) for t in
@@ -214,6 +215,7 @@ class AclEnforcementTest(ServerTestCase):
                 acl(cls.secret, "DESCRIBE"),
                 acl(cls.hidden, "DESCRIBE", perm="DENY"),
                 acl(cls.denied_group, "READ", perm="DENY", rtype="GROUP"),
+                acl(cls.desc_group, "DESCRIBE", rtype="GROUP"),
                 acl("nocreate-", "CREATE", perm="DENY", pattern="PREFIXED")])
             assert res["failed"] == [], res
         finally:
@@ -268,6 +270,22 @@ class AclEnforcementTest(ServerTestCase):
         err = self.consume_error(self.open_t, self.denied_group)
         self.assertIsNotNone(err)
         self.assertEqual(err.code(), KafkaError.GROUP_AUTHORIZATION_FAILED)
+        # DescribeGroups: DESCRIBE on each group (wire: FindCoordinator refuses first otherwise)
+        import kwire as w
+        with w.Conn.to(self.bootstrap) as c:
+            r = c.request(15, 0, w.array([self.denied_group], w.string))
+            r.i32()  # one group
+            self.assertEqual(r.i16(), 30)  # GROUP_AUTHORIZATION_FAILED
+            self.assertEqual(r.string(), self.denied_group)
+        # DeleteGroups: DELETE, which DESCRIBE does not give
+        from kafka.errors import GroupAuthorizationFailedError
+        a = admin(self.bootstrap)
+        try:
+            self.assertEqual(len(a.describe_consumer_groups([self.desc_group])), 1)
+            out = dict(a.delete_consumer_groups([self.desc_group]))
+            self.assertTrue(is_error(out[self.desc_group], GroupAuthorizationFailedError), out)
+        finally:
+            a.close()
 
     def test_metadata(self):
         from confluent_kafka import KafkaError
