@@ -366,6 +366,12 @@ void st_kh_create_partitions(st_kreq_t *r)
             r->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
             continue;
         }
+        if (st_kauthz_on(r) && !st_kauthz(r, ST_ACL_OP_ALTER, ST_ACL_RES_TOPIC, name ? name : "",
+                                          name ? strlen(name) : 0)) {
+            resp->results[i].error_code = r->error_code = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
+            resp->results[i].error_message = st_kstr("Authorization failed.");
+            continue; /* ALTER on the topic (Kafka's check) */
+        }
         st_ctl_item_t *it = admin_take(a, i);
         it->name = name ? name : "";
         it->count = q->count;
@@ -496,7 +502,18 @@ void st_kh_describe_configs(st_kreq_t *r)
         st_kp_describe_configs_resp_result_init(o);
         o->resource_type = q->resource_type;
         o->resource_name = q->resource_name;
-        if (q->resource_type == ST_RES_TOPIC)
+        /* DESCRIBE_CONFIGS on the topic, or on the cluster for a broker (Kafka's checks) */
+        st_kstr_t n = q->resource_name;
+        bool allowed = !st_kauthz_on(r) ||
+                       (q->resource_type == ST_RES_TOPIC
+                            ? n.len >= 0 && st_kauthz(r, ST_ACL_OP_DESCRIBE_CONFIGS,
+                                                      ST_ACL_RES_TOPIC, n.ptr, (size_t)n.len)
+                            : st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE_CONFIGS));
+        if (!allowed) {
+            o->error_code = q->resource_type == ST_RES_TOPIC ? ST_KERR_TOPIC_AUTHORIZATION_FAILED
+                                                             : ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+            o->error_message = st_kstr("Authorization failed.");
+        } else if (q->resource_type == ST_RES_TOPIC)
             describe_topic(r, &req, q, o);
         else if (q->resource_type == ST_RES_BROKER)
             describe_broker(r, q, o);
@@ -587,6 +604,12 @@ static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int 
         al->messages[i] = st_kstr(type == ST_RES_BROKER
                                       ? "Broker settings are static: set them in strata.properties"
                                       : "Unsupported resource type");
+        return NULL;
+    }
+    if (st_kauthz_on(r) && (name.len < 0 || !st_kauthz(r, ST_ACL_OP_ALTER_CONFIGS, ST_ACL_RES_TOPIC,
+                                                       name.ptr, (size_t)name.len))) {
+        al->errors[i] = ST_KERR_TOPIC_AUTHORIZATION_FAILED; /* ALTER_CONFIGS on the topic */
+        al->messages[i] = st_kstr("Authorization failed.");
         return NULL;
     }
     if (!cstr(r, name, &cname)) {

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "kafka/authz.h"
 #include "kafka/group_route.h"
 #include "kafka/handlers.h"
 #include "kafka/pcall.h"
@@ -117,6 +118,8 @@ void st_kh_write_txn_markers(st_kreq_t *r)
         return;
     }
     c->resp.markers_count = nm;
+    /* brokers' own request: CLUSTER_ACTION on the cluster (Kafka's check) */
+    bool allowed = st_kauthz_cluster(r, ST_ACL_OP_CLUSTER_ACTION);
     int k = 0;
     for (int i = 0; i < nm; i++) {
         const st_kp_write_txn_markers_req_marker_t *m = &c->req.markers[i];
@@ -146,6 +149,10 @@ void st_kh_write_txn_markers(st_kreq_t *r)
                 mis[k].m = m;
                 c->items[k].data = &mis[k];
                 st_pitem_resolve(r, &c->items[k], qt->name, qt->partition_indexes[j], -1);
+                if (!allowed) {
+                    c->items[k].error = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+                    c->items[k].owner = -1;
+                }
             }
         }
     }

@@ -299,6 +299,32 @@ class AclEnforcementTest(ServerTestCase):
         self.assertEqual(md.topics[self.hidden].error.code(),
                          KafkaError.TOPIC_AUTHORIZATION_FAILED)
 
+    def test_topic_admin_apis(self):
+        """CreatePartitions (ALTER), DescribeConfigs (DESCRIBE_CONFIGS), AlterConfigs
+        (ALTER_CONFIGS) on a topic ACLs name without allowing them; an open topic is served."""
+        from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions
+        a = admin(self.bootstrap)
+        try:
+            from kafka.errors import TopicAuthorizationFailedError
+            with self.assertRaises(TopicAuthorizationFailedError):
+                a.create_partitions({self.secret: NewPartitions(2)})
+            from kafka.admin import NewTopic
+            free = self.unique("cfg")  # no ACL names it: open (allow.everyone.if.no.acl.found)
+            a.create_topics([NewTopic(free, 1, 1)])
+            # open_t's ACLs allow READ and WRITE, which do not imply DESCRIBE_CONFIGS
+            res = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, self.secret),
+                                      ConfigResource(ConfigResourceType.TOPIC, self.open_t),
+                                      ConfigResource(ConfigResourceType.TOPIC, free)])
+            errs = {x[3]: x[0] for resp in res for x in resp.resources}
+            self.assertEqual(errs, {self.secret: 29, self.open_t: 29, free: 0})
+            out = a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, self.secret,
+                                                  configs={"retention.ms": "1000"}),
+                                   ConfigResource(ConfigResourceType.TOPIC, free,
+                                                  configs={"retention.ms": "100000"})])
+            self.assertEqual([x[0] for x in out.resources], [29, 0])
+        finally:
+            a.close()
+
     def test_create_topics(self):
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
