@@ -626,9 +626,18 @@ static void offset_fetch_route(st_kreq_t *r, void *arg)
 {
     st_kgroup_ctx_t *ctx = arg;
     offset_fetch_t *f = ctx->data;
-    for (int i = 0; i < f->ngroups; i++)
-        st_kgroup_call_group(ctx, f->groups[i].o.group_id, offset_fetch_exec, &f->groups[i]);
-    (void)r;
+    for (int i = 0; i < f->ngroups; i++) {
+        st_goffsets_t *o = &f->groups[i].o;
+        /* With ACLs on: DESCRIBE on the group (Kafka's check); nothing of it is answered */
+        if (st_kauthz_on(r) &&
+            (o->group_id.len < 0 || !st_kauthz(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_GROUP,
+                                               o->group_id.ptr, (size_t)o->group_id.len))) {
+            o->error = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+            o->n = 0;
+            continue;
+        }
+        st_kgroup_call_group(ctx, o->group_id, offset_fetch_exec, &f->groups[i]);
+    }
     st_kgroup_ctx_end(ctx);
 }
 

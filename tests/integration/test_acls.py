@@ -277,6 +277,11 @@ class AclEnforcementTest(ServerTestCase):
             r.i32()  # one group
             self.assertEqual(r.i16(), 30)  # GROUP_AUTHORIZATION_FAILED
             self.assertEqual(r.string(), self.denied_group)
+            # OffsetFetch v3: DESCRIBE on the group; a refused group answers no topics
+            r = c.request(9, 3, w.string(self.denied_group) + w.i32(-1))
+            r.i32()  # throttle
+            self.assertEqual(r.i32(), 0)  # topics
+            self.assertEqual(r.i16(), 30)
         # DeleteGroups: DELETE, which DESCRIBE does not give
         from kafka.errors import GroupAuthorizationFailedError
         a = admin(self.bootstrap)
