@@ -452,8 +452,17 @@ void st_kh_describe_transactions(st_kreq_t *r)
     }
     d->n = req.transactional_ids_count;
     for (int i = 0; i < d->n; i++) {
-        d->items[i].id = req.transactional_ids[i];
-        st_ktxn_call_id(ctx, d->items[i].id, dt_exec, &d->items[i]);
+        st_kstr_t id = d->items[i].id = req.transactional_ids[i];
+        /* With ACLs on: DESCRIBE on each transactional id (Kafka's check) */
+        if (st_kauthz_on(r) &&
+            (id.len < 0 || !st_kauthz(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_TRANSACTIONAL_ID, id.ptr,
+                                      (size_t)id.len))) {
+            st_kp_describe_transactions_resp_transaction_state_init(&d->items[i].out);
+            d->items[i].out.transactional_id = id;
+            d->items[i].out.error_code = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+            continue;
+        }
+        st_ktxn_call_id(ctx, id, dt_exec, &d->items[i]);
     }
     st_ktxn_ctx_end(ctx);
 }

@@ -184,6 +184,21 @@ class AclClusterAuthTest(ServerTestCase):
             r = c.request(50, 0, w.uvarint(0) + w.uvarint(0), flexible=True)
             r.i32()
             self.assertEqual(r.i16(), 31)
+            # DescribeTransactions v0 (flexible): DESCRIBE on each transactional id
+            r = c.request(65, 0, w.compact_array(["tx-1"], w.compact_string) + w.uvarint(0),
+                          flexible=True)
+            r.i32()
+            self.assertEqual(r.uvarint(), 2)  # one state (compact: n + 1)
+            self.assertEqual(r.i16(), 53)
+            # DescribeProducers v0 (flexible): READ on the topic, per partition
+            topic = w.compact_string("t") + w.compact_array([0], w.i32) + w.uvarint(0)
+            r = c.request(61, 0, w.uvarint(2) + topic + w.uvarint(0), flexible=True)
+            r.i32()
+            self.assertEqual(r.uvarint(), 2)
+            self.assertEqual(r.compact_string(), "t")
+            self.assertEqual(r.uvarint(), 2)
+            self.assertEqual(r.i32(), 0)   # partition 0
+            self.assertEqual(r.i16(), 29)  # TOPIC_AUTHORIZATION_FAILED
 
 
 class AclEnforcementTest(ServerTestCase):
