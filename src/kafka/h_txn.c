@@ -191,11 +191,36 @@ static void apt_finish(st_ktxn_ctx_t *ctx)
 
 /* Kafka's check before the coordinator: a partition that does not exist fails the whole
  * transaction (UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for the rest). */
-static bool apt_check(const st_md_t *md, apt_txn_t *t)
+/* With ACLs on, Kafka's checks: a broker's verify-only form (v4+) CLUSTER_ACTION on the
+ * cluster, a client's WRITE on the transactional id (every partition refused otherwise) and
+ * WRITE on each topic; the other partitions of a refused request are OPERATION_NOT_ATTEMPTED. */
+static bool apt_check(st_kreq_t *r, apt_txn_t *t)
 {
-    bool ok = true;
+    const st_md_t *md = r->shard->md;
+    int16_t all = 0;
+    if (st_kauthz_on(r)) {
+        if (t->verify && !st_kauthz_cluster(r, ST_ACL_OP_CLUSTER_ACTION))
+            all = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+        else if (!t->verify &&
+                 (t->id.len < 0 || !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID,
+                                              t->id.ptr, (size_t)t->id.len)))
+            all = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    }
+    bool ok = all == 0;
     for (int i = 0; i < t->n; i++) {
-        const st_md_topic_t *mt = st_md_find(md, t->parts[i].topic.ptr, t->parts[i].topic.len);
+        st_kstr_t topic = t->parts[i].topic;
+        if (all) {
+            t->errors[i] = all;
+            continue;
+        }
+        if (!t->verify && st_kauthz_on(r) &&
+            (topic.len < 0 ||
+             !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, topic.ptr, (size_t)topic.len))) {
+            t->errors[i] = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
+            ok = false;
+            continue;
+        }
+        const st_md_topic_t *mt = st_md_find(md, topic.ptr, topic.len);
         bool exists = mt && t->parts[i].partition >= 0 && t->parts[i].partition < mt->npartitions;
         t->errors[i] = exists ? 0 : ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         ok = ok && exists;
@@ -258,7 +283,7 @@ void st_kh_add_partitions_to_txn(st_kreq_t *r)
             st_kreq_fail(r, "out of memory");
             return;
         }
-        if (!apt_check(r->shard->md, t))
+        if (!apt_check(r, t))
             continue;
         t->routed = true;
         st_ktxn_call_id(ctx, t->id, apt_exec, t);

@@ -199,6 +199,25 @@ class AclClusterAuthTest(ServerTestCase):
             self.assertEqual(r.uvarint(), 2)
             self.assertEqual(r.i32(), 0)   # partition 0
             self.assertEqual(r.i16(), 29)  # TOPIC_AUTHORIZATION_FAILED
+            # AddPartitionsToTxn v3 (flexible): WRITE on the transactional id
+            r = c.request(24, 3, w.compact_string("tx-1") + w.i64(1) + w.i16(0) + w.uvarint(2) +
+                          topic + w.uvarint(0), flexible=True)
+            r.i32()
+            self.assertEqual(r.uvarint(), 2)
+            self.assertEqual(r.compact_string(), "t")
+            self.assertEqual(r.uvarint(), 2)
+            self.assertEqual(r.i32(), 0)
+            self.assertEqual(r.i16(), 53)
+            # TxnOffsetCommit v0: transactional_id, group_id, producer_id, epoch, topics
+            part = w.i32(0) + w.i64(5) + w.string(None)
+            r = c.request(28, 0, w.string("tx-1") + w.string("g") + w.i64(1) + w.i16(0) +
+                          w.array([w.string("t") + w.array([part], bytes)], bytes))
+            r.i32()
+            self.assertEqual(r.i32(), 1)
+            self.assertEqual(r.string(), "t")
+            self.assertEqual(r.i32(), 1)
+            self.assertEqual(r.i32(), 0)
+            self.assertEqual(r.i16(), 53)
 
 
 class AclEnforcementTest(ServerTestCase):
