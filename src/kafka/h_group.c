@@ -778,9 +778,18 @@ static void list_finish(st_kgroup_ctx_t *ctx)
         st_kgroup_calls_free(ctx->calls);
         return;
     }
+    /* With ACLs on: every group to a principal that may DESCRIBE the cluster, else those it
+     * may DESCRIBE (Kafka's rule) */
+    bool all = st_kauthz_on(r) ? st_kauthz_quiet(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_CLUSTER,
+                                                 ST_ACL_CLUSTER_NAME, strlen(ST_ACL_CLUSTER_NAME))
+                               : true;
     for (int i = 0; i < nshards; i++)
-        for (int32_t k = 0; k < l->parts[i].n; k++)
-            l->resp.groups[l->resp.groups_count++] = l->parts[i].groups[k];
+        for (int32_t k = 0; k < l->parts[i].n; k++) {
+            st_kstr_t g = l->parts[i].groups[k].group_id;
+            if (all || (g.len >= 0 && st_kauthz_quiet(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_GROUP,
+                                                      g.ptr, (size_t)g.len)))
+                l->resp.groups[l->resp.groups_count++] = l->parts[i].groups[k];
+        }
     ST_KGROUP_RESPOND(ctx, list_groups, &l->resp);
 }
 
@@ -898,10 +907,19 @@ static void offset_delete_route(st_kreq_t *r, void *arg)
         if (k == 0 || q->topic_at != d->q[k - 1].topic_at)
             mt = st_md_find(md, q->name.ptr, q->name.len);
         st_goffset_t *p = &d->o.parts[k];
-        if (!mt || p->partition < 0 || p->partition >= mt->npartitions)
+        if (st_kauthz_on(r) && (q->name.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC,
+                                                              q->name.ptr, (size_t)q->name.len)))
+            p->error = ST_KERR_TOPIC_AUTHORIZATION_FAILED; /* READ on the topic */
+        else if (!mt || p->partition < 0 || p->partition >= mt->npartitions)
             p->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
     }
-    st_kgroup_call_group(ctx, d->req.group_id, offset_delete_exec, d);
+    /* With ACLs on: DELETE on the group (Kafka's check), the whole request refused else */
+    st_kstr_t g = d->req.group_id;
+    if (st_kauthz_on(r) &&
+        (g.len < 0 || !st_kauthz(r, ST_ACL_OP_DELETE, ST_ACL_RES_GROUP, g.ptr, (size_t)g.len)))
+        d->o.error = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+    else
+        st_kgroup_call_group(ctx, d->req.group_id, offset_delete_exec, d);
     st_kgroup_ctx_end(ctx);
 }
 

@@ -132,6 +132,28 @@ class SecurityTest(unittest.TestCase):
             c.close()
         self.assertEqual(got, {b"alice-%d" % i for i in range(50)})
 
+    def kadmin(self, user):
+        from kafka.admin import KafkaAdminClient
+        m, pw = USERS[user]
+        return KafkaAdminClient(bootstrap_servers=self.srv.bootstrap, security_protocol="SASL_SSL",
+                                ssl_cafile=self.pki.ca, sasl_mechanism=m,
+                                sasl_plain_username=user, sasl_plain_password=pw,
+                                request_timeout_ms=15000)
+
+    def test_list_groups(self):
+        """ListGroups shows a principal only the groups it may describe (after alice's group
+        exists: test_allowed_user_produces_and_consumes runs first)."""
+        names = {}
+        for user in ("admin", "alice", "bob"):
+            a = self.kadmin(user)
+            try:
+                names[user] = {g for g, _ in a.list_consumer_groups()}
+            finally:
+                a.close()
+        self.assertIn(self.group, names["admin"])
+        self.assertIn(self.group, names["alice"])  # READ on billing-* implies DESCRIBE
+        self.assertNotIn(self.group, names["bob"])
+
     def test_other_user_refused(self):
         from confluent_kafka import KafkaError
         errs = self.produce("bob", 3)
