@@ -313,6 +313,44 @@ class SaslTest(unittest.TestCase):
             self.assertEqual(err, SASL_AUTHENTICATION_FAILED)
         self.assertTrue(self.srv.alive())
 
+    def test_wrong_password_flood(self):
+        """FLOOD wrong PLAIN passwords from 16 connections at once (each a PBKDF2 on the
+        broker, each answered after the failure delay): every one is refused, and a SCRAM
+        client that authenticates meanwhile is served; the broker stays up."""
+        import threading
+        FLOOD, THREADS = 400, 16
+        refused, other = [0], []
+        lock = threading.Lock()
+
+        def attack(n):
+            for _ in range(n):
+                with kwire.Conn.to(self.srv.sasl_bootstrap, timeout=10) as c:
+                    err, _ = handshake(c, "PLAIN")
+                    assert err == 0, err
+                    err, _, _ = authenticate(c, b"\0alice\0wrong-password", timeout=10)
+                    with lock:
+                        if err == SASL_AUTHENTICATION_FAILED:
+                            refused[0] += 1
+                        else:
+                            other.append(err)
+
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=attack, args=(FLOOD // THREADS,), daemon=True)
+                   for _ in range(THREADS)]
+        for t in threads:
+            t.start()
+        good = time.monotonic()
+        self.round_trip("SCRAM-SHA-512", "alice", "alice-pw", n=5)
+        good = time.monotonic() - good
+        for t in threads:
+            t.join(120)
+        took = time.monotonic() - t0
+        self.assertEqual(other, [])
+        self.assertEqual(refused[0], FLOOD // THREADS * THREADS)
+        self.assertTrue(self.srv.alive())
+        print("%d wrong passwords refused in %.1f s (%d connections); a good client's "
+              "round trip meanwhile %.2f s" % (refused[0], took, THREADS, good))
+
     def test_handshake_v0_raw_tokens(self):
         with kwire.Conn.to(self.srv.sasl_bootstrap) as c:
             err, _ = handshake(c, "PLAIN", version=0)
