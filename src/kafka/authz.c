@@ -62,6 +62,13 @@ bool st_kauthz(st_kreq_t *r, int op, int res_type, const char *name, size_t len)
     return decide(r, op, res_type, name, len, true);
 }
 
+bool st_kauthz_k(st_kreq_t *r, int op, int res_type, st_kstr_t name)
+{
+    if (!r->conn || !st_kauthz_on(r))
+        return true;
+    return name.len >= 0 && decide(r, op, res_type, name.ptr, (size_t)name.len, true);
+}
+
 bool st_kauthz_quiet(st_kreq_t *r, int op, int res_type, const char *name, size_t len)
 {
     return decide(r, op, res_type, name, len, false);

@@ -27,6 +27,8 @@ bool st_kauthz_on(const st_kreq_t *r);
 /* op on the resource (res_type, name of len bytes). */
 bool st_kauthz(st_kreq_t *r, int op, int res_type, const char *name, size_t len);
 bool st_kauthz_quiet(st_kreq_t *r, int op, int res_type, const char *name, size_t len);
+/* The same for a protocol string: true with authorization off, false for a null name. */
+bool st_kauthz_k(st_kreq_t *r, int op, int res_type, st_kstr_t name);
 /* op on the cluster (kafka-cluster). */
 bool st_kauthz_cluster(st_kreq_t *r, int op);
 /* op on some resource of res_type (auth/acl.h, st_acl_authorize_any). */

@@ -606,8 +606,7 @@ static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int 
                                       : "Unsupported resource type");
         return NULL;
     }
-    if (st_kauthz_on(r) && (name.len < 0 || !st_kauthz(r, ST_ACL_OP_ALTER_CONFIGS, ST_ACL_RES_TOPIC,
-                                                       name.ptr, (size_t)name.len))) {
+    if (!st_kauthz_k(r, ST_ACL_OP_ALTER_CONFIGS, ST_ACL_RES_TOPIC, name)) {
         al->errors[i] = ST_KERR_TOPIC_AUTHORIZATION_FAILED; /* ALTER_CONFIGS on the topic */
         al->messages[i] = st_kstr("Authorization failed.");
         return NULL;

@@ -381,8 +381,7 @@ static void commit_route(st_kreq_t *r, void *arg)
         if (mt)
             p->topic = st_kstr(st_arena_strndup(&r->arena, mt->name, strlen(mt->name)));
         st_kstr_t name = mt ? p->topic : q->name;
-        if (st_kauthz_on(r) && (name.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC,
-                                                           name.ptr, (size_t)name.len)))
+        if (!st_kauthz_k(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC, name))
             p->error = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
         else if (!mt)
             p->error = r->api_version >= 10 ? ST_KERR_UNKNOWN_TOPIC_ID
@@ -629,9 +628,7 @@ static void offset_fetch_route(st_kreq_t *r, void *arg)
     for (int i = 0; i < f->ngroups; i++) {
         st_goffsets_t *o = &f->groups[i].o;
         /* With ACLs on: DESCRIBE on the group (Kafka's check); nothing of it is answered */
-        if (st_kauthz_on(r) &&
-            (o->group_id.len < 0 || !st_kauthz(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_GROUP,
-                                               o->group_id.ptr, (size_t)o->group_id.len))) {
+        if (!st_kauthz_k(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_GROUP, o->group_id)) {
             o->error = ST_KERR_GROUP_AUTHORIZATION_FAILED;
             o->n = 0;
             continue;
@@ -706,9 +703,7 @@ static void describe_route(st_kreq_t *r, void *arg)
     for (int i = 0; i < d->resp.groups_count; i++) {
         st_kp_describe_groups_resp_group_t *g = &d->resp.groups[i];
         /* With ACLs on: DESCRIBE on each group (Kafka's check) */
-        if (st_kauthz_on(r) &&
-            (g->group_id.len < 0 || !st_kauthz(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_GROUP,
-                                               g->group_id.ptr, (size_t)g->group_id.len))) {
+        if (!st_kauthz_k(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_GROUP, g->group_id)) {
             g->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
             g->authorized_operations = INT32_MIN;
             continue;
@@ -841,8 +836,7 @@ static void delete_groups_route(st_kreq_t *r, void *arg)
     for (int i = 0; i < d->resp.results_count; i++) {
         st_kstr_t g = d->resp.results[i].group_id;
         /* With ACLs on: DELETE on each group (Kafka's check) */
-        if (st_kauthz_on(r) && (g.len < 0 || !st_kauthz(r, ST_ACL_OP_DELETE, ST_ACL_RES_GROUP,
-                                                        g.ptr, (size_t)g.len))) {
+        if (!st_kauthz_k(r, ST_ACL_OP_DELETE, ST_ACL_RES_GROUP, g)) {
             d->resp.results[i].error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
             continue;
         }
@@ -907,16 +901,14 @@ static void offset_delete_route(st_kreq_t *r, void *arg)
         if (k == 0 || q->topic_at != d->q[k - 1].topic_at)
             mt = st_md_find(md, q->name.ptr, q->name.len);
         st_goffset_t *p = &d->o.parts[k];
-        if (st_kauthz_on(r) && (q->name.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC,
-                                                              q->name.ptr, (size_t)q->name.len)))
+        if (!st_kauthz_k(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC, q->name))
             p->error = ST_KERR_TOPIC_AUTHORIZATION_FAILED; /* READ on the topic */
         else if (!mt || p->partition < 0 || p->partition >= mt->npartitions)
             p->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
     }
     /* With ACLs on: DELETE on the group (Kafka's check), the whole request refused else */
     st_kstr_t g = d->req.group_id;
-    if (st_kauthz_on(r) &&
-        (g.len < 0 || !st_kauthz(r, ST_ACL_OP_DELETE, ST_ACL_RES_GROUP, g.ptr, (size_t)g.len)))
+    if (!st_kauthz_k(r, ST_ACL_OP_DELETE, ST_ACL_RES_GROUP, g))
         d->o.error = ST_KERR_GROUP_AUTHORIZATION_FAILED;
     else
         st_kgroup_call_group(ctx, d->req.group_id, offset_delete_exec, d);

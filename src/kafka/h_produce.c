@@ -324,8 +324,7 @@ static int16_t prod_check(st_kreq_t *r, const st_kp_produce_req_topic_data_t *qt
     char msg[200];
     /* WRITE on the topic, asked before anything else is told about it (Kafka's order) */
     st_kstr_t name = mt ? st_kstr(mt->name) : qt->name;
-    if (st_kauthz_on(r) && (name.len < 0 || !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC,
-                                                       name.ptr, (size_t)name.len)))
+    if (!st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, name))
         return ST_KERR_TOPIC_AUTHORIZATION_FAILED;
     if (!mt || pp->partition < 0 || pp->partition >= mt->npartitions) {
         if (r->api_version < 13 && qt->name.len >= 0 &&

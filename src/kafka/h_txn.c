@@ -213,9 +213,7 @@ static bool apt_check(st_kreq_t *r, apt_txn_t *t)
             t->errors[i] = all;
             continue;
         }
-        if (!t->verify && st_kauthz_on(r) &&
-            (topic.len < 0 ||
-             !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, topic.ptr, (size_t)topic.len))) {
+        if (!t->verify && !st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, topic)) {
             t->errors[i] = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
             ok = false;
             continue;
@@ -327,12 +325,9 @@ void st_kh_add_offsets_to_txn(st_kreq_t *r)
     /* With ACLs on: WRITE on the transactional id, READ on the group (Kafka's checks) */
     st_kstr_t tid = o->req.transactional_id, gid = o->req.group_id;
     int16_t denied = 0;
-    if (st_kauthz_on(r) &&
-        (tid.len < 0 ||
-         !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid.ptr, (size_t)tid.len)))
+    if (!st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid))
         denied = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-    else if (st_kauthz_on(r) && (gid.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP,
-                                                           gid.ptr, (size_t)gid.len)))
+    else if (!st_kauthz_k(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP, gid))
         denied = ST_KERR_GROUP_AUTHORIZATION_FAILED;
     if (denied) {
         st_kp_add_offsets_to_txn_resp_t resp;
@@ -396,9 +391,7 @@ void st_kh_end_txn(st_kreq_t *r)
     /* Kafka's KafkaApis: EndTxn v5 is a transactions v2 client */
     e->client_tv = r->api_version >= 5 ? 2 : 0;
     st_kstr_t tid = e->req.transactional_id;
-    if (st_kauthz_on(r) &&
-        (tid.len < 0 ||
-         !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid.ptr, (size_t)tid.len))) {
+    if (!st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid)) {
         st_kp_end_txn_resp_t resp;
         st_kp_end_txn_resp_init(&resp);
         resp.error_code = r->error_code = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
@@ -479,9 +472,7 @@ void st_kh_describe_transactions(st_kreq_t *r)
     for (int i = 0; i < d->n; i++) {
         st_kstr_t id = d->items[i].id = req.transactional_ids[i];
         /* With ACLs on: DESCRIBE on each transactional id (Kafka's check) */
-        if (st_kauthz_on(r) &&
-            (id.len < 0 || !st_kauthz(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_TRANSACTIONAL_ID, id.ptr,
-                                      (size_t)id.len))) {
+        if (!st_kauthz_k(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_TRANSACTIONAL_ID, id)) {
             st_kp_describe_transactions_resp_transaction_state_init(&d->items[i].out);
             d->items[i].out.transactional_id = id;
             d->items[i].out.error_code = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;

@@ -255,9 +255,7 @@ void st_kh_describe_producers(st_kreq_t *r)
             ot->partitions[j].partition_index = qt->partition_indexes[j];
             c->items[k].data = &c->pis[k];
             st_pitem_resolve(r, &c->items[k], qt->name, qt->partition_indexes[j], -1);
-            if (st_kauthz_on(r) &&
-                (qt->name.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC, qt->name.ptr,
-                                                (size_t)qt->name.len))) {
+            if (!st_kauthz_k(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC, qt->name)) {
                 c->items[k].error = ST_KERR_TOPIC_AUTHORIZATION_FAILED; /* READ (Kafka) */
                 c->items[k].owner = -1;
             }

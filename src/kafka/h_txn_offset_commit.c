@@ -60,8 +60,7 @@ static void txn_commit_route(st_kreq_t *r, void *arg)
         if (k == 0 || q->topic_at != c->q[k - 1].topic_at)
             mt = st_md_find(md, q->name.ptr, q->name.len);
         st_goffset_t *p = &c->o.parts[k];
-        if (st_kauthz_on(r) && (q->name.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC,
-                                                              q->name.ptr, (size_t)q->name.len)))
+        if (!st_kauthz_k(r, ST_ACL_OP_READ, ST_ACL_RES_TOPIC, q->name))
             p->error = ST_KERR_TOPIC_AUTHORIZATION_FAILED; /* READ on the topic */
         else if (!mt || p->partition < 0 || p->partition >= mt->npartitions)
             p->error = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -105,12 +104,9 @@ void st_kh_txn_offset_commit(st_kreq_t *r)
      * every partition is refused */
     st_kstr_t tid = c->req.transactional_id, gid = c->req.group_id;
     int16_t denied = 0;
-    if (st_kauthz_on(r) &&
-        (tid.len < 0 ||
-         !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid.ptr, (size_t)tid.len)))
+    if (!st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid))
         denied = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-    else if (st_kauthz_on(r) && (gid.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP,
-                                                           gid.ptr, (size_t)gid.len)))
+    else if (!st_kauthz_k(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP, gid))
         denied = ST_KERR_GROUP_AUTHORIZATION_FAILED;
     if (denied) {
         for (int k = 0; k < c->o.n; k++)
