@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/quota.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -45,6 +46,7 @@
 #include "kafka/controller.h"
 #include "kafka/handlers.h"
 #include "kafka/leader.h"
+#include "kafka/throttle.h"
 #include "kafka/topic_config.h"
 #include "kafka/txn_route.h"
 #include "proto/kerr.h"
@@ -307,6 +309,9 @@ static void prod_finish(void *arg)
             r->error_code = pp->error;
         }
     }
+    /* Kafka counts a Produce's request bytes against producer_byte_rate, acks=0 included */
+    p->resp.throttle_time_ms =
+        st_kthrottle_record(r, ST_QUOTA_PRODUCER_BYTE_RATE, (int64_t)r->frame_len);
     if (p->req.acks == 0) {
         st_kreq_finish_silent(r);
         return;
