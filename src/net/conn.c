@@ -340,7 +340,8 @@ static void st_conn_deliver(st_conn_t *c, uint8_t *frame, size_t len, bool big)
 static bool st_conn_parse(st_conn_t *c)
 {
     size_t pos = 0;
-    while (c->open && c->rlen - pos >= 4) {
+    /* muted (a client quota): the frames already read wait in rbuf until the mute ends */
+    while (c->open && !c->muted && c->rlen - pos >= 4) {
         int32_t len = (int32_t)st_be32(c->rbuf + pos);
         if (len < 0 || (size_t)len > c->net->lim.max_frame) {
             c->net->stats.frames_too_large++;
@@ -442,13 +443,24 @@ static void st_conn_arm_recv(st_conn_t *c)
 
 /* ---- muting (client quotas) ---- */
 
+static bool st_conn_parse(st_conn_t *c);
+
+/* The mute ended: the frames read before it go first (they may mute it again), then reading
+ * resumes. */
 static void st_conn_unmute(st_timer_t *t)
 {
     st_conn_t *c = t->data;
     c->muted = false;
-    if (c->open)
+    if (c->open && !c->parsing && !c->frame && !c->waiting) {
+        c->parsing = true;
+        bool ok = st_conn_parse(c);
+        c->parsing = false;
+        if (ok && c->open)
+            st_conn_arm_recv(c);
+    } else if (c->open) {
         st_conn_arm_recv(c);
-    st_conn_unref(c);
+    }
+    st_conn_unref(c); /* the mute's reference */
 }
 
 void st_conn_mute(st_conn_t *c, int64_t ms)
