@@ -7,7 +7,9 @@ fractional byte rate or a value of 0, UNSUPPORTED_VERSION for an unknown type in
 a producer whose client id has producer_byte_rate Q produces at about Q over a measured
 window, its responses carrying throttle_time_ms (confluent-kafka's throttle_cb) and the
 broker counting the throttles (/metrics), while another client id is not throttled; a
-consumer with consumer_byte_rate likewise; the quotas surviving a restart (metadata log).
+consumer with consumer_byte_rate likewise; the quotas surviving a restart (metadata log);
+both APIs refused CLUSTER_AUTHORIZATION_FAILED to a principal without the cluster's
+DESCRIBE_CONFIGS / ALTER_CONFIGS.
 
 Rates: Kafka measures over quota.window.num (11) samples of 1 s and counts a young window as
 10 s, so a client may take up to 10 s of its quota at once before it is throttled; each
@@ -189,6 +191,22 @@ class QuotaApiTest(ServerTestCase):
                              {(("client-id", None),): {"consumer_byte_rate": 8192}})
             alter(c, [({"user": u, "client-id": "app"}, [("producer_byte_rate", 0, True)]),
                       ({"client-id": None}, [("consumer_byte_rate", 0, True)])])
+
+
+class QuotaAuthorizationTest(ServerTestCase):
+    """ACLs on, none granted: User:ANONYMOUS may neither describe nor alter quotas (Kafka:
+    DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster)."""
+    SETS = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "false"}
+
+    def test_denied(self):
+        with kw.Conn.to(self.server.bootstrap) as c:
+            self.assertEqual([e for e, _ in alter(c, [
+                ({"user": "a"}, [("producer_byte_rate", 5, False)]),
+                ({"client-id": None}, [("consumer_byte_rate", 5, False)])])],
+                [31, 31])  # CLUSTER_AUTHORIZATION_FAILED
+            err, _, got = describe(c, [])
+            self.assertEqual((err, got), (31, None))
 
 
 class QuotaEnforcementTest(ServerTestCase):
