@@ -457,6 +457,8 @@ static void st_conn_unmute(st_timer_t *t)
         c->parsing = false;
         if (ok && c->open)
             st_conn_arm_recv(c);
+    } else if (c->open && c->waiting) {
+        st_budget_kick(c->net); /* its frame waits for budget: the wait list's round takes it */
     } else if (c->open) {
         st_conn_arm_recv(c);
     }
@@ -871,6 +873,11 @@ static void st_net_wake(st_task_t *t)
     n->wake_queued = false;
     while (n->wait_head) {
         st_conn_t *c = n->wait_head;
+        if (c->muted) {
+            /* it takes its place again when the mute ends (st_conn_unmute parses) */
+            st_wait_unlink(c);
+            continue;
+        }
         c->refs++; /* held across the parse, which may deliver and close */
         c->parsing = true;
         bool ok = st_conn_parse(c);

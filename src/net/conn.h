@@ -25,7 +25,9 @@
  * large ones wait. Nothing is dropped: a waiting connection just is not read.
  *
  * Muting (client quotas, Kafka's throttled channel): st_conn_mute stops reading the
- * connection's requests for a while; answers still go out. A later mute only ever extends it.
+ * connection's requests for a while, frames already received included (they wait in the
+ * receive buffer, or leave the budget's wait list); answers still go out. A later mute only
+ * ever extends it.
  *
  * Lifetime: a connection is freed once it is closed and nothing refers to it: no operation
  * in flight and no unanswered request. Responding to a closed connection is allowed (the
