@@ -231,6 +231,32 @@ static void per_shard(st_prom_t *p, const st_admin_view_t *v, const char *name, 
     {                                                                                              \
         return ld(&v->live[i].stats->field);                                                       \
     }
+/* Client quotas (kafka/throttle.h): per shard and type, the responses that carried a throttle
+ * time and the sum of those times. */
+static void quota_metrics(st_prom_t *p, const st_admin_view_t *v)
+{
+    static const char *const types[2] = {"produce", "fetch"};
+    for (int m = 0; m < 2; m++) {
+        st_prom_family(p,
+                       m ? "strata_quota_throttle_time_ms_total" : "strata_quota_throttled_total",
+                       "counter",
+                       m ? "Throttle time (ms) given to clients above a client quota."
+                         : "Responses throttled because the client was above a client quota.");
+        for (int i = 0; i < v->nshards; i++) {
+            if (!shard_in(v, i, SHARD_LIVE))
+                continue;
+            char sh[16];
+            snprintf(sh, sizeof sh, "%d", i);
+            for (int t = 0; t < 2; t++) {
+                st_prom_label_t l[] = {{"shard", sh}, {"type", types[t]}};
+                const st_kshard_stats_t *s = v->live[i].stats;
+                st_prom_sample_u64(p, "", l, 2,
+                                   m ? ld(&s->quota_throttle_ms[t]) : ld(&s->quota_throttled[t]));
+            }
+        }
+    }
+}
+
 SNAP_FIG(f_conns, connections)
 SNAP_FIG(f_accepted, accepted)
 SNAP_FIG(f_closed, closed)
@@ -432,6 +458,7 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
               "fdatasync calls completed on partition files.", f_fsyncs, SHARD_LIVE);
     per_shard(p, v, "strata_storage_fsync_errors_total", "counter", "fdatasync calls that failed.",
               f_fsync_errors, SHARD_LIVE);
+    quota_metrics(p, v);
     double bounds_s[ST_KSTATS_BUCKETS];
     bounds_seconds(bounds_s);
     st_prom_family(p, "strata_storage_fsync_duration_seconds", "histogram",

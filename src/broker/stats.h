@@ -1,5 +1,6 @@
 /*
- * stats.h — a shard's request, fsync and append counters, and the latency buckets they share.
+ * stats.h — a shard's request, fsync, append and quota counters, and the latency buckets they
+ * share.
  *
  * Threads: written by the shard that owns them (relaxed atomics), read by the admin thread
  * without locks.
@@ -29,6 +30,9 @@ typedef struct st_kshard_stats {
     _Atomic uint64_t fsyncs, fsync_errors, fsync_ns; /* completed fdatasyncs */
     _Atomic uint64_t fsync_latency[ST_KSTATS_BUCKETS + 1];
     _Atomic uint64_t appends, append_bytes; /* successful log appends (one per partition) */
+    /* client quotas (kafka/throttle.h): responses throttled and their throttle time, by type
+     * (0 produce, 1 fetch) */
+    _Atomic uint64_t quota_throttled[2], quota_throttle_ms[2];
 } st_kshard_stats_t;
 
 /* Counts one successful log append of `bytes` bytes (Produce), for metrics. */

@@ -55,6 +55,7 @@ void st_md_unref(st_md_t *md)
     free(md->topics);
     free(md->brokers);
     free(md->scram);
+    free(md->quotas);
     free(md->cluster_id);
     st_acl_set_fini(&md->acls);
     free(md);
@@ -306,6 +307,13 @@ st_md_t *st_md_clone(const st_md_t *s)
         memcpy(md->scram, s->scram, (size_t)s->nscram * sizeof *md->scram);
         md->nscram = s->nscram;
     }
+    if (s->nquotas) {
+        md->quotas = malloc((size_t)s->nquotas * sizeof *md->quotas);
+        if (!md->quotas)
+            goto fail;
+        memcpy(md->quotas, s->quotas, (size_t)s->nquotas * sizeof *md->quotas);
+        md->nquotas = s->nquotas;
+    }
     return md;
 fail:
     st_md_unref(md);
@@ -408,4 +416,45 @@ const st_md_scram_t *st_md_find_scram(const st_md_t *md, const char *user, int8_
     bool found;
     int i = scram_index(md, user, mechanism, &found);
     return found ? &md->scram[i] : NULL;
+}
+
+/* ---- client quotas ---- */
+
+const st_quota_t *st_md_find_quota(const st_md_t *md, const st_quota_entity_t *e)
+{
+    for (int i = 0; i < md->nquotas; i++)
+        if (st_quota_entity_eq(&md->quotas[i].e, e))
+            return &md->quotas[i];
+    return NULL;
+}
+
+int st_md_set_quota(st_md_t *md, const st_quota_entity_t *e, int key, double value, bool remove)
+{
+    if (key < 0 || key >= ST_QUOTA_NKEYS)
+        return ST_E_INVALID;
+    st_quota_t *q = (st_quota_t *)st_md_find_quota(md, e);
+    if (!q) {
+        if (remove)
+            return 0;
+        st_quota_t *v = realloc(md->quotas, (size_t)(md->nquotas + 1) * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        md->quotas = v;
+        q = &v[md->nquotas++];
+        memset(q, 0, sizeof *q);
+        q->e = *e;
+    }
+    if (remove) {
+        q->set &= (uint8_t) ~(1u << key);
+        q->values[key] = 0;
+    } else {
+        q->set |= (uint8_t)(1u << key);
+        q->values[key] = value;
+    }
+    if (!q->set) {
+        int i = (int)(q - md->quotas);
+        memmove(q, q + 1, (size_t)(md->nquotas - i - 1) * sizeof *q);
+        md->nquotas--;
+    }
+    return 0;
 }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "auth/acl.h"
+#include "auth/quota.h"
 
 typedef struct st_md_config {
     char *key;
@@ -91,6 +92,8 @@ typedef struct st_md {
     st_acl_set_t acls;      /* the authorizer's ACLs (records "acl", "remove_acl") */
     int nscram;
     st_md_scram_t *scram; /* sorted by user, then mechanism */
+    int nquotas;
+    st_quota_t *quotas; /* client quotas (record "quota"), in the order first set */
 } st_md_t;
 
 /* An empty snapshot with one reference. */
@@ -137,6 +140,11 @@ int st_md_put_scram(st_md_t *md, const st_md_scram_t *c);
 /* Removes one; ST_E_NOT_FOUND if absent. */
 int st_md_remove_scram(st_md_t *md, const char *user, int8_t mechanism);
 const st_md_scram_t *st_md_find_scram(const st_md_t *md, const char *user, int8_t mechanism);
+
+/* Sets (remove false) or removes key's value on entity e; an entity left with no value goes.
+ * 0 or -ENOMEM. */
+int st_md_set_quota(st_md_t *md, const st_quota_entity_t *e, int key, double value, bool remove);
+const st_quota_t *st_md_find_quota(const st_md_t *md, const st_quota_entity_t *e);
 
 /* A topic id as 32 lower-case hex digits, and back (ST_E_INVALID when malformed). */
 void st_md_id_hex(const uint8_t id[16], char out[33]);

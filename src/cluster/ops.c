@@ -513,6 +513,73 @@ static void ctl_scram(st_md_t *md, st_ctl_item_t *it, bool validate_only, json_t
     json_array_append_new(records, st_rec_scram(it->scram));
 }
 
+/* Kafka's check of a quota value: above 0, a whole number (within 1e-6) for the byte rates
+ * (LONG configs); NULL, or why not. */
+static const char *quota_value_invalid(int k, double v)
+{
+    if (!(v > 0))
+        return "must be greater than 0";
+    if (st_quota_key_integral(k)) {
+        if (v >= 9.2233720368547758e18)
+            return "is too large for a LONG";
+        double frac = v - (double)(int64_t)v;
+        if (frac > 1e-6)
+            return "cannot be a fractional value";
+    }
+    return NULL;
+}
+
+/* A QUOTAS item, as Kafka's ClientQuotaControlManager decides it: the ops as a map (a later op
+ * of a key replaces an earlier one), every value checked before any is applied, a record only
+ * for a value that changes; removing a key not set (or not known) is nothing to do. */
+static void ctl_quotas(st_md_t *md, st_ctl_item_t *it, bool validate_only, json_t *records)
+{
+    const st_quota_entity_t *e = &it->qentity;
+    if (e->user == ST_QE_NONE && e->client == ST_QE_NONE) {
+        st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST, "Invalid empty client quota entity");
+        return;
+    }
+    int last[ST_QUOTA_NKEYS];
+    for (int k = 0; k < ST_QUOTA_NKEYS; k++)
+        last[k] = -1;
+    for (int i = 0; i < it->nqops; i++) {
+        int k = st_quota_key(it->qops[i].key);
+        if (k >= 0)
+            last[k] = i;
+        else if (!it->qops[i].remove) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST, "Invalid configuration key %s",
+                             it->qops[i].key ? it->qops[i].key : "null");
+            return;
+        }
+    }
+    for (int k = 0; k < ST_QUOTA_NKEYS; k++) {
+        const st_ctl_quota_op_t *q = last[k] >= 0 ? &it->qops[last[k]] : NULL;
+        const char *why = q && !q->remove ? quota_value_invalid(k, q->value) : NULL;
+        if (why) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST, "Quota %s %s", q->key, why);
+            return;
+        }
+    }
+    if (validate_only)
+        return;
+    const st_quota_t *cur = st_md_find_quota(md, e);
+    uint8_t was = cur ? cur->set : 0;
+    double old[ST_QUOTA_NKEYS] = {0};
+    if (cur)
+        memcpy(old, cur->values, sizeof old);
+    for (int k = 0; k < ST_QUOTA_NKEYS; k++) {
+        const st_ctl_quota_op_t *q = last[k] >= 0 ? &it->qops[last[k]] : NULL;
+        bool had = was & (1u << k);
+        if (!q || (q->remove && !had) || (!q->remove && had && old[k] == q->value))
+            continue;
+        if (st_md_set_quota(md, e, k, q->value, q->remove)) {
+            st_ctl_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory");
+            return;
+        }
+        json_array_append_new(records, st_rec_quota(e, k, q->value, q->remove));
+    }
+}
+
 int st_ctl_decide(const st_ctl_rules_t *rules, const st_md_t *state, int kind, bool validate_only,
                   st_ctl_item_t *items, int n, json_t *records)
 {
@@ -524,9 +591,12 @@ int st_ctl_decide(const st_ctl_rules_t *rules, const st_md_t *state, int kind, b
         st_md_unref(md);
         return rc;
     }
-    if (kind == ST_CTL_SCRAM) {
+    if (kind == ST_CTL_SCRAM || kind == ST_CTL_QUOTAS) {
         for (int i = 0; i < n; i++)
-            ctl_scram(md, &items[i], validate_only, records);
+            if (kind == ST_CTL_SCRAM)
+                ctl_scram(md, &items[i], validate_only, records);
+            else
+                ctl_quotas(md, &items[i], validate_only, records);
         st_md_unref(md);
         return 0;
     }

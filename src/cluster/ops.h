@@ -19,6 +19,9 @@
  *     SCRAM               a user's SCRAM credential set (scram) or deleted (scram NULL:
  *                         RESOURCE_NOT_FOUND when absent); if_absent (the bootstrap users)
  *                         leaves an existing credential alone
+ *     QUOTAS              one entity's quota changes (AlterClientQuotas' entry), all or none
+ *                         (Kafka's checks: a known key, a value above 0, a byte rate whole;
+ *                         INVALID_REQUEST otherwise); a record per value that changes
  *   -> an item refused says why (error, message) and changes nothing; the records are each
  *      changed topic's whole new state, or its removal (consecutive items of one topic share
  *      one record). validate_only: the same answers, no record.
@@ -45,7 +48,15 @@ enum {
     ST_CTL_CREATE_ACLS,       /* add ACLs (one per item) */
     ST_CTL_DELETE_ACLS,       /* remove the ACLs each item's filter matches */
     ST_CTL_SCRAM,             /* set or delete users' SCRAM credentials */
+    ST_CTL_QUOTAS,            /* set or remove client quotas (one entity per item) */
 };
+
+/* One change of a client quota: key's value set, or removed. */
+typedef struct st_ctl_quota_op {
+    const char *key;
+    double value;
+    bool remove;
+} st_ctl_quota_op_t;
 
 enum { ST_CTL_CFG_SET, ST_CTL_CFG_DELETE, ST_CTL_CFG_APPEND, ST_CTL_CFG_SUBTRACT };
 
@@ -78,6 +89,10 @@ typedef struct st_ctl_item {
     const st_md_scram_t *scram;
     int8_t mechanism;
     bool if_absent;
+    /* QUOTAS: the entity and its changes */
+    st_quota_entity_t qentity;
+    const st_ctl_quota_op_t *qops;
+    int nqops;
     /* out */
     st_acl_set_t removed; /* DeleteAcls: the ACLs the filter removed (the caller finis it) */
     int16_t error;

@@ -126,6 +126,24 @@ json_t *st_rec_remove_scram(const char *user, int8_t mechanism)
     return json_pack("{s:s,s:s,s:i}", "type", "remove_scram", "user", user, "mech", mechanism);
 }
 
+json_t *st_rec_quota(const st_quota_entity_t *e, int key, double value, bool remove)
+{
+    json_t *r = json_pack("{s:s,s:s}", "type", "quota", "key", st_quota_key_name(key));
+    if (!r)
+        return NULL;
+    if (e->user != ST_QE_NONE)
+        json_object_set_new(r, "user",
+                            e->user == ST_QE_NAME ? json_string(e->user_name) : json_null());
+    if (e->client != ST_QE_NONE)
+        json_object_set_new(r, "client",
+                            e->client == ST_QE_NAME ? json_string(e->client_name) : json_null());
+    if (remove)
+        json_object_set_new(r, "remove", json_true());
+    else
+        json_object_set_new(r, "value", json_real(value));
+    return r;
+}
+
 /* Dumps root, padded with spaces to a multiple of 8, into alloc'd memory. */
 static void *dump_padded(json_t *root, size_t *len, void *(*alloc)(size_t))
 {
@@ -163,9 +181,15 @@ void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t))
         json_array_append_new(acls, st_rec_acl(&md->acls.v[i], false));
     for (int i = 0; i < md->nscram; i++)
         json_array_append_new(scram, st_rec_scram(&md->scram[i]));
-    json_t *root =
-        json_pack("{s:i,s:s,s:o,s:o,s:o,s:o}", "v", ST_REC_VERSION, "cluster", md->cluster_id,
-                  "brokers", brokers, "topics", topics, "acls", acls, "scram", scram);
+    json_t *quotas = json_array();
+    for (int i = 0; i < md->nquotas; i++)
+        for (int k = 0; k < ST_QUOTA_NKEYS; k++)
+            if (md->quotas[i].set & (1u << k))
+                json_array_append_new(
+                    quotas, st_rec_quota(&md->quotas[i].e, k, md->quotas[i].values[k], false));
+    json_t *root = json_pack("{s:i,s:s,s:o,s:o,s:o,s:o,s:o}", "v", ST_REC_VERSION, "cluster",
+                             md->cluster_id, "brokers", brokers, "topics", topics, "acls", acls,
+                             "scram", scram, "quotas", quotas);
     void *out = root ? dump_padded(root, len, alloc) : NULL;
     json_decref(root);
     return out;
@@ -326,6 +350,33 @@ static int apply_scram(st_md_t *md, json_t *r)
     return st_md_put_scram(md, &c);
 }
 
+/* One part of a quota record's entity: absent, null (the default) or a name. */
+static int quota_part(json_t *r, const char *field, int8_t *kind, char *name)
+{
+    json_t *v = json_object_get(r, field);
+    *kind = !v ? ST_QE_NONE : json_is_null(v) ? ST_QE_DEFAULT : ST_QE_NAME;
+    if (*kind != ST_QE_NAME)
+        return 0;
+    const char *s = json_string_value(v);
+    if (!s || strlen(s) >= ST_QUOTA_NAME_MAX)
+        return ST_E_MALFORMED;
+    snprintf(name, ST_QUOTA_NAME_MAX, "%s", s);
+    return 0;
+}
+
+static int apply_quota(st_md_t *md, json_t *r)
+{
+    st_quota_entity_t e = {0};
+    int key = st_quota_key(json_string_value(json_object_get(r, "key")));
+    bool remove = json_is_true(json_object_get(r, "remove"));
+    json_t *value = json_object_get(r, "value");
+    if (quota_part(r, "user", &e.user, e.user_name) ||
+        quota_part(r, "client", &e.client, e.client_name) || key < 0 ||
+        (e.user == ST_QE_NONE && e.client == ST_QE_NONE) || (!remove && !json_is_number(value)))
+        return ST_E_MALFORMED;
+    return st_md_set_quota(md, &e, key, remove ? 0 : json_number_value(value), remove);
+}
+
 static int apply_record(st_md_t *md, json_t *r, int64_t index)
 {
     const char *type = json_string_value(json_object_get(r, "type"));
@@ -346,6 +397,8 @@ static int apply_record(st_md_t *md, json_t *r, int64_t index)
         return apply_acl(md, r, type[0] == 'r');
     if (strcmp(type, "scram") == 0)
         return apply_scram(md, r);
+    if (strcmp(type, "quota") == 0)
+        return apply_quota(md, r);
     if (strcmp(type, "remove_scram") == 0) {
         const char *user = json_string_value(json_object_get(r, "user"));
         json_t *mech = json_object_get(r, "mech");
@@ -409,6 +462,7 @@ int st_rec_restore(st_md_t *md, const void *buf, size_t len)
     }
     md->nbrokers = 0;
     md->nscram = 0;
+    md->nquotas = 0;
     char *c = strdup(cluster);
     if (c) {
         free(md->cluster_id);
@@ -436,6 +490,11 @@ int st_rec_restore(st_md_t *md, const void *buf, size_t len)
     json_array_foreach(json_object_get(root, "scram"), i, r)
     {
         rc = rc ? rc : apply_scram(md, r);
+    }
+    /* absent from snapshots written before client quotas existed */
+    json_array_foreach(json_object_get(root, "quotas"), i, r)
+    {
+        rc = rc ? rc : apply_quota(md, r);
     }
     json_decref(root);
     return rc ? ST_E_CORRUPT : 0;

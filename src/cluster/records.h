@@ -20,13 +20,20 @@
  *                                                           replaced (KIP-554; mech 1 SHA-256,
  *                                                           2 SHA-512)
  *   {"type": "remove_scram", "user": "alice", "mech": 1}
+ *   {"type": "quota", "user": "alice", "client": null, "key": "producer_byte_rate",
+ *    "value": 1048576}                                     a client quota's value set (auth/
+ *                                                           quota.h); "user"/"client" absent:
+ *                                                           not part of the entity, null: the
+ *                                                           default; "remove": true instead of
+ *                                                           "value" removes the key
  * A topic record replaces the topic with its id (or adds it when its name is free; a record
  * for a name another topic holds is ignored). A broker's epoch is the index of the entry that
  * registered its current incarnation.
  *
  * The snapshot of the state machine is the same encoding of the whole state:
  *   {"v": 1, "cluster": "<id>", "brokers": [<broker record>...], "topics": [<topic record>...],
- *    "acls": [<acl record>...], "scram": [<scram record>...]}
+ *    "acls": [<acl record>...], "scram": [<scram record>...],
+ *    "quotas": [<quota record>...]}
  *
  * Threads: any (pure functions of their arguments).
  */
@@ -58,10 +65,13 @@ json_t *st_rec_cluster(const char *cluster_id);
 json_t *st_rec_acl(const st_acl_t *a, bool remove);
 json_t *st_rec_scram(const st_md_scram_t *c);
 json_t *st_rec_remove_scram(const char *user, int8_t mechanism);
+/* A "quota" record: key's value on e set, or with remove removed. */
+json_t *st_rec_quota(const st_quota_entity_t *e, int key, double value, bool remove);
 
 /* The whole state, for a snapshot (malloc'd with alloc; *len bytes). */
 void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t));
-/* Replaces md's brokers, topics, SCRAM credentials and cluster id with a snapshot's. */
+/* Replaces md's brokers, topics, ACLs, SCRAM credentials, quotas and cluster id with a snapshot's.
+ */
 int st_rec_restore(st_md_t *md, const void *buf, size_t len);
 
 /* Brokers that may host replicas: registered and not fenced. */

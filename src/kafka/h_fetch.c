@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/quota.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "broker/fanout.h"
@@ -50,6 +51,7 @@
 #include "kafka/kshard.h"
 #include "kafka/fetch_wait.h"
 #include "kafka/leader.h"
+#include "kafka/throttle.h"
 #include "proto/kerr.h"
 
 typedef struct st_fetch st_fetch_t;
@@ -466,6 +468,9 @@ static void fetch_respond(st_fetch_t *f)
     }
     if (r->api_version >= 12)
         fetch_answer_leaders(r, f);
+    /* a consumer's record bytes count against consumer_byte_rate (followers have none) */
+    if (f->replica_id < 0)
+        f->resp.throttle_time_ms = st_kthrottle_record(r, ST_QUOTA_CONSUMER_BYTE_RATE, used);
     st_kwriter_t w;
     st_out_t *out = st_kreq_begin(r, &w);
     int rc = -ENOMEM;

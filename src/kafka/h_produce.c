@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth/quota.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -45,6 +46,7 @@
 #include "kafka/controller.h"
 #include "kafka/handlers.h"
 #include "kafka/leader.h"
+#include "kafka/throttle.h"
 #include "kafka/topic_config.h"
 #include "kafka/txn_route.h"
 #include "proto/kerr.h"
@@ -393,6 +395,12 @@ void st_kh_produce(st_kreq_t *r)
     }
     p->r = r;
     st_kp_produce_resp_init(&p->resp);
+    /* Kafka counts a Produce's request bytes against producer_byte_rate (acks=0 included).
+     * Counted as it arrives: a throttled connection is muted before its next pipelined
+     * request is taken, so each throttle holds back what follows, as Kafka's one request at
+     * a time does. */
+    p->resp.throttle_time_ms =
+        st_kthrottle_record(r, ST_QUOTA_PRODUCER_BYTE_RATE, (int64_t)r->frame_len);
     p->nparts = st_kp_produce_mirror(&r->arena, &p->req, &p->resp, &p->q);
     p->parts =
         p->nparts < 0 ? NULL : st_arena_zalloc(&r->arena, (size_t)p->nparts * sizeof *p->parts + 1);

@@ -61,6 +61,8 @@ const st_khandler_t st_khandlers[] = {
     ST_H(SASL_AUTHENTICATE, st_kh_sasl_authenticate),
     ST_H(DESCRIBE_USER_SCRAM_CREDENTIALS, st_kh_describe_user_scram_credentials),
     ST_H(ALTER_USER_SCRAM_CREDENTIALS, st_kh_alter_user_scram_credentials),
+    ST_H(DESCRIBE_CLIENT_QUOTAS, st_kh_describe_client_quotas),
+    ST_H(ALTER_CLIENT_QUOTAS, st_kh_alter_client_quotas),
 };
 const int st_nkhandlers = (int)(sizeof st_khandlers / sizeof st_khandlers[0]);
 

@@ -74,6 +74,8 @@ void st_kh_sasl_handshake(st_kreq_t *r);                  /* h_sasl.c */
 void st_kh_sasl_authenticate(st_kreq_t *r);               /* h_sasl.c */
 void st_kh_describe_user_scram_credentials(st_kreq_t *r); /* h_scram.c */
 void st_kh_alter_user_scram_credentials(st_kreq_t *r);    /* h_scram.c */
+void st_kh_describe_client_quotas(st_kreq_t *r);          /* h_quota.c */
+void st_kh_alter_client_quotas(st_kreq_t *r);             /* h_quota.c */
 /* InitProducerId with a transactional id (h_txn.c): to the id's coordinator. */
 void st_kh_init_producer_id_txn(st_kreq_t *r, const st_kp_init_producer_id_req_t *req);
 

@@ -18,9 +18,10 @@ typedef struct st_kafka_shard {
     bool md_ready;
     int64_t md_wait_since;
     struct st_md_park *md_parked;
-    struct st_gcoord *groups;    /* the group coordinator's state on this shard (group_route.c) */
-    struct st_tcoord *txns;      /* the transaction coordinator's (txn_route.c) */
-    struct sasl_boot *sasl_boot; /* shard 0: sasl.bootstrap.users in flight (h_sasl.c) */
+    struct st_gcoord *groups;      /* the group coordinator's state on this shard (group_route.c) */
+    struct st_tcoord *txns;        /* the transaction coordinator's (txn_route.c) */
+    struct sasl_boot *sasl_boot;   /* shard 0: sasl.bootstrap.users in flight (h_sasl.c) */
+    struct st_kthrottle *throttle; /* client quota usage on this shard (throttle.c) */
 } st_kafka_shard_t;
 
 /* The Kafka layer's state of shard s; NULL before shard_start and after shard_fini. */

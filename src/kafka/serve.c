@@ -13,6 +13,7 @@
 #include "kafka/kshard.h"
 #include "kafka/replica_link.h"
 #include "kafka/sasl.h"
+#include "kafka/throttle.h"
 #include "kafka/topic_config.h"
 #include "kafka/txn_route.h"
 #include "net/conn.h"
@@ -98,6 +99,7 @@ static int shard_start(st_kshard_t *s)
 static void shard_fini(st_kshard_t *s)
 {
     st_sasl_shard_fini(s);
+    st_kthrottle_shard_fini(s);
     st_coordsvc_fini(s);
     free(s->proto);
     s->proto = NULL;

@@ -5,7 +5,7 @@
  * send-direction operation (a send, a writable wait or a file read of the copy path) are in
  * flight.
  * Invariants:
- *   1. refs = (open ? 1 : 0) + operations in flight + unanswered requests;
+ *   1. refs = (open ? 1 : 0) + operations in flight + unanswered requests + (muted ? 1 : 0);
  *      the connection is freed exactly when refs drops to 0;
  *   2. slots[i] is the answer to request base_seq + i; answers move to the send queue only
  *      from slots[0], so responses leave in request order;
@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "base/assert.h"
+#include "base/clock.h"
 #include "base/log.h"
 
 #define ST_RBUF_SIZE (64 * 1024)
@@ -74,6 +75,8 @@ struct st_conn {
     bool handshaking;    /* the transport's handshake is in flight (as the read operation) */
     bool freading;       /* the send-direction operation in flight is a file read into bounce */
     bool bounce_sending; /* the send in flight is from bounce */
+    bool muted;          /* a client quota throttles it: not read until `mute` fires */
+    st_timer_t mute;
     char peer[64];
     void *data;
 
@@ -245,6 +248,11 @@ void st_conn_close(st_conn_t *c)
         st_wait_unlink(c);
         st_budget_kick(c->net); /* those behind it may fit now */
     }
+    if (c->muted) {
+        st_loop_timer_stop(c->net->loop, &c->mute);
+        c->muted = false;
+        st_conn_unref(c); /* the open reference still holds it */
+    }
     ST_DEBUG("connection %llu from %s closed", (unsigned long long)c->id, c->peer);
     c->t->ops->shutdown(c->t);
     if (c->net->h.on_close)
@@ -332,7 +340,8 @@ static void st_conn_deliver(st_conn_t *c, uint8_t *frame, size_t len, bool big)
 static bool st_conn_parse(st_conn_t *c)
 {
     size_t pos = 0;
-    while (c->open && c->rlen - pos >= 4) {
+    /* muted (a client quota): the frames already read wait in rbuf until the mute ends */
+    while (c->open && !c->muted && c->rlen - pos >= 4) {
         int32_t len = (int32_t)st_be32(c->rbuf + pos);
         if (len < 0 || (size_t)len > c->net->lim.max_frame) {
             c->net->stats.frames_too_large++;
@@ -411,7 +420,8 @@ static void st_conn_recv_done(st_io_t *io, int res)
 
 static void st_conn_arm_recv(st_conn_t *c)
 {
-    if (c->reading || c->parsing || !c->open || c->draining || c->waiting || c->handshaking)
+    if (c->reading || c->parsing || !c->open || c->draining || c->waiting || c->handshaking ||
+        c->muted)
         return;
     /* Backpressure: resumes as answers are made and sent (st_conn_respond, the send and file
      * read completions arm the receive again). Unsent answers count even when every request
@@ -429,6 +439,43 @@ static void st_conn_arm_recv(st_conn_t *c)
     }
     c->reading = true;
     c->refs++;
+}
+
+/* ---- muting (client quotas) ---- */
+
+static bool st_conn_parse(st_conn_t *c);
+
+/* The mute ended: the frames read before it go first (they may mute it again), then reading
+ * resumes. */
+static void st_conn_unmute(st_timer_t *t)
+{
+    st_conn_t *c = t->data;
+    c->muted = false;
+    if (c->open && !c->parsing && !c->frame && !c->waiting) {
+        c->parsing = true;
+        bool ok = st_conn_parse(c);
+        c->parsing = false;
+        if (ok && c->open)
+            st_conn_arm_recv(c);
+    } else if (c->open && c->waiting) {
+        st_budget_kick(c->net); /* its frame waits for budget: the wait list's round takes it */
+    } else if (c->open) {
+        st_conn_arm_recv(c);
+    }
+    st_conn_unref(c); /* the mute's reference */
+}
+
+void st_conn_mute(st_conn_t *c, int64_t ms)
+{
+    if (!c->open || ms <= 0)
+        return;
+    int64_t due = st_mono_ns() + ms * 1000000;
+    if (c->muted && c->mute.due_ns >= due)
+        return; /* already muted at least that long */
+    if (!c->muted)
+        c->refs++;
+    c->muted = true;
+    st_loop_timer_start(c->net->loop, &c->mute, ms);
 }
 
 /* ---- respond and send ---- */
@@ -742,6 +789,7 @@ static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l,
     c->wio.data = c;
     c->fio.cb = st_conn_fread_done;
     c->fio.data = c;
+    st_timer_init(&c->mute, st_conn_unmute, c);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     snprintf(c->peer, sizeof c->peer, "local");
@@ -825,6 +873,11 @@ static void st_net_wake(st_task_t *t)
     n->wake_queued = false;
     while (n->wait_head) {
         st_conn_t *c = n->wait_head;
+        if (c->muted) {
+            /* it takes its place again when the mute ends (st_conn_unmute parses) */
+            st_wait_unlink(c);
+            continue;
+        }
         c->refs++; /* held across the parse, which may deliver and close */
         c->parsing = true;
         bool ok = st_conn_parse(c);

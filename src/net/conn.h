@@ -24,6 +24,11 @@
  * held. Small frames never wait for the budget, so ordinary clients keep being served while
  * large ones wait. Nothing is dropped: a waiting connection just is not read.
  *
+ * Muting (client quotas, Kafka's throttled channel): st_conn_mute stops reading the
+ * connection's requests for a while, frames already received included (they wait in the
+ * receive buffer, or leave the budget's wait list); answers still go out. A later mute only
+ * ever extends it.
+ *
  * Lifetime: a connection is freed once it is closed and nothing refers to it: no operation
  * in flight and no unanswered request. Responding to a closed connection is allowed (the
  * response is dropped). All functions run on the owning shard's thread.
@@ -99,6 +104,8 @@ const st_net_stats_t *st_net_stats(const st_net_t *n);
 
 /* Answers request `seq`; out may be NULL for a request that gets no response (acks=0). */
 void st_conn_respond(st_conn_t *c, uint64_t seq, st_out_t *out);
+/* Reads no more requests for ms milliseconds from now (or longer if already muted longer). */
+void st_conn_mute(st_conn_t *c, int64_t ms);
 /* Closes now; unsent responses are dropped. */
 void st_conn_close(st_conn_t *c);
 /* Reads no more and closes once every request is answered and every response sent (a failed

@@ -226,6 +226,88 @@ static void test_scram_records(void **state)
     st_md_unref(md);
 }
 
+/* Client quotas: records set and remove a key, snapshots keep them, and the controller decides
+ * an entry as Kafka does (all or none, a record only for a change). */
+static void test_quota_records(void **state)
+{
+    (void)state;
+    st_md_t *md = st_md_new("c", 1);
+    st_quota_entity_t alice = {.user = ST_QE_NAME, .client = ST_QE_DEFAULT};
+    strcpy(alice.user_name, "alice");
+    st_quota_entity_t app = {.client = ST_QE_NAME};
+    strcpy(app.client_name, "app");
+    json_t *r = json_array();
+    json_array_append_new(r, st_rec_quota(&alice, ST_QUOTA_PRODUCER_BYTE_RATE, 1024, false));
+    json_array_append_new(r, st_rec_quota(&alice, ST_QUOTA_REQUEST_PERCENTAGE, 12.5, false));
+    json_array_append_new(r, st_rec_quota(&app, ST_QUOTA_CONSUMER_BYTE_RATE, 2048, false));
+    apply(md, r, 2);
+    assert_int_equal(md->nquotas, 2);
+    const st_quota_t *q = st_md_find_quota(md, &alice);
+    assert_non_null(q);
+    assert_true(q->values[ST_QUOTA_PRODUCER_BYTE_RATE] == 1024);
+    assert_true(q->values[ST_QUOTA_REQUEST_PERCENTAGE] == 12.5);
+
+    size_t len;
+    char *snap = st_rec_snapshot(md, &len, NULL);
+    st_md_t *copy = st_md_new("", -1);
+    assert_int_equal(st_rec_restore(copy, snap, len), 0);
+    assert_int_equal(copy->nquotas, 2);
+    assert_memory_equal(copy->quotas, md->quotas, 2 * sizeof *md->quotas);
+    free(snap);
+    st_md_t *clone = st_md_clone(copy);
+    assert_int_equal(clone->nquotas, 2);
+    st_md_unref(clone);
+    st_md_unref(copy);
+
+    /* removing the last key removes the entity */
+    r = json_array();
+    json_array_append_new(r, st_rec_quota(&app, ST_QUOTA_CONSUMER_BYTE_RATE, 0, true));
+    apply(md, r, 3);
+    assert_int_equal(md->nquotas, 1);
+    assert_null(st_md_find_quota(md, &app));
+
+    st_ctl_quota_op_t same[] = {{"producer_byte_rate", 1024, false},
+                                {"consumer_byte_rate", 1, true}};
+    st_ctl_quota_op_t bad_key[] = {{"producer_byte_rate", 5, false}, {"nope", 1, false}};
+    st_ctl_quota_op_t frac[] = {{"consumer_byte_rate", 1.5, false}};
+    st_ctl_quota_op_t zero[] = {{"request_percentage", 0, false}};
+    st_ctl_quota_op_t change[] = {{"producer_byte_rate", 1, false},
+                                  {"producer_byte_rate", 4096, false},
+                                  {"request_percentage", 0, true}};
+    st_ctl_item_t items[6] = {
+        {.qentity = alice, .qops = same, .nqops = 2},
+        {.qentity = alice, .qops = bad_key, .nqops = 2},
+        {.qentity = app, .qops = frac, .nqops = 1},
+        {.qentity = app, .qops = zero, .nqops = 1},
+        {.qops = same, .nqops = 1},
+        {.qentity = alice, .qops = change, .nqops = 3},
+    };
+    json_t *recs = json_array();
+    st_ctl_rules_t rules = {0};
+    assert_int_equal(st_ctl_decide(&rules, md, ST_CTL_QUOTAS, false, items, 6, recs), 0);
+    assert_int_equal(items[0].error, 0);
+    assert_int_equal(items[1].error, ST_KERR_INVALID_REQUEST);
+    assert_int_equal(items[2].error, ST_KERR_INVALID_REQUEST);
+    assert_int_equal(items[3].error, ST_KERR_INVALID_REQUEST);
+    assert_int_equal(items[4].error, ST_KERR_INVALID_REQUEST);
+    assert_int_equal(items[5].error, 0);
+    /* item 0 changes nothing; item 5: the later producer_byte_rate wins, the removal counts */
+    assert_int_equal(json_array_size(recs), 2);
+    apply(md, recs, 4);
+    q = st_md_find_quota(md, &alice);
+    assert_true(q->values[ST_QUOTA_PRODUCER_BYTE_RATE] == 4096);
+    assert_int_equal(q->set, 1u << ST_QUOTA_PRODUCER_BYTE_RATE);
+
+    /* validate_only: the same answers, no record */
+    recs = json_array();
+    items[5].error = 0;
+    assert_int_equal(st_ctl_decide(&rules, md, ST_CTL_QUOTAS, true, &items[5], 1, recs), 0);
+    assert_int_equal(items[5].error, 0);
+    assert_int_equal(json_array_size(recs), 0);
+    json_decref(recs);
+    st_md_unref(md);
+}
+
 static void test_apply_and_snapshot_round_trip(void **state)
 {
     (void)state;
@@ -506,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_preferred_election),
         cmocka_unit_test(test_apply_and_snapshot_round_trip),
         cmocka_unit_test(test_scram_records),
+        cmocka_unit_test(test_quota_records),
         cmocka_unit_test(test_fence_and_rejoin_records),
         cmocka_unit_test(test_rebalance_returns_preferred_leaders),
         cmocka_unit_test(test_reassign_adds_first),

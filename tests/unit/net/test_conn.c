@@ -47,6 +47,7 @@ struct tctx {
     bool hold;        /* keep frames unanswered (the test answers) */
     size_t resp_size; /* > 0: answer each frame with this many bytes instead of an echo */
     int closed;       /* on_close calls */
+    int64_t mute_ms;  /* > 0: the first frame mutes the connection this long */
     /* the client side */
     st_buf_t in;           /* bytes received */
     const uint8_t *script; /* bytes to write */
@@ -93,6 +94,8 @@ static void on_frame(void *ctx, st_conn_t *c, uint64_t seq, uint8_t *frame, size
     assert_true(t->nframes < MAXF);
     t->seqs[t->nframes] = seq;
     t->lens[t->nframes] = len;
+    if (t->mute_ms > 0 && t->nframes == 0)
+        st_conn_mute(c, t->mute_ms);
     if (t->hold) {
         t->frames[t->nframes++] = frame;
         return;
@@ -418,6 +421,42 @@ static void test_backpressure(void **state)
     assert_true(run_until(&t, have_in, 20000));
     assert_int_equal(t.nframes, N);
     assert_int_equal(t.in.len, want_in);
+    free(script);
+    teardown(&t);
+}
+
+/* A muted connection (a client quota's throttle) delivers none of the frames it already read
+ * until the mute ends, then all of them, in order; its answers still go out meanwhile. */
+static void test_mute(void **state)
+{
+    (void)state;
+    tctx_t t;
+    setup(&t);
+    t.mute_ms = 300;
+    size_t sizes[] = {10, 20, 30, 40, 50};
+    size_t len;
+    uint8_t *script = make_script(sizes, 5, &len);
+    t.script = script;
+    t.script_len = len; /* one write: the five frames arrive together */
+    t.client_reads = true;
+    int64_t start = st_mono_ms();
+    want_in = 4 + 10;
+    assert_true(run_until(&t, have_in, 5000)); /* the first answer left while muted */
+    ticks = 0;
+    assert_true(run_until(&t, twenty_ticks, 5000));
+    if (st_mono_ms() - start < 250)
+        assert_int_equal(t.nframes, 1);
+    want_frames = 5;
+    assert_true(run_until(&t, have_frames, 5000));
+    assert_true(st_mono_ms() - start >= 300);
+    want_in = len;
+    assert_true(run_until(&t, have_in, 5000));
+    assert_echoed(&t, script, len);
+    /* closing while muted frees the connection (the mute's reference goes with it) */
+    t.mute_ms = 0;
+    st_conn_mute(t.conn, 10000);
+    st_conn_close(t.conn);
+    assert_true(run_until(&t, no_conn, 5000));
     free(script);
     teardown(&t);
 }
@@ -903,6 +942,7 @@ int main(void)
         cmocka_unit_test(test_frames_odd_splits),
         cmocka_unit_test(test_responses_in_request_order),
         cmocka_unit_test(test_backpressure),
+        cmocka_unit_test(test_mute),
         cmocka_unit_test(test_disconnect_mid_frame),
         cmocka_unit_test(test_disconnect_with_request_unanswered),
         cmocka_unit_test(test_file_ranges_through_sendfile),

@@ -538,6 +538,8 @@ static void test_api_table(void **state)
         {45, 0, 1, 0, "AlterPartitionReassignments"},
         {46, 0, 0, 0, "ListPartitionReassignments"},
         {47, 0, 0, -1, "OffsetDelete"},
+        {48, 0, 1, 1, "DescribeClientQuotas"},
+        {49, 0, 1, 1, "AlterClientQuotas"},
         {50, 0, 0, 0, "DescribeUserScramCredentials"},
         {51, 0, 0, 0, "AlterUserScramCredentials"},
         {60, 0, 2, 0, "DescribeCluster"},

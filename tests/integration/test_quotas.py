@@ -1,0 +1,335 @@
+"""Client quotas (issue 22): AlterClientQuotas / DescribeClientQuotas over the wire (kwire:
+kafka-python 2.0.2's admin client has no quota API), and their enforcement on real clients.
+
+Checked: Kafka's answers (entities user / client-id / the default, filters EXACT, DEFAULT,
+SPECIFIED and strict, validate_only, INVALID_REQUEST for an unknown key or entity type, a
+fractional byte rate or a value of 0, UNSUPPORTED_VERSION for an unknown type in a filter);
+a producer whose client id has producer_byte_rate Q produces at about Q over a measured
+window, its responses carrying throttle_time_ms (confluent-kafka's throttle_cb) and the
+broker counting the throttles (/metrics), while another client id is not throttled; a
+consumer with consumer_byte_rate likewise; the quotas surviving a restart (metadata log);
+both APIs refused CLUSTER_AUTHORIZATION_FAILED to a principal without the cluster's
+DESCRIBE_CONFIGS / ALTER_CONFIGS.
+
+Rates: Kafka measures over quota.window.num (11) samples of 1 s and counts a young window as
+10 s, so a client may take up to 10 s of its quota at once before it is throttled; each
+measured window below starts at the client's first request and lasts 10 s, where the total
+allowed is about 10 s of quota."""
+
+import os
+import re
+import struct
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import admin_client as ac  # noqa: E402
+import harness  # noqa: E402
+import kclients as kc  # noqa: E402
+import kwire as kw  # noqa: E402
+from harness import ServerTestCase, wait_until  # noqa: E402
+
+DESCRIBE_QUOTAS, ALTER_QUOTAS = 48, 49
+INVALID_REQUEST, UNSUPPORTED_VERSION = 42, 35
+EXACT, DEFAULT, SPECIFIED = 0, 1, 2
+Q = 200_000          # bytes per second
+WINDOW_S = 10.0      # the measured window (see above)
+
+
+def f64(v):
+    return struct.pack(">d", v)
+
+
+def alter(conn, entries, validate_only=False):
+    """entries: [({type: name-or-None}, [(key, value, remove)])] -> [(error, message)]."""
+    def entity(kv):
+        return kw.compact_string(kv[0]) + kw.compact_string(kv[1]) + kw.TAGS_NONE
+
+    def op(o):
+        return kw.compact_string(o[0]) + f64(o[1]) + kw.boolean(o[2]) + kw.TAGS_NONE
+
+    def entry(e):
+        return (kw.compact_array(list(e[0].items()), entity) +
+                kw.compact_array(list(e[1]), op) + kw.TAGS_NONE)
+    body = kw.compact_array(entries, entry) + kw.boolean(validate_only) + kw.TAGS_NONE
+    r = conn.request(ALTER_QUOTAS, 1, body, flexible=True)
+    r.i32()
+
+    def result(x):
+        err, msg = x.i16(), x.compact_string()
+        x.compact_array(lambda y: (y.compact_string(), y.compact_string(), y.tags()))
+        x.tags()
+        return err, msg
+    out = r.compact_array(result)
+    r.tags()
+    r.end()
+    return out
+
+
+def describe(conn, components, strict=False):
+    """components: [(type, match_type, match)] -> (error, message, {entity: {key: value}})
+    with entity a sorted tuple of (type, name-or-None)."""
+    def comp(c):
+        return kw.compact_string(c[0]) + kw.i8(c[1]) + kw.compact_string(c[2]) + kw.TAGS_NONE
+    body = kw.compact_array(components, comp) + kw.boolean(strict) + kw.TAGS_NONE
+    r = conn.request(DESCRIBE_QUOTAS, 1, body, flexible=True)
+    r.i32()
+    err, msg = r.i16(), r.compact_string()
+
+    def ent(x):
+        t, n = x.compact_string(), x.compact_string()
+        x.tags()
+        return t, n
+
+    def val(x):
+        k = x.compact_string()
+        v = struct.unpack(">d", bytes(x.take(8)))[0]
+        x.tags()
+        return k, v
+
+    def entry(x):
+        e = x.compact_array(ent)
+        vs = x.compact_array(val)
+        x.tags()
+        return tuple(sorted(e)), dict(vs)
+    entries = r.compact_array(entry)
+    r.tags()
+    r.end()
+    return err, msg, dict(entries) if entries is not None else None
+
+
+def metric(port, name, typ):
+    body = ac.http_get(port, "/metrics")[2]
+    total = 0
+    for m in re.finditer(r'^%s\{([^}]*)\} (\S+)$' % name, body, re.M):
+        if 'type="%s"' % typ in m.group(1):
+            total += float(m.group(2))
+    return total
+
+
+class QuotaApiTest(ServerTestCase):
+
+    def conn(self):
+        return kw.Conn.to(self.server.bootstrap)
+
+    def test_alter_describe(self):
+        u = self.unique("u")
+        with self.conn() as c:
+            self.assertEqual(alter(c, [
+                ({"user": u}, [("producer_byte_rate", 1024, False),
+                               ("request_percentage", 12.5, False)]),
+                ({"user": u, "client-id": None}, [("consumer_byte_rate", 2048, False)]),
+                ({"user": None}, [("controller_mutation_rate", 3, False)]),
+            ]), [(0, None)] * 3)
+            err, _, got = describe(c, [("user", EXACT, u)])
+            self.assertEqual(err, 0)
+            self.assertEqual(got, {
+                (("user", u),): {"producer_byte_rate": 1024, "request_percentage": 12.5},
+                (("client-id", None), ("user", u)): {"consumer_byte_rate": 2048}})
+            # strict: only entities made of exactly the filter's types
+            self.assertEqual(list(describe(c, [("user", EXACT, u)], strict=True)[2]),
+                             [(("user", u),)])
+            # DEFAULT and SPECIFIED
+            self.assertEqual(describe(c, [("user", DEFAULT, None)])[2],
+                             {(("user", None),): {"controller_mutation_rate": 3}})
+            both = describe(c, [("user", SPECIFIED, None), ("client-id", SPECIFIED, None)])[2]
+            self.assertIn((("client-id", None), ("user", u)), both)
+            self.assertNotIn((("user", u),), both)
+            # removal of one key keeps the others; of the last, the entity goes
+            self.assertEqual(alter(c, [({"user": u}, [("request_percentage", 0, True)]),
+                                       ({"user": u, "client-id": None},
+                                        [("consumer_byte_rate", 0, True)]),
+                                       ({"user": None}, [("controller_mutation_rate", 0, True)])]),
+                             [(0, None)] * 3)
+            self.assertEqual(describe(c, [("user", EXACT, u)])[2],
+                             {(("user", u),): {"producer_byte_rate": 1024}})
+            self.assertEqual(describe(c, [("user", DEFAULT, None)])[2], {})
+            # validate_only: answered, not stored
+            self.assertEqual(alter(c, [({"client-id": u}, [("producer_byte_rate", 5, False)])],
+                                   validate_only=True), [(0, None)])
+            self.assertEqual(describe(c, [("client-id", EXACT, u)])[2], {})
+            alter(c, [({"user": u}, [("producer_byte_rate", 0, True)])])
+
+    def test_invalid(self):
+        u = self.unique("bad")
+        with self.conn() as c:
+            res = alter(c, [
+                ({"user": u}, [("producer_byte_rate", 5, False), ("no_such_key", 1, False)]),
+                ({"group": u}, [("producer_byte_rate", 5, False)]),
+                ({"client-id": u}, [("consumer_byte_rate", 1.5, False)]),
+                ({"client-id": u}, [("request_percentage", 0, False)]),
+                ({}, [("producer_byte_rate", 5, False)]),
+                ({"user": ""}, [("producer_byte_rate", 5, False)]),
+                ({"ip": "127.0.0.1"}, [("connection_creation_rate", 5, False)]),
+            ])
+            self.assertEqual([e for e, _ in res], [INVALID_REQUEST] * 7, res)
+            self.assertIn("no_such_key", res[0][1])
+            # nothing of a refused entry was stored, not even its valid key
+            self.assertEqual(describe(c, [("user", EXACT, u)])[2], {})
+            self.assertEqual(describe(c, [("client-id", EXACT, u)])[2], {})
+            err, msg, got = describe(c, [("group", EXACT, u)])
+            self.assertEqual((err, got), (UNSUPPORTED_VERSION, None), msg)
+            err, msg, got = describe(c, [("user", EXACT, None)])
+            self.assertEqual((err, got), (INVALID_REQUEST, None), msg)
+            err, msg, got = describe(c, [("user", DEFAULT, None), ("user", SPECIFIED, None)])
+            self.assertEqual(err, INVALID_REQUEST, msg)
+
+    def test_quotas_survive_restart(self):
+        u = self.unique("keep")
+        with self.conn() as c:
+            self.assertEqual(alter(c, [({"user": u, "client-id": "app"},
+                                        [("producer_byte_rate", 4096, False)]),
+                                       ({"client-id": None}, [("consumer_byte_rate", 8192, False)])]),
+                             [(0, None)] * 2)
+        self.server.restart()
+        with kw.Conn.to(self.server.bootstrap) as c:
+            self.assertEqual(describe(c, [("user", EXACT, u)])[2],
+                             {(("client-id", "app"), ("user", u)): {"producer_byte_rate": 4096}})
+            self.assertEqual(describe(c, [("client-id", DEFAULT, None)], strict=True)[2],
+                             {(("client-id", None),): {"consumer_byte_rate": 8192}})
+            alter(c, [({"user": u, "client-id": "app"}, [("producer_byte_rate", 0, True)]),
+                      ({"client-id": None}, [("consumer_byte_rate", 0, True)])])
+
+
+class QuotaAuthorizationTest(ServerTestCase):
+    """ACLs on, none granted: User:ANONYMOUS may neither describe nor alter quotas (Kafka:
+    DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster)."""
+    SETS = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "false"}
+
+    def test_denied(self):
+        with kw.Conn.to(self.server.bootstrap) as c:
+            self.assertEqual([e for e, _ in alter(c, [
+                ({"user": "a"}, [("producer_byte_rate", 5, False)]),
+                ({"client-id": None}, [("consumer_byte_rate", 5, False)])])],
+                [31, 31])  # CLUSTER_AUTHORIZATION_FAILED
+            err, _, got = describe(c, [])
+            self.assertEqual((err, got), (31, None))
+
+
+class QuotaEnforcementTest(ServerTestCase):
+    """One shard, so that every connection of a client counts against one quota."""
+    SMP = 1
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.topic = "quota-%d" % os.getpid()
+        kc.create_topic(cls.server.bootstrap, cls.topic, partitions=1)
+
+    def set_quota(self, client_id, key, value, remove=False):
+        with kw.Conn.to(self.server.bootstrap) as c:
+            self.assertEqual(alter(c, [({"client-id": client_id}, [(key, value, remove)])]),
+                             [(0, None)])
+
+    def produce_for(self, client_id, seconds, batch=16384):
+        """Produce 1000-byte values as fast as the broker lets client_id for `seconds`;
+        returns (value bytes delivered within the window, throttle events [ms])."""
+        from confluent_kafka import Producer
+        throttles = []
+        p = Producer({"bootstrap.servers": self.server.bootstrap, "client.id": client_id,
+                      "linger.ms": 5, "batch.size": batch, "acks": 1,
+                      "queue.buffering.max.kbytes": 256,
+                      "throttle_cb": lambda ev: throttles.append(ev.throttle_time * 1000)})
+        delivered = [0]
+        start = time.monotonic()
+        end = start + seconds
+
+        def cb(err, m):
+            if err is None and time.monotonic() <= end:
+                delivered[0] += len(m.value())
+        value = b"q" * 1000
+        while time.monotonic() < end:
+            try:
+                p.produce(self.topic, value, on_delivery=cb)
+            except BufferError:
+                p.poll(0.01)
+                continue
+            p.poll(0)
+        p.purge()
+        p.flush(30)
+        return delivered[0], throttles
+
+    def test_producer_byte_rate(self):
+        slow, fast = self.unique("slow"), self.unique("fast")
+        self.set_quota(slow, "producer_byte_rate", Q)
+        before = metric(self.server.admin_port, "strata_quota_throttled_total", "produce")
+        got, throttles = self.produce_for(slow, WINDOW_S)
+        rate = got / WINDOW_S
+        print("producer_byte_rate %d: %.0f B/s (%.2fx) over %.0f s, %d throttles, max %.0f ms"
+              % (Q, rate, rate / Q, WINDOW_S, len(throttles), max(throttles or [0])),
+              file=sys.stderr)
+        self.assertGreater(rate, 0.5 * Q)
+        self.assertLess(rate, 1.5 * Q)
+        self.assertTrue(any(t > 0 for t in throttles), "no throttle_time_ms reported")
+        after = metric(self.server.admin_port, "strata_quota_throttled_total", "produce")
+        self.assertGreater(after, before)
+        self.assertGreater(metric(self.server.admin_port, "strata_quota_throttle_time_ms_total",
+                                  "produce"), 0)
+        # another client id has no quota: not throttled, well above Q
+        got, throttles = self.produce_for(fast, 3.0)
+        print("no quota: %.0f B/s (%.1fx Q), %d throttles" % (got / 3.0, got / 3.0 / Q,
+                                                              len(throttles)), file=sys.stderr)
+        self.assertGreater(got / 3.0, 3 * Q)
+        self.assertEqual(throttles, [])
+        self.set_quota(slow, "producer_byte_rate", 0, remove=True)
+
+    def test_consumer_byte_rate(self):
+        from confluent_kafka import Consumer, TopicPartition
+        slowc = self.unique("slowc")
+        # enough data for more than the window at Q, produced without a quota
+        need = int(1.8 * Q * WINDOW_S)
+        # small batches: a fetch returns whole batches, so they bound what one fetch takes
+        p = kc.producer(self.server.bootstrap, client_id=self.unique("fill"), batch_size=16384)
+        n = need // 1000 + 1
+        for i in range(n):
+            while True:
+                try:
+                    p.produce(self.topic, b"c" * 1000)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+            p.poll(0)
+        self.assertEqual(p.flush(60), 0)
+        self.set_quota(slowc, "consumer_byte_rate", Q)
+        throttles = []
+        c = Consumer({"bootstrap.servers": self.server.bootstrap, "client.id": slowc,
+                      "group.id": self.unique("g"), "enable.auto.commit": False,
+                      "fetch.max.bytes": 65536, "message.max.bytes": 65536,
+                      "max.partition.fetch.bytes": 32768,
+                      "queued.max.messages.kbytes": 64,
+                      "throttle_cb": lambda ev: throttles.append(ev.throttle_time * 1000)})
+        try:
+            c.assign([TopicPartition(self.topic, 0, 0)])
+            got = 0
+            start = None
+            deadline = time.monotonic() + WINDOW_S + 20
+            while time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is None or m.error():
+                    continue
+                now = time.monotonic()
+                if start is None:
+                    start = now
+                if now - start > WINDOW_S:
+                    break
+                got += len(m.value())
+            self.assertIsNotNone(start, "nothing consumed")
+        finally:
+            c.close()
+        rate = got / WINDOW_S
+        print("consumer_byte_rate %d: %.0f B/s (%.2fx) over %.0f s, %d throttles, max %.0f ms"
+              % (Q, rate, rate / Q, WINDOW_S, len(throttles), max(throttles or [0])),
+              file=sys.stderr)
+        self.assertGreater(rate, 0.5 * Q)
+        self.assertLess(rate, 1.5 * Q)
+        self.assertTrue(any(t > 0 for t in throttles), "no throttle_time_ms reported")
+        self.assertGreater(metric(self.server.admin_port, "strata_quota_throttled_total",
+                                  "fetch"), 0)
+        self.set_quota(slowc, "consumer_byte_rate", 0, remove=True)
+
+
+if __name__ == "__main__":
+    harness.main()
