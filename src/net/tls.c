@@ -492,6 +492,30 @@ static SSL_CTX *st_tls_build(const st_tls_settings_t *s, char *err, size_t errle
     return ctx;
 }
 
+SSL_CTX *st_tls_client_ctx(const st_tls_settings_t *s, char *err, size_t errlen)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx) {
+        st_tls_fail(err, errlen, "cannot create an OpenSSL context");
+        return NULL;
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    bool keystore = st_set(s->keystore_location) || st_set(s->keystore_certificate_chain) ||
+                    st_set(s->keystore_key);
+    bool trust = st_set(s->truststore_location) || st_set(s->truststore_certificates);
+    if (st_tls_protocols_ciphers(s, ctx, err, errlen) ||
+        (keystore && st_tls_load_keystore(s, ctx, err, errlen)) ||
+        (trust ? st_tls_load_truststore(s, ctx, err, errlen)
+               : (SSL_CTX_set_default_verify_paths(ctx) == 1
+                      ? 0
+                      : st_tls_fail(err, errlen, "cannot load OpenSSL's default CAs")))) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
 static void st_tls_stamp(st_tls_stamp_t *st)
 {
     struct stat sb;
