@@ -785,10 +785,19 @@ typedef struct st_tls {
 
 static void tls_progress(st_tls_t *t);
 
+/* Transports made on this thread (its loop's) and not freed yet: st_tls_transports_here. */
+static _Thread_local size_t st_tls_here;
+
+size_t st_tls_transports_here(void)
+{
+    return st_tls_here;
+}
+
 static void tls_maybe_free(st_tls_t *t)
 {
     if (!t->closing || t->depth || t->nr_busy || t->nw_busy || t->task.queued)
         return;
+    st_tls_here--;
     st_loop_timer_stop(t->base.loop, &t->hs_timer);
     SSL_free(t->ssl); /* frees both BIOs */
     close(t->base.fd);
@@ -1260,6 +1269,7 @@ int st_tls_transport_new(void *server, st_loop_t *loop, int fd, st_transport_t *
     t->nwio.data = t;
     st_task_init(&t->task, tls_task, t);
     st_timer_init(&t->hs_timer, tls_hs_timeout, t);
+    st_tls_here++;
     *out = &t->base;
     return 0;
 }

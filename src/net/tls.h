@@ -85,6 +85,11 @@ struct ssl_ctx_st *st_tls_client_ctx(const st_tls_settings_t *s, char *err, size
  * 0, or -1 if no rule matches (Kafka refuses the connection then). Exposed for tests. */
 int st_tls_map_principal(const char *rules, const char *dn, char *out, size_t outlen);
 
+/* Transports of this thread's loop not freed yet. A closed transport whose raw read or send
+ * was still in flight is freed only once the loop reaped its cancellation, so a shard stops
+ * its loop only when this is 0 (broker/runtime.c's shutdown), or it would leak them. */
+size_t st_tls_transports_here(void);
+
 extern const st_transport_ops_t st_transport_tls_ops;
 
 #endif

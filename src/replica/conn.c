@@ -563,6 +563,9 @@ static int tls_begin(st_rconn_t *c)
         c->nin = NULL;
         return -ENOMEM;
     }
+    /* An empty memory BIO reads as "retry", not as the end of the stream. */
+    BIO_set_mem_eof_return(c->nin, -1);
+    BIO_set_mem_eof_return(c->nout, -1);
     SSL_set_bio(c->ssl, c->nin, c->nout);
     SSL_set_connect_state(c->ssl);
     unsigned char addr[16];
