@@ -334,13 +334,15 @@ static void tls_step(st_rconn_t *c)
     }
 }
 
-/* Decrypts what arrived into rbuf. False when the connection failed. */
-static bool tls_read(st_rconn_t *c)
+/* Decrypts what arrived into rbuf. 0, or why the connection ends (why[0] set): the frames
+ * decrypted before that are still to be read (an authentication's refusal comes just before
+ * the peer closes). */
+static void tls_read(st_rconn_t *c, char *why, size_t whylen)
 {
     for (;;) {
         if (st_buf_reserve(&c->rbuf, C_READ_CHUNK)) {
-            st_rconn_fail(c, "out of memory");
-            return false;
+            snprintf(why, whylen, "out of memory");
+            return;
         }
         size_t room = c->rbuf.cap - c->rbuf.len;
         ERR_clear_error();
@@ -353,20 +355,15 @@ static bool tls_read(st_rconn_t *c)
         int e = SSL_get_error(c->ssl, n);
         if (e == SSL_ERROR_WANT_READ)
             break;
-        char why[512];
         if (e == SSL_ERROR_ZERO_RETURN)
-            snprintf(why, sizeof why, "closed by the peer (TLS close_notify)");
+            snprintf(why, whylen, "closed by the peer (TLS close_notify)");
         else
-            tls_why(c, "TLS", why, sizeof why);
-        st_rconn_fail(c, why);
-        return false;
+            tls_why(c, "TLS", why, whylen);
+        return;
     }
     int rc = rc_flush(c); /* a key update's answer, say */
-    if (rc) {
-        st_rconn_fail(c, uv_strerror(rc));
-        return false;
-    }
-    return true;
+    if (rc)
+        snprintf(why, whylen, "%s", uv_strerror(rc));
 }
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
@@ -379,6 +376,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if (n == 0 || !rc_live(c))
         return;
+    char why[512] = "";
     if (!c->ssl) {
         c->rbuf.len += (size_t)n;
     } else {
@@ -391,10 +389,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
             if (!rc_live(c) || c->phase == RC_TLS)
                 return;
         }
-        if (!tls_read(c))
-            return;
+        tls_read(c, why, sizeof why);
     }
     rc_frames(c);
+    if (*why)
+        st_rconn_fail(c, why); /* nothing when a frame already failed it */
 }
 
 /* ---- SASL (secure.h): SaslHandshake, then SaslAuthenticate rounds ---- */

@@ -10,6 +10,9 @@ One scenario, bounded: a topic with replication factor 3 and min.insync.replicas
 idempotent acks=all confluent-kafka producer over SASL_SSL; kill -9 the partition's leader;
 another broker takes over and acks resume; nothing acknowledged is lost, nothing is written
 twice; the killed broker restarts and rejoins the ISR (its fetcher authenticates again).
+And the refusals: a broker given a wrong inter-broker password is refused by the others
+(SaslAuthenticate), and a broker whose certificate does not name its address is refused by the
+others' host-name check, each logged with its reason.
 The metadata quorum (the CONTROLLER listener) stays plain TCP: it is not a Kafka listener.
 """
 
@@ -47,14 +50,22 @@ class SecureClusterTest(unittest.TestCase):
         cls.pki = Pki(cls.tmp)
         cls.broker_cert = cls.pki.issue("broker", "/CN=broker")
         cls.client_cert = cls.pki.issue("client", "/CN=client")
+        # A certificate the same CA signed for another host only.
+        with open(cls.pki.path("ext.cnf"), "w") as f:
+            f.write("subjectAltName=DNS:elsewhere.invalid\n")
+        cls.other_cert = cls.pki.issue("other", "/CN=other")
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
+    @staticmethod
+    def jaas(password):
+        return ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                'username="%s" password="%s";' % (BROKER_USER, password))
+
     def setUp(self):
-        jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-                'username="%s" password="%s";' % (BROKER_USER, BROKER_PW))
+        jaas = self.jaas(BROKER_PW)
         sets = {
             "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
             "inter.broker.listener.name": "SASL_SSL",
@@ -195,6 +206,29 @@ class SecureClusterTest(unittest.TestCase):
                          % (failover_s, time.monotonic() - t0))
         admin = None
         p = None
+        self.c.stop_all()
+
+    def test_wrong_password_and_certificate_refused(self):
+        from confluent_kafka.admin import AdminClient, NewTopic
+        # Node 3 authenticates with a wrong password; node 2 presents a certificate for
+        # another host. Everything else as in the test above.
+        self.c.nodes[3].server.sets["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"] = (
+            self.jaas("not-the-password"))
+        self.c.nodes[2].server.sets["ssl.keystore.location"] = self.other_cert[2]
+        self.c.start()
+        admin = AdminClient(self.conf(**{"ssl.endpoint.identification.algorithm": "none"}))
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 30,
+                   "three brokers registered")
+        # Every broker leads one of three partitions: each follows the other two.
+        fs = admin.create_topics([NewTopic(TOPIC, 3, 3)], request_timeout=10)
+        fs[TOPIC].result(20)
+        logs = lambda nid: self.c.nodes[nid].server.stderr_text()  # noqa: E731
+        wait_until(lambda: "SASL SCRAM-SHA-512 as broker refused" in logs(3), 30,
+                   "node 3's wrong password refused")
+        wait_until(lambda: "TLS handshake failed: the broker's certificate: IP address mismatch"
+                   in logs(1), 30, "node 2's certificate refused by node 1's host check")
+        self.assertNotIn("as broker refused", logs(1))
+        admin = None
         self.c.stop_all()
 
 
