@@ -58,6 +58,7 @@ struct st_rconn {
     st_scram_client_t scram;
     bool scram_on;
     int32_t sasl_corr;
+    int64_t connect_ms; /* when the TCP connect began (bounds the handshakes) */
     int backoff_ms;
     int64_t retry_at;
     st_buf_t rbuf;
@@ -635,6 +636,7 @@ static void rc_connect(st_rconn_t *c)
         return;
     }
     uv_tcp_init(c->loop, &c->tcp);
+    c->connect_ms = st_mono_ms();
     c->tcp.data = c;
     c->tcp_open = true;
     c->connect_req.data = c;
@@ -707,6 +709,14 @@ void st_rconn_healthy(st_rconn_t *c)
 
 bool st_rconn_tick(st_rconn_t *c, int64_t now_ms, int64_t timeout_ms)
 {
+    /* A peer that took the TCP connection but never finishes TLS or SASL (a stopped
+     * process's backlog, say) is given as long as an answer. */
+    if (rc_live(c) && c->phase != RC_UP && c->phase != RC_TCP &&
+        now_ms - c->connect_ms > timeout_ms) {
+        st_rconn_fail(c, c->phase == RC_TLS ? "TLS handshake not done in time"
+                                            : "SASL authentication not done in time");
+        return true;
+    }
     if (c->inflight && now_ms - c->inflight->sent_ms > timeout_ms) {
         st_rconn_fail(c, "no answer in time");
         return true;

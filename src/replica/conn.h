@@ -73,8 +73,9 @@ void st_rconn_fail(st_rconn_t *c, const char *why);
 /* An answer made sense: the backoff starts over from its minimum, and the next loss is
  * logged. */
 void st_rconn_healthy(st_rconn_t *c);
-/* Fails the connection when its oldest request has waited more than timeout_ms. True when it
- * did. */
+/* Fails the connection when its oldest request has waited more than timeout_ms, or when its
+ * TLS handshake or SASL authentication is not done timeout_ms after the TCP connect began.
+ * True when it did. */
 bool st_rconn_tick(st_rconn_t *c, int64_t now_ms, int64_t timeout_ms);
 const char *st_rconn_host(const st_rconn_t *c);
 int st_rconn_port(const st_rconn_t *c);
