@@ -411,3 +411,156 @@ int st_plain_parse(const char *msg, size_t len, const char **user, size_t *user_
     *pass_len = pl;
     return 0;
 }
+
+/* ---- SCRAM, the client side ---- */
+
+int st_scram_client_begin(st_scram_client_t *s, st_scram_mech_t m, const char *user, char **out,
+                          size_t *outlen)
+{
+    memset(s, 0, sizeof *s);
+    s->mech = m;
+    uint8_t raw[ST_SCRAM_NONCE_BYTES];
+    if (!st_scram_key_len(m) || RAND_bytes(raw, sizeof raw) != 1)
+        return -1;
+    st_b64_encode(raw, sizeof raw, s->cnonce); /* base64 has no ',' */
+    size_t ul = strlen(user), cap = ul * 3 + strlen(s->cnonce) + 16;
+    s->client_first_bare = malloc(cap);
+    *out = malloc(cap + 3);
+    if (!s->client_first_bare || !*out) {
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    size_t o = 0;
+    o += (size_t)snprintf(s->client_first_bare, cap, "n=");
+    for (size_t i = 0; i < ul; i++)
+        o +=
+            (size_t)(user[i] == ','   ? snprintf(s->client_first_bare + o, cap - o, "=2C")
+                     : user[i] == '=' ? snprintf(s->client_first_bare + o, cap - o, "=3D")
+                                      : snprintf(s->client_first_bare + o, cap - o, "%c", user[i]));
+    snprintf(s->client_first_bare + o, cap - o, ",r=%s", s->cnonce);
+    *outlen = (size_t)snprintf(*out, cap + 3, "n,,%s", s->client_first_bare);
+    return 0;
+}
+
+/* The value of attribute `a` ("r", "s", "i") in a comma-separated SCRAM message, or NULL. */
+static const char *attr(const char *msg, size_t len, char a, size_t *vlen)
+{
+    const char *end = msg + len;
+    for (const char *p = msg; p < end;) {
+        const char *e = memchr(p, ',', (size_t)(end - p));
+        if (!e)
+            e = end;
+        if (e - p >= 2 && p[0] == a && p[1] == '=') {
+            *vlen = (size_t)(e - p - 2);
+            return p + 2;
+        }
+        p = e + 1;
+    }
+    return NULL;
+}
+
+int st_scram_client_next(st_scram_client_t *s, const char *password, const char *msg, size_t len,
+                         char **out, size_t *outlen, char *err, size_t errlen)
+{
+    size_t rl = 0, sl = 0, il = 0;
+    if (len > 1024 || memchr(msg, 0, len)) {
+        snprintf(err, errlen, "malformed server-first message");
+        return -1;
+    }
+    const char *r = attr(msg, len, 'r', &rl), *salt64 = attr(msg, len, 's', &sl);
+    const char *it = attr(msg, len, 'i', &il);
+    size_t cl = strlen(s->cnonce);
+    bool printable = r && rl <= 160;
+    for (size_t i = 0; printable && i < rl; i++)
+        printable = r[i] >= 0x21 && r[i] <= 0x7e;
+    if (!printable || !salt64 || !it || il == 0 || il > 9) {
+        snprintf(err, errlen, "malformed server-first message");
+        return -1;
+    }
+    if (rl <= cl || memcmp(r, s->cnonce, cl) != 0) {
+        snprintf(err, errlen, "server-first: the nonce does not extend ours");
+        return -1;
+    }
+    char num[16];
+    memcpy(num, it, il);
+    num[il] = 0;
+    char *nend;
+    long iter = strtol(num, &nend, 10);
+    if (*nend || iter < ST_SCRAM_MIN_ITER || iter > ST_SCRAM_MAX_ITER) {
+        snprintf(err, errlen, "server-first: iteration count %s outside %d..%d", num,
+                 ST_SCRAM_MIN_ITER, ST_SCRAM_MAX_ITER);
+        return -1;
+    }
+    uint8_t salt[ST_SCRAM_SALT_MAX];
+    int saltn = st_b64_decode(salt64, sl, salt, sizeof salt);
+    if (saltn <= 0) {
+        snprintf(err, errlen, "server-first: malformed salt");
+        return -1;
+    }
+    int kl = st_scram_key_len(s->mech);
+    /* client-final-without-proof; AuthMessage = client-first-bare "," server-first "," it */
+    size_t fl = rl + 16, am_len = strlen(s->client_first_bare) + len + 2;
+    char *final = malloc(fl + ST_SCRAM_KEY_MAX * 2 + 8), *am = NULL;
+    int n = final ? snprintf(final, fl, "c=biws,r=%.*s", (int)rl, r) : 0;
+    am_len += (size_t)n;
+    am = final ? malloc(am_len + 1) : NULL;
+    if (!am) {
+        free(final);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    snprintf(am, am_len + 1, "%s,%.*s,%s", s->client_first_bare, (int)len, msg, final);
+    uint8_t salted[ST_SCRAM_KEY_MAX], ckey[ST_SCRAM_KEY_MAX], stored[ST_SCRAM_KEY_MAX];
+    uint8_t csig[ST_SCRAM_KEY_MAX], skey[ST_SCRAM_KEY_MAX], proof[ST_SCRAM_KEY_MAX];
+    int rc = salt_password(s->mech, password, strlen(password), salt, saltn, (int32_t)iter, salted);
+    rc = rc ? rc : hmac(s->mech, salted, kl, "Client Key", 10, ckey);
+    rc = rc ? rc : digest(s->mech, ckey, (size_t)kl, stored);
+    rc = rc ? rc : hmac(s->mech, stored, kl, am, am_len, csig);
+    rc = rc ? rc : hmac(s->mech, salted, kl, "Server Key", 10, skey);
+    rc = rc ? rc : hmac(s->mech, skey, kl, am, am_len, s->server_sig);
+    for (int i = 0; i < kl; i++)
+        proof[i] = ckey[i] ^ csig[i];
+    OPENSSL_cleanse(salted, sizeof salted);
+    OPENSSL_cleanse(ckey, sizeof ckey);
+    OPENSSL_cleanse(skey, sizeof skey);
+    free(am);
+    if (rc) {
+        free(final);
+        snprintf(err, errlen, "SCRAM: the digest failed");
+        return -1;
+    }
+    char proof64[ST_SCRAM_KEY_MAX * 2];
+    st_b64_encode(proof, (size_t)kl, proof64);
+    n += snprintf(final + n, ST_SCRAM_KEY_MAX * 2 + 8, ",p=%s", proof64);
+    s->have_sig = true;
+    *out = final;
+    *outlen = (size_t)n;
+    return 0;
+}
+
+int st_scram_client_verify(st_scram_client_t *s, const char *msg, size_t len, char *err,
+                           size_t errlen)
+{
+    size_t vl = 0, el = 0;
+    const char *e = attr(msg, len, 'e', &el), *v = attr(msg, len, 'v', &vl);
+    if (e) {
+        snprintf(err, errlen, "the server refused: %.*s", (int)(el > 200 ? 200 : el), e);
+        return -1;
+    }
+    uint8_t sig[ST_SCRAM_KEY_MAX];
+    int kl = st_scram_key_len(s->mech);
+    if (!s->have_sig || !v || st_b64_decode(v, vl, sig, sizeof sig) != kl ||
+        CRYPTO_memcmp(sig, s->server_sig, (size_t)kl) != 0) {
+        snprintf(err, errlen, "server-final: the server's signature is wrong");
+        return -1;
+    }
+    return 0;
+}
+
+void st_scram_client_fini(st_scram_client_t *s)
+{
+    free(s->client_first_bare);
+    s->client_first_bare = NULL;
+    OPENSSL_cleanse(s->server_sig, sizeof s->server_sig);
+}

@@ -1,6 +1,7 @@
 /*
- * scram.h — SASL mechanisms on the server side: SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802,
- * RFC 7677) and PLAIN (RFC 4616), and the salted credentials both are checked against.
+ * scram.h — SASL mechanisms: SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677) and PLAIN
+ * (RFC 4616) on the server side, the salted credentials both are checked against, and SCRAM's
+ * client side (st_scram_client_t: a broker authenticating to another broker).
  *
  * A credential is what the broker keeps of a password (RFC 5802 §3): the salt, the iteration
  * count, StoredKey = H(HMAC(SaltedPassword, "Client Key")) and ServerKey =
@@ -117,6 +118,35 @@ int st_scram_client_final(st_scram_t *s, const char *msg, size_t len, char **out
  * user is asked for (Kafka's rule). */
 int st_plain_parse(const char *msg, size_t len, const char **user, size_t *user_len,
                    const char **pass, size_t *pass_len);
+
+/* The client side of one SCRAM exchange (the inter-broker client's, replica/conn.c):
+ *
+ *   st_scram_client_begin        -> client-first "n,,n=user,r=cnonce"
+ *   st_scram_client_next(server-first "r=..,s=..,i=..") -> client-final "c=biws,r=..,p=proof"
+ *   st_scram_client_verify(server-final "v=signature"): 0 when the server proved it knows the
+ *       credential too
+ *
+ * The salted password is derived at st_scram_client_next and forgotten at _fini. */
+typedef struct st_scram_client {
+    st_scram_mech_t mech;
+    char *client_first_bare; /* malloc'd: "n=user,r=cnonce" */
+    char cnonce[ST_SCRAM_NONCE_BYTES * 2];
+    uint8_t server_sig[ST_SCRAM_KEY_MAX]; /* expected in server-final */
+    bool have_sig;
+} st_scram_client_t;
+
+/* Starts an exchange for user (the user name escaped as RFC 5802 §5.1 says): *out (malloc'd,
+ * *outlen bytes) is client-first. 0, or -1 (unknown mechanism, out of memory). */
+int st_scram_client_begin(st_scram_client_t *s, st_scram_mech_t m, const char *user, char **out,
+                          size_t *outlen);
+/* Answers server-first with client-final (*out malloc'd). 0, or -1 with err (malformed, a nonce
+ * not extending ours, an iteration count outside Kafka's bounds). */
+int st_scram_client_next(st_scram_client_t *s, const char *password, const char *msg, size_t len,
+                         char **out, size_t *outlen, char *err, size_t errlen);
+/* Checks server-final. 0, or -1 with err (an "e=" error from the server, a wrong signature). */
+int st_scram_client_verify(st_scram_client_t *s, const char *msg, size_t len, char *err,
+                           size_t errlen);
+void st_scram_client_fini(st_scram_client_t *s);
 
 /* Base64 (RFC 4648, with padding). encode: NUL-terminated out of at least 4*((n+2)/3)+1 bytes;
  * decode: bytes written, or -1 when malformed or longer than cap. */

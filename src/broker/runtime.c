@@ -476,7 +476,8 @@ static void kshard_drained(void *arg)
 /*
  * Shutdown after the connections are gone, run before each sleep:
  *   2 drained     -- every shard drained -->  close the logs (final sync, clean marker)  -> 3
- *   3 logs closed -- every shard closed and no sync in flight -->  run the messages still in
+ *   3 logs closed -- every shard closed, no sync in flight, every TLS transport freed (a closed
+ *                    one waits for its cancelled reads) -->  run the messages still in
  *                    the rings (reads released, notifications), stop the loop          -> 4
  */
 static void kshard_shutdown_step(st_kshard_t *s)
@@ -491,7 +492,7 @@ static void kshard_shutdown_step(st_kshard_t *s)
         atomic_fetch_add_explicit(&b->closed, 1, memory_order_acq_rel);
         wake_all(b);
     }
-    if (s->shutdown_state == 3 && s->syncs_in_flight == 0 &&
+    if (s->shutdown_state == 3 && s->syncs_in_flight == 0 && st_tls_transports_here() == 0 &&
         atomic_load_explicit(&b->closed, memory_order_acquire) == b->nshards) {
         st_mesh_drain_now(b->mesh, s->id);
         s->shutdown_state = 4;

@@ -81,12 +81,21 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
         *(int64_t *)p = v;
         return 0;
     }
-    /* listener.name.<name>.ssl.*: a per-listener value of a global ssl.* setting. */
+    /* listener.name.<name>.ssl.*: a per-listener value of a global ssl.* setting;
+     * listener.name.<name>.<mechanism>.sasl.jaas.config: the credentials the inter-broker
+     * client uses on that listener (Kafka's form). */
     const char *pre = "listener.name.";
     size_t pl = strlen(pre);
     const char *dot = strncmp(key, pre, pl) == 0 ? strchr(key + pl, '.') : NULL;
-    if (dot && dot > key + pl && strncmp(dot + 1, "ssl.", 4) == 0) {
-        bool known = false;
+    bool jaas = false;
+    if (dot && dot > key + pl) {
+        static const char *const mechs[] = {"plain.", "scram-sha-256.", "scram-sha-512."};
+        for (size_t i = 0; i < 3 && !jaas; i++)
+            jaas = strncasecmp(dot + 1, mechs[i], strlen(mechs[i])) == 0 &&
+                   strcmp(dot + 1 + strlen(mechs[i]), "sasl.jaas.config") == 0;
+    }
+    if (dot && dot > key + pl && (jaas || strncmp(dot + 1, "ssl.", 4) == 0)) {
+        bool known = jaas;
         for (size_t i = 0; i < ST_CFG_N && !known; i++)
             known = strcmp(st_cfg_table[i].key, dot + 1) == 0 && st_cfg_table[i].type == ST_CFG_STR;
         if (!known)
@@ -532,8 +541,8 @@ static int st_config_listeners(st_config_t *c, char *err, size_t errlen)
 }
 
 /* sasl.enabled.mechanisms into bits; sasl.bootstrap.users checked for shape (the Kafka layer
- * creates them: kafka/h_sasl.c). Brokers do not authenticate to each other yet, so in a
- * cluster the inter-broker listener may not ask for SASL. */
+ * creates them: kafka/h_sasl.c); in a cluster whose inter-broker listener is SASL_*, the
+ * mechanism brokers use with each other and their credentials. */
 static int st_config_sasl(st_config_t *c, char *err, size_t errlen)
 {
     static const struct {
@@ -579,11 +588,96 @@ static int st_config_sasl(st_config_t *c, char *err, size_t errlen)
     if (rc)
         return rc;
     const st_listener_t *ib = &c->kafka_listeners[c->inter_broker_listener];
-    if (!c->quorum_local && st_sec_protocol_sasl(ib->protocol))
+    if (c->quorum_local || !st_sec_protocol_sasl(ib->protocol))
+        return 0;
+    /* Brokers authenticate to each other's inter-broker listener: with a mechanism it offers
+     * and credentials (st_config_inter_broker_credentials). */
+    unsigned ibm = 0;
+    for (size_t i = 0; i < sizeof mechs / sizeof mechs[0]; i++)
+        if (strcasecmp(c->sasl_mechanism_inter_broker_protocol, mechs[i].name) == 0)
+            ibm = mechs[i].bit;
+    if (!ibm)
         return st_cfg_fail(err, errlen,
-                           "inter-broker listener %s uses %s: brokers do not authenticate to "
-                           "each other yet (give them a PLAINTEXT listener)",
-                           ib->name, st_sec_protocol_name(ib->protocol));
+                           "sasl.mechanism.inter.broker.protocol: '%s' is not one of PLAIN, "
+                           "SCRAM-SHA-256, SCRAM-SHA-512",
+                           c->sasl_mechanism_inter_broker_protocol);
+    if (!(c->sasl_mechanisms & ibm))
+        return st_cfg_fail(err, errlen,
+                           "sasl.mechanism.inter.broker.protocol=%s is not in "
+                           "sasl.enabled.mechanisms (%s)",
+                           c->sasl_mechanism_inter_broker_protocol, c->sasl_enabled_mechanisms);
+    char u[256], p[256];
+    return st_config_inter_broker_credentials(c, u, sizeof u, p, sizeof p, err, errlen);
+}
+
+/* The value of `name`= in a JAAS string (quoted, with \ escapes, or a bare word) into out:
+ * 0, or -1 when absent or too long. */
+static int st_jaas_value(const char *jaas, const char *name, char *out, size_t outlen)
+{
+    size_t nl = strlen(name);
+    for (const char *p = jaas; (p = strstr(p, name)) != NULL; p += nl) {
+        if (p > jaas && (isalnum((unsigned char)p[-1]) || p[-1] == '.' || p[-1] == '_'))
+            continue;
+        const char *v = p + nl;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (*v != '=')
+            continue;
+        v++;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t o = 0;
+        if (*v == '"') {
+            for (v++; *v && *v != '"'; v++) {
+                if (*v == '\\' && v[1])
+                    v++;
+                if (o + 1 >= outlen)
+                    return -1;
+                out[o++] = *v;
+            }
+            if (*v != '"')
+                return -1;
+        } else {
+            for (; *v && *v != ' ' && *v != ';' && *v != '\t'; v++) {
+                if (o + 1 >= outlen)
+                    return -1;
+                out[o++] = *v;
+            }
+        }
+        out[o] = 0;
+        return 0;
+    }
+    return -1;
+}
+
+int st_config_inter_broker_credentials(const st_config_t *c, char *user, size_t ulen, char *pass,
+                                       size_t plen, char *err, size_t errlen)
+{
+    const st_listener_t *ib = &c->kafka_listeners[c->inter_broker_listener];
+    char lname[ST_LISTENER_NAME_MAX], key[96];
+    size_t i = 0;
+    for (; ib->name[i] && i + 1 < sizeof lname; i++)
+        lname[i] = (char)tolower((unsigned char)ib->name[i]);
+    lname[i] = 0;
+    snprintf(key, sizeof key, "%s.sasl.jaas.config", c->sasl_mechanism_inter_broker_protocol);
+    for (i = 0; key[i]; i++)
+        key[i] = (char)tolower((unsigned char)key[i]);
+    const char *jaas = st_config_listener_get(c, lname, key), *from = "listener.name.";
+    if (!*jaas) {
+        jaas = c->sasl_jaas_config;
+        from = "sasl.jaas.config";
+    }
+    if (!*jaas)
+        return st_cfg_fail(err, errlen,
+                           "inter-broker listener %s is %s: set "
+                           "listener.name.%s.%s (or sasl.jaas.config) to ... username=\"...\" "
+                           "password=\"...\"; for the brokers' own connections",
+                           ib->name, st_sec_protocol_name(ib->protocol), lname, key);
+    if (st_jaas_value(jaas, "username", user, ulen) || !*user ||
+        st_jaas_value(jaas, "password", pass, plen) || !*pass)
+        return st_cfg_fail(
+            err, errlen, "%s%s: expected username=\"...\" password=\"...\" (Kafka's JAAS form)",
+            from, strcmp(from, "listener.name.") == 0 ? "<name>.<mechanism>.sasl.jaas.config" : "");
     return 0;
 }
 
@@ -595,13 +689,6 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
     rc = st_config_cluster(c, err, errlen);
     if (rc)
         return rc;
-    /* The brokers' own connections (followers' fetchers) speak plain TCP only so far. */
-    const st_listener_t *ib = &c->kafka_listeners[c->inter_broker_listener];
-    if (st_sec_protocol_tls(ib->protocol) && (c->nvoters > 1 || !c->role_controller))
-        return st_cfg_fail(err, errlen,
-                           "inter.broker.listener.name: listener %s is %s, but brokers reach each "
-                           "other over plain TCP only so far: add a PLAINTEXT listener for them",
-                           ib->name, st_sec_protocol_name(ib->protocol));
     rc = st_config_sasl(c, err, errlen);
     if (rc)
         return rc;

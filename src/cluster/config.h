@@ -64,6 +64,10 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
     X(ssl_principal_mapping_rules, "ssl.principal.mapping.rules", STR, "DEFAULT", 0, 0,            \
       "SSL listeners: client certificate subject to principal (Kafka's "                           \
       "RULE:pattern/replacement/[LU],...,DEFAULT; POSIX regular expressions)")                     \
+    X(ssl_endpoint_identification_algorithm, "ssl.endpoint.identification.algorithm", STR,         \
+      "https", 0, 0,                                                                               \
+      "the inter-broker client over SSL: https checks the other broker's certificate names the "   \
+      "host it connects to; empty: only that a trusted CA signed it")                              \
     X(ssl_handshake_timeout_ms, "ssl.handshake.timeout.ms", INT, "10000", 1, 2147483647,           \
       "SSL listeners: a client not done with its TLS handshake by then is dropped")                \
     X(ssl_reload_check_ms, "ssl.reload.check.ms", INT, "2000", 0, 2147483647,                      \
@@ -74,6 +78,13 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
       "SASL mechanisms the SASL_* listeners offer (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")          \
     X(sasl_bootstrap_users, "sasl.bootstrap.users", STR, "", 0, 0,                                 \
       "SCRAM users created at start when absent (user:SCRAM-SHA-256|SCRAM-SHA-512:password,...)")  \
+    X(sasl_mechanism_inter_broker_protocol, "sasl.mechanism.inter.broker.protocol", STR,           \
+      "SCRAM-SHA-512", 0, 0,                                                                       \
+      "the SASL mechanism brokers authenticate to each other with over a SASL_* inter-broker "     \
+      "listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")                                            \
+    X(sasl_jaas_config, "sasl.jaas.config", STR, "", 0, 0,                                         \
+      "the inter-broker client's credentials, Kafka's JAAS form: ... username=\"u\" "              \
+      "password=\"p\"; (listener.name.<name>.<mechanism>.sasl.jaas.config first)")                 \
     X(connection_failed_authentication_delay_ms, "connection.failed.authentication.delay.ms", INT, \
       "100", 0, 60000,                                                                             \
       "a failed SASL authentication is answered this late, then the connection "                   \
@@ -279,6 +290,12 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen);
  * listener.name.<name>.<key> if set (name case-insensitive), else the global one ("" if
  * unknown). */
 const char *st_config_listener_get(const st_config_t *c, const char *listener, const char *key);
+/* The inter-broker client's SASL credentials: the JAAS string of
+ * listener.name.<inter-broker listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config,
+ * parsed for username="..." and password="..." (Kafka's JAAS syntax; the login module's class
+ * name is not looked at). 0, or ST_E_CONFIG with one line in err when no string names both. */
+int st_config_inter_broker_credentials(const st_config_t *c, char *user, size_t ulen, char *pass,
+                                       size_t plen, char *err, size_t errlen);
 /* Prints every key with its default and help, for --help. */
 void st_config_print_keys(FILE *f);
 /* Parses "host:port"; port must be 0..65535. */

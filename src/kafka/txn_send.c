@@ -207,7 +207,7 @@ int st_ktxn_client_start(st_broker_t *b, char *err, size_t errlen)
     char id[64];
     snprintf(id, sizeof id, "strata-broker-%lld", (long long)b->cfg->node_id);
     st_client_t *cl;
-    int rc = st_client_start(&cl, id, err, errlen);
+    int rc = st_client_start(&cl, id, b->cfg, err, errlen);
     if (rc)
         return rc;
     pthread_mutex_lock(&client_mu);

@@ -492,6 +492,30 @@ static SSL_CTX *st_tls_build(const st_tls_settings_t *s, char *err, size_t errle
     return ctx;
 }
 
+SSL_CTX *st_tls_client_ctx(const st_tls_settings_t *s, char *err, size_t errlen)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx) {
+        st_tls_fail(err, errlen, "cannot create an OpenSSL context");
+        return NULL;
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    bool keystore = st_set(s->keystore_location) || st_set(s->keystore_certificate_chain) ||
+                    st_set(s->keystore_key);
+    bool trust = st_set(s->truststore_location) || st_set(s->truststore_certificates);
+    if (st_tls_protocols_ciphers(s, ctx, err, errlen) ||
+        (keystore && st_tls_load_keystore(s, ctx, err, errlen)) ||
+        (trust ? st_tls_load_truststore(s, ctx, err, errlen)
+               : (SSL_CTX_set_default_verify_paths(ctx) == 1
+                      ? 0
+                      : st_tls_fail(err, errlen, "cannot load OpenSSL's default CAs")))) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
 static void st_tls_stamp(st_tls_stamp_t *st)
 {
     struct stat sb;
@@ -761,10 +785,19 @@ typedef struct st_tls {
 
 static void tls_progress(st_tls_t *t);
 
+/* Transports made on this thread (its loop's) and not freed yet: st_tls_transports_here. */
+static _Thread_local size_t st_tls_here;
+
+size_t st_tls_transports_here(void)
+{
+    return st_tls_here;
+}
+
 static void tls_maybe_free(st_tls_t *t)
 {
     if (!t->closing || t->depth || t->nr_busy || t->nw_busy || t->task.queued)
         return;
+    st_tls_here--;
     st_loop_timer_stop(t->base.loop, &t->hs_timer);
     SSL_free(t->ssl); /* frees both BIOs */
     close(t->base.fd);
@@ -1236,6 +1269,7 @@ int st_tls_transport_new(void *server, st_loop_t *loop, int fd, st_transport_t *
     t->nwio.data = t;
     st_task_init(&t->task, tls_task, t);
     st_timer_init(&t->hs_timer, tls_hs_timeout, t);
+    st_tls_here++;
     *out = &t->base;
     return 0;
 }

@@ -73,9 +73,22 @@ uint64_t st_tls_server_reloads(const st_tls_server_t *s);
  * st_tls_server_t). On failure the descriptor is still the caller's. */
 int st_tls_transport_new(void *server, st_loop_t *loop, int fd, st_transport_t **out);
 
+/* An OpenSSL client context (SSL_CTX) for this broker's own connections to the listener of
+ * these settings on other brokers (replica/secure.h): the peer's certificate verified against
+ * the truststore (OpenSSL's default CAs when none is set), the keystore's certificate
+ * presented when one is set (for ssl.client.auth=required), the same protocols and ciphers.
+ * client_auth and principal_mapping_rules are not looked at. NULL with one line in err on
+ * failure; the caller frees it with SSL_CTX_free. */
+struct ssl_ctx_st *st_tls_client_ctx(const st_tls_settings_t *s, char *err, size_t errlen);
+
 /* Maps a subject DN through Kafka's ssl.principal.mapping.rules into out (outlen bytes):
  * 0, or -1 if no rule matches (Kafka refuses the connection then). Exposed for tests. */
 int st_tls_map_principal(const char *rules, const char *dn, char *out, size_t outlen);
+
+/* Transports of this thread's loop not freed yet. A closed transport whose raw read or send
+ * was still in flight is freed only once the loop reaped its cancellation, so a shard stops
+ * its loop only when this is 0 (broker/runtime.c's shutdown), or it would leak them. */
+size_t st_tls_transports_here(void);
 
 extern const st_transport_ops_t st_transport_tls_ops;
 

@@ -34,6 +34,7 @@ typedef struct cconn {
 
 struct st_client {
     char client_id[64];
+    st_rsec_t *sec; /* the inter-broker listener's TLS and SASL (NULL: plain) */
     st_uvthread_t th;
     bool th_up;
     /* the inbox (th's lock) */
@@ -188,7 +189,7 @@ static cconn_t *conn_for(st_client_t *cl, const st_md_broker_t *b)
     c->port = b->port;
     char what[64];
     snprintf(what, sizeof what, "inter-broker client: connection to broker %d", (int)b->node_id);
-    c->rc = st_rconn_new(&cl->th.loop, c->host, c->port, what, &conn_ops, c);
+    c->rc = st_rconn_new(&cl->th.loop, c->host, c->port, what, cl->sec, &conn_ops, c);
     if (!c->rc) {
         free(c);
         return NULL;
@@ -307,17 +308,24 @@ static int c_init(void *arg, uv_loop_t *loop)
 
 static const st_uvthread_ops_t c_ops = {.init = c_init, .wake = on_wake};
 
-int st_client_start(st_client_t **out, const char *client_id, char *err, size_t errlen)
+int st_client_start(st_client_t **out, const char *client_id, const st_config_t *cfg, char *err,
+                    size_t errlen)
 {
     st_client_t *cl = calloc(1, sizeof *cl);
     if (!cl)
         return -ENOMEM;
     snprintf(cl->client_id, sizeof cl->client_id, "%s", client_id);
-    int rc = st_uvthread_start(&cl->th, &c_ops, cl);
+    int rc = st_rsec_create(cfg, &cl->sec, err, errlen);
+    if (rc) {
+        free(cl);
+        return rc;
+    }
+    rc = st_uvthread_start(&cl->th, &c_ops, cl);
     cl->th_up = true;
     if (rc) {
         snprintf(err, errlen, "cannot start the inter-broker client thread: %s", uv_strerror(rc));
         st_uvthread_fini(&cl->th);
+        st_rsec_destroy(cl->sec);
         free(cl);
         return rc;
     }
@@ -333,6 +341,7 @@ void st_client_stop(st_client_t *cl)
     st_uvthread_fini(&cl->th);
     st_md_unref(cl->md);
     st_md_unref(cl->next_md);
+    st_rsec_destroy(cl->sec); /* after the thread: its connections are gone */
     free(cl);
 }
 

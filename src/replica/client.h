@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster/config.h"
 #include "cluster/metadata.h"
 
 typedef struct st_client st_client_t;
@@ -68,9 +69,11 @@ struct st_client_req {
     st_client_req_t *next;
 };
 
-/* Starts the client thread; client_id names it in the brokers' request headers. 0, or an
- * error with one line in err. */
-int st_client_start(st_client_t **out, const char *client_id, char *err, size_t errlen);
+/* Starts the client thread; client_id names it in the brokers' request headers; cfg (NULL:
+ * plain TCP) gives the inter-broker listener's TLS and SASL settings (secure.h) and must
+ * outlive the client. 0, or an error with one line in err. */
+int st_client_start(st_client_t **out, const char *client_id, const st_config_t *cfg, char *err,
+                    size_t errlen);
 /* Finishes every request not answered yet (done with ST_E_CLOSED), closes the connections,
  * joins the thread and frees the client. */
 void st_client_stop(st_client_t *cl);

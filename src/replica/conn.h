@@ -1,6 +1,7 @@
 /*
- * conn.h — one TCP client connection from this broker to another broker's Kafka listener, on
- * a libuv loop: connecting (again after a loss, with a backoff of ST_RCONN_BACKOFF_MIN_MS
+ * conn.h — one client connection from this broker to another broker's Kafka listener, on a
+ * libuv loop: connecting (over TLS and with SASL first when the inter-broker listener asks,
+ * secure.h) (again after a loss, with a backoff of ST_RCONN_BACKOFF_MIN_MS
  * doubling to ST_RCONN_BACKOFF_MAX_MS), size-prefixed framing of requests and answers, the
  * requests in flight matched in order to the answers (Kafka answers a connection's requests in
  * order, each with its request's correlation id) and a bound on how long the oldest may wait.
@@ -8,7 +9,10 @@
  * per broker. What a request or an answer means is the owner's.
  *
  *   st_rconn_new --> IDLE --st_rconn_pump (retry time reached)--> CONNECTING
- *   CONNECTING --connected--> UP: ops->connected; st_rconn_send puts requests in flight
+ *   CONNECTING --TCP connected--> [TLS handshake, the certificate checked (secure.h)]
+ *       --> [SASL: SaslHandshake, SaslAuthenticate rounds] --> UP: ops->connected;
+ *       st_rconn_send puts requests in flight (a failed handshake or authentication is a
+ *       loss like any other: logged, retried after the backoff)
  *   UP --a whole answer frame--> ops->answer(the oldest request in flight)
  *   any --error, EOF, an answer to no request, st_rconn_fail, st_rconn_tick's timeout-->
  *       every request in flight handed back (ops->drop, oldest first), then ops->lost;
@@ -27,6 +31,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "replica/secure.h"
 
 #define ST_RCONN_BACKOFF_MIN_MS 100
 #define ST_RCONN_BACKOFF_MAX_MS 1000
@@ -46,10 +51,11 @@ typedef struct st_rconn_ops {
     void (*lost)(void *arg, st_rconn_t *c, const char *why);
 } st_rconn_ops_t;
 
-/* A connection to host:port on loop; `what` names the peer in log lines ("leader", "broker 3").
- * Connects at the first st_rconn_pump. NULL when out of memory. */
+/* A connection to host:port on loop; `what` names the peer in log lines ("leader", "broker 3");
+ * sec (NULL: plain TCP) must outlive it. Connects at the first st_rconn_pump. NULL when out
+ * of memory. */
 st_rconn_t *st_rconn_new(uv_loop_t *loop, const char *host, int port, const char *what,
-                         const st_rconn_ops_t *ops, void *arg);
+                         const st_rsec_t *sec, const st_rconn_ops_t *ops, void *arg);
 /* Drops every request in flight (ops->drop) and closes; nothing more is called back. */
 void st_rconn_close(st_rconn_t *c);
 
@@ -67,8 +73,9 @@ void st_rconn_fail(st_rconn_t *c, const char *why);
 /* An answer made sense: the backoff starts over from its minimum, and the next loss is
  * logged. */
 void st_rconn_healthy(st_rconn_t *c);
-/* Fails the connection when its oldest request has waited more than timeout_ms. True when it
- * did. */
+/* Fails the connection when its oldest request has waited more than timeout_ms, or when its
+ * TLS handshake or SASL authentication is not done timeout_ms after the TCP connect began.
+ * True when it did. */
 bool st_rconn_tick(st_rconn_t *c, int64_t now_ms, int64_t timeout_ms);
 const char *st_rconn_host(const st_rconn_t *c);
 int st_rconn_port(const st_rconn_t *c);

@@ -102,6 +102,7 @@ typedef struct fmsg {
 
 struct st_fetcher {
     const st_config_t *cfg;
+    st_rsec_t *sec; /* the inter-broker listener's TLS and SASL (NULL: plain) */
     st_fetcher_hooks_t hooks;
     int32_t self;
     char client_id[F_CLIENT_ID_SIZE];
@@ -253,7 +254,7 @@ static fconn_t *conn_get(st_fetcher_t *f, const char *host, int port)
     c->f = f;
     snprintf(c->host, sizeof c->host, "%s", host);
     c->port = port;
-    c->rc = st_rconn_new(&f->th.loop, host, port, "replica fetcher: connection to leader",
+    c->rc = st_rconn_new(&f->th.loop, host, port, "replica fetcher: connection to leader", f->sec,
                          &conn_ops, c);
     if (!c->rc) {
         free(c);
@@ -736,6 +737,7 @@ static void f_free(st_fetcher_t *f)
     }
     if (f->th_up)
         st_uvthread_fini(&f->th);
+    st_rsec_destroy(f->sec); /* after the thread: its connections are gone */
     free(f);
 }
 
@@ -750,7 +752,12 @@ int st_fetcher_start(st_fetcher_t **out, const st_config_t *cfg, const st_fetche
     f->self = (int32_t)cfg->node_id;
     snprintf(f->client_id, sizeof f->client_id, "strata-replica-%d", (int)f->self);
     atomic_init(&f->refs, 1);
-    int rc = st_uvthread_start(&f->th, &f_ops, f);
+    int rc = st_rsec_create(cfg, &f->sec, err, errlen);
+    if (rc) {
+        free(f);
+        return rc;
+    }
+    rc = st_uvthread_start(&f->th, &f_ops, f);
     f->th_up = true;
     if (rc) {
         snprintf(err, errlen, "cannot start the replica fetcher thread: %s", uv_strerror(rc));

@@ -108,6 +108,58 @@ int st_rwire_fetch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t
     return rc;
 }
 
+int st_rwire_sasl_handshake_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
+                                const char *mechanism)
+{
+    st_kwriter_t w;
+    size_t start;
+    st_kp_sasl_handshake_req_t req;
+    st_kp_sasl_handshake_req_init(&req);
+    req.mechanism = st_kstr(mechanism);
+    int rc = frame_begin(out, ST_KP_API_SASL_HANDSHAKE, ST_RWIRE_SASL_HANDSHAKE_VERSION,
+                         correlation_id, client_id, &w, &start);
+    if (rc == 0)
+        rc = st_kp_sasl_handshake_req_encode(&w, ST_RWIRE_SASL_HANDSHAKE_VERSION, &req);
+    return frame_end(out, start, rc);
+}
+
+int st_rwire_sasl_handshake_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
+                                 st_kp_sasl_handshake_resp_t *out)
+{
+    st_kreader_t r;
+    st_kreader_init(&r, frame, len, a);
+    int rc = resp_header(&r, ST_KP_API_SASL_HANDSHAKE, ST_RWIRE_SASL_HANDSHAKE_VERSION, corr);
+    if (rc == 0)
+        rc = st_kp_sasl_handshake_resp_decode(&r, ST_RWIRE_SASL_HANDSHAKE_VERSION, out);
+    return rc;
+}
+
+int st_rwire_sasl_authenticate_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
+                                   const uint8_t *bytes, size_t n)
+{
+    st_kwriter_t w;
+    size_t start;
+    st_kp_sasl_authenticate_req_t req;
+    st_kp_sasl_authenticate_req_init(&req);
+    req.auth_bytes = (st_kbytes_t){bytes, (int32_t)n};
+    int rc = frame_begin(out, ST_KP_API_SASL_AUTHENTICATE, ST_RWIRE_SASL_AUTHENTICATE_VERSION,
+                         correlation_id, client_id, &w, &start);
+    if (rc == 0)
+        rc = st_kp_sasl_authenticate_req_encode(&w, ST_RWIRE_SASL_AUTHENTICATE_VERSION, &req);
+    return frame_end(out, start, rc);
+}
+
+int st_rwire_sasl_authenticate_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
+                                    st_kp_sasl_authenticate_resp_t *out)
+{
+    st_kreader_t r;
+    st_kreader_init(&r, frame, len, a);
+    int rc = resp_header(&r, ST_KP_API_SASL_AUTHENTICATE, ST_RWIRE_SASL_AUTHENTICATE_VERSION, corr);
+    if (rc == 0)
+        rc = st_kp_sasl_authenticate_resp_decode(&r, ST_RWIRE_SASL_AUTHENTICATE_VERSION, out);
+    return rc;
+}
+
 size_t st_rwire_whole_batches(const uint8_t *records, size_t len, int32_t *last_epoch,
                               int64_t *next_offset)
 {

@@ -8,6 +8,8 @@
  * diverging_epoch), within what every Strata broker speaks (proto/kafka.schema), so no
  * ApiVersions round trip is needed between brokers.
  *
+ * Also the SASL requests that open an inter-broker connection to a SASL_* listener (conn.c).
+ *
  * Any thread (the fetcher's, and the unit tests).
  */
 #ifndef ST_REPLICA_WIRE_H
@@ -49,6 +51,25 @@ int st_rwire_fetch_req(st_buf_t *out, int32_t correlation_id, const char *client
  * (ST_E_TRUNCATED, ST_E_MALFORMED, -ENOMEM). */
 int st_rwire_fetch_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
                         st_kp_fetch_resp_t *out);
+
+/* SASL before any other request on an inter-broker connection (conn.c): SaslHandshake v1
+ * (the mechanism) then SaslAuthenticate v2 (flexible) rounds carrying the mechanism's
+ * messages, as Kafka's own inter-broker client does. */
+#define ST_RWIRE_SASL_HANDSHAKE_VERSION    1
+#define ST_RWIRE_SASL_AUTHENTICATE_VERSION 2
+
+/* Appends a whole SaslHandshake request frame to out. 0 or -ENOMEM. */
+int st_rwire_sasl_handshake_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
+                                const char *mechanism);
+/* Decodes its answer (frame without the size prefix). 0 or a negative code. */
+int st_rwire_sasl_handshake_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
+                                 st_kp_sasl_handshake_resp_t *out);
+/* Appends a whole SaslAuthenticate request frame carrying bytes[0..n) to out. */
+int st_rwire_sasl_authenticate_req(st_buf_t *out, int32_t correlation_id, const char *client_id,
+                                   const uint8_t *bytes, size_t n);
+/* Decodes its answer (auth_bytes and error_message point into frame). */
+int st_rwire_sasl_authenticate_resp(const uint8_t *frame, size_t len, st_arena_t *a, int32_t *corr,
+                                    st_kp_sasl_authenticate_resp_t *out);
 
 /* The length of the longest prefix of records[0..len) made of whole RecordBatch frames (a
  * leader may end an answer with part of a batch). A batch whose baseOffset or lastOffsetDelta

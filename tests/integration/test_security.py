@@ -59,6 +59,11 @@ class SecurityTest(unittest.TestCase):
         boot = ",".join("%s:%s:%s" % (u, m, p) for u, (m, p) in USERS.items())
         cls.srv = SaslSslServer(name="security", sets={
             "ssl.keystore.location": keystore, "sasl.bootstrap.users": boot,
+            # the broker's own client (transaction markers, over this listener) logs in as admin
+            "ssl.truststore.location": cls.pki.ca,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
+                'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                'username="admin" password="%s";' % USERS["admin"][1],
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:admin", "num.partitions": "2"})
         try:

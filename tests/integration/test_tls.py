@@ -61,7 +61,9 @@ class Pki:
         openssl(*args, cwd=self.dir)
         ks = self.path(name + "-keystore.pem")
         with open(ks, "w") as f:
-            f.write(open(self.path(name + ".key")).read() + open(self.path(name + ".pem")).read())
+            for part in (name + ".key", name + ".pem"):
+                with open(self.path(part)) as src:
+                    f.write(src.read())
         return self.path(name + ".pem"), self.path(name + ".key"), ks
 
 

@@ -2,7 +2,8 @@
  * Unit tests for auth/: RFC 7677's SCRAM-SHA-256 exchange byte for byte (user "user",
  * password "pencil"), a wrong proof, a replayed or altered nonce, an unknown user that looks
  * like a known one until the proof, SCRAM-SHA-512 end to end with a client computed here,
- * credentials from a salted password, PLAIN parsing and checking against a credential.
+ * credentials from a salted password, PLAIN parsing and checking against a credential, and
+ * the client side (RFC 7677's exchange again, and client against server).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -311,6 +312,81 @@ static void test_b64(void **state)
     assert_string_equal(enc, "biws");
 }
 
+/* The client side reproduces RFC 7677's exchange when given its nonce. */
+static void test_client_rfc7677(void **state)
+{
+    (void)state;
+    st_scram_client_t c;
+    char *out = NULL, err[128];
+    size_t n;
+    assert_int_equal(st_scram_client_begin(&c, ST_SCRAM_SHA_256, "user", &out, &n), 0);
+    assert_int_equal(n, strlen(out));
+    assert_memory_equal(out, "n,,n=user,r=", 12);
+    free(out);
+    snprintf(c.cnonce, sizeof c.cnonce, "rOprNGfwEbeRWgbNEkqO");
+    free(c.client_first_bare);
+    c.client_first_bare = strdup(rfc_client_first + 3);
+    assert_int_equal(st_scram_client_next(&c, "pencil", rfc_server_first, strlen(rfc_server_first),
+                                          &out, &n, err, sizeof err),
+                     0);
+    assert_string_equal(out, rfc_client_final);
+    assert_int_equal(n, strlen(rfc_client_final));
+    free(out);
+    assert_int_equal(
+        st_scram_client_verify(&c, rfc_server_final, strlen(rfc_server_final), err, sizeof err), 0);
+    assert_int_not_equal(st_scram_client_verify(&c, "v=AAAA", 6, err, sizeof err), 0);
+    assert_int_not_equal(st_scram_client_verify(&c, "e=invalid-proof", 15, err, sizeof err), 0);
+    st_scram_client_fini(&c);
+}
+
+/* Client against server, both mechanisms, a user name to escape; a wrong password fails at
+ * the server's proof check; a nonce that does not extend the client's is refused. */
+static void test_client_server(void **state)
+{
+    (void)state;
+    st_scram_mech_t mechs[] = {ST_SCRAM_SHA_256, ST_SCRAM_SHA_512};
+    for (int m = 0; m < 2; m++)
+        for (int wrong = 0; wrong < 2; wrong++) {
+            users_t u = {.name = "br,o=ker"};
+            assert_int_equal(
+                st_scram_cred_from_password(&u.cred, mechs[m], 4096, "s3cret", 6, NULL, 0), 0);
+            st_scram_client_t c;
+            st_scram_t s;
+            st_scram_init(&s, mechs[m]);
+            char *cf, *sf, *fin, *sfin = NULL, err[128];
+            size_t n;
+            assert_int_equal(st_scram_client_begin(&c, mechs[m], u.name, &cf, &n), 0);
+            assert_int_equal(
+                st_scram_client_first(&s, cf, n, lookup, &u, NULL, &sf, &n, err, sizeof err), 0);
+            assert_int_equal(st_scram_client_next(&c, wrong ? "nope" : "s3cret", sf, n, &fin, &n,
+                                                  err, sizeof err),
+                             0);
+            int rc = st_scram_client_final(&s, fin, n, &sfin, &n, err, sizeof err);
+            if (wrong) {
+                assert_int_not_equal(rc, 0);
+            } else {
+                assert_int_equal(rc, 0);
+                assert_string_equal(s.user, u.name);
+                assert_int_equal(st_scram_client_verify(&c, sfin, n, err, sizeof err), 0);
+            }
+            free(cf);
+            free(sf);
+            free(fin);
+            free(sfin);
+            st_scram_client_fini(&c);
+            st_scram_fini(&s);
+        }
+    st_scram_client_t c;
+    char *cf, *fin = NULL, err[128];
+    size_t n;
+    assert_int_equal(st_scram_client_begin(&c, ST_SCRAM_SHA_256, "u", &cf, &n), 0);
+    const char *bad = "r=someoneelse,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
+    assert_int_not_equal(
+        st_scram_client_next(&c, "pw", bad, strlen(bad), &fin, &n, err, sizeof err), 0);
+    free(cf);
+    st_scram_client_fini(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_unknown_user),    cmocka_unit_test(test_malformed_first),
         cmocka_unit_test(test_sha512_exchange), cmocka_unit_test(test_cred_from_salted),
         cmocka_unit_test(test_plain),           cmocka_unit_test(test_b64),
+        cmocka_unit_test(test_client_rfc7677),  cmocka_unit_test(test_client_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* Unit tests for the listener settings of cluster/config.c: listeners, the security protocol
- * map, advertised.listeners per listener, inter.broker.listener.name and the refusals. */
+ * map, advertised.listeners per listener, inter.broker.listener.name and the refusals; a
+ * cluster all SASL_SSL (the brokers' mechanism and their credentials in Kafka's JAAS form). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,6 +88,18 @@ static void test_several_listeners(void **state)
                          "listener.security.protocol.map", "A:PLAINTEXT,B:PLAINTEXT", NULL};
     assert_int_equal(configure(&c, err, sizeof err, kv3), 0);
     assert_int_equal(c.inter_broker_listener, 0); /* no PLAINTEXT: the first */
+    st_config_fini(&c);
+}
+
+/* st_config_set itself refuses kv's (one) pair with a line holding want. */
+static void refused_set(const char *const *kv, const char *want)
+{
+    st_config_t c;
+    char err[512];
+    assert_int_equal(st_config_init(&c), 0);
+    assert_int_not_equal(st_config_set(&c, kv[0], kv[1], err, sizeof err), 0);
+    if (!strstr(err, want))
+        fail_msg("'%s' does not hold '%s'", err, want);
     st_config_fini(&c);
 }
 
@@ -202,6 +215,55 @@ static void test_refusals(void **state)
     refused(ib, "inter.broker.listener.name=REPL is not a Kafka listener");
 }
 
+/* A cluster whose every Kafka listener is SASL_SSL, the inter-broker one too: the mechanism
+ * brokers use with each other and their credentials from Kafka's JAAS form. */
+#define SECURE_CLUSTER                                                                             \
+    "listeners", "SASL_SSL://127.0.0.1:1,CONTROLLER://127.0.0.1:2", "controller.quorum.voters",    \
+        "1@127.0.0.1:2,2@127.0.0.1:3", "node.id", "1", "inter.broker.listener.name", "SASL_SSL"
+static void test_inter_broker_sasl_ssl(void **state)
+{
+    (void)state;
+    st_config_t c;
+    char err[512], u[64], p[64];
+    const char *kv[] = {SECURE_CLUSTER, "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config",
+                        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                        "username=\"broker\" password=\"pa\\\"ss word\";",
+                        NULL};
+    assert_int_equal(configure(&c, err, sizeof err, kv), 0);
+    assert_int_equal(c.kafka_listeners[c.inter_broker_listener].protocol, ST_SEC_SASL_SSL);
+    assert_int_equal(
+        st_config_inter_broker_credentials(&c, u, sizeof u, p, sizeof p, err, sizeof err), 0);
+    assert_string_equal(u, "broker");
+    assert_string_equal(p, "pa\"ss word");
+    assert_string_equal(c.ssl_endpoint_identification_algorithm, "https");
+    st_config_fini(&c);
+    /* the global sasl.jaas.config, bare words, PLAIN */
+    const char *plain[] = {SECURE_CLUSTER,     "sasl.mechanism.inter.broker.protocol",    "PLAIN",
+                           "sasl.jaas.config", "x required username=b2 password=secret;", NULL};
+    assert_int_equal(configure(&c, err, sizeof err, plain), 0);
+    assert_int_equal(
+        st_config_inter_broker_credentials(&c, u, sizeof u, p, sizeof p, err, sizeof err), 0);
+    assert_string_equal(u, "b2");
+    assert_string_equal(p, "secret");
+    st_config_fini(&c);
+    const char *nojaas[] = {SECURE_CLUSTER, NULL};
+    refused(nojaas, "set listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config");
+    const char *nopw[] = {SECURE_CLUSTER, "sasl.jaas.config", "x required username=\"b\";", NULL};
+    refused(nopw, "expected username=");
+    const char *mech[] = {SECURE_CLUSTER,
+                          "sasl.mechanism.inter.broker.protocol",
+                          "GSSAPI",
+                          "sasl.jaas.config",
+                          "username=a password=b",
+                          NULL};
+    refused(mech, "sasl.mechanism.inter.broker.protocol: 'GSSAPI' is not one of");
+    const char *off[] = {SECURE_CLUSTER,     "sasl.enabled.mechanisms", "PLAIN",
+                         "sasl.jaas.config", "username=a password=b",   NULL};
+    refused(off, "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512 is not in");
+    const char *badkey[] = {"listener.name.x.gssapi.sasl.jaas.config", "y", NULL};
+    refused_set(badkey, "unknown setting");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_sasl_plaintext_listener),
         cmocka_unit_test(test_sasl_ssl_listener),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_inter_broker_sasl_ssl),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

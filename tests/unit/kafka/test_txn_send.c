@@ -205,7 +205,7 @@ static void test_markers_sent_until_answered(void **state)
     int ls = listen_on(&port);
     st_client_t *cl;
     char err[256];
-    assert_int_equal(st_client_start(&cl, "strata-test", err, sizeof err), 0);
+    assert_int_equal(st_client_start(&cl, "strata-test", NULL, err, sizeof err), 0);
     st_md_t *md = metadata(port);
     st_client_set_metadata(cl, md);
     st_md_unref(md);

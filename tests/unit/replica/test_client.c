@@ -188,7 +188,7 @@ static void test_client(void **state)
     int ls1 = listen_on(&port1), ls2 = listen_on(&port2);
     st_client_t *cl;
     char err[256];
-    assert_int_equal(st_client_start(&cl, "strata-test", err, sizeof err), 0);
+    assert_int_equal(st_client_start(&cl, "strata-test", NULL, err, sizeof err), 0);
     st_md_t *md = metadata(port1, port2, 2);
     st_client_set_metadata(cl, md);
     st_md_unref(md);
