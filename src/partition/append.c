@@ -24,6 +24,13 @@
 /* Idempotence: checks the producer ids and sequences of the batches about to be appended.
  * Returns ST_PSTATE_APPEND, ST_PSTATE_DUPLICATE (a retry of a batch already in the log: *dup
  * holds where it went), or a negative Kafka error code. Batches without a producer id pass. */
+/* Whether this partition leads since less than ST_PART_GAP_GRACE_MS (check_producers). */
+static bool gap_grace(const st_part_t *part)
+{
+    const st_part_repl_t *r = &part->repl;
+    return r->on && r->role.leader && st_mono_ms() - r->leader_since_ms < ST_PART_GAP_GRACE_MS;
+}
+
 static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatch_t *dup,
                            const char **why)
 {
@@ -56,6 +63,15 @@ static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatc
             if (refused) {
                 verdict = -refused;
                 *why = "the producer's batch before this one was refused: retry it first";
+            } else if (verdict == -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER && gap_grace(part)) {
+                /* Early in a leadership a gap is most likely batches still on their way from
+                 * the producer's failover (refused by a view of the metadata not yet caught
+                 * up, before they reached this partition): librdkafka takes the gap, after
+                 * timeouts, as fatal. NOT_LEADER_OR_FOLLOWER has it refresh and send them
+                 * again in order; a gap that outlives the grace is answered as Kafka does. */
+                verdict = -ST_KERR_NOT_LEADER_OR_FOLLOWER;
+                *why = "a gap before this batch early in this leadership: send the earlier "
+                       "batches again first";
             }
             pid = h.producer_id;
             epoch = h.producer_epoch;

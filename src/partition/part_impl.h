@@ -22,8 +22,9 @@ typedef struct st_part_repl {
     int64_t caught_up_ms[ST_PART_MAX_REPLICAS];
     int64_t target[ST_PART_MAX_REPLICAS];
     int64_t start[ST_PART_MAX_REPLICAS]; /* leader: each replica's log start (-1: unknown) */
-    int64_t epoch_start;  /* leader: where its leader epoch starts (KAFKA-7128's ISR rule) */
-    int32_t isr_asked_pe; /* leader: partition epoch an ISR change was asked at (-1: none) */
+    int64_t epoch_start;     /* leader: where its leader epoch starts (KAFKA-7128's ISR rule) */
+    int64_t leader_since_ms; /* leader: when this leadership began (monotonic; append.c) */
+    int32_t isr_asked_pe;    /* leader: partition epoch an ISR change was asked at (-1: none) */
     /* leader: replicas an ISR change asked at partition epoch pending_pe would add (KIP-497's
      * maximal ISR): the high watermark waits for them as for members, since the controller
      * may already list them */

@@ -222,6 +222,7 @@ void st_part_set_role(st_part_t *p, const st_part_role_t *role)
                 start = st_log_end_offset(p->log);
         }
         r->epoch_start = start;
+        r->leader_since_ms = now;
         ST_INFO("%s-%d: leader at epoch %d (log end %lld)", p->topic, p->index,
                 (int)role->leader_epoch, p->log ? (long long)st_log_end_offset(p->log) : -1LL);
     }

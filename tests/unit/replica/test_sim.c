@@ -2511,6 +2511,12 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
 static void sim_step(sim_t *s)
 {
     s->now = s->step * TICK_MS;
+    /* A leadership's grace for producers' gaps (partition.h, ST_PART_GAP_GRACE_MS) runs on the
+     * real monotonic clock, which hardly moves in a run: each step moves the leadership's
+     * start back by the step's virtual time, so the grace ends after as much simulated time */
+    for (int i = 1; i <= NB; i++)
+        if (s->b[i].p && s->b[i].p->repl.on && s->b[i].p->repl.role.leader)
+            s->b[i].p->repl.leader_since_ms -= TICK_MS;
     if (!s->healed)
         fault_step(s);
     heal_step(s);
