@@ -24,11 +24,15 @@
 /* Idempotence: checks the producer ids and sequences of the batches about to be appended.
  * Returns ST_PSTATE_APPEND, ST_PSTATE_DUPLICATE (a retry of a batch already in the log: *dup
  * holds where it went), or a negative Kafka error code. Batches without a producer id pass. */
-/* Whether this partition leads since less than ST_PART_GAP_GRACE_MS (check_producers). */
-static bool gap_grace(const st_part_t *part)
+/* Whether a gap of producer pid gets the grace (check_producers): this partition leads since
+ * less than ST_PART_GAP_GRACE_MS, and the producer's state is the previous leader's (its last
+ * batch before this leadership's first offset). A producer that already wrote to this leader
+ * and leaves a gap is answered as Kafka answers it. */
+static bool gap_grace(const st_part_t *part, int64_t pid)
 {
     const st_part_repl_t *r = &part->repl;
-    return r->on && r->role.leader && st_mono_ms() - r->leader_since_ms < ST_PART_GAP_GRACE_MS;
+    return r->on && r->role.leader && st_mono_ms() - r->leader_since_ms < ST_PART_GAP_GRACE_MS &&
+           st_pstate_last_offset(&part->pstate, pid) < r->epoch_start;
 }
 
 static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatch_t *dup,
@@ -63,12 +67,14 @@ static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatc
             if (refused) {
                 verdict = -refused;
                 *why = "the producer's batch before this one was refused: retry it first";
-            } else if (verdict == -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER && gap_grace(part)) {
-                /* Early in a leadership a gap is most likely batches still on their way from
-                 * the producer's failover (refused by a view of the metadata not yet caught
-                 * up, before they reached this partition): librdkafka takes the gap, after
-                 * timeouts, as fatal. NOT_LEADER_OR_FOLLOWER has it refresh and send them
-                 * again in order; a gap that outlives the grace is answered as Kafka does. */
+            } else if (verdict == -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER &&
+                       gap_grace(part, h.producer_id)) {
+                /* Early in a leadership a gap after what the previous leader wrote is most
+                 * likely batches still on their way from the producer's failover (refused by a view
+                 * of the metadata not yet caught up, before they reached this partition):
+                 * librdkafka takes the gap, after timeouts, as fatal. NOT_LEADER_OR_FOLLOWER has it
+                 * refresh and send them again in order; a gap that outlives the grace is answered
+                 * as Kafka does. */
                 verdict = -ST_KERR_NOT_LEADER_OR_FOLLOWER;
                 *why = "a gap before this batch early in this leadership: send the earlier "
                        "batches again first";

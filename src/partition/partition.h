@@ -395,10 +395,10 @@ int64_t st_part_low_watermark(const st_part_t *p);
 /* How long a replicated DeleteRecords waits for the replicas' log starts (then
  * REQUEST_TIMED_OUT, as Kafka's delayed DeleteRecords). */
 #define ST_PART_DELETE_WAIT_MS 30000
-/* For this long after a leadership begins, an idempotent producer's batch that leaves a gap is
- * answered NOT_LEADER_OR_FOLLOWER (retriable) rather than OUT_OF_ORDER_SEQUENCE_NUMBER: its
- * earlier batches may still be on their way from the failover (append.c, gap_grace). Kafka's
- * default request timeout. */
+/* For this long after a leadership begins, an idempotent producer whose last batch the
+ * previous leader wrote and whose next batch leaves a gap is answered NOT_LEADER_OR_FOLLOWER
+ * (retriable) rather than OUT_OF_ORDER_SEQUENCE_NUMBER: its earlier batches may still be on
+ * their way from the failover (append.c, gap_grace). Kafka's default request timeout. */
 #define ST_PART_GAP_GRACE_MS 30000
 /* The log end that is durable here (what a follower reports to its leader). */
 int64_t st_part_durable_end(const st_part_t *p);

@@ -270,6 +270,12 @@ static int32_t next_seq_of(const st_pentry_t *e, int16_t epoch)
     return st_pstate_seq_add(e->batches[e->nbatches - 1].last_seq, 1);
 }
 
+int64_t st_pstate_last_offset(const st_pstate_t *ps, int64_t pid)
+{
+    const st_pentry_t *e = st_pstate_find(ps, pid);
+    return e && e->nbatches > 0 ? e->batches[e->nbatches - 1].last_offset : -1;
+}
+
 void st_pstate_note_refused(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
                             int16_t error, int64_t now_ms)
 {

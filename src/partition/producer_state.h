@@ -132,6 +132,8 @@ int st_pstate_check(const st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t f
  * refusal's error instead, retriable: the producer retries them in order. An append clears it.
  */
 #define ST_PSTATE_REFUSED_MS 10000
+/* The last offset of pid's newest cached batch, -1 when none. */
+int64_t st_pstate_last_offset(const st_pstate_t *ps, int64_t pid);
 void st_pstate_note_refused(st_pstate_t *ps, int64_t pid, int16_t epoch, int32_t first_seq,
                             int16_t error, int64_t now_ms);
 /* The error to answer instead of OUT_OF_ORDER_SEQUENCE_NUMBER for a batch at first_seq (0: none,
