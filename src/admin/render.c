@@ -238,9 +238,9 @@ static void quota_metrics(st_prom_t *p, const st_admin_view_t *v)
     static const char *const types[2] = {"produce", "fetch"};
     for (int m = 0; m < 2; m++) {
         st_prom_family(p,
-                       m ? "strata_quota_throttle_time_ms_total" : "strata_quota_throttled_total",
+                       m ? "strata_quota_throttle_seconds_total" : "strata_quota_throttled_total",
                        "counter",
-                       m ? "Throttle time (ms) given to clients above a client quota."
+                       m ? "Throttle time given to clients above a client quota."
                          : "Responses throttled because the client was above a client quota.");
         for (int i = 0; i < v->nshards; i++) {
             if (!shard_in(v, i, SHARD_LIVE))
@@ -250,8 +250,10 @@ static void quota_metrics(st_prom_t *p, const st_admin_view_t *v)
             for (int t = 0; t < 2; t++) {
                 st_prom_label_t l[] = {{"shard", sh}, {"type", types[t]}};
                 const st_kshard_stats_t *s = v->live[i].stats;
-                st_prom_sample_u64(p, "", l, 2,
-                                   m ? ld(&s->quota_throttle_ms[t]) : ld(&s->quota_throttled[t]));
+                if (m) /* seconds, Prometheus's unit (promtool refuses _ms names) */
+                    st_prom_sample(p, "", l, 2, (double)ld(&s->quota_throttle_ms[t]) / 1000.0);
+                else
+                    st_prom_sample_u64(p, "", l, 2, ld(&s->quota_throttled[t]));
             }
         }
     }

@@ -266,7 +266,7 @@ class QuotaEnforcementTest(ServerTestCase):
         self.assertTrue(any(t > 0 for t in throttles), "no throttle_time_ms reported")
         after = metric(self.server.admin_port, "strata_quota_throttled_total", "produce")
         self.assertGreater(after, before)
-        self.assertGreater(metric(self.server.admin_port, "strata_quota_throttle_time_ms_total",
+        self.assertGreater(metric(self.server.admin_port, "strata_quota_throttle_seconds_total",
                                   "produce"), 0)
         # another client id has no quota: not throttled, well above Q
         got, throttles = self.produce_for(fast, 3.0)
