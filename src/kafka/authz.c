@@ -11,6 +11,7 @@
 #include "kafka/kshard.h"
 #include "net/auth.h"
 #include "net/conn.h"
+#include "proto/kerr.h"
 
 bool st_kauthz_on(const st_kreq_t *r)
 {
@@ -67,6 +68,15 @@ bool st_kauthz_k(st_kreq_t *r, int op, int res_type, st_kstr_t name)
     if (!r->conn || !st_kauthz_on(r))
         return true;
     return name.len >= 0 && decide(r, op, res_type, name.ptr, (size_t)name.len, true);
+}
+
+int16_t st_kauthz_txn_group(st_kreq_t *r, st_kstr_t transactional_id, st_kstr_t group_id)
+{
+    if (!st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, transactional_id))
+        return ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+    if (!st_kauthz_k(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP, group_id))
+        return ST_KERR_GROUP_AUTHORIZATION_FAILED;
+    return 0;
 }
 
 bool st_kauthz_quiet(st_kreq_t *r, int op, int res_type, const char *name, size_t len)

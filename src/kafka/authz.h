@@ -29,6 +29,9 @@ bool st_kauthz(st_kreq_t *r, int op, int res_type, const char *name, size_t len)
 bool st_kauthz_quiet(st_kreq_t *r, int op, int res_type, const char *name, size_t len);
 /* The same for a protocol string: true with authorization off, false for a null name. */
 bool st_kauthz_k(st_kreq_t *r, int op, int res_type, st_kstr_t name);
+/* The transaction APIs that bring a group in (AddOffsetsToTxn, TxnOffsetCommit): WRITE on the
+ * transactional id, then READ on the group; 0, or the error refusing the request. */
+int16_t st_kauthz_txn_group(st_kreq_t *r, st_kstr_t transactional_id, st_kstr_t group_id);
 /* op on the cluster (kafka-cluster). */
 bool st_kauthz_cluster(st_kreq_t *r, int op);
 /* op on some resource of res_type (auth/acl.h, st_acl_authorize_any). */

@@ -322,13 +322,7 @@ void st_kh_add_offsets_to_txn(st_kreq_t *r)
         st_kreq_fail(r, "malformed AddOffsetsToTxn request");
         return;
     }
-    /* With ACLs on: WRITE on the transactional id, READ on the group (Kafka's checks) */
-    st_kstr_t tid = o->req.transactional_id, gid = o->req.group_id;
-    int16_t denied = 0;
-    if (!st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid))
-        denied = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-    else if (!st_kauthz_k(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP, gid))
-        denied = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+    int16_t denied = st_kauthz_txn_group(r, o->req.transactional_id, o->req.group_id);
     if (denied) {
         st_kp_add_offsets_to_txn_resp_t resp;
         st_kp_add_offsets_to_txn_resp_init(&resp);

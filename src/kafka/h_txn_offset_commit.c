@@ -100,14 +100,8 @@ void st_kh_txn_offset_commit(st_kreq_t *r)
         p->leader_epoch = qp->committed_leader_epoch;
         p->metadata = qp->committed_metadata;
     }
-    /* With ACLs on: WRITE on the transactional id, READ on the group (Kafka's checks), else
-     * every partition is refused */
-    st_kstr_t tid = c->req.transactional_id, gid = c->req.group_id;
-    int16_t denied = 0;
-    if (!st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid))
-        denied = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-    else if (!st_kauthz_k(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP, gid))
-        denied = ST_KERR_GROUP_AUTHORIZATION_FAILED;
+    /* refused (authz.h): every partition answers the error */
+    int16_t denied = st_kauthz_txn_group(r, c->req.transactional_id, c->req.group_id);
     if (denied) {
         for (int k = 0; k < c->o.n; k++)
             c->o.parts[k].error = denied;

@@ -175,6 +175,11 @@ class AclClusterAuthTest(ServerTestCase):
             r = c.request(46, 0, w.i32(5000) + w.uvarint(0) + w.uvarint(0), flexible=True)
             r.i32()
             self.assertEqual(r.i16(), 31)
+            # InitProducerId v0 without a transactional id: IDEMPOTENT_WRITE on the cluster or
+            # WRITE on some topic (KIP-679), neither allowed here
+            r = c.request(22, 0, w.string(None) + w.i32(60000))
+            r.i32()
+            self.assertEqual(r.i16(), 31)
             # EndTxn v0: transactional_id, producer_id, producer_epoch, committed
             r = c.request(26, 0, w.string("tx-1") + w.i64(1) + w.i16(0) + w.boolean(True))
             r.i32()
