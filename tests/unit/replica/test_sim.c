@@ -308,6 +308,14 @@ typedef struct pipe_prod {
     st_buf_t buf;
     int32_t gap_epoch;    /* a leader took a batch of this epoch anywhere (-1: none) */
     int32_t forgot_epoch; /* a leader forgot a batch of this epoch DeleteRecords took */
+    /* the last batches delivered, where a leader first wrote them (for O7's excuse: a gap
+     * left by delivered batches that DeleteRecords removed since) */
+    struct {
+        int16_t epoch;
+        int32_t seq;
+        int64_t offset;
+    } done[PIPE_QUEUE];
+    int ndone;
     uint64_t n_acked, n_bumps, n_conn_fail, n_failed, n_excused, n_gaps, n_forgot;
 } pipe_prod_t;
 
@@ -1415,13 +1423,32 @@ static void leader_on_produce(sim_t *s, broker_t *b, msg_t *m)
         /* a retry of a batch written below the leader's log start: DeleteRecords took it
          * (committed, its answer lost) and a leader that rebuilt its producers from what was
          * left has no trace of it, in Kafka as here (O7 excuses that epoch) */
+        int64_t start = st_part_log_start(b->p);
         for (int i = 0; i < s->pp.nq; i++)
             if (s->pp.q[i].epoch == h.producer_epoch && s->pp.q[i].seq == h.base_sequence &&
-                s->pp.q[i].offset >= 0 && s->pp.q[i].offset < st_part_log_start(b->p)) {
+                s->pp.q[i].offset >= 0 && s->pp.q[i].offset < start) {
                 ev(s, "b%d: seq %d was written at %" PRId64 ", below its log start %" PRId64, b->id,
-                   (int)h.base_sequence, s->pp.q[i].offset, st_part_log_start(b->p));
+                   (int)h.base_sequence, s->pp.q[i].offset, start);
                 s->pp.forgot_epoch = h.producer_epoch;
                 s->pp.n_forgot++;
+            }
+        /* likewise the batches between what the leader holds and this one: delivered (written
+         * and acknowledged), then DeleteRecords took them, so the gap is the log's, not a lost
+         * write (Kafka drops a producer's batches below the log start the same way) */
+        int32_t held = e && e->epoch == h.producer_epoch && e->nbatches > 0
+                           ? e->batches[e->nbatches - 1].last_seq
+                           : -1;
+        for (int i = 0; i < s->pp.ndone; i++)
+            if (s->pp.done[i].epoch == h.producer_epoch && s->pp.done[i].seq > held &&
+                s->pp.done[i].seq < h.base_sequence && s->pp.done[i].offset < start) {
+                ev(s,
+                   "b%d: seq %d, before seq %d, was written at %" PRId64
+                   ", below its log start %" PRId64,
+                   b->id, (int)s->pp.done[i].seq, (int)h.base_sequence, s->pp.done[i].offset,
+                   start);
+                s->pp.forgot_epoch = h.producer_epoch;
+                s->pp.n_forgot++;
+                break;
             }
     }
     owed_answer(s, b, o, err);
@@ -1913,8 +1940,18 @@ static void pipe_send(sim_t *s, pbatch_t *b)
 /* The batches up to and including q[i] are delivered (or, for a failure, given up). */
 static void pipe_drop_through(pipe_prod_t *p, int i)
 {
-    for (int k = 0; k <= i; k++)
+    for (int k = 0; k <= i; k++) {
         p->ninflight -= p->q[k].inflight; /* their answers, if any come, are ignored */
+        if (p->q[k].offset < 0)
+            continue;
+        if (p->ndone == PIPE_QUEUE) {
+            memmove(p->done, p->done + 1, (PIPE_QUEUE - 1) * sizeof p->done[0]);
+            p->ndone--;
+        }
+        p->done[p->ndone].epoch = p->q[k].epoch;
+        p->done[p->ndone].seq = p->q[k].seq;
+        p->done[p->ndone++].offset = p->q[k].offset;
+    }
     memmove(p->q, p->q + i + 1, (size_t)(p->nq - i - 1) * sizeof p->q[0]);
     p->nq -= i + 1;
 }
