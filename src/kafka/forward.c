@@ -29,19 +29,59 @@ typedef struct fwd {
     size_t len;
 } fwd_t;
 
-/* The cluster operation the API needs, or -1 for one that is not forwarded. */
-static int forwarded_op(int16_t api_key)
+/* ALTER_CONFIGS on one config resource, decided as h_admin.c's AlterConfigs does: the topic,
+ * the group, or the cluster for a broker, a broker logger and client metrics. */
+static bool config_allowed(st_kreq_t *r, int8_t type, st_kstr_t name)
 {
-    switch (api_key) {
+    if (type == 2)
+        return name.len >= 0 && st_kauthz_quiet(r, ST_ACL_OP_ALTER_CONFIGS, ST_ACL_RES_TOPIC,
+                                                name.ptr, (size_t)name.len);
+    if (type == 32)
+        return name.len >= 0 && st_kauthz_quiet(r, ST_ACL_OP_ALTER_CONFIGS, ST_ACL_RES_GROUP,
+                                                name.ptr, (size_t)name.len);
+    return st_kauthz_quiet(r, ST_ACL_OP_ALTER_CONFIGS, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                           strlen(ST_ACL_CLUSTER_NAME));
+}
+
+/* Whether the API is forwarded and the principal passes every check the controller's handler
+ * would make, decided here on a copy of the body (r's stays unread). */
+static bool forwardable(st_kreq_t *r)
+{
+    int cluster_op = -1;
+    switch (r->api_key) {
     case ST_KP_API_CREATE_ACLS:
     case ST_KP_API_DELETE_ACLS:
     case ST_KP_API_ALTER_USER_SCRAM_CREDENTIALS:
-        return ST_ACL_OP_ALTER;
+        cluster_op = ST_ACL_OP_ALTER;
+        break;
     case ST_KP_API_ALTER_CLIENT_QUOTAS:
-        return ST_ACL_OP_ALTER_CONFIGS;
-    default:
-        return -1;
+        cluster_op = ST_ACL_OP_ALTER_CONFIGS;
+        break;
+    case ST_KP_API_ALTER_CONFIGS: {
+        st_kreader_t rd = r->body;
+        st_kp_alter_configs_req_t req;
+        if (st_kp_alter_configs_req_decode(&rd, r->api_version, &req))
+            return false;
+        for (int32_t i = 0; i < req.resources_count; i++)
+            if (!config_allowed(r, req.resources[i].resource_type, req.resources[i].resource_name))
+                return false;
+        return true;
     }
+    case ST_KP_API_INCREMENTAL_ALTER_CONFIGS: {
+        st_kreader_t rd = r->body;
+        st_kp_incremental_alter_configs_req_t req;
+        if (st_kp_incremental_alter_configs_req_decode(&rd, r->api_version, &req))
+            return false;
+        for (int32_t i = 0; i < req.resources_count; i++)
+            if (!config_allowed(r, req.resources[i].resource_type, req.resources[i].resource_name))
+                return false;
+        return true;
+    }
+    default:
+        return false;
+    }
+    return st_kauthz_quiet(r, cluster_op, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                           strlen(ST_ACL_CLUSTER_NAME));
 }
 
 /* Client thread: the controller's answer (or the end of the one try), to the shard. */
@@ -104,18 +144,16 @@ static void fwd_run(st_kshard_t *s, st_ext_call_t *c)
 
 bool st_kforward(st_kreq_t *r)
 {
-    int op = forwarded_op(r->api_key);
     const st_md_t *md = r->shard->md;
     st_broker_t *b = r->shard->b;
-    if (op < 0 || !md || md->controller_id < 0 || md->controller_id == b->cfg->node_id)
+    if (!md || md->controller_id < 0 || md->controller_id == b->cfg->node_id)
         return false;
     st_kstr_t cid = r->hdr.client_id;
     size_t plen = strlen(FORWARDED_CLIENT_ID);
     if (cid.len >= (int32_t)plen && memcmp(cid.ptr, FORWARDED_CLIENT_ID, plen) == 0)
         return false; /* forwarded to us, who are no longer the controller: NOT_CONTROLLER */
-    if (!st_kauthz_quiet(r, op, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
-                         strlen(ST_ACL_CLUSTER_NAME)))
-        return false; /* the handler refuses it, with the authorizer's log line */
+    if (!forwardable(r))
+        return false; /* the handler answers (a refusal: with the authorizer's log line) */
     fwd_t *f = calloc(1, sizeof *f);
     if (!f)
         return false;

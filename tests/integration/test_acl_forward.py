@@ -127,6 +127,43 @@ def describe_quota(c):
     return out
 
 
+TOPIC = "fwd-cfg-%d" % PID
+
+
+def create_topic(c):
+    t = s(TOPIC) + w.i32(1) + w.i16(1) + w.i32(0) + w.i32(0)
+    r = c.request(19, 2, a([t], bytes) + w.i32(15000) + w.boolean(False), timeout=20)
+    r.i32()
+    return [e for _, e, _ in r.array(lambda x: (x.string(), x.i16(), x.string()))]
+
+
+def alter_config(c, incremental, value):
+    if incremental:
+        res = w.i8(2) + s(TOPIC) + a([s("retention.ms") + w.i8(0) + s(value)], bytes)
+    else:
+        res = w.i8(2) + s(TOPIC) + a([s("retention.ms") + s(value)], bytes)
+    r = c.request(44 if incremental else 33, 0, a([res], bytes) + w.boolean(False))
+    r.i32()
+    return [e for e, _, _, _ in r.array(lambda x: (x.i16(), x.string(), x.i8(), x.string()))]
+
+
+def retention(c):
+    r = c.request(32, 1, a([w.i8(2) + s(TOPIC) + a(["retention.ms"], s)], bytes) +
+                  w.boolean(False))
+    r.i32()
+    out = []
+
+    def res(x):
+        assert x.i16() == 0
+        x.string(), x.i8(), x.string()
+        for name, value, *_ in x.array(lambda y: (
+                y.string(), y.string(), y.boolean(), y.i8(), y.boolean(),
+                y.array(lambda z: (z.string(), z.string(), z.i8())))):
+            out.append(value)
+    r.array(res)
+    return out
+
+
 class AclForwardTest(unittest.TestCase):
 
     @classmethod
@@ -167,6 +204,19 @@ class AclForwardTest(unittest.TestCase):
                 "producer_byte_rate": 1048576.0})
             self.assertEqual(delete_acls(k), [(0, 1)])
             self.on_every_broker("the ACL gone", lambda x: ACL[1] not in describe_acls(x))
+
+    def test_configs_to_a_non_controller(self):
+        """AlterConfigs and IncrementalAlterConfigs of a topic, each checked per resource here
+        and forwarded."""
+        with self.conn(self.ctrl) as k:
+            self.assertEqual(create_topic(k), [0])
+        self.on_every_broker("the topic", lambda x: retention(x) != [])
+        with self.conn(self.other) as k:
+            self.assertEqual(alter_config(k, False, "7200000"), [0])
+            self.on_every_broker("AlterConfigs", lambda x: retention(x) == ["7200000"])
+            self.assertEqual(alter_config(k, True, "3600000"), [0])
+            self.on_every_broker("IncrementalAlterConfigs",
+                                 lambda x: retention(x) == ["3600000"])
 
     def test_kafka_python_admin(self):
         """kafka-python sends CreateAcls and DeleteAcls to its least loaded broker, bootstrapped
