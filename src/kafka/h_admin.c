@@ -487,16 +487,19 @@ void st_kh_describe_configs(st_kreq_t *r)
         st_kp_describe_configs_resp_result_init(o);
         o->resource_type = q->resource_type;
         o->resource_name = q->resource_name;
-        /* DESCRIBE_CONFIGS on the topic, or on the cluster for a broker (Kafka's checks) */
+        /* DESCRIBE_CONFIGS on the topic, on the group, or on the cluster for a broker, a
+         * broker logger and client metrics (Kafka's checks) */
         st_kstr_t n = q->resource_name;
-        bool allowed = !st_kauthz_on(r) ||
-                       (q->resource_type == ST_RES_TOPIC
-                            ? n.len >= 0 && st_kauthz(r, ST_ACL_OP_DESCRIBE_CONFIGS,
-                                                      ST_ACL_RES_TOPIC, n.ptr, (size_t)n.len)
-                            : st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE_CONFIGS));
+        int res = q->resource_type == ST_RES_TOPIC ? ST_ACL_RES_TOPIC
+                  : q->resource_type == 32         ? ST_ACL_RES_GROUP
+                                                   : ST_ACL_RES_CLUSTER;
+        bool allowed = res == ST_ACL_RES_CLUSTER
+                           ? st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE_CONFIGS)
+                           : st_kauthz_k(r, ST_ACL_OP_DESCRIBE_CONFIGS, res, n);
         if (!allowed) {
-            o->error_code = q->resource_type == ST_RES_TOPIC ? ST_KERR_TOPIC_AUTHORIZATION_FAILED
-                                                             : ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+            o->error_code = res == ST_ACL_RES_TOPIC   ? ST_KERR_TOPIC_AUTHORIZATION_FAILED
+                            : res == ST_ACL_RES_GROUP ? ST_KERR_GROUP_AUTHORIZATION_FAILED
+                                                      : ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
             o->error_message = st_kstr("Authorization failed.");
         } else if (q->resource_type == ST_RES_TOPIC)
             describe_topic(r, &req, q, o);

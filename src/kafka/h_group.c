@@ -741,6 +741,16 @@ static void describe_exec(st_kshard_t *s, st_kgroup_call_t *g)
 static void describe_finish(st_kgroup_ctx_t *ctx)
 {
     describe_t *d = ctx->data;
+    /* v3+: the operations the principal may do on each group described (Kafka's
+     * authorizedOperations, computed only for a group answered without an error) */
+    for (int i = 0; ctx->r->api_version >= 3 && d->req.include_authorized_operations &&
+                    i < d->resp.groups_count;
+         i++) {
+        st_kp_describe_groups_resp_group_t *g = &d->resp.groups[i];
+        if (!g->error_code && g->group_id.len >= 0)
+            g->authorized_operations =
+                st_kauthz_ops(ctx->r, ST_ACL_RES_GROUP, g->group_id.ptr, (size_t)g->group_id.len);
+    }
     ST_KGROUP_RESPOND(ctx, describe_groups, &d->resp);
 }
 

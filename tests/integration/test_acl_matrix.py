@@ -149,6 +149,24 @@ def metadata_all(c):
     return [t["name"] for t in w.metadata(c, 1, None)["topics"]]
 
 
+def metadata_ops(c):
+    """Metadata v8 asking for the authorized operations: (topic error, topic's, cluster's)."""
+    body = a([TOPIC], s) + w.boolean(False) + w.boolean(True) + w.boolean(True)
+    r = c.request(3, 8, body)
+    r.i32()
+    r.array(lambda x: (x.i32(), x.string(), x.i32(), x.string()))
+    r.string(), r.i32()
+
+    def topic(x):
+        e = x.i16()
+        x.string(), x.boolean()
+        x.array(lambda y: (y.i16(), y.i32(), y.i32(), y.i32(), y.array(lambda z: z.i32()),
+                           y.array(lambda z: z.i32()), y.array(lambda z: z.i32())))
+        return e, x.i32()
+    (e, ops), = r.array(topic)
+    return e, ops, r.i32()
+
+
 def offset_commit(c):
     body = (s(GROUP) + w.i32(-1) + s("") + w.i64(-1) +
             a([s(TOPIC) + a([w.i32(0) + w.i64(1) + s(None)], bytes)], bytes))
@@ -247,6 +265,20 @@ def describe_groups(c):
         x.array(lambda y: (y.string(), y.string(), y.string(), y.take(y.i32()),
                            y.take(y.i32())))
         return e
+    return r.array(group)
+
+
+def describe_groups_ops(c):
+    """DescribeGroups v3 asking for the authorized operations: [(error, operations)]."""
+    r = c.request(15, 3, a([GROUP], s) + w.boolean(True))
+    r.i32()
+
+    def group(x):
+        e = x.i16()
+        x.string(), x.string(), x.string(), x.string()
+        x.array(lambda y: (y.string(), y.string(), y.string(), y.take(y.i32()),
+                           y.take(y.i32())))
+        return e, x.i32()
     return r.array(group)
 
 
@@ -438,11 +470,14 @@ def alter_configs(rtype, name, key, value):
     return run
 
 
-def incremental_alter_configs(c):
-    res = w.i8(2) + s(TOPIC) + a([s("retention.ms") + w.i8(0) + s("3600000")], bytes)
-    r = c.request(44, 0, a([res], bytes) + w.boolean(False))
-    r.i32()
-    return [e for e, _, _, _ in r.array(lambda x: (x.i16(), x.string(), x.i8(), x.string()))]
+def incremental_alter_configs(rtype, name, key, value):
+    def run(c):
+        res = w.i8(rtype) + s(name) + a([s(key) + w.i8(0) + s(value)], bytes)
+        r = c.request(44, 0, a([res], bytes) + w.boolean(False))
+        r.i32()
+        return [e for e, _, _, _ in
+                r.array(lambda x: (x.i16(), x.string(), x.i8(), x.string()))]
+    return run
 
 
 def sasl_authenticate(c):
@@ -613,7 +648,19 @@ def matrix():
         # handleTopicMetadataRequest: DESCRIBE on each topic; a full listing leaves it out
         3: [Row(metadata_named, [topic_acl(DESCRIBE)], TOPIC_AUTH, effect=True),
             Row(metadata_all, [topic_acl(DESCRIBE)], None, allowed_ok=has(TOPIC),
-                denied_ok=lacks(TOPIC), why="listing")],
+                denied_ok=lacks(TOPIC), why="listing"),
+            # the authorized operations (v8): only what the grant gives; the cluster's 0
+            # without DESCRIBE on it
+            Row(metadata_ops, [topic_acl(DESCRIBE)], None,
+                allowed_ok=lambda got: got == (0, 1 << DESCRIBE, 0),
+                denied_ok=lambda got: got == (TOPIC_AUTH, -2 ** 31, 0), why="operations"),
+            Row(metadata_ops, [topic_acl(WRITE), topic_acl(ALTER_CONFIGS),
+                               cluster_acl(DESCRIBE)], None,
+                allowed_ok=lambda got: got == (0, (1 << WRITE) | (1 << DESCRIBE) |
+                                               (1 << ALTER_CONFIGS) | (1 << DESCRIBE_CONFIGS),
+                                               1 << DESCRIBE),
+                denied_ok=lambda got: got == (TOPIC_AUTH, -2 ** 31, 0),
+                why="implied operations")],
         # handleOffsetCommitRequest: READ on the group, then READ on each topic
         8: [Row(offset_commit, [group_acl(READ), topic_acl(READ)], GROUP_AUTH, effect=True),
             Row(offset_commit, [group_acl(READ), topic_acl(READ)], TOPIC_AUTH,
@@ -641,7 +688,12 @@ def matrix():
         # handleSyncGroupRequest: READ on the group
         14: [Row(sync_group, [group_acl(READ)], GROUP_AUTH)],
         # handleDescribeGroupsRequest: DESCRIBE on each group
-        15: [Row(describe_groups, [group_acl(DESCRIBE)], GROUP_AUTH, effect=True)],
+        15: [Row(describe_groups, [group_acl(DESCRIBE)], GROUP_AUTH, effect=True),
+             Row(lambda c: [e for e, _ in describe_groups_ops(c)], [group_acl(READ)],
+                 GROUP_AUTH, effect=True, why="v3"),
+             Row(describe_groups_ops, [group_acl(READ)], None,
+                 allowed_ok=lambda got: got == [(0, (1 << READ) | (1 << DESCRIBE))],
+                 denied_ok=lambda got: got == [(GROUP_AUTH, -2 ** 31)], why="operations")],
         # handleListGroupsRequest: DESCRIBE on the cluster lists all, else DESCRIBE per group
         16: [Row(list_groups, [group_acl(DESCRIBE)], None, allowed_ok=has(GROUP),
                  denied_ok=lacks(GROUP)),
@@ -708,12 +760,16 @@ def matrix():
         32: [Row(describe_configs(2, TOPIC), [topic_acl(DESCRIBE_CONFIGS)], TOPIC_AUTH,
                  effect=True),
              Row(describe_configs(4, "1"), [cluster_acl(DESCRIBE_CONFIGS)], CLUSTER_AUTH,
-                 why="broker")],
+                 why="broker"),
+             Row(describe_configs(32, GROUP), [group_acl(DESCRIBE_CONFIGS)], GROUP_AUTH,
+                 why="group")],
         # handleAlterConfigsRequest: ALTER_CONFIGS on the topic, on the cluster for a broker
         33: [Row(alter_configs(2, TOPIC, "retention.ms", "7200000"),
                  [topic_acl(ALTER_CONFIGS)], TOPIC_AUTH, effect=True),
              Row(alter_configs(4, "1", "log.retention.ms", "1"),
-                 [cluster_acl(ALTER_CONFIGS)], CLUSTER_AUTH, why="broker")],
+                 [cluster_acl(ALTER_CONFIGS)], CLUSTER_AUTH, why="broker"),
+             Row(alter_configs(32, GROUP, "consumer.session.timeout.ms", "45000"),
+                 [group_acl(ALTER_CONFIGS)], GROUP_AUTH, why="group")],
         # handleSaslAuthenticateRequest: no authorization (after authentication it is a SASL
         # state error for everyone)
         36: [Row(sasl_authenticate, [], None, no_check=True, fresh=True)],
@@ -725,8 +781,12 @@ def matrix():
         # handleElectLeaders: ALTER on the cluster
         43: [Row(elect_leaders, [cluster_acl(ALTER)], CLUSTER_AUTH)],
         # handleIncrementalAlterConfigsRequest: ALTER_CONFIGS on the topic
-        44: [Row(incremental_alter_configs, [topic_acl(ALTER_CONFIGS)], TOPIC_AUTH,
-                 effect=True)],
+        44: [Row(incremental_alter_configs(2, TOPIC, "retention.ms", "3600000"),
+                 [topic_acl(ALTER_CONFIGS)], TOPIC_AUTH, effect=True),
+             Row(incremental_alter_configs(4, "1", "log.retention.ms", "1"),
+                 [cluster_acl(ALTER_CONFIGS)], CLUSTER_AUTH, why="broker"),
+             Row(incremental_alter_configs(32, GROUP, "consumer.session.timeout.ms", "45000"),
+                 [group_acl(ALTER_CONFIGS)], GROUP_AUTH, why="group")],
         # handleAlterPartitionReassignmentsRequest: ALTER on the cluster
         45: [Row(alter_reassignments, [cluster_acl(ALTER)], CLUSTER_AUTH)],
         # handleListPartitionReassignmentsRequest: DESCRIBE on the cluster
