@@ -144,6 +144,17 @@ static void fwd_run(st_kshard_t *s, st_ext_call_t *c)
 
 bool st_kforward(st_kreq_t *r)
 {
+    switch (r->api_key) { /* the common case first: a request that is never forwarded */
+    case ST_KP_API_CREATE_ACLS:
+    case ST_KP_API_DELETE_ACLS:
+    case ST_KP_API_ALTER_USER_SCRAM_CREDENTIALS:
+    case ST_KP_API_ALTER_CLIENT_QUOTAS:
+    case ST_KP_API_ALTER_CONFIGS:
+    case ST_KP_API_INCREMENTAL_ALTER_CONFIGS:
+        break;
+    default:
+        return false;
+    }
     const st_md_t *md = r->shard->md;
     st_broker_t *b = r->shard->b;
     if (!md || md->controller_id < 0 || md->controller_id == b->cfg->node_id)
