@@ -124,6 +124,30 @@ def produce(c):
     return parts_v0(r, part)
 
 
+def txn_batch():
+    """One record in a transactional batch (attributes bit 0x10) of producer 1, epoch 0."""
+    import struct
+    from cli_segment import _record, crc32c
+    recs = _record(0, 0, None, b"matrix")
+    ts = 1700000000000
+    after_crc = struct.pack(">hiqqqhii", 0x10, 0, ts, ts, 1, 0, 0, 1) + recs
+    after_len = struct.pack(">ibI", 0, 2, crc32c(after_crc)) + after_crc
+    return struct.pack(">qi", 0, len(after_len)) + after_len
+
+
+def produce_txn(c):
+    body = (s(TXN) + w.i16(-1) + w.i32(10000) + w.i32(1) + s(TOPIC) + w.i32(1) + w.i32(0) +
+            w.i32(len(txn_batch())) + txn_batch())
+    r = c.request(0, 3, body)
+
+    def part(x):
+        x.i32()
+        e = x.i16()
+        x.i64(), x.i64()
+        return e
+    return parts_v0(r, part)
+
+
 def fetch(c):
     r = c.request(1, 4, w.fetch_v4(TOPIC, 0, 0, 1, 0))
     return [w.parse_fetch_v4(r)[0]]
@@ -640,7 +664,11 @@ def matrix():
     topic_read_desc = [group_acl(DESCRIBE), topic_acl(DESCRIBE)]
     return {
         # handleProduceRequest: WRITE on each topic (and on the transactional id)
-        0: [Row(produce, [topic_acl(WRITE)], TOPIC_AUTH, effect=True)],
+        0: [Row(produce, [topic_acl(WRITE)], TOPIC_AUTH, effect=True),
+            Row(produce_txn, [txn_acl(WRITE), topic_acl(WRITE)], TXN_AUTH,
+                why="transactional"),
+            Row(produce_txn, [txn_acl(WRITE), topic_acl(WRITE)], TOPIC_AUTH,
+                deny_grant=[txn_acl(WRITE)], why="topic after id")],
         # handleFetchRequest: READ on each topic (followers: CLUSTER_ACTION)
         1: [Row(fetch, [topic_acl(READ)], TOPIC_AUTH, effect=True)],
         # handleListOffsetRequest: DESCRIBE on each topic
