@@ -1022,6 +1022,9 @@ class AclMatrixTest(unittest.TestCase):
         if row.effect:
             assert all(e == 0 for e in allowed), "allowed, but no effect: %s" % allowed
 
+    def test_transaction_topics(self):
+        check_transaction_topics(self)
+
     def test_offset_fetch_shows_offsets_only_to_describers(self):
         """The committed offset itself: the allowed principal reads it, one without DESCRIBE
         on the topic gets -1 with the error (Kafka's UNAUTHORIZED_PARTITION)."""
@@ -1036,6 +1039,60 @@ class AclMatrixTest(unittest.TestCase):
         finally:
             acls_change(self.admin, "User:bob", None, create=False)
             acls_change(self.admin, "User:alice", None, create=False)
+
+
+def txn_topics(c, tid):
+    """DescribeTransactions v0 of one id: (error, [topic names shown])."""
+    r = c.request(65, 0, ca([tid], cs) + T, flexible=True)
+    r.i32()
+
+    def state(x):
+        e = x.i16()
+        x.compact_string(), x.compact_string(), x.i32(), x.i64(), x.i64(), x.i16()
+        names = x.compact_array(lambda y: (y.compact_string(), y.compact_array(lambda z: z.i32()),
+                                           y.tags())[0])
+        x.tags()
+        return e, names
+    (got,) = r.compact_array(state)
+    return got
+
+
+def check_transaction_topics(self):
+    """DescribeTransactions shows only the partitions of topics the principal may DESCRIBE
+    (KafkaApis.handleDescribeTransactionsRequest)."""
+    srv = self.srv
+    tid = "mx-tx2-%d" % PID
+    admin = w.Conn.to(srv.bootstrap, timeout=20)
+    try:
+        got = {}
+
+        def init():
+            r = admin.request(22, 0, s(tid) + w.i32(60000), timeout=20)
+            r.i32()
+            got["e"], got["pid"], got["epoch"] = r.i16(), r.i64(), r.i16()
+            return got["e"] == 0
+        wait_until(init, 30, "producer id")
+
+        def add():
+            topics = ca([TOPIC], lambda t: cs(t) + ca([0], w.i32) + T)
+            r = admin.request(24, 3, cs(tid) + w.i64(got["pid"]) + w.i16(got["epoch"]) +
+                              topics + T, flexible=True)
+            r.i32()
+            errs = parts_flex(r, lambda x: (x.i32(), x.i16(), x.tags())[1])
+            assert all(e in (0, 51) for e in errs), errs
+            return errs == [0]
+        wait_until(add, 30, "partition added")
+        self.assertEqual(txn_topics(admin, tid), (0, [TOPIC]))
+        acls_change(admin, "User:alice", [txn_acl(DESCRIBE, tid)])
+        acls_change(admin, "User:bob", [txn_acl(DESCRIBE, tid), topic_acl(DESCRIBE)])
+        try:
+            self.assertEqual(txn_topics(self.alice, tid), (0, []))
+            self.assertEqual(txn_topics(self.bob, tid), (0, [TOPIC]))
+        finally:
+            acls_change(admin, "User:alice", None, create=False)
+            acls_change(admin, "User:bob", None, create=False)
+    finally:
+        admin.close()
 
 
 def offset_delete_commit(c):
