@@ -978,7 +978,8 @@ class AclMatrixTest(unittest.TestCase):
                     failures.append("%s: %s" % (label, e))
         print("ACL matrix: %d APIs, %d rows x 2 principals" % (len(rows), checked),
               file=sys.stderr)
-        self.assertEqual(failures, [])
+        if failures:
+            self.fail("%d rows failed:\n%s" % (len(failures), "\n".join(failures)))
 
     def as_user(self, row, user):
         if not row.fresh:
