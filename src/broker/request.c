@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/clock.h"
 #include "base/err.h"
@@ -96,4 +97,15 @@ void st_kreq_fail(st_kreq_t *r, const char *why)
     st_conn_respond(r->conn, r->seq, NULL);
     st_conn_close(r->conn);
     req_free(r);
+}
+
+bool st_kreq_cstr(st_kreq_t *r, st_kstr_t s, const char **out)
+{
+    *out = NULL;
+    if (s.len < 0)
+        return true;
+    if (memchr(s.ptr, 0, (size_t)s.len))
+        return false;
+    *out = st_arena_strndup(&r->arena, s.ptr, (size_t)s.len);
+    return *out != NULL;
 }

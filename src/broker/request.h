@@ -60,5 +60,10 @@ void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc);
 void st_kreq_finish_silent(st_kreq_t *r);
 /* Closes the connection and frees the request (unknown api, malformed request). */
 void st_kreq_fail(st_kreq_t *r, const char *why);
+/* A protocol string as a C string in the request's arena: *out NULL for the null string.
+ * False, *out NULL, when s holds a NUL byte (as a C string it would name another, shorter
+ * resource: handlers refuse it) or the copy could not be allocated (refused the same way, so
+ * that no failure reads as the null string, which filters take for "any"). */
+bool st_kreq_cstr(st_kreq_t *r, st_kstr_t s, const char **out);
 
 #endif

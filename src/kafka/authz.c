@@ -99,3 +99,39 @@ bool st_kauthz_any(st_kreq_t *r, int op, int res_type)
     st_authz_cfg_t cfg = cfg_of(r);
     return st_acl_authorize_any(&r->shard->md->acls, &cfg, principal_of(r), host, op, res_type);
 }
+
+int32_t st_kauthz_ops(st_kreq_t *r, int res_type, const char *name, size_t len)
+{
+    static const int8_t topic[] = {
+        ST_ACL_OP_READ,   ST_ACL_OP_WRITE, ST_ACL_OP_CREATE,           ST_ACL_OP_DESCRIBE,
+        ST_ACL_OP_DELETE, ST_ACL_OP_ALTER, ST_ACL_OP_DESCRIBE_CONFIGS, ST_ACL_OP_ALTER_CONFIGS};
+    static const int8_t group[] = {ST_ACL_OP_READ, ST_ACL_OP_DESCRIBE, ST_ACL_OP_DELETE};
+    static const int8_t cluster[] = {ST_ACL_OP_CREATE,           ST_ACL_OP_CLUSTER_ACTION,
+                                     ST_ACL_OP_DESCRIBE_CONFIGS, ST_ACL_OP_ALTER_CONFIGS,
+                                     ST_ACL_OP_IDEMPOTENT_WRITE, ST_ACL_OP_ALTER,
+                                     ST_ACL_OP_DESCRIBE};
+    static const int8_t txn[] = {ST_ACL_OP_DESCRIBE, ST_ACL_OP_WRITE};
+    const int8_t *ops = NULL;
+    size_t n = 0;
+    switch (res_type) {
+    case ST_ACL_RES_TOPIC:
+        ops = topic, n = sizeof topic;
+        break;
+    case ST_ACL_RES_GROUP:
+        ops = group, n = sizeof group;
+        break;
+    case ST_ACL_RES_CLUSTER:
+        ops = cluster, n = sizeof cluster;
+        break;
+    case ST_ACL_RES_TRANSACTIONAL_ID:
+        ops = txn, n = sizeof txn;
+        break;
+    default:
+        break;
+    }
+    int32_t bits = 0;
+    for (size_t i = 0; i < n; i++)
+        if (decide(r, ops[i], res_type, name, len, false))
+            bits |= (int32_t)1 << ops[i];
+    return bits;
+}

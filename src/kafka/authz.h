@@ -36,5 +36,10 @@ int16_t st_kauthz_txn_group(st_kreq_t *r, st_kstr_t transactional_id, st_kstr_t 
 bool st_kauthz_cluster(st_kreq_t *r, int op);
 /* op on some resource of res_type (auth/acl.h, st_acl_authorize_any). */
 bool st_kauthz_any(st_kreq_t *r, int op, int res_type);
+/* The operations the principal may do on the resource, as the 32-bit field of the APIs'
+ * authorized_operations (bit 1 << op), among those Kafka supports for its type (AclEntry's
+ * supportedOperations): every supported one with authorization off. Decided without a log line,
+ * as Kafka's authorizedOperations. */
+int32_t st_kauthz_ops(st_kreq_t *r, int res_type, const char *name, size_t len);
 
 #endif

@@ -25,18 +25,6 @@ typedef struct {
     void *resp;
 } acl_op_t;
 
-/* s as a C string in the request's arena (NULL for null); false when it holds a NUL byte. */
-static bool acl_cstr(st_kreq_t *r, st_kstr_t s, char **out)
-{
-    *out = NULL;
-    if (s.len < 0)
-        return true;
-    if (memchr(s.ptr, 0, (size_t)s.len))
-        return false;
-    *out = st_arena_strndup(&r->arena, s.ptr, (size_t)s.len);
-    return *out != NULL;
-}
-
 static st_kstr_t kstr_of(st_kreq_t *r, const char *s)
 {
     return s ? st_kstr(st_arena_strndup(&r->arena, s, strlen(s))) : ST_KSTR_NULL;
@@ -47,8 +35,9 @@ static bool filter_of(st_kreq_t *r, st_acl_t *f, int8_t res, st_kstr_t name, int
                       st_kstr_t principal, st_kstr_t host, int8_t op, int8_t perm)
 {
     *f = (st_acl_t){.resource_type = res, .pattern_type = pat, .operation = op, .permission = perm};
-    return acl_cstr(r, name, &f->name) && acl_cstr(r, principal, &f->principal) &&
-           acl_cstr(r, host, &f->host);
+    return st_kreq_cstr(r, name, (const char **)&f->name) &&
+           st_kreq_cstr(r, principal, (const char **)&f->principal) &&
+           st_kreq_cstr(r, host, (const char **)&f->host);
 }
 
 static bool filter_unknown(const st_acl_t *f)
@@ -216,9 +205,9 @@ void st_kh_create_acls(st_kreq_t *r)
         if (!allowed) {
             o->error_code = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
             o->error_message = st_kstr("Cluster authorization failed.");
-        } else if (!acl_cstr(r, c->resource_name, &it->acl.name) ||
-                   !acl_cstr(r, c->principal, &it->acl.principal) ||
-                   !acl_cstr(r, c->host, &it->acl.host)) {
+        } else if (!st_kreq_cstr(r, c->resource_name, (const char **)&it->acl.name) ||
+                   !st_kreq_cstr(r, c->principal, (const char **)&it->acl.principal) ||
+                   !st_kreq_cstr(r, c->host, (const char **)&it->acl.host)) {
             o->error_code = ST_KERR_INVALID_REQUEST;
             o->error_message = st_kstr("A string of the ACL holds a NUL byte");
         } else {

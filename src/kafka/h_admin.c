@@ -8,8 +8,8 @@
  *
  * The controller reads topic names, config names and values as C strings, while the protocol's
  * strings are length-delimited and may hold any byte: "abc\0def" read with strlen is "abc".
- * So every such string passes through cstr, and an entry holding a NUL byte is answered here
- * with an error and never reaches the controller.
+ * So every such string passes through st_kreq_cstr, and an entry holding a NUL byte is answered
+ * here with an error and never reaches the controller.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,26 +41,11 @@ typedef struct {
     int *item_of; /* answer entry -> index in op.items, or -1 when answered by the handler */
 } admin_t;
 
-/* Copies s into the request's arena as a C string in *out (NULL for the null string). Returns
- * false, leaving *out NULL, when s holds a NUL byte: as a C string it would mean another,
- * shorter name. An allocation failure also gives NULL, which callers treat as the null
- * string. */
-static bool cstr(st_kreq_t *r, st_kstr_t s, const char **out)
-{
-    *out = NULL;
-    if (s.len < 0)
-        return true;
-    if (memchr(s.ptr, 0, (size_t)s.len))
-        return false;
-    *out = st_arena_strndup(&r->arena, s.ptr, (size_t)s.len);
-    return true;
-}
-
 /* Converts one requested config change into cf (op is the caller's); false when its name or
  * value holds a NUL byte. */
 static bool cfg_from(st_kreq_t *r, st_ctl_cfg_t *cf, st_kstr_t name, st_kstr_t value)
 {
-    if (!cstr(r, name, &cf->key) || !cstr(r, value, &cf->value))
+    if (!st_kreq_cstr(r, name, &cf->key) || !st_kreq_cstr(r, value, &cf->value))
         return false;
     if (!cf->key)
         cf->key = "";
@@ -197,7 +182,7 @@ void st_kh_create_topics(st_kreq_t *r)
             cfg_ok = cfg_ok && cfg_from(r, &cfg[c], q->configs[c].name, q->configs[c].value);
             cfg[c].op = cfg[c].value ? ST_CTL_CFG_SET : ST_CTL_CFG_DELETE;
         }
-        bool name_ok = cstr(r, q->name, &name);
+        bool name_ok = st_kreq_cstr(r, q->name, &name);
         if (name_ok && !create_any &&
             !st_kauthz(r, ST_ACL_OP_CREATE, ST_ACL_RES_TOPIC, name ? name : "",
                        name ? strlen(name) : 0)) {
@@ -283,7 +268,7 @@ void st_kh_delete_topics(st_kreq_t *r)
         st_kp_delete_topics_resp_response_init(o);
         o->name = r->api_version >= 6 ? req->topics[i].name : req->topic_names[i];
         const char *name;
-        if (!cstr(r, o->name, &name)) {
+        if (!st_kreq_cstr(r, o->name, &name)) {
             /* No topic has this name, and Kafka answers a name it does not know, legal or not,
              * with UNKNOWN_TOPIC_OR_PARTITION: so does the controller for "a b". */
             o->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -358,7 +343,7 @@ void st_kh_create_partitions(st_kreq_t *r)
         st_kp_create_partitions_req_topic_t *q = &req->topics[i];
         resp->results[i].name = q->name;
         const char *name;
-        if (!cstr(r, q->name, &name)) {
+        if (!st_kreq_cstr(r, q->name, &name)) {
             /* As for DeleteTopics: Kafka answers an unknown name with UNKNOWN_TOPIC_OR_PARTITION.
              */
             resp->results[i].error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
@@ -400,7 +385,7 @@ static void describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *req
 {
     const st_config_t *cfg = r->shard->b->cfg;
     const char *name;
-    if (!cstr(r, q->resource_name, &name)) {
+    if (!st_kreq_cstr(r, q->resource_name, &name)) {
         /* Kafka validates the name (Topic.validate) before looking the topic up. */
         o->error_code = ST_KERR_INVALID_TOPIC_EXCEPTION;
         o->error_message = st_kstr(msg_nul_topic);
@@ -502,16 +487,19 @@ void st_kh_describe_configs(st_kreq_t *r)
         st_kp_describe_configs_resp_result_init(o);
         o->resource_type = q->resource_type;
         o->resource_name = q->resource_name;
-        /* DESCRIBE_CONFIGS on the topic, or on the cluster for a broker (Kafka's checks) */
+        /* DESCRIBE_CONFIGS on the topic, on the group, or on the cluster for a broker, a
+         * broker logger and client metrics (Kafka's checks) */
         st_kstr_t n = q->resource_name;
-        bool allowed = !st_kauthz_on(r) ||
-                       (q->resource_type == ST_RES_TOPIC
-                            ? n.len >= 0 && st_kauthz(r, ST_ACL_OP_DESCRIBE_CONFIGS,
-                                                      ST_ACL_RES_TOPIC, n.ptr, (size_t)n.len)
-                            : st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE_CONFIGS));
+        int res = q->resource_type == ST_RES_TOPIC ? ST_ACL_RES_TOPIC
+                  : q->resource_type == 32         ? ST_ACL_RES_GROUP
+                                                   : ST_ACL_RES_CLUSTER;
+        bool allowed = res == ST_ACL_RES_CLUSTER
+                           ? st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE_CONFIGS)
+                           : st_kauthz_k(r, ST_ACL_OP_DESCRIBE_CONFIGS, res, n);
         if (!allowed) {
-            o->error_code = q->resource_type == ST_RES_TOPIC ? ST_KERR_TOPIC_AUTHORIZATION_FAILED
-                                                             : ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+            o->error_code = res == ST_ACL_RES_TOPIC   ? ST_KERR_TOPIC_AUTHORIZATION_FAILED
+                            : res == ST_ACL_RES_GROUP ? ST_KERR_GROUP_AUTHORIZATION_FAILED
+                                                      : ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
             o->error_message = st_kstr("Authorization failed.");
         } else if (q->resource_type == ST_RES_TOPIC)
             describe_topic(r, &req, q, o);
@@ -599,6 +587,19 @@ static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int 
     al->names[i] = name;
     al->messages[i] = ST_KSTR_NULL;
     const char *cname = NULL;
+    /* Kafka decides authorization before anything else: ALTER_CONFIGS on the topic, on the
+     * group, or on the cluster for a broker, a broker logger and client metrics */
+    bool on_cluster = type == ST_RES_BROKER || type == 8 || type == 16;
+    if (on_cluster || type == 32) {
+        bool ok = on_cluster ? st_kauthz_cluster(r, ST_ACL_OP_ALTER_CONFIGS)
+                             : st_kauthz_k(r, ST_ACL_OP_ALTER_CONFIGS, ST_ACL_RES_GROUP, name);
+        if (!ok) {
+            al->errors[i] = on_cluster ? ST_KERR_CLUSTER_AUTHORIZATION_FAILED
+                                       : ST_KERR_GROUP_AUTHORIZATION_FAILED;
+            al->messages[i] = st_kstr("Authorization failed.");
+            return NULL;
+        }
+    }
     if (type != ST_RES_TOPIC) {
         al->errors[i] = ST_KERR_INVALID_REQUEST;
         al->messages[i] = st_kstr(type == ST_RES_BROKER
@@ -611,7 +612,7 @@ static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int 
         al->messages[i] = st_kstr("Authorization failed.");
         return NULL;
     }
-    if (!cstr(r, name, &cname)) {
+    if (!st_kreq_cstr(r, name, &cname)) {
         /* Kafka validates the name (Topic.validate) before looking the topic up. */
         al->errors[i] = ST_KERR_INVALID_TOPIC_EXCEPTION;
         al->messages[i] = st_kstr(msg_nul_topic);
@@ -730,6 +731,14 @@ void st_kh_describe_cluster(st_kreq_t *r)
     }
     resp.cluster_id = st_kstr(md->cluster_id);
     resp.controller_id = md->controller_id;
+    /* Kafka checks nothing else here: DESCRIBE on the cluster only decides whether the asked
+     * authorized operations are given (0 when it is denied) */
+    if (req.include_cluster_authorized_operations)
+        resp.cluster_authorized_operations =
+            st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE)
+                ? st_kauthz_ops(r, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                                strlen(ST_ACL_CLUSTER_NAME))
+                : 0;
     resp.brokers = st_arena_zalloc(&r->arena, (size_t)md->nbrokers * sizeof *resp.brokers + 1);
     if (!resp.brokers) {
         st_kreq_fail(r, "out of memory");

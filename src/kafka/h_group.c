@@ -468,11 +468,51 @@ static int offset_fetch_count_topics(const st_goffsets_t *o)
     return n;
 }
 
+/* Whether the principal may DESCRIBE the topic of parts[i], deciding once per run of a topic
+ * (*last, *last_ok carry the previous part's). */
+static bool offset_fetch_described(st_kreq_t *r, const st_goffset_t *p, const st_goffset_t **last,
+                                   bool *last_ok)
+{
+    if (!*last || (*last)->topic.len != p->topic.len ||
+        memcmp((*last)->topic.ptr, p->topic.ptr, (size_t)p->topic.len) != 0)
+        *last_ok = st_kauthz_k(r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_TOPIC, p->topic);
+    *last = p;
+    return *last_ok;
+}
+
+/* Kafka's rule for the topics of an answered group: offsets of a topic the principal may not
+ * DESCRIBE are never shown. A listing of all the group's offsets leaves such topics out; asked
+ * parts were marked TOPIC_AUTHORIZATION_FAILED before the coordinator saw them
+ * (offset_fetch_route) and answer offset -1. */
+static void offset_fetch_hide_undescribed(st_kreq_t *r, st_goffsets_t *o)
+{
+    if (o->error || !st_kauthz_on(r))
+        return;
+    if (!o->all) {
+        for (int i = 0; i < o->n; i++)
+            if (o->parts[i].error == ST_KERR_TOPIC_AUTHORIZATION_FAILED) {
+                o->parts[i].offset = -1; /* the coordinator filled it in all the same */
+                o->parts[i].leader_epoch = -1;
+                o->parts[i].metadata = ST_KSTR_EMPTY;
+            }
+        return;
+    }
+    const st_goffset_t *last = NULL;
+    bool ok = false;
+    int k = 0;
+    for (int i = 0; i < o->n; i++)
+        if (offset_fetch_described(r, &o->parts[i], &last, &ok))
+            o->parts[k++] = o->parts[i];
+    o->n = k;
+}
+
 static void offset_fetch_finish(st_kgroup_ctx_t *ctx)
 {
     offset_fetch_t *f = ctx->data;
     st_kreq_t *r = ctx->r;
     const st_md_t *md = r->shard->md;
+    for (int gi = 0; gi < f->ngroups; gi++)
+        offset_fetch_hide_undescribed(r, &f->groups[gi].o);
     if (r->api_version < 8) {
         st_goffsets_t *o = &f->groups[0].o;
         int nt = offset_fetch_count_topics(o);
@@ -633,6 +673,14 @@ static void offset_fetch_route(st_kreq_t *r, void *arg)
             o->n = 0;
             continue;
         }
+        /* and DESCRIBE on each asked topic: TOPIC_AUTHORIZATION_FAILED for its partitions,
+         * which the coordinator then leaves alone (offset -1) */
+        const st_goffset_t *last = NULL;
+        bool ok = false;
+        for (int k = 0; k < o->n; k++)
+            if (!o->parts[k].error && st_kauthz_on(r) &&
+                !offset_fetch_described(r, &o->parts[k], &last, &ok))
+                o->parts[k].error = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
         st_kgroup_call_group(ctx, o->group_id, offset_fetch_exec, &f->groups[i]);
     }
     st_kgroup_ctx_end(ctx);
@@ -693,6 +741,16 @@ static void describe_exec(st_kshard_t *s, st_kgroup_call_t *g)
 static void describe_finish(st_kgroup_ctx_t *ctx)
 {
     describe_t *d = ctx->data;
+    /* v3+: the operations the principal may do on each group described (Kafka's
+     * authorizedOperations, computed only for a group answered without an error) */
+    for (int i = 0; ctx->r->api_version >= 3 && d->req.include_authorized_operations &&
+                    i < d->resp.groups_count;
+         i++) {
+        st_kp_describe_groups_resp_group_t *g = &d->resp.groups[i];
+        if (!g->error_code && g->group_id.len >= 0)
+            g->authorized_operations =
+                st_kauthz_ops(ctx->r, ST_ACL_RES_GROUP, g->group_id.ptr, (size_t)g->group_id.len);
+    }
     ST_KGROUP_RESPOND(ctx, describe_groups, &d->resp);
 }
 

@@ -12,6 +12,8 @@
  * on any other broker; a partition without a leader is LEADER_NOT_AVAILABLE with leader_id -1.
  * On a single broker every partition is [self] led by self (controller.c).
  */
+#include <string.h>
+
 #include "kafka/authz.h"
 #include "kafka/autocreate.h"
 #include "kafka/handlers.h"
@@ -164,6 +166,21 @@ static void metadata_answer(st_kreq_t *r, void *arg)
             goto oom;
     }
     resp.topics_count = k;
+    /* v8+: the operations the principal may do, as Kafka's authorizedOperations: on each
+     * topic it may describe (asked for; a refused one keeps the schema's default), and on the
+     * cluster (v8-10, 0 without DESCRIBE on it) */
+    if (r->api_version >= 8 && req->include_topic_authorized_operations)
+        for (int i = 0; i < k; i++)
+            if (resp.topics[i].name.len >= 0 &&
+                resp.topics[i].error_code != ST_KERR_TOPIC_AUTHORIZATION_FAILED)
+                resp.topics[i].topic_authorized_operations = st_kauthz_ops(
+                    r, ST_ACL_RES_TOPIC, resp.topics[i].name.ptr, (size_t)resp.topics[i].name.len);
+    if (r->api_version >= 8 && r->api_version <= 10 && req->include_cluster_authorized_operations)
+        resp.cluster_authorized_operations =
+            st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE)
+                ? st_kauthz_ops(r, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                                strlen(ST_ACL_CLUSTER_NAME))
+                : 0;
     ST_KREQ_RESPOND(r, metadata, &resp);
     return;
 oom:

@@ -13,6 +13,8 @@
  * earliest local, -5: the log start -3 max timestamp: that record      t >= 0: first record with
  * timestamp >= t, else -1
  */
+#include <string.h>
+
 #include "base/err.h"
 #include "kafka/authz.h"
 #include "kafka/pcall.h"
@@ -200,17 +202,16 @@ void st_kh_offset_for_leader_epoch(st_kreq_t *r)
     c->n = st_kp_offset_for_leader_epoch_mirror(&r->arena, &c->req, &c->resp, &c->q);
     if (!(c->items = pitems_new(r, c->n)))
         return;
+    /* Kafka's check, whatever replica_id says: CLUSTER_ACTION on the cluster (asked without a
+     * log line) covers every topic, else DESCRIBE on each (TOPIC_AUTHORIZATION_FAILED) */
+    bool replica = st_kauthz_quiet(r, ST_ACL_OP_CLUSTER_ACTION, ST_ACL_RES_CLUSTER,
+                                   ST_ACL_CLUSTER_NAME, strlen(ST_ACL_CLUSTER_NAME));
     for (int k = 0; k < c->n; k++) {
         st_kp_offset_for_leader_epoch_item_t *q = &c->q[k];
         st_pitem_resolve(r, &c->items[k], q->topic, q->partition,
                          q->req_partition->current_leader_epoch);
-        /* a follower's (replica_id >= 0) needs CLUSTER_ACTION, a consumer's DESCRIBE */
-        if (c->req.replica_id >= 0 && !st_kauthz_cluster(r, ST_ACL_OP_CLUSTER_ACTION)) {
-            c->items[k].error = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
-            c->items[k].owner = -1;
-        } else if (c->req.replica_id < 0) {
+        if (!replica)
             pitem_authz(r, &c->items[k], q->topic, ST_ACL_OP_DESCRIBE);
-        }
         c->items[k].value = q->req_partition->leader_epoch;
     }
     st_pcall(r, c->items, c->n, epoch_end_one, epoch_end_done, c);

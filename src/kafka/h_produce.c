@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "auth/quota.h"
+#include "base/buf.h"
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -421,10 +422,18 @@ void st_kh_produce(st_kreq_t *r)
         if (p->req.acks != 0 && p->req.acks != 1 && p->req.acks != -1)
             pp->error = ST_KERR_INVALID_REQUIRED_ACKS;
     }
-    /* a transactional produce: WRITE on its transactional id, else every partition is refused */
+    /* transactional records (Kafka's RequestUtils.hasTransactionalRecords: a partition whose
+     * first batch has the transactional bit) need WRITE on the transactional id, a null one
+     * refused too; else every partition is refused */
     st_kstr_t tid = p->req.transactional_id;
-    if (!st_kstr_is_null(tid) &&
-        !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid.ptr, (size_t)tid.len))
+    bool txn_records = false;
+    for (int k = 0; k < p->nparts; k++)
+        if (p->parts[k].records && p->parts[k].len >= 23 &&
+            (st_be16(p->parts[k].records + 21) & 0x10))
+            txn_records = true;
+    if (txn_records && st_kauthz_on(r) &&
+        (st_kstr_is_null(tid) ||
+         !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, tid.ptr, (size_t)tid.len)))
         for (int k = 0; k < p->nparts; k++)
             p->parts[k].error = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     p->txn = !st_kstr_is_null(p->req.transactional_id) &&

@@ -191,21 +191,19 @@ static void apt_finish(st_ktxn_ctx_t *ctx)
 
 /* Kafka's check before the coordinator: a partition that does not exist fails the whole
  * transaction (UNKNOWN_TOPIC_OR_PARTITION for it, OPERATION_NOT_ATTEMPTED for the rest). */
-/* With ACLs on, Kafka's checks: a broker's verify-only form (v4+) CLUSTER_ACTION on the
- * cluster, a client's WRITE on the transactional id (every partition refused otherwise) and
- * WRITE on each topic; the other partitions of a refused request are OPERATION_NOT_ATTEMPTED. */
+/* With ACLs on, Kafka's checks: v4+ (brokers' batches, verify-only or not) CLUSTER_ACTION on
+ * the cluster for the whole request; v0-3 (clients) WRITE on the transactional id (every
+ * partition refused otherwise) and WRITE on each topic; the other partitions of a refused
+ * request are OPERATION_NOT_ATTEMPTED. */
 static bool apt_check(st_kreq_t *r, apt_txn_t *t)
 {
     const st_md_t *md = r->shard->md;
     int16_t all = 0;
-    if (st_kauthz_on(r)) {
-        if (t->verify && !st_kauthz_cluster(r, ST_ACL_OP_CLUSTER_ACTION))
-            all = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
-        else if (!t->verify &&
-                 (t->id.len < 0 || !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID,
-                                              t->id.ptr, (size_t)t->id.len)))
-            all = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
-    }
+    bool client = r->api_version < 4; /* v4+: CLUSTER_ACTION, checked for the request */
+    if (st_kauthz_on(r) && client &&
+        (t->id.len < 0 ||
+         !st_kauthz(r, ST_ACL_OP_WRITE, ST_ACL_RES_TRANSACTIONAL_ID, t->id.ptr, (size_t)t->id.len)))
+        all = ST_KERR_TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
     bool ok = all == 0;
     for (int i = 0; i < t->n; i++) {
         st_kstr_t topic = t->parts[i].topic;
@@ -213,7 +211,7 @@ static bool apt_check(st_kreq_t *r, apt_txn_t *t)
             t->errors[i] = all;
             continue;
         }
-        if (!t->verify && !st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, topic)) {
+        if (client && !st_kauthz_k(r, ST_ACL_OP_WRITE, ST_ACL_RES_TOPIC, topic)) {
             t->errors[i] = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
             ok = false;
             continue;
@@ -249,6 +247,15 @@ void st_kh_add_partitions_to_txn(st_kreq_t *r)
     st_kp_add_partitions_to_txn_req_t req;
     if (st_kp_add_partitions_to_txn_req_decode(&r->body, r->api_version, &req)) {
         st_kreq_fail(r, "malformed AddPartitionsToTxn request");
+        return;
+    }
+    if (r->api_version >= 4 && !st_kauthz_cluster(r, ST_ACL_OP_CLUSTER_ACTION)) {
+        /* v4+ comes from brokers only: without CLUSTER_ACTION Kafka refuses the whole request,
+         * its top-level error and no results, verify-only or not */
+        st_kp_add_partitions_to_txn_resp_t resp;
+        st_kp_add_partitions_to_txn_resp_init(&resp);
+        resp.error_code = r->error_code = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
+        ST_KREQ_RESPOND(r, add_partitions_to_txn, &resp);
         return;
     }
     apt_t *ap = st_arena_zalloc(&r->arena, sizeof *ap);
@@ -441,8 +448,16 @@ static void dt_finish(st_ktxn_ctx_t *ctx)
         return;
     }
     resp.transaction_states_count = d->n;
-    for (int i = 0; i < d->n; i++)
-        resp.transaction_states[i] = d->items[i].out;
+    for (int i = 0; i < d->n; i++) {
+        st_kp_describe_transactions_resp_transaction_state_t *o = &resp.transaction_states[i];
+        *o = d->items[i].out;
+        /* Kafka shows only the partitions of topics the principal may DESCRIBE */
+        int32_t k = 0;
+        for (int32_t t = 0; t < o->topics_count; t++)
+            if (st_kauthz_k(ctx->r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_TOPIC, o->topics[t].topic))
+                o->topics[k++] = o->topics[t];
+        o->topics_count = k;
+    }
     ST_KTXN_RESPOND(ctx, describe_transactions, &resp);
 }
 
@@ -527,9 +542,12 @@ static void lt_finish(st_ktxn_ctx_t *ctx)
         st_ktxn_calls_free(ctx->calls);
         return;
     }
+    /* Only the transactional ids the principal may DESCRIBE (Kafka's filter) */
     for (int i = 0; i < l->nshards; i++)
         for (int32_t k = 0; k < l->shards[i].n; k++)
-            resp.transaction_states[resp.transaction_states_count++] = l->shards[i].out[k];
+            if (st_kauthz_k(ctx->r, ST_ACL_OP_DESCRIBE, ST_ACL_RES_TRANSACTIONAL_ID,
+                            l->shards[i].out[k].transactional_id))
+                resp.transaction_states[resp.transaction_states_count++] = l->shards[i].out[k];
     ST_KTXN_RESPOND(ctx, list_transactions, &resp);
 }
 

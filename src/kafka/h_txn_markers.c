@@ -118,8 +118,11 @@ void st_kh_write_txn_markers(st_kreq_t *r)
         return;
     }
     c->resp.markers_count = nm;
-    /* brokers' own request: CLUSTER_ACTION on the cluster (Kafka's check) */
-    bool allowed = st_kauthz_cluster(r, ST_ACL_OP_CLUSTER_ACTION);
+    /* brokers' own request, or an admin's abort (KIP-664): ALTER on the cluster, asked without
+     * a log line, else CLUSTER_ACTION (Kafka's checks) */
+    bool allowed = st_kauthz_quiet(r, ST_ACL_OP_ALTER, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
+                                   strlen(ST_ACL_CLUSTER_NAME)) ||
+                   st_kauthz_cluster(r, ST_ACL_OP_CLUSTER_ACTION);
     int k = 0;
     for (int i = 0; i < nm; i++) {
         const st_kp_write_txn_markers_req_marker_t *m = &c->req.markers[i];

@@ -9,6 +9,7 @@
 #include "kafka/fetch_wait.h"
 #include "kafka/coordsvc.h"
 #include "kafka/group_route.h"
+#include "kafka/forward.h"
 #include "kafka/handlers.h"
 #include "kafka/kshard.h"
 #include "kafka/replica_link.h"
@@ -71,6 +72,8 @@ static void dispatch(st_kreq_t *r)
     } else {
         st_kreader_init(&r->body, r->frame + r->frame_len, 0, &r->arena);
     }
+    if (supported && st_kforward(r))
+        return; /* answered by the active controller */
     h->fn(r);
 }
 
