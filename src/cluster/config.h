@@ -269,6 +269,8 @@ typedef struct st_config {
     bool role_controller; /* a voter; otherwise a broker following the quorum */
     char controller_host[256];
     int controller_port; /* the CONTROLLER listener, 0 when none */
+    /* its listener.security.protocol.map entry: SSL or SASL_SSL put the quorum on TLS */
+    st_sec_protocol_t controller_protocol;
     int nvoters;
     struct st_config_voter {
         int32_t id;
@@ -290,6 +292,15 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen);
  * listener.name.<name>.<key> if set (name case-insensitive), else the global one ("" if
  * unknown). */
 const char *st_config_listener_get(const st_config_t *c, const char *listener, const char *key);
+/* One listener's settings as a key -> string lookup (net/tls.h's st_tls_get_fn, with a
+ * st_config_lookup_t as arg): string keys as st_config_listener_get, integer ones written
+ * into num (valid until the next lookup through the same st_config_lookup_t). */
+typedef struct st_config_lookup {
+    const st_config_t *cfg;
+    const char *listener;
+    char num[24];
+} st_config_lookup_t;
+const char *st_config_lookup(void *arg, const char *key);
 /* The inter-broker client's SASL credentials: the JAAS string of
  * listener.name.<inter-broker listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config,
  * parsed for username="..." and password="..." (Kafka's JAAS syntax; the login module's class

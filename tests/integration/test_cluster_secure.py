@@ -67,7 +67,7 @@ class SecureClusterTest(unittest.TestCase):
     def setUp(self):
         jaas = self.jaas(BROKER_PW)
         sets = {
-            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SSL",
             "inter.broker.listener.name": "SASL_SSL",
             "ssl.keystore.location": self.broker_cert[2],
             "ssl.truststore.location": self.pki.ca,

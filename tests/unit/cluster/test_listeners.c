@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cluster/config.h"
+#include "net/tls.h"
 
 /* Applies the key=value pairs (NULL-terminated) to a default config and finishes it:
  * st_config_finish's result, err holding its line. */
@@ -145,6 +146,22 @@ static void test_ssl_listener_settings(void **state)
     assert_string_equal(st_config_listener_get(&c, "plaintext", "ssl.client.auth"), "none");
     assert_string_equal(st_config_listener_get(&c, "secure", "ssl.enabled.protocols"),
                         "TLSv1.2,TLSv1.3");
+    /* The one reading of a listener's ssl.* settings (net/tls.h), over this lookup. */
+    assert_int_equal(st_config_set(&c, "ssl.handshake.timeout.ms", "1234", err, sizeof err), 0);
+    st_config_lookup_t lk = {.cfg = &c, .listener = "Secure"};
+    st_tls_settings_t t = {.reload_check_ms = -7};
+    st_tls_settings_get(&t, st_config_lookup, &lk);
+    assert_string_equal(t.keystore_location, "/secure.pem");
+    assert_string_equal(t.client_auth, "required");
+    assert_string_equal(t.keystore_type, "PEM");
+    assert_string_equal(t.truststore_location, "");
+    assert_string_equal(t.principal_mapping_rules, "DEFAULT");
+    assert_int_equal(t.handshake_timeout_ms, 1234);
+    assert_int_equal(t.reload_check_ms, 2000);
+    lk.listener = "plaintext";
+    st_tls_settings_get(&t, st_config_lookup, &lk);
+    assert_string_equal(t.keystore_location, "/global.pem");
+    assert_string_equal(t.client_auth, "none");
     assert_int_not_equal(
         st_config_set(&c, "listener.name.secure.ssl.nonsense", "x", err, sizeof err), 0);
     assert_non_null(strstr(err, "ssl.nonsense is not a listener setting"));
