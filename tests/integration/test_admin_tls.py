@@ -4,7 +4,8 @@ against the SCRAM users of the metadata (sasl.bootstrap.users, one user per mech
 
 One broker: https with the CA works, plain http to the same port gets no HTTP answer, missing,
 wrong or unknown credentials get 401 with WWW-Authenticate, right ones 200, /metrics and
-/v1/status/ready answer without credentials (admin.metrics.open, the default). A second broker
+/v1/status/ready answer without credentials (admin.metrics.open, the default); Debian's
+Prometheus scrapes it over https with basic auth when /metrics is closed. A second broker
 with ACLs on (authorizer.class.name) and admin.metrics.open=false: only super.users get in
 (403 for another valid user), /metrics wants credentials too. And a broker started with
 admin.tls.enabled but no keystore refuses to start, naming the setting.
@@ -119,6 +120,22 @@ class AdminTlsTest(unittest.TestCase):
         self.assertEqual(st, 200)
         self.assertIn("strata_", body)
         self.assertEqual(self.get(s, "/v1/status/ready")[0], 200)
+        s.stop()
+
+    def test_prometheus_scrapes_over_https(self):
+        if not shutil.which("prometheus"):
+            self.skipTest("prometheus not installed (scripts/deps.sh test)")
+        from test_admin_prometheus import Prometheus
+        s = self.start(**{"admin.metrics.open": "false"})
+        job = ("    scheme: https\n    tls_config:\n      ca_file: %s\n"
+               "    basic_auth:\n      username: %s\n      password: %s\n"
+               % (self.pki.ca, ALICE, ALICE_PW))
+        prom = Prometheus("localhost:%d" % s.admin_port, job)
+        try:
+            prom.wait_value('up{job="strata"}', 1.0, timeout=30)
+            prom.wait_value("strata_ready", 1.0, timeout=30)
+        finally:
+            prom.close()
         s.stop()
 
     def test_no_keystore_refuses_to_start(self):
