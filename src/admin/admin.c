@@ -506,8 +506,8 @@ static enum MHD_Result reply_denied(struct MHD_Connection *c, unsigned status)
     static const char unauth[] = "{\"error\":\"unauthorized\"}";
     static const char forbid[] = "{\"error\":\"forbidden: the admin API is for super.users\"}";
     const char *body = status == MHD_HTTP_FORBIDDEN ? forbid : unauth;
-    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), (void *)body,
-                                                             MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
     if (!r)
         return MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
@@ -769,9 +769,7 @@ int st_admin_listen(st_admin_t *a, const char *host, int port, char *err, size_t
             "/v1/partitions)%s%s",
             tls ? "https" : "http", host, a->port,
             cfg->admin_require_auth ? ", basic auth (SCRAM users" : "",
-            cfg->admin_require_auth
-                ? (cfg->authorizer_enabled ? ", super.users only)" : ")")
-                : "");
+            cfg->admin_require_auth ? (cfg->authorizer_enabled ? ", super.users only)" : ")") : "");
     return 0;
 }
 

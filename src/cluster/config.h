@@ -121,16 +121,16 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
       "replicas of __consumer_offsets (never more than the brokers alive when it is created)")     \
     X(admin_listen, "admin.listen", STR, "127.0.0.1:9644", 0, 0,                                   \
       "host:port of the admin HTTP API (metrics, status); empty to disable")                       \
-    X(admin_tls_enabled, "admin.tls.enabled", BOOL, "false", 0, 0,                                \
+    X(admin_tls_enabled, "admin.tls.enabled", BOOL, "false", 0, 0,                                 \
       "serve the admin API over HTTPS only (Redpanda's admin_api_tls)")                            \
     X(admin_ssl_keystore_location, "admin.ssl.keystore.location", STR, "", 0, 0,                   \
       "admin HTTPS: PEM file with the certificate chain and its private key")                      \
     X(admin_ssl_key_password, "admin.ssl.key.password", STR, "", 0, 0,                             \
       "admin HTTPS: the password of an encrypted private key")                                     \
     X(admin_require_auth, "admin.require.auth", BOOL, "false", 0, 0,                               \
-      "admin API: HTTP basic auth against the SCRAM users (Redpanda's admin_api_require_auth)")   \
+      "admin API: HTTP basic auth against the SCRAM users (Redpanda's admin_api_require_auth)")    \
     X(admin_metrics_open, "admin.metrics.open", BOOL, "true", 0, 0,                                \
-      "with admin.require.auth, /metrics still answers without credentials (Prometheus)")         \
+      "with admin.require.auth, /metrics still answers without credentials (Prometheus)")          \
     X(log_level, "log.level", STR, "info", 0, 0, "trace, debug, info, warn or error")              \
     X(socket_request_max_bytes, "socket.request.max.bytes", INT, "104857600", 1024, 2147483647,    \
       "largest request frame accepted")                                                            \

@@ -18,12 +18,12 @@
 
 #define TT_MAGIC      "STRQ"
 #define TT_VERSION    1
-#define TT_PRE_FIXED  18                 /* the preamble up to its address */
-#define TT_ACK        0x01               /* the accepting side's one byte: preamble taken */
-#define TT_CHUNK      65536              /* one read, either side */
-#define TT_HIGH_WATER (8u << 20)         /* raft's bytes queued for the peer: stop reading raft */
-#define TT_LOW_WATER  (1u << 20)         /* ... and start again below this */
-#define TT_MAX_SEEN   256                /* refusals logged: distinct (peer, subject, reason) */
+#define TT_PRE_FIXED  18         /* the preamble up to its address */
+#define TT_ACK        0x01       /* the accepting side's one byte: preamble taken */
+#define TT_CHUNK      65536      /* one read, either side */
+#define TT_HIGH_WATER (8u << 20) /* raft's bytes queued for the peer: stop reading raft */
+#define TT_LOW_WATER  (1u << 20) /* ... and start again below this */
+#define TT_MAX_SEEN   256        /* refusals logged: distinct (peer, subject, reason) */
 
 static atomic_uint_fast64_t tt_refused, tt_handshakes;
 
@@ -58,11 +58,11 @@ struct tconn {
     bool resolving;
     uv_connect_t creq;
     uv_tcp_t tcp;
-    uv_pipe_t inner;   /* our end of the socketpair */
-    uv_pipe_t *outer;  /* raft's end; NULL once raft has it */
+    uv_pipe_t inner;  /* our end of the socketpair */
+    uv_pipe_t *outer; /* raft's end; NULL once raft has it */
     bool tcp_up, inner_up, paused;
-    uv_timer_t timer;  /* the handshake and preamble's bound */
-    int handles;       /* initialised handles not closed yet */
+    uv_timer_t timer; /* the handshake and preamble's bound */
+    int handles;      /* initialised handles not closed yet */
     SSL *ssl;
     BIO *rbio, *wbio;
     char subject[256]; /* the peer certificate that failed the check, and why */
@@ -127,9 +127,8 @@ static void tconn_refused(tconn_t *c, const char *what)
         if (colon)
             *colon = 0;
     }
-    uint64_t h = fnv(fnv(fnv(fnv(14695981039346656037ull, c->outbound ? "out" : "in"), peer),
-                         c->subject),
-                     what);
+    uint64_t h = fnv(
+        fnv(fnv(fnv(14695981039346656037ull, c->outbound ? "out" : "in"), peer), c->subject), what);
     for (int i = 0; i < tt->nseen; i++)
         if (tt->seen[i] == h)
             return;
@@ -763,8 +762,8 @@ static int tt_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
         return RAFT_INVALID;
     }
     /* Once, at raft_start: a synchronous lookup, as raft_uv_tcp's own. */
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE};
+    struct addrinfo hints = {
+        .ai_family = AF_INET, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
     if (getaddrinfo(host, port, &hints, &res) || !res) {
         snprintf(t->errmsg, sizeof t->errmsg, "cannot resolve %s", tt->bind);
@@ -778,8 +777,7 @@ static int tt_listen(struct raft_uv_transport *t, raft_uv_accept_cb cb)
     if (!rc)
         rc = uv_listen((uv_stream_t *)&tt->listener, 128, on_connection);
     if (rc) {
-        snprintf(t->errmsg, sizeof t->errmsg, "cannot listen on %s: %s", tt->bind,
-                 uv_strerror(rc));
+        snprintf(t->errmsg, sizeof t->errmsg, "cannot listen on %s: %s", tt->bind, uv_strerror(rc));
         return RAFT_IOERR;
     }
     return 0;

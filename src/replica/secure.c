@@ -37,7 +37,8 @@ int st_rsec_create(const st_config_t *cfg, st_rsec_t **out, char *err, size_t er
         st_config_lookup_t lk = {.cfg = cfg, .listener = lname};
         st_tls_settings_t t = {0};
         st_tls_settings_get(&t, st_config_lookup, &lk);
-        const char *alg = st_config_listener_get(cfg, lname, "ssl.endpoint.identification.algorithm");
+        const char *alg =
+            st_config_listener_get(cfg, lname, "ssl.endpoint.identification.algorithm");
         char e[512];
         s->ssl_ctx = st_tls_client_ctx(&t, e, sizeof e);
         if (!s->ssl_ctx) {

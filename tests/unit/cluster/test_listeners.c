@@ -281,6 +281,40 @@ static void test_inter_broker_sasl_ssl(void **state)
     refused_set(badkey, "unknown setting");
 }
 
+/* The controller listener's protocol: the quorum's transport (cluster/tls_transport.h). */
+#define JAAS "sasl.jaas.config", "x required username=b password=p;"
+static void test_controller_protocol(void **state)
+{
+    (void)state;
+    st_config_t c;
+    char err[512];
+    const char *dflt[] = {SECURE_CLUSTER, JAAS, NULL}; /* Kafka's map plus CONTROLLER:PLAINTEXT */
+    assert_int_equal(configure(&c, err, sizeof err, dflt), 0);
+    assert_int_equal(c.controller_protocol, ST_SEC_PLAINTEXT);
+    st_config_fini(&c);
+    const char *unmapped[] = {SECURE_CLUSTER, JAAS, "listener.security.protocol.map",
+                              "SASL_SSL:SASL_SSL", NULL};
+    assert_int_equal(configure(&c, err, sizeof err, unmapped), 0);
+    assert_int_equal(c.controller_protocol, ST_SEC_PLAINTEXT);
+    st_config_fini(&c);
+    const char *ssl[] = {SECURE_CLUSTER, JAAS, "listener.security.protocol.map",
+                         "SASL_SSL:SASL_SSL,CONTROLLER:SSL", NULL};
+    assert_int_equal(configure(&c, err, sizeof err, ssl), 0);
+    assert_int_equal(c.controller_protocol, ST_SEC_SSL);
+    st_config_fini(&c);
+    const char *sasl_ssl[] = {SECURE_CLUSTER, JAAS, "listener.security.protocol.map",
+                              "SASL_SSL:SASL_SSL,controller:SASL_SSL", NULL};
+    assert_int_equal(configure(&c, err, sizeof err, sasl_ssl), 0);
+    assert_int_equal(c.controller_protocol, ST_SEC_SASL_SSL);
+    assert_true(st_sec_protocol_tls(c.controller_protocol));
+    st_config_fini(&c);
+    const char *sasl_plain[] = {SECURE_CLUSTER, JAAS, "listener.security.protocol.map",
+                                "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT", NULL};
+    assert_int_not_equal(configure(&c, err, sizeof err, sasl_plain), 0);
+    assert_non_null(strstr(err, "the controller listener CONTROLLER cannot be SASL_PLAINTEXT"));
+    st_config_fini(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_sasl_ssl_listener),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_inter_broker_sasl_ssl),
+        cmocka_unit_test(test_controller_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

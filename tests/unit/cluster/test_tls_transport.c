@@ -80,8 +80,8 @@ static void node_start(node_t *n, raft_id id, const cred_t *me, const cred_t *tr
     memset(n, 0, sizeof *n);
     n->port = free_port();
     snprintf(n->addr, sizeof n->addr, "127.0.0.1:%d", n->port);
-    assert_int_equal(
-        st_tls_transport_init(&n->t, &loop, n->addr, ctx_of(me, trust), true, 5000), 0);
+    assert_int_equal(st_tls_transport_init(&n->t, &loop, n->addr, ctx_of(me, trust), true, 5000),
+                     0);
     n->t.data = n;
     assert_int_equal(n->t.init(&n->t, id, n->addr), 0);
     assert_int_equal(n->t.listen(&n->t, on_accept), 0);
@@ -252,7 +252,8 @@ static void test_plaintext_refused(void **state)
     node_start(&a, 1, &node_a, &ca);
     uint64_t refused = st_tls_transport_refused();
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a.port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)a.port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     uint64_t hs[3] = {1, 9, 8};
