@@ -60,7 +60,9 @@ struct tconn {
     uv_tcp_t tcp;
     uv_pipe_t inner;  /* our end of the socketpair */
     uv_pipe_t *outer; /* raft's end; NULL once raft has it */
-    bool tcp_up, inner_up, paused;
+    bool tcp_up, inner_up;
+    bool paused;      /* raft's pipe not read: too much waits for the peer */
+    bool tcp_paused;  /* the peer's socket not read: too much waits for raft */
     uv_timer_t timer; /* the handshake and preamble's bound */
     int handles;      /* initialised handles not closed yet */
     SSL *ssl;
@@ -177,13 +179,24 @@ static void tcp_written(uv_write_t *w, int status)
     }
 }
 
+static void alloc_tcp(uv_handle_t *h, size_t hint, uv_buf_t *b);
+static void tcp_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+
 static void inner_written(uv_write_t *w, int status)
 {
     twrite_t *tw = (twrite_t *)w;
     tconn_t *c = tw->c;
     free(tw);
-    if (status < 0 && c->state != C_DEAD)
-        tconn_kill(c);
+    if (status < 0) {
+        if (c->state != C_DEAD)
+            tconn_kill(c);
+        return;
+    }
+    if (c->tcp_paused && c->state == C_OPEN &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->inner) < TT_LOW_WATER) {
+        c->tcp_paused = false;
+        uv_read_start((uv_stream_t *)&c->tcp, alloc_tcp, tcp_read);
+    }
 }
 
 static int tconn_write(tconn_t *c, uv_stream_t *s, const void *p, size_t n, uv_write_cb cb)
@@ -482,6 +495,11 @@ static int tconn_feed(tconn_t *c, const unsigned char *p, size_t n)
         tconn_write(c, (uv_stream_t *)&c->inner, p, n, inner_written)) {
         tconn_kill(c);
         return -1;
+    }
+    if (!c->tcp_paused && c->state == C_OPEN &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->inner) > TT_HIGH_WATER) {
+        c->tcp_paused = true; /* inner_written starts it again */
+        uv_read_stop((uv_stream_t *)&c->tcp);
     }
     return 0;
 }
