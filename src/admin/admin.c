@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,13 @@
 
 #include "admin/groups.h"
 #include "admin/render.h"
+#include "auth/acl.h"
+#include "auth/scram.h"
 #include "cluster/quorum.h"
 #include "base/clock.h"
+#include "base/err.h"
 #include "base/log.h"
+#include "kafka/sasl.h"
 #include "kafka/txn_route.h"
 #include "storage/journal.h"
 
@@ -49,6 +54,7 @@ struct st_admin {
     double start_wall_s;
     int64_t start_mono_ns;
     _Atomic int64_t startup_ns; /* -1 until st_admin_set_started */
+    char *tls_cert, *tls_key;   /* admin.tls.enabled: the PEM MHD serves, kept while it runs */
 #ifdef ST_DEBUG_BUILD
     fault_shard_t *faults;         /* [nshards], each written only by its shard */
     _Atomic int64_t fail_syncs;    /* syncs still to fail, on any shard */
@@ -438,6 +444,82 @@ static enum MHD_Result reply_str(struct MHD_Connection *c, unsigned status, cons
 
 #define JSON_TYPE "application/json"
 
+/* ---- basic auth (admin.require.auth) ------------------------------------------------------ */
+
+#define ADMIN_REALM "strata-admin"
+
+/* What answers without credentials: the readiness probe (orchestrators probe it bare, as
+ * Redpanda's), and /metrics with admin.metrics.open (Prometheus). */
+static bool open_path(const st_admin_t *a, const char *url)
+{
+    return strcmp(url, "/v1/status/ready") == 0 ||
+           (a->b->cfg->admin_metrics_open && strcmp(url, "/metrics") == 0);
+}
+
+/* Checks the request's basic credentials against the SCRAM users of the metadata, as a
+ * PLAIN SaslAuthenticate does (either mechanism's stored keys, computed again from the
+ * password: st_scram_cred_check); with ACLs on, only super.users pass (Redpanda: the admin
+ * API is a superuser's). 0 when allowed, else the HTTP status to answer (401 or 403). */
+static unsigned check_auth(st_admin_t *a, struct MHD_Connection *c)
+{
+    char *pass = NULL;
+    char *user = MHD_basic_auth_get_username_password(c, &pass);
+    unsigned status = MHD_HTTP_UNAUTHORIZED;
+    if (!user || !pass)
+        goto out;
+    view_hold_t h;
+    if (view_take(a, &h, false)) {
+        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        goto out;
+    }
+    const st_md_t *md = st_admin_view_md(&h.v);
+    bool ok = false;
+    const st_scram_mech_t mechs[] = {ST_SCRAM_SHA_512, ST_SCRAM_SHA_256};
+    for (size_t i = 0; md && !ok && i < 2; i++) {
+        const st_md_scram_t *m = st_md_find_scram(md, user, (int8_t)mechs[i]);
+        if (m) {
+            st_scram_cred_t cred;
+            st_sasl_cred_of(m, &cred);
+            ok = st_scram_cred_check(&cred, pass, strlen(pass));
+        }
+    }
+    view_drop(&h);
+    if (!ok)
+        goto out;
+    char principal[ST_SCRAM_USER_MAX + 8];
+    snprintf(principal, sizeof principal, "User:%s", user);
+    status = a->b->cfg->authorizer_enabled && !st_acl_is_super(a->b->cfg->super_users, principal)
+                 ? MHD_HTTP_FORBIDDEN
+                 : 0;
+out:
+    if (pass) {
+        OPENSSL_cleanse(pass, strlen(pass));
+        MHD_free(pass);
+    }
+    if (user)
+        MHD_free(user);
+    return status;
+}
+
+static enum MHD_Result reply_denied(struct MHD_Connection *c, unsigned status)
+{
+    static const char unauth[] = "{\"error\":\"unauthorized\"}";
+    static const char forbid[] = "{\"error\":\"forbidden: the admin API is for super.users\"}";
+    const char *body = status == MHD_HTTP_FORBIDDEN ? forbid : unauth;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, JSON_TYPE);
+    enum MHD_Result rc;
+    if (status == MHD_HTTP_UNAUTHORIZED)
+        rc = MHD_queue_basic_auth_fail_response(c, ADMIN_REALM, r); /* 401, WWW-Authenticate */
+    else
+        rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **state)
@@ -452,6 +534,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (*upload_size) {
         *upload_size = 0; /* ignore any body */
         return MHD_YES;
+    }
+    if (a->b->cfg->admin_require_auth && !open_path(a, url)) {
+        unsigned st = check_auth(a, c);
+        if (st)
+            return reply_denied(c, st);
     }
 #ifdef ST_DEBUG_BUILD
     if (strcmp(url, "/v1/debug/fail-sync") == 0) {
@@ -600,15 +687,76 @@ static int bind_listen(const char *host, int port, int *fd_out, int *port_out, c
     return rc;
 }
 
+/* Splits the PEM file of admin.ssl.keystore.location into its certificates and its private
+ * key (libmicrohttpd takes them apart, GnuTLS parses them). 0, or -1 with one line in err. */
+static int load_keystore(st_admin_t *a, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "admin.ssl.keystore.location %s: %s", path, strerror(errno));
+        return -1;
+    }
+    st_buf_t cert, key;
+    st_buf_init(&cert);
+    st_buf_init(&key);
+    char line[4096];
+    st_buf_t *into = NULL;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "-----BEGIN ", 11) == 0)
+            into = strstr(line, "PRIVATE KEY") ? &key : strstr(line, "CERTIFICATE") ? &cert : NULL;
+        if (into)
+            st_buf_append(into, line, strlen(line));
+        if (strncmp(line, "-----END ", 9) == 0)
+            into = NULL;
+    }
+    fclose(f);
+    size_t n;
+    uint8_t nul = 0;
+    st_buf_append(&cert, &nul, 1);
+    st_buf_append(&key, &nul, 1);
+    bool have = cert.len > 1 && key.len > 1;
+    a->tls_cert = (char *)st_buf_steal(&cert, &n);
+    a->tls_key = (char *)st_buf_steal(&key, &n);
+    if (!have || !a->tls_cert || !a->tls_key) {
+        snprintf(err, errlen,
+                 "admin.ssl.keystore.location %s: want a PEM certificate chain and its private "
+                 "key in the one file",
+                 path);
+        return -1;
+    }
+    return 0;
+}
+
 int st_admin_listen(st_admin_t *a, const char *host, int port, char *err, size_t errlen)
 {
+    const st_config_t *cfg = a->b->cfg;
+    bool tls = cfg->admin_tls_enabled;
+    if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        snprintf(err, errlen,
+                 "admin.tls.enabled: this libmicrohttpd was built without TLS (GnuTLS)");
+        return ST_E_CONFIG;
+    }
+    if (tls && !*cfg->admin_ssl_keystore_location) {
+        snprintf(err, errlen, "admin.tls.enabled needs admin.ssl.keystore.location");
+        return ST_E_CONFIG;
+    }
+    if (tls && load_keystore(a, cfg->admin_ssl_keystore_location, err, errlen))
+        return ST_E_CONFIG;
     int rc = bind_listen(host, port, &a->listen_fd, &a->port, err, errlen);
     if (rc)
         return rc;
-    a->mhd =
-        MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO, 0, NULL, NULL, handle, a,
-                         MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_CONNECTION_TIMEOUT,
-                         (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_END);
+    const char *pw = cfg->admin_ssl_key_password;
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, tls ? a->tls_cert : NULL},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, tls ? a->tls_key : NULL},
+        {tls && *pw ? MHD_OPTION_HTTPS_KEY_PASSWORD : MHD_OPTION_END, 0, (void *)pw},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    a->mhd = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
+        handle, a, MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+        tls ? MHD_OPTION_ARRAY : MHD_OPTION_END, tls_opts, MHD_OPTION_END);
     if (!a->mhd) {
         snprintf(err, errlen, "cannot start the admin HTTP server on %s:%d", host, a->port);
         close(a->listen_fd);
@@ -617,9 +765,11 @@ int st_admin_listen(st_admin_t *a, const char *host, int port, char *err, size_t
         return -EIO;
     }
     a->listen_fd = -1; /* MHD owns it now and closes it when stopped */
-    ST_INFO("admin API on http://%s:%d (/metrics, /v1/status/ready, /v1/cluster, /v1/topics, "
-            "/v1/partitions)",
-            host, a->port);
+    ST_INFO("admin API on %s://%s:%d (/metrics, /v1/status/ready, /v1/cluster, /v1/topics, "
+            "/v1/partitions)%s%s",
+            tls ? "https" : "http", host, a->port,
+            cfg->admin_require_auth ? ", basic auth (SCRAM users" : "",
+            cfg->admin_require_auth ? (cfg->authorizer_enabled ? ", super.users only)" : ")") : "");
     return 0;
 }
 
@@ -639,6 +789,11 @@ void st_admin_stop(st_admin_t *a)
         MHD_stop_daemon(a->mhd);
         a->mhd = NULL;
     }
+    if (a->tls_key)
+        OPENSSL_cleanse(a->tls_key, strlen(a->tls_key));
+    free(a->tls_key);
+    free(a->tls_cert);
+    a->tls_key = a->tls_cert = NULL;
     if (a->listen_fd >= 0) {
         close(a->listen_fd);
         a->listen_fd = -1;

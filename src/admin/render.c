@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "admin/prom.h"
+#include "cluster/tls_transport.h"
 #include "proto/kerr.h"
 #include "proto/kafka_gen.h"
 #include "txn/records.h"
@@ -734,6 +735,15 @@ static void cluster_metrics(st_prom_t *p, const st_admin_view_t *v)
     st_prom_family(p, "strata_metadata_snapshot_index", "gauge",
                    "The log index of this node's last metadata snapshot (0: none yet).");
     st_prom_sample(p, "", NULL, 0, (double)v->qi.snapshot);
+    st_prom_family(p, "strata_controller_tls_handshakes_total", "counter",
+                   "TLS handshakes the metadata quorum's transport completed (an SSL "
+                   "controller listener; 0 otherwise).");
+    st_prom_sample_u64(p, "", NULL, 0, st_tls_transport_handshakes());
+    st_prom_family(p, "strata_controller_tls_refused_total", "counter",
+                   "Connections of the quorum's TLS transport refused at the handshake or "
+                   "preamble: a certificate that failed the check, either side, or a peer "
+                   "speaking no TLS.");
+    st_prom_sample_u64(p, "", NULL, 0, st_tls_transport_refused());
     const st_md_t *md = st_admin_view_md(v);
     if (!md)
         return;

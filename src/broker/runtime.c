@@ -188,31 +188,9 @@ static int broker_start_quorum(st_broker_t *b, char *err, size_t errlen);
 static int broker_tls_server(const st_config_t *cfg, const char *name, st_tls_server_t **out,
                              char *err, size_t errlen)
 {
-    char lname[ST_LISTENER_NAME_MAX];
-    size_t i = 0;
-    for (; name[i] && i + 1 < sizeof lname; i++)
-        lname[i] = (char)tolower((unsigned char)name[i]);
-    lname[i] = 0;
-#define G(k) st_config_listener_get(cfg, lname, k)
-    st_tls_settings_t s = {
-        .keystore_type = G("ssl.keystore.type"),
-        .keystore_location = G("ssl.keystore.location"),
-        .keystore_password = G("ssl.keystore.password"),
-        .key_password = G("ssl.key.password"),
-        .keystore_certificate_chain = G("ssl.keystore.certificate.chain"),
-        .keystore_key = G("ssl.keystore.key"),
-        .truststore_type = G("ssl.truststore.type"),
-        .truststore_location = G("ssl.truststore.location"),
-        .truststore_password = G("ssl.truststore.password"),
-        .truststore_certificates = G("ssl.truststore.certificates"),
-        .client_auth = G("ssl.client.auth"),
-        .enabled_protocols = G("ssl.enabled.protocols"),
-        .cipher_suites = G("ssl.cipher.suites"),
-        .principal_mapping_rules = G("ssl.principal.mapping.rules"),
-        .handshake_timeout_ms = cfg->ssl_handshake_timeout_ms,
-        .reload_check_ms = cfg->ssl_reload_check_ms,
-    };
-#undef G
+    st_config_lookup_t lk = {.cfg = cfg, .listener = name};
+    st_tls_settings_t s = {0};
+    st_tls_settings_get(&s, st_config_lookup, &lk);
     char e[512];
     int rc = st_tls_server_create(&s, name, out, e, sizeof e);
     if (rc) {

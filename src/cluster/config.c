@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <ini.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -141,6 +142,19 @@ const char *st_config_listener_get(const st_config_t *c, const char *listener, c
     return "";
 }
 
+const char *st_config_lookup(void *arg, const char *key)
+{
+    st_config_lookup_t *l = arg;
+    /* listener.name.<l>.* overrides are string settings only (st_config_set) */
+    for (size_t i = 0; i < ST_CFG_N; i++)
+        if (strcmp(st_cfg_table[i].key, key) == 0 && st_cfg_table[i].type == ST_CFG_INT) {
+            snprintf(l->num, sizeof l->num, "%" PRId64,
+                     *(const int64_t *)((const char *)l->cfg + st_cfg_table[i].off));
+            return l->num;
+        }
+    return st_config_listener_get(l->cfg, l->listener, key);
+}
+
 int st_config_init(st_config_t *c)
 {
     memset(c, 0, sizeof *c);
@@ -250,6 +264,9 @@ static int st_find_listener(const char *key, const char *list, const char *name,
     return found;
 }
 
+static int st_map_protocol(const st_config_t *c, const char *name, size_t len,
+                           st_sec_protocol_t *out, char *err, size_t errlen);
+
 /* Parses controller.quorum.voters ("id@host:port,...") into c->voters. */
 static int st_parse_voters(st_config_t *c, char *err, size_t errlen)
 {
@@ -335,6 +352,18 @@ static int st_config_cluster(st_config_t *c, char *err, size_t errlen)
     }
     if (strchr(c->controller_listener_names, ','))
         return st_cfg_fail(err, errlen, "controller.listener.names: one listener name only");
+    /* The quorum's security (cluster/tls_transport.h); a name the map leaves out stays
+     * PLAINTEXT, as before the quorum had any. */
+    c->controller_protocol = ST_SEC_PLAINTEXT;
+    rc = st_map_protocol(c, c->controller_listener_names, strlen(c->controller_listener_names),
+                         &c->controller_protocol, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (c->controller_protocol == ST_SEC_SASL_PLAINTEXT)
+        return st_cfg_fail(err, errlen,
+                           "listener.security.protocol.map: the controller listener %s cannot "
+                           "be SASL_PLAINTEXT (PLAINTEXT, SSL or SASL_SSL)",
+                           c->controller_listener_names);
     rc = st_parse_voters(c, err, errlen);
     if (rc)
         return rc;

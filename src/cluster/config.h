@@ -121,6 +121,16 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
       "replicas of __consumer_offsets (never more than the brokers alive when it is created)")     \
     X(admin_listen, "admin.listen", STR, "127.0.0.1:9644", 0, 0,                                   \
       "host:port of the admin HTTP API (metrics, status); empty to disable")                       \
+    X(admin_tls_enabled, "admin.tls.enabled", BOOL, "false", 0, 0,                                 \
+      "serve the admin API over HTTPS only (Redpanda's admin_api_tls)")                            \
+    X(admin_ssl_keystore_location, "admin.ssl.keystore.location", STR, "", 0, 0,                   \
+      "admin HTTPS: PEM file with the certificate chain and its private key")                      \
+    X(admin_ssl_key_password, "admin.ssl.key.password", STR, "", 0, 0,                             \
+      "admin HTTPS: the password of an encrypted private key")                                     \
+    X(admin_require_auth, "admin.require.auth", BOOL, "false", 0, 0,                               \
+      "admin API: HTTP basic auth against the SCRAM users (Redpanda's admin_api_require_auth)")    \
+    X(admin_metrics_open, "admin.metrics.open", BOOL, "true", 0, 0,                                \
+      "with admin.require.auth, /metrics still answers without credentials (Prometheus)")          \
     X(log_level, "log.level", STR, "info", 0, 0, "trace, debug, info, warn or error")              \
     X(socket_request_max_bytes, "socket.request.max.bytes", INT, "104857600", 1024, 2147483647,    \
       "largest request frame accepted")                                                            \
@@ -269,6 +279,8 @@ typedef struct st_config {
     bool role_controller; /* a voter; otherwise a broker following the quorum */
     char controller_host[256];
     int controller_port; /* the CONTROLLER listener, 0 when none */
+    /* its listener.security.protocol.map entry: SSL or SASL_SSL put the quorum on TLS */
+    st_sec_protocol_t controller_protocol;
     int nvoters;
     struct st_config_voter {
         int32_t id;
@@ -290,6 +302,15 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen);
  * listener.name.<name>.<key> if set (name case-insensitive), else the global one ("" if
  * unknown). */
 const char *st_config_listener_get(const st_config_t *c, const char *listener, const char *key);
+/* One listener's settings as a key -> string lookup (net/tls.h's st_tls_get_fn, with a
+ * st_config_lookup_t as arg): string keys as st_config_listener_get, integer ones written
+ * into num (valid until the next lookup through the same st_config_lookup_t). */
+typedef struct st_config_lookup {
+    const st_config_t *cfg;
+    const char *listener;
+    char num[24];
+} st_config_lookup_t;
+const char *st_config_lookup(void *arg, const char *key);
 /* The inter-broker client's SASL credentials: the JAAS string of
  * listener.name.<inter-broker listener>.<mechanism>.sasl.jaas.config, else sasl.jaas.config,
  * parsed for username="..." and password="..." (Kafka's JAAS syntax; the login module's class

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <openssl/ssl.h>
 #include <raft.h>
 #include <raft/uv.h>
 #include <stdatomic.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,8 +35,10 @@
 #include "base/log.h"
 #include "cluster/heartbeat.h"
 #include "cluster/local_transport.h"
+#include "cluster/tls_transport.h"
 #include "cluster/records.h"
 #include "io/uvthread.h"
+#include "net/tls.h"
 
 #define Q_TICK_MS    50
 #define Q_MAX_HINTS  64
@@ -70,6 +74,7 @@ struct st_quorum {
     struct raft_fsm fsm;
     struct raft raft;
     bool transport_up, io_up, raft_inited, raft_up, closing;
+    bool tls; /* the transport is tls_transport.h's (the controller listener is SSL/SASL_SSL) */
     struct raft_transfer transfer;
     struct raft_barrier barrier;
     struct raft_change change;
@@ -638,6 +643,8 @@ static void transport_fini(st_quorum_t *q)
 {
     if (q->cfg->quorum_local)
         st_local_transport_fini(&q->transport);
+    else if (q->tls)
+        st_tls_transport_fini(&q->transport);
     else
         raft_uv_tcp_close(&q->transport);
 }
@@ -740,18 +747,71 @@ static int q_fail(st_quorum_t *q, int rc, const char *what, const char *why)
     return rc ? rc : ST_E_CONFIG;
 }
 
+/* The controller listener's TLS (tls_transport.h): its ssl.* settings, a keystore and a
+ * truststore both required (each side checks the other), the host name checked as Kafka's
+ * ssl.endpoint.identification.algorithm says. */
+static int tls_transport_start(st_quorum_t *q)
+{
+    const st_config_t *c = q->cfg;
+    const char *l = c->controller_listener_names;
+    st_config_lookup_t lk = {.cfg = c, .listener = l};
+    st_tls_settings_t s = {0};
+    st_tls_settings_get(&s, st_config_lookup, &lk);
+    char what[300], e[512];
+    snprintf(what, sizeof what, "controller listener %s (%s)", l,
+             st_sec_protocol_name(c->controller_protocol));
+    if (!*s.keystore_location && !*s.keystore_certificate_chain)
+        return q_fail(q, ST_E_CONFIG, what,
+                      "needs ssl.keystore.location (or ssl.keystore.certificate.chain): each "
+                      "controller presents its certificate to the others");
+    if (!*s.truststore_location && !*s.truststore_certificates)
+        return q_fail(q, ST_E_CONFIG, what,
+                      "needs ssl.truststore.location (or ssl.truststore.certificates): the "
+                      "other controllers' certificates are checked against it");
+    const char *alg = st_config_listener_get(c, l, "ssl.endpoint.identification.algorithm");
+    if (*alg && strcasecmp(alg, "https") != 0)
+        return q_fail(q, ST_E_CONFIG, what,
+                      "ssl.endpoint.identification.algorithm: expected https or empty");
+    struct ssl_ctx_st *ctx = st_tls_client_ctx(&s, e, sizeof e);
+    if (!ctx)
+        return q_fail(q, ST_E_CONFIG, what, e);
+    char bind[300];
+    snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
+    bool verify_host = strcasecmp(alg, "https") == 0;
+    int rc = st_tls_transport_init(&q->transport, q->loop, bind, ctx, verify_host,
+                                   s.handshake_timeout_ms);
+    if (rc) {
+        SSL_CTX_free(ctx);
+        return q_fail(q, -EIO, "cannot start the quorum's transport", raft_strerror(rc));
+    }
+    q->tls = true;
+    q->transport_up = true;
+    ST_INFO("controller listener %s: %s, mutual TLS%s", l,
+            st_sec_protocol_name(c->controller_protocol),
+            verify_host ? "" : " (no host name check)");
+    return 0;
+}
+
 static int start_raft(st_quorum_t *q)
 {
     const st_config_t *c = q->cfg;
     q->transport.version = 1;
     q->transport.data = NULL;
     /* a local quorum's one voter talks to nobody: no socket (local_transport.h) */
-    int rc = c->quorum_local ? st_local_transport_init(&q->transport, q->loop)
-                             : raft_uv_tcp_init(&q->transport, q->loop);
+    int rc;
+    if (c->quorum_local) {
+        rc = st_local_transport_init(&q->transport, q->loop);
+    } else if (st_sec_protocol_tls(c->controller_protocol)) {
+        rc = tls_transport_start(q);
+        if (rc)
+            return rc;
+    } else {
+        rc = raft_uv_tcp_init(&q->transport, q->loop);
+    }
     if (rc)
         return q_fail(q, -EIO, "cannot start the quorum's transport", raft_strerror(rc));
     q->transport_up = true;
-    if (!c->quorum_local) {
+    if (!c->quorum_local && !q->tls) {
         char bind[300];
         snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
         raft_uv_tcp_set_bind_address(&q->transport, bind);

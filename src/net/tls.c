@@ -492,9 +492,55 @@ static SSL_CTX *st_tls_build(const st_tls_settings_t *s, char *err, size_t errle
     return ctx;
 }
 
+void st_tls_settings_get(st_tls_settings_t *s, st_tls_get_fn get, void *arg)
+{
+    static const struct {
+        const char *key;
+        size_t off;
+    } strs[] = {
+#define ST_TLS_KEY(k, f) {k, offsetof(st_tls_settings_t, f)}
+        ST_TLS_KEY("ssl.keystore.type", keystore_type),
+        ST_TLS_KEY("ssl.keystore.location", keystore_location),
+        ST_TLS_KEY("ssl.keystore.password", keystore_password),
+        ST_TLS_KEY("ssl.key.password", key_password),
+        ST_TLS_KEY("ssl.keystore.certificate.chain", keystore_certificate_chain),
+        ST_TLS_KEY("ssl.keystore.key", keystore_key),
+        ST_TLS_KEY("ssl.truststore.type", truststore_type),
+        ST_TLS_KEY("ssl.truststore.location", truststore_location),
+        ST_TLS_KEY("ssl.truststore.password", truststore_password),
+        ST_TLS_KEY("ssl.truststore.certificates", truststore_certificates),
+        ST_TLS_KEY("ssl.client.auth", client_auth),
+        ST_TLS_KEY("ssl.enabled.protocols", enabled_protocols),
+        ST_TLS_KEY("ssl.cipher.suites", cipher_suites),
+        ST_TLS_KEY("ssl.principal.mapping.rules", principal_mapping_rules),
+#undef ST_TLS_KEY
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        const char *v = get(arg, strs[i].key);
+        *(const char **)((char *)s + strs[i].off) = v ? v : "";
+    }
+    static const struct {
+        const char *key;
+        size_t off;
+    } ints[] = {
+        {"ssl.handshake.timeout.ms", offsetof(st_tls_settings_t, handshake_timeout_ms)},
+        {"ssl.reload.check.ms", offsetof(st_tls_settings_t, reload_check_ms)},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        const char *v = get(arg, ints[i].key);
+        char *end;
+        if (!v || !*v)
+            continue;
+        errno = 0;
+        long long n = strtoll(v, &end, 10);
+        if (!errno && *end == 0 && n >= 0)
+            *(int64_t *)((char *)s + ints[i].off) = n;
+    }
+}
+
 SSL_CTX *st_tls_client_ctx(const st_tls_settings_t *s, char *err, size_t errlen)
 {
-    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL_CTX *ctx = SSL_CTX_new(TLS_method()); /* both sides: tls.h */
     if (!ctx) {
         st_tls_fail(err, errlen, "cannot create an OpenSSL context");
         return NULL;

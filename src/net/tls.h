@@ -55,6 +55,18 @@ typedef struct st_tls_settings {
     int64_t reload_check_ms;                /* how often files are checked for changes; 0: never */
 } st_tls_settings_t;
 
+/* Where st_tls_settings_get reads a setting: one listener's value of Kafka setting `key`
+ * ("ssl.keystore.location"), its listener.name.<l>.<key> over the global one; NULL or ""
+ * when unset. */
+typedef const char *(*st_tls_get_fn)(void *arg, const char *key);
+
+/* Fills *s with one listener's ssl.* settings through get: every string field from the key
+ * Kafka names it by, handshake_timeout_ms and reload_check_ms from ssl.handshake.timeout.ms
+ * and ssl.reload.check.ms (left as they were when unset or not a number >= 0). The strings
+ * stay get's. The one reading of these keys, for the Kafka listeners (broker/runtime.c),
+ * the inter-broker client (replica/secure.c) and the controller quorum (cluster/quorum.c). */
+void st_tls_settings_get(st_tls_settings_t *s, st_tls_get_fn get, void *arg);
+
 typedef struct st_tls_server st_tls_server_t;
 
 /* Loads the certificate, key and trust store of listener `name`. On failure writes one line
@@ -78,7 +90,9 @@ int st_tls_transport_new(void *server, st_loop_t *loop, int fd, st_transport_t *
  * the truststore (OpenSSL's default CAs when none is set), the keystore's certificate
  * presented when one is set (for ssl.client.auth=required), the same protocols and ciphers.
  * client_auth and principal_mapping_rules are not looked at. NULL with one line in err on
- * failure; the caller frees it with SSL_CTX_free. */
+ * failure; the caller frees it with SSL_CTX_free. Its method is TLS_method(), so an SSL made
+ * from it may also take the server's side (SSL_set_accept_state): the controller quorum's
+ * transport (cluster/tls_transport.h) uses one context both ways, mutually verified. */
 struct ssl_ctx_st *st_tls_client_ctx(const st_tls_settings_t *s, char *err, size_t errlen);
 
 /* Maps a subject DN through Kafka's ssl.principal.mapping.rules into out (outlen bytes):

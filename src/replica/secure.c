@@ -34,23 +34,11 @@ int st_rsec_create(const st_config_t *cfg, st_rsec_t **out, char *err, size_t er
     lname[i] = 0;
     int rc = 0;
     if (tls) {
-#define G(k) st_config_listener_get(cfg, lname, k)
-        st_tls_settings_t t = {
-            .keystore_type = G("ssl.keystore.type"),
-            .keystore_location = G("ssl.keystore.location"),
-            .keystore_password = G("ssl.keystore.password"),
-            .key_password = G("ssl.key.password"),
-            .keystore_certificate_chain = G("ssl.keystore.certificate.chain"),
-            .keystore_key = G("ssl.keystore.key"),
-            .truststore_type = G("ssl.truststore.type"),
-            .truststore_location = G("ssl.truststore.location"),
-            .truststore_password = G("ssl.truststore.password"),
-            .truststore_certificates = G("ssl.truststore.certificates"),
-            .enabled_protocols = G("ssl.enabled.protocols"),
-            .cipher_suites = G("ssl.cipher.suites"),
-        };
-        const char *alg = G("ssl.endpoint.identification.algorithm");
-#undef G
+        st_config_lookup_t lk = {.cfg = cfg, .listener = lname};
+        st_tls_settings_t t = {0};
+        st_tls_settings_get(&t, st_config_lookup, &lk);
+        const char *alg =
+            st_config_listener_get(cfg, lname, "ssl.endpoint.identification.algorithm");
         char e[512];
         s->ssl_ctx = st_tls_client_ctx(&t, e, sizeof e);
         if (!s->ssl_ctx) {

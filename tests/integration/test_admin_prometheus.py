@@ -32,7 +32,9 @@ VALUE = 100
 class Prometheus:
     """A prometheus server scraping one target every second, on a free port."""
 
-    def __init__(self, target):
+    def __init__(self, target, job_extra=""):
+        """job_extra: more YAML lines of the scrape job, indented 4 (scheme, tls_config,
+        basic_auth: test_admin_tls.py)."""
         self.bin = shutil.which("prometheus")
         self.tmp = tempfile.mkdtemp(prefix="strata-it-prom-")
         self.port = harness.free_port()
@@ -41,7 +43,7 @@ class Prometheus:
             f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                     "scrape_configs:\n  - job_name: strata\n    scrape_interval: 1s\n"
                     "    scrape_timeout: 900ms\n"
-                    "    static_configs:\n      - targets: ['%s']\n" % target)
+                    "    static_configs:\n      - targets: ['%s']\n" % target + job_extra)
         self.log = open(os.path.join(self.tmp, "prometheus.log"), "wb")
         self.proc = subprocess.Popen(
             [self.bin, "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(self.tmp, "db"),

@@ -13,15 +13,23 @@ twice; the killed broker restarts and rejoins the ISR (its fetcher authenticates
 And the refusals: a broker given a wrong inter-broker password is refused by the others
 (SaslAuthenticate), and a broker whose certificate does not name its address is refused by the
 others' host-name check, each logged with its reason.
-The metadata quorum (the CONTROLLER listener) stays plain TCP: it is not a Kafka listener.
+The metadata quorum's CONTROLLER listener is SSL too (CONTROLLER:SSL in the map): raft's
+traffic runs over cluster/tls_transport.c, each controller presenting the keystore and checking
+the other's certificate against the truststore and its host name. So the failover scenario also
+runs over a TLS quorum; a fourth process whose certificate another CA signed is refused by the
+quorum (each refusal logged once) and the cluster carries on without it; and a plain TCP
+connection speaking raft_uv_tcp's handshake to a controller port gets no raft answer.
 """
 
 import os
 import shutil
+import socket
+import struct
 import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -67,7 +75,7 @@ class SecureClusterTest(unittest.TestCase):
     def setUp(self):
         jaas = self.jaas(BROKER_PW)
         sets = {
-            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SSL",
             "inter.broker.listener.name": "SASL_SSL",
             "ssl.keystore.location": self.broker_cert[2],
             "ssl.truststore.location": self.pki.ca,
@@ -215,6 +223,10 @@ class SecureClusterTest(unittest.TestCase):
         self.c.nodes[3].server.sets["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"] = (
             self.jaas("not-the-password"))
         self.c.nodes[2].server.sets["ssl.keystore.location"] = self.other_cert[2]
+        # ... on its Kafka listener only: its CONTROLLER listener keeps the right one, so it is
+        # in the quorum (listener.name.controller.ssl.* over ssl.*).
+        self.c.nodes[2].server.sets["listener.name.controller.ssl.keystore.location"] = (
+            self.broker_cert[2])
         self.c.start()
         admin = AdminClient(self.conf(**{"ssl.endpoint.identification.algorithm": "none"}))
         wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 30,
@@ -229,6 +241,119 @@ class SecureClusterTest(unittest.TestCase):
                    in logs(1), 30, "node 2's certificate refused by node 1's host check")
         self.assertNotIn("as broker refused", logs(1))
         admin = None
+        self.c.stop_all()
+
+    def metrics(self, nid):
+        """Node nid's unlabelled samples from /metrics, by name."""
+        n = self.c.nodes[nid]
+        url = "http://127.0.0.1:%d/metrics" % n.admin_port
+        with urllib.request.urlopen(url, timeout=5) as r:
+            text = r.read().decode()
+        out = {}
+        for ln in text.splitlines():
+            parts = ln.split()
+            if len(parts) == 2 and not ln.startswith("#") and "{" not in parts[0]:
+                out[parts[0]] = float(parts[1])
+        return out
+
+    def probe_plaintext(self, port):
+        """Speaks raft_uv_tcp's handshake (protocol 1, server id, address) in plain TCP to a
+        controller port: the bytes a plaintext raft peer sends first. Returns what came back
+        before the server closed (a TLS server answers a non-TLS client with at most an
+        alert, never raft)."""
+        addr = b"127.0.0.1:1\0\0\0\0\0"   # padded to 8 bytes, as raft_uv_tcp does
+        msg = struct.pack("<QQQ", 1, 9, len(addr)) + addr
+        got = b""
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sk:
+            sk.sendall(msg)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    b = sk.recv(4096)
+                except (ConnectionResetError, socket.timeout):
+                    break
+                if not b:
+                    break
+                got += b
+        return got
+
+    def test_controller_tls_refuses_foreign_ca(self):
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+        # Node 4 (broker only) has a certificate and truststore of another CA.
+        rogue = Pki(self.tmp, "rogue")
+        rcert = rogue.issue("rogue", "/CN=rogue")
+        self.c.close()
+        sets = dict(self.c.nodes[1].server.sets)
+        self.c = Cluster(3, broker_only=1, sets={}, name="secure-rogue")
+        for nid, n in self.c.nodes.items():
+            for k, v in sets.items():
+                if k not in ("node.id", "process.roles", "controller.quorum.voters"):
+                    n.server.sets[k] = v
+            n.server.sets["listeners"] = "SASL_SSL://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d" % (
+                n.kafka_port, n.controller_port)
+            n.server.sets["advertised.listeners"] = "SASL_SSL://127.0.0.1:%d" % n.kafka_port
+        self.c.nodes[4].server.sets["ssl.keystore.location"] = rcert[2]
+        self.c.nodes[4].server.sets["ssl.truststore.location"] = rogue.ca
+        self.bootstrap = ",".join(self.c.nodes[i].bootstrap for i in (1, 2, 3))
+        self.c.start(order=[1, 2, 3])
+        admin = AdminClient(self.conf())
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 30,
+                   "three brokers registered over the TLS quorum")
+        logs = lambda nid: self.c.nodes[nid].server.stderr_text()  # noqa: E731
+        for nid in (1, 2, 3):
+            self.assertIn("controller listener CONTROLLER: SSL, mutual TLS", logs(nid))
+
+        # Nothing on a controller port answers plaintext raft.
+        for nid in (1, 2, 3):
+            got = self.probe_plaintext(self.c.nodes[nid].controller_port)
+            self.assertTrue(got == b"" or got[:1] == b"\x15",
+                            "node %d answered plaintext raft with %r" % (nid, got[:32]))
+        wait_until(lambda: any("refused: TLS handshake failed" in logs(n) for n in (1, 2, 3)),
+                   15, "the plaintext probe refused in a controller's log")
+
+        h = self.c.spawn(4)
+        # Node 4 registers by heartbeat (UDP, not the raft transport), so the active controller
+        # adds it to the quorum and connects to it: it refuses node 4's certificate, and node
+        # 4 sees the handshake aborted. It gets no further than that, either way.
+        def refused():
+            voters = "".join(logs(n) for n in (1, 2, 3))
+            return ("certificate /CN=rogue" in voters and
+                    "refused: TLS handshake failed" in logs(4))
+        try:
+            wait_until(refused, 30, "node 4's certificate refused by the quorum and it by them")
+        except Exception:
+            for n in (1, 2, 3, 4):
+                sys.stderr.write("node %d:\n%s\n" % (n, "\n".join(
+                    ln for ln in logs(n).splitlines() if "controller" in ln or "raft" in ln)))
+            raise
+        # ... logged once per peer and reason, not once per retry (raft reconnects each second).
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and h["thread"].is_alive():
+            h["thread"].join(0.5)
+        for nid in (1, 2, 3):
+            self.assertLessEqual(logs(nid).count("certificate /CN=rogue"), 2, "node %d" % nid)
+        # Node 4 never learnt the quorum's leader nor any of its log; the voters counted it.
+        m4 = self.metrics(4)
+        self.assertEqual(m4["strata_metadata_leader_id"], -1)
+        self.assertEqual(m4["strata_metadata_applied_index"], 0)
+        self.assertGreaterEqual(m4["strata_controller_tls_refused_total"], 1)
+        self.assertGreaterEqual(sum(self.metrics(n)["strata_controller_tls_refused_total"]
+                                    for n in (1, 2, 3)), 3)
+        self.assertGreaterEqual(self.metrics(1)["strata_controller_tls_handshakes_total"], 2)
+
+        # The cluster is unaffected: three brokers, a topic created and written.
+        self.assertEqual(len(admin.list_topics(timeout=5).brokers), 3)
+        fs = admin.create_topics([NewTopic(TOPIC, 1, 3)], request_timeout=10)
+        fs[TOPIC].result(20)
+        p = Producer(self.conf(**{"acks": "all"}))
+        acked = []
+        for i in range(20):
+            p.produce(TOPIC, value=b"%d" % i, on_delivery=lambda e, m: acked.append(e))
+        p.flush(30)
+        self.assertEqual(acked, [None] * 20)
+        admin = None
+        p = None
         self.c.stop_all()
 
 

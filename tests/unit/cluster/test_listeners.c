@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cluster/config.h"
+#include "net/tls.h"
 
 /* Applies the key=value pairs (NULL-terminated) to a default config and finishes it:
  * st_config_finish's result, err holding its line. */
@@ -145,6 +146,22 @@ static void test_ssl_listener_settings(void **state)
     assert_string_equal(st_config_listener_get(&c, "plaintext", "ssl.client.auth"), "none");
     assert_string_equal(st_config_listener_get(&c, "secure", "ssl.enabled.protocols"),
                         "TLSv1.2,TLSv1.3");
+    /* The one reading of a listener's ssl.* settings (net/tls.h), over this lookup. */
+    assert_int_equal(st_config_set(&c, "ssl.handshake.timeout.ms", "1234", err, sizeof err), 0);
+    st_config_lookup_t lk = {.cfg = &c, .listener = "Secure"};
+    st_tls_settings_t t = {.reload_check_ms = -7};
+    st_tls_settings_get(&t, st_config_lookup, &lk);
+    assert_string_equal(t.keystore_location, "/secure.pem");
+    assert_string_equal(t.client_auth, "required");
+    assert_string_equal(t.keystore_type, "PEM");
+    assert_string_equal(t.truststore_location, "");
+    assert_string_equal(t.principal_mapping_rules, "DEFAULT");
+    assert_int_equal(t.handshake_timeout_ms, 1234);
+    assert_int_equal(t.reload_check_ms, 2000);
+    lk.listener = "plaintext";
+    st_tls_settings_get(&t, st_config_lookup, &lk);
+    assert_string_equal(t.keystore_location, "/global.pem");
+    assert_string_equal(t.client_auth, "none");
     assert_int_not_equal(
         st_config_set(&c, "listener.name.secure.ssl.nonsense", "x", err, sizeof err), 0);
     assert_non_null(strstr(err, "ssl.nonsense is not a listener setting"));
@@ -264,6 +281,40 @@ static void test_inter_broker_sasl_ssl(void **state)
     refused_set(badkey, "unknown setting");
 }
 
+/* The controller listener's protocol: the quorum's transport (cluster/tls_transport.h). */
+#define JAAS "sasl.jaas.config", "x required username=b password=p;"
+static void test_controller_protocol(void **state)
+{
+    (void)state;
+    st_config_t c;
+    char err[512];
+    const char *dflt[] = {SECURE_CLUSTER, JAAS, NULL}; /* Kafka's map plus CONTROLLER:PLAINTEXT */
+    assert_int_equal(configure(&c, err, sizeof err, dflt), 0);
+    assert_int_equal(c.controller_protocol, ST_SEC_PLAINTEXT);
+    st_config_fini(&c);
+    const char *unmapped[] = {SECURE_CLUSTER, JAAS, "listener.security.protocol.map",
+                              "SASL_SSL:SASL_SSL", NULL};
+    assert_int_equal(configure(&c, err, sizeof err, unmapped), 0);
+    assert_int_equal(c.controller_protocol, ST_SEC_PLAINTEXT);
+    st_config_fini(&c);
+    const char *ssl[] = {SECURE_CLUSTER, JAAS, "listener.security.protocol.map",
+                         "SASL_SSL:SASL_SSL,CONTROLLER:SSL", NULL};
+    assert_int_equal(configure(&c, err, sizeof err, ssl), 0);
+    assert_int_equal(c.controller_protocol, ST_SEC_SSL);
+    st_config_fini(&c);
+    const char *sasl_ssl[] = {SECURE_CLUSTER, JAAS, "listener.security.protocol.map",
+                              "SASL_SSL:SASL_SSL,controller:SASL_SSL", NULL};
+    assert_int_equal(configure(&c, err, sizeof err, sasl_ssl), 0);
+    assert_int_equal(c.controller_protocol, ST_SEC_SASL_SSL);
+    assert_true(st_sec_protocol_tls(c.controller_protocol));
+    st_config_fini(&c);
+    const char *sasl_plain[] = {SECURE_CLUSTER, JAAS, "listener.security.protocol.map",
+                                "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT", NULL};
+    assert_int_not_equal(configure(&c, err, sizeof err, sasl_plain), 0);
+    assert_non_null(strstr(err, "the controller listener CONTROLLER cannot be SASL_PLAINTEXT"));
+    st_config_fini(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +325,7 @@ int main(void)
         cmocka_unit_test(test_sasl_ssl_listener),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_inter_broker_sasl_ssl),
+        cmocka_unit_test(test_controller_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
