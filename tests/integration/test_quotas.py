@@ -331,5 +331,122 @@ class QuotaEnforcementTest(ServerTestCase):
         self.set_quota(slowc, "consumer_byte_rate", 0, remove=True)
 
 
+CREATE_TOPICS, THROTTLING_QUOTA_EXCEEDED = 19, 89
+
+
+def create_topics(conn, topics, version, client_id):
+    """CreateTopics (v5+, flexible) of [(name, partitions)] -> (throttle_time_ms,
+    [(name, error)])."""
+    def topic(t):
+        return (kw.compact_string(t[0]) + kw.i32(t[1]) + kw.i16(-1) + kw.compact_array([], None) +
+                kw.compact_array([], None) + kw.TAGS_NONE)
+    body = kw.compact_array(topics, topic) + kw.i32(10000) + kw.boolean(False) + kw.TAGS_NONE
+    r = conn.request(CREATE_TOPICS, version, body, flexible=True, client_id=client_id,
+                     timeout=15.0)
+    throttle = r.i32()
+
+    def result(x):
+        name = x.compact_string()
+        if version >= 7:
+            x.uuid()
+        err = x.i16()
+        x.compact_string()
+        x.i32()
+        x.i16()
+        x.compact_array(lambda y: (y.compact_string(), y.compact_string(), y.boolean(), y.i8(),
+                                   y.boolean(), y.tags()))
+        x.tags()
+        return name, err
+    out = r.compact_array(result)
+    r.tags()
+    r.end()
+    return throttle, out
+
+
+class RequestQuotaTest(ServerTestCase):
+    """request_percentage and controller_mutation_rate (one shard: one quota per client)."""
+    SMP = 1
+
+    def set_quota(self, entity, key, value, remove=False):
+        with kw.Conn.to(self.server.bootstrap) as c:
+            self.assertEqual(alter(c, [(entity, [(key, value, remove)])]), [(0, None)])
+
+    def metadata_for(self, client_id, seconds):
+        """Metadata v12 requests one after the other for `seconds` on one connection ->
+        (requests answered, their throttle_time_ms)."""
+        throttles = []
+        end = time.monotonic() + seconds
+        body = kw.compact_array([], None) + kw.boolean(False) + kw.boolean(False) + kw.TAGS_NONE
+        with kw.Conn.to(self.server.bootstrap) as c:
+            while time.monotonic() < end:
+                r = c.request(3, 12, body, flexible=True, client_id=client_id, timeout=10.0)
+                throttles.append(r.i32())
+        return len(throttles), throttles
+
+    def test_request_percentage(self):
+        slow, fast = self.unique("busy"), self.unique("free")
+        # 0.01 % of one shard: 1 ms of handling per 10 s window, so every request soon over
+        self.set_quota({"client-id": slow}, "request_percentage", 0.01)
+        n_fast, t_fast = self.metadata_for(fast, 3.0)
+        n_slow, t_slow = self.metadata_for(slow, 3.0)
+        print("request_percentage 0.01: %d requests in 3 s (max throttle %d ms); no quota: %d"
+              % (n_slow, max(t_slow), n_fast), file=sys.stderr)
+        self.assertTrue(any(t > 0 for t in t_slow), "no throttle_time_ms reported")
+        # Kafka caps this throttle at one window (1 s)
+        self.assertLessEqual(max(t_slow), 1000)
+        # the first few fit in the 1 ms; after that muted up to 1 s after each response
+        self.assertLess(n_slow, 100)
+        self.assertEqual(max(t_fast), 0)
+        self.assertGreater(n_fast, 10 * n_slow)
+        # a user-level quota throttles the same way (ANONYMOUS on a PLAINTEXT listener)
+        # and ApiVersions stays exempt: answered at once, throttle 0
+        with kw.Conn.to(self.server.bootstrap) as c:
+            start = time.monotonic()
+            for _ in range(5):
+                c.request(18, 3, kw.compact_string("t") + kw.compact_string("1") + kw.TAGS_NONE,
+                          flexible=True, client_id=slow, flexible_response=False)
+            self.assertLess(time.monotonic() - start, 1.0)
+        self.set_quota({"client-id": slow}, "request_percentage", 0, remove=True)
+        # the quota removed: no longer throttled
+        n, t = self.metadata_for(slow, 1.0)
+        self.assertEqual(max(t), 0)
+
+    def test_controller_mutation_rate(self):
+        cid = self.unique("mut")
+        # 1 partition a second: a burst of 11 (11 windows of 1 s)
+        self.set_quota({"client-id": cid}, "controller_mutation_rate", 1)
+        a, b, c2, d = (self.unique("m") for _ in range(4))
+        with kw.Conn.to(self.server.bootstrap) as c:
+            # within the burst (0 or more left), so accepted even beyond it: 11 - 12 = -1
+            throttle, res = create_topics(c, [(a, 12)], 7, cid)
+            self.assertEqual(res, [(a, 0)])
+            # in debt: refused with the time the debt takes (1 s), topic by topic
+            throttle, res = create_topics(c, [(b, 1), (c2, 1)], 7, cid)
+            self.assertEqual(res, [(b, THROTTLING_QUOTA_EXCEEDED),
+                                   (c2, THROTTLING_QUOTA_EXCEEDED)])
+            self.assertGreater(throttle, 0)
+            self.assertLessEqual(throttle, 1000)
+            # accepted again once refilled (bounded wait)
+            deadline = time.monotonic() + 15
+            while True:
+                throttle, res = create_topics(c, [(b, 1)], 7, cid)
+                if res == [(b, 0)] or time.monotonic() > deadline:
+                    break
+                self.assertEqual(res, [(b, THROTTLING_QUOTA_EXCEEDED)])
+                time.sleep(0.1)
+            self.assertEqual(res, [(b, 0)])
+            # v5 (before strict): never refused, the response throttled by the debt
+            throttle, res = create_topics(c, [(c2, 12)], 5, cid)
+            self.assertEqual(res, [(c2, 0)])
+            throttle, res = create_topics(c, [(d, 1)], 5, cid)
+            self.assertEqual(res, [(d, 0)])
+            self.assertGreater(throttle, 0)
+            # an existing topic costs nothing (refused by the controller, given back) and
+            # another client id is not throttled
+            throttle, res = create_topics(c, [(a, 100)], 7, self.unique("other"))
+            self.assertEqual((throttle, res), (0, [(a, 36)]))  # TOPIC_ALREADY_EXISTS
+        self.set_quota({"client-id": cid}, "controller_mutation_rate", 0, remove=True)
+
+
 if __name__ == "__main__":
     harness.main()
