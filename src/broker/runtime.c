@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "cluster/legacy.h"
 #include "cluster/quorum.h"
+#include "broker/connquota.h"
 #include "broker/request.h"
 #include "net/tls.h"
 #include "storage/fs.h"
@@ -301,6 +302,11 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
             rc = broker_tls_server(cfg, cfg->kafka_listeners[l].name, &b->tls[l], err, errlen);
     if (rc)
         goto fail;
+    b->connquota = st_connquota_create(cfg, err, errlen);
+    if (!b->connquota) {
+        rc = -EINVAL;
+        goto fail;
+    }
     rc = load_identity(b, err, errlen);
     if (rc)
         goto fail;
@@ -416,6 +422,7 @@ void st_broker_destroy(st_broker_t *b)
         b->hooks->controller_fini(b);
     st_mesh_destroy(b->mesh);
     free(b->listen_fds);
+    st_connquota_destroy(b->connquota);
     for (int l = 0; b->tls && l < b->cfg->nkafka_listeners; l++)
         st_tls_server_destroy(b->tls[l]);
     free(b->tls);
@@ -452,6 +459,31 @@ static void kshard_on_close(void *ctx, st_conn_t *c)
 {
     (void)ctx;
     (void)c;
+}
+
+/* Connection quotas (connquota.h), with the ip quotas of this shard's snapshot. */
+static int64_t kshard_on_accept(void *ctx, const char *ip, const st_listener_t *l)
+{
+    st_kshard_t *s = ctx;
+    st_broker_t *b = s->b;
+    bool protected_listener =
+        b->nlisteners > 1 && l == &b->listeners[b->cfg->inter_broker_listener];
+    const st_md_t *md = s->md;
+    int64_t rc =
+        st_connquota_admit(b->connquota, md ? md->quotas : NULL, md ? (size_t)md->nquotas : 0, ip,
+                           protected_listener, st_mono_ms());
+    if (rc < 0)
+        ST_INFO("refused a connection from %s: max.connections.per.ip or max.connections", ip);
+    else if (rc > 0)
+        ST_DEBUG("throttling a connection from %s for %lld ms (connection_creation_rate)", ip,
+                 (long long)rc);
+    return rc;
+}
+
+static void kshard_on_release(void *ctx, const char *ip)
+{
+    st_kshard_t *s = ctx;
+    st_connquota_release(s->b->connquota, ip);
 }
 
 static void wake_all(st_broker_t *b)
@@ -861,6 +893,7 @@ static void *kshard_main(void *arg)
         start_signal(b, false);
         return NULL;
     }
+    st_net_set_admission(s->net, &(st_net_admission_t){kshard_on_accept, kshard_on_release});
     for (int l = 0; l < b->nlisteners; l++)
         b->listen_fds[s->id * b->nlisteners + l] = -1; /* the net owns them now */
     if (b->tick_hook)

@@ -80,9 +80,10 @@ struct st_broker {
     st_listener_t *listeners;
     int nlisteners;
     int *listen_fds;
-    struct st_tls_server **tls; /* per listener: its TLS context (net/tls.h), NULL: plain TCP */
-    int listen_port;            /* the inter-broker listener's bound port (when configured as 0) */
-    int fds_per_shard;          /* descriptor cache of each shard's storage env */
+    struct st_tls_server **tls;     /* per listener: its TLS context (net/tls.h), NULL: plain TCP */
+    struct st_connquota *connquota; /* connection counts and rates per IP (connquota.h) */
+    int listen_port;   /* the inter-broker listener's bound port (when configured as 0) */
+    int fds_per_shard; /* descriptor cache of each shard's storage env */
     char cluster_id[64];
     st_fs_t fs;        /* the file-system table of the broker's files and every shard's storage */
     int dir_lock_fd;   /* <log.dirs>/.lock, held (flock) for the process's life */

@@ -78,6 +78,8 @@ struct st_conn {
     bool muted;          /* a client quota throttles it: not read until `mute` fires */
     st_timer_t mute;
     char peer[64];
+    char ip[INET6_ADDRSTRLEN]; /* st_conn_ip */
+    bool counted;              /* admitted by on_accept */
     void *data;
 
     st_io_t rio, wio, fio;
@@ -115,12 +117,22 @@ typedef struct st_lport {
     bool armed; /* an accept is in flight */
 } st_lport_t;
 
+/* A connection held unserved until it is closed (on_accept's throttle). */
+typedef struct st_dclose {
+    st_net_t *net;
+    int fd;
+    st_timer_t timer;
+    struct st_dclose *prev, *next;
+} st_dclose_t;
+
 struct st_net {
     st_loop_t *loop;
+    st_dclose_t *dcloses; /* throttled connections waiting for their close */
     st_lport_t *ports;
     int nports;
     bool accepting;
     st_net_handler_t h;
+    st_net_admission_t adm; /* optional (st_net_set_admission) */
     st_net_limits_t lim;
     st_conn_t *conns;
     size_t nconns;
@@ -257,6 +269,8 @@ void st_conn_close(st_conn_t *c)
     c->t->ops->shutdown(c->t);
     if (c->net->h.on_close)
         c->net->h.on_close(c->net->h.ctx, c);
+    if (c->counted && c->net->adm.on_release)
+        c->net->adm.on_release(c->net->h.ctx, c->ip);
     st_conn_unref(c);
 }
 
@@ -268,6 +282,11 @@ int st_conn_is_closed(const st_conn_t *c)
 const char *st_conn_peer(const st_conn_t *c)
 {
     return c->peer;
+}
+
+const char *st_conn_ip(const st_conn_t *c)
+{
+    return c->ip;
 }
 
 void *st_conn_get_data(const st_conn_t *c)
@@ -763,9 +782,77 @@ static void st_conn_handshake_done(st_io_t *io, int res)
     st_conn_unref(c);
 }
 
+static void st_dclose_unlink(st_dclose_t *d)
+{
+    if (d->prev)
+        d->prev->next = d->next;
+    else
+        d->net->dcloses = d->next;
+    if (d->next)
+        d->next->prev = d->prev;
+}
+
+static void st_dclose_due(st_timer_t *t)
+{
+    st_dclose_t *d = t->data;
+    st_dclose_unlink(d);
+    close(d->fd);
+    free(d);
+}
+
+/* Holds fd unserved for ms, then closes it (closed now when out of memory). */
+static void st_dclose_add(st_net_t *n, int fd, int64_t ms)
+{
+    st_dclose_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    d->net = n;
+    d->fd = fd;
+    d->next = n->dcloses;
+    if (n->dcloses)
+        n->dcloses->prev = d;
+    n->dcloses = d;
+    st_timer_init(&d->timer, st_dclose_due, d);
+    st_loop_timer_start(n->loop, &d->timer, ms);
+}
+
+static void st_dclose_all(st_net_t *n)
+{
+    while (n->dcloses) {
+        st_dclose_t *d = n->dcloses;
+        st_loop_timer_stop(n->loop, &d->timer);
+        st_dclose_unlink(d);
+        close(d->fd);
+        free(d);
+    }
+}
+
+/* The peer's address of fd as inet_ntop writes it into ip ("" when not an IP socket). */
+static void st_peer_ip(int fd, char ip[INET6_ADDRSTRLEN], int *port)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    ip[0] = 0;
+    *port = 0;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &sa->sin_addr, ip, INET6_ADDRSTRLEN);
+        *port = ntohs(sa->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sa = (const struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &sa->sin6_addr, ip, INET6_ADDRSTRLEN);
+        *port = ntohs(sa->sin6_port);
+    }
+}
+
 /* Makes a connection over transport t (taken over, closed on failure) belonging to l, and
  * starts its handshake or its first receive. */
-static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l, st_conn_t **out)
+static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l, bool counted,
+                         st_conn_t **out)
 {
     st_conn_t *c = calloc(1, sizeof *c);
     uint8_t *rbuf = malloc(ST_RBUF_SIZE);
@@ -778,6 +865,7 @@ static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l,
     c->net = n;
     c->t = t;
     c->listener = l;
+    c->counted = counted;
     st_auth_init(&c->auth, l->protocol);
     c->id = ++n->next_id;
     c->refs = 1;
@@ -790,15 +878,11 @@ static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l,
     c->fio.cb = st_conn_fread_done;
     c->fio.data = c;
     st_timer_init(&c->mute, st_conn_unmute, c);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
+    int port;
+    st_peer_ip(t->fd, c->ip, &port);
     snprintf(c->peer, sizeof c->peer, "local");
-    if (getpeername(t->fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
-        const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
-        char ip[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof ip);
-        snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(sa->sin_port));
-    }
+    if (c->ip[0] && !strchr(c->ip, ':'))
+        snprintf(c->peer, sizeof c->peer, "%s:%d", c->ip, port);
     c->next = n->conns;
     if (n->conns)
         n->conns->prev = c;
@@ -834,19 +918,38 @@ static void st_net_accept_done(st_io_t *io, int res)
         close(res);
         res = -ECANCELED;
     }
+    /* the connection quotas first (Kafka's ConnectionQuotas.inc, before the socket is set
+     * up): refused, closed now; throttled, held and closed later */
+    char ip[INET6_ADDRSTRLEN] = "";
+    int64_t admit = 0;
+    if (res >= 0 && n->adm.on_accept) {
+        int port;
+        st_peer_ip(res, ip, &port);
+        admit = n->adm.on_accept(n->h.ctx, ip, p->listener);
+        if (admit < 0) {
+            close(res);
+            res = -ECANCELED;
+        } else if (admit > 0) {
+            st_dclose_add(n, res, admit);
+            res = -ECANCELED;
+        }
+    }
     if (res >= 0) {
         int one = 1;
         setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         st_transport_t *t;
         int rc = p->make ? p->make(p->make_arg, n->loop, res, &t)
                          : st_transport_tcp_new(n->loop, res, &t);
+        st_conn_t *c = NULL;
         if (rc) {
             ST_WARN("listener %s: cannot set up a connection: %s", p->listener->name,
                     strerror(-rc));
             close(res);
         } else {
-            st_conn_start(n, t, p->listener, NULL);
+            rc = st_conn_start(n, t, p->listener, n->adm.on_accept != NULL, &c);
         }
+        if (!c && n->adm.on_accept && n->adm.on_release) /* never a connection: given back */
+            n->adm.on_release(n->h.ctx, ip);
     } else if (res != -ECANCELED && res != -EAGAIN && res != -EINTR) {
         ST_WARN("accept on listener %s: %s", p->listener->name, strerror(-res));
     }
@@ -862,7 +965,7 @@ int st_net_adopt(st_net_t *n, st_transport_t *t, const st_listener_t *l, st_conn
         t->ops->close(t);
         return -ECANCELED;
     }
-    return st_conn_start(n, t, l, out);
+    return st_conn_start(n, t, l, false, out);
 }
 
 /* The loop task behind st_budget_put: connections waiting for budget, oldest first, parse
@@ -929,6 +1032,11 @@ int st_net_create(st_net_t **out, st_loop_t *loop, const st_net_port_t *ports, i
     return 0;
 }
 
+void st_net_set_admission(st_net_t *n, const st_net_admission_t *a)
+{
+    n->adm = *a;
+}
+
 static void st_net_maybe_done(st_net_t *n)
 {
     if (!n->shutting_down || n->nconns != 0 || !n->done)
@@ -947,6 +1055,7 @@ void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
     n->done = done;
     n->done_arg = arg;
     n->accepting = false;
+    st_dclose_all(n);
     for (int i = 0; i < n->nports; i++)
         if (n->ports[i].armed)
             st_loop_cancel(n->loop, &n->ports[i].aio);
@@ -963,6 +1072,7 @@ void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
 
 void st_net_close_all(st_net_t *n)
 {
+    st_dclose_all(n);
     for (st_conn_t *c = n->conns, *next; c; c = next) {
         next = c->next;
         if (c->reading)

@@ -18,6 +18,7 @@ allowed is about 10 s of quota."""
 
 import os
 import re
+import socket
 import struct
 import sys
 import threading
@@ -162,9 +163,14 @@ class QuotaApiTest(ServerTestCase):
                 ({"client-id": u}, [("request_percentage", 0, False)]),
                 ({}, [("producer_byte_rate", 5, False)]),
                 ({"user": ""}, [("producer_byte_rate", 5, False)]),
-                ({"ip": "127.0.0.1"}, [("connection_creation_rate", 5, False)]),
+                # ip: alone, an address, connection_creation_rate only (and only there)
+                ({"ip": "127.0.0.1", "user": u}, [("connection_creation_rate", 5, False)]),
+                ({"ip": "not-an-ip"}, [("connection_creation_rate", 5, False)]),
+                ({"ip": "127.0.0.1"}, [("producer_byte_rate", 5, False)]),
+                ({"ip": "127.0.0.1"}, [("connection_creation_rate", 1.5, False)]),
+                ({"user": u}, [("connection_creation_rate", 5, False)]),
             ])
-            self.assertEqual([e for e, _ in res], [INVALID_REQUEST] * 7, res)
+            self.assertEqual([e for e, _ in res], [INVALID_REQUEST] * 11, res)
             self.assertIn("no_such_key", res[0][1])
             # nothing of a refused entry was stored, not even its valid key
             self.assertEqual(describe(c, [("user", EXACT, u)])[2], {})
@@ -176,21 +182,53 @@ class QuotaApiTest(ServerTestCase):
             err, msg, got = describe(c, [("user", DEFAULT, None), ("user", SPECIFIED, None)])
             self.assertEqual(err, INVALID_REQUEST, msg)
 
+    def test_ip_entities(self):
+        with self.conn() as c:
+            self.assertEqual(alter(c, [({"ip": "10.1.2.3"}, [("connection_creation_rate", 7, False)]),
+                                       ({"ip": "0:0::a"}, [("connection_creation_rate", 8, False)]),
+                                       ({"ip": None}, [("connection_creation_rate", 9, False)])]),
+                             [(0, None)] * 3)
+            self.assertEqual(describe(c, [("ip", EXACT, "10.1.2.3")])[2],
+                             {(("ip", "10.1.2.3"),): {"connection_creation_rate": 7}})
+            # one spelling per address
+            self.assertEqual(describe(c, [("ip", EXACT, "::a")])[2],
+                             {(("ip", "::a"),): {"connection_creation_rate": 8}})
+            self.assertEqual(describe(c, [("ip", DEFAULT, None)])[2],
+                             {(("ip", None),): {"connection_creation_rate": 9}})
+            self.assertEqual(len(describe(c, [("ip", SPECIFIED, None)])[2]), 3)
+            # a user filter never shows an ip entity; ip with user in one filter is refused
+            self.assertEqual(describe(c, [("user", SPECIFIED, None)], strict=True)[2], {})
+            self.assertEqual(describe(c, [("ip", SPECIFIED, None), ("user", SPECIFIED, None)])[0],
+                             INVALID_REQUEST)
+            alter(c, [({"ip": "::a"}, [("connection_creation_rate", 0, True)]),
+                      ({"ip": None}, [("connection_creation_rate", 0, True)])])
+
     def test_quotas_survive_restart(self):
         u = self.unique("keep")
         with self.conn() as c:
             self.assertEqual(alter(c, [({"user": u, "client-id": "app"},
                                         [("producer_byte_rate", 4096, False)]),
-                                       ({"client-id": None}, [("consumer_byte_rate", 8192, False)])]),
-                             [(0, None)] * 2)
+                                       ({"client-id": None}, [("consumer_byte_rate", 8192, False)]),
+                                       ({"client-id": u}, [("request_percentage", 50, False),
+                                                           ("controller_mutation_rate", 5, False)]),
+                                       ({"ip": "10.9.9.9"}, [("connection_creation_rate", 3, False)])]),
+                             [(0, None)] * 4)
         self.server.restart()
         with kw.Conn.to(self.server.bootstrap) as c:
             self.assertEqual(describe(c, [("user", EXACT, u)])[2],
                              {(("client-id", "app"), ("user", u)): {"producer_byte_rate": 4096}})
             self.assertEqual(describe(c, [("client-id", DEFAULT, None)], strict=True)[2],
                              {(("client-id", None),): {"consumer_byte_rate": 8192}})
+            self.assertEqual(describe(c, [("client-id", EXACT, u)])[2],
+                             {(("client-id", u),): {"request_percentage": 50,
+                                                    "controller_mutation_rate": 5}})
+            self.assertEqual(describe(c, [("ip", EXACT, "10.9.9.9")])[2],
+                             {(("ip", "10.9.9.9"),): {"connection_creation_rate": 3}})
             alter(c, [({"user": u, "client-id": "app"}, [("producer_byte_rate", 0, True)]),
-                      ({"client-id": None}, [("consumer_byte_rate", 0, True)])])
+                      ({"client-id": None}, [("consumer_byte_rate", 0, True)]),
+                      ({"client-id": u}, [("request_percentage", 0, True),
+                                          ("controller_mutation_rate", 0, True)]),
+                      ({"ip": "10.9.9.9"}, [("connection_creation_rate", 0, True)])])
 
 
 class QuotaAuthorizationTest(ServerTestCase):
@@ -446,6 +484,113 @@ class RequestQuotaTest(ServerTestCase):
             throttle, res = create_topics(c, [(a, 100)], 7, self.unique("other"))
             self.assertEqual((throttle, res), (0, [(a, 36)]))  # TOPIC_ALREADY_EXISTS
         self.set_quota({"client-id": cid}, "controller_mutation_rate", 0, remove=True)
+
+
+def connect_from(server, source_ip, timeout=3.0):
+    """A kwire connection to the server from source_ip (Linux answers all of 127/8)."""
+    host, port = server.bootstrap.rsplit(":", 1)
+    c = kw.Conn.__new__(kw.Conn)
+    c.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                      source_address=(source_ip, 0))
+    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.corr = 0
+    return c
+
+
+def served(c, timeout=3.0):
+    """Whether the server answers an ApiVersions on c within timeout (False: closed, or no
+    answer)."""
+    try:
+        return _api_versions(c, timeout)[0] == 0
+    except (EOFError, ConnectionResetError, BrokenPipeError, socket.timeout, OSError):
+        return False
+
+
+def _api_versions(c, timeout):
+    body = kw.compact_string("strata-it") + kw.compact_string("1.0") + kw.TAGS_NONE
+    r = c.request(18, 3, body, flexible=True, flexible_response=False, timeout=timeout)
+    return kw.parse_api_versions(r, 3)
+
+
+class ConnectionQuotaTest(ServerTestCase):
+    """max.connections.per.ip (with an override) and the ip entity's connection_creation_rate,
+    from several loopback addresses."""
+    SMP = 2
+    SETS = {"max.connections.per.ip": "4", "max.connections.per.ip.overrides": "127.0.0.5:2"}
+
+    def open_until_refused(self, ip, most=12):
+        conns, refused = [], 0
+        for _ in range(most):
+            c = connect_from(self.server, ip)
+            if served(c):
+                conns.append(c)
+            else:
+                c.close()
+                refused += 1
+                break
+        return conns, refused
+
+    def test_max_connections_per_ip(self):
+        # 127.0.0.1 is the harness's own address too: at most 4 together, the excess closed
+        ones, refused = self.open_until_refused("127.0.0.1")
+        self.assertLessEqual(len(ones), 4)
+        self.assertEqual(refused, 1)
+        try:
+            # another loopback address is not affected: its own 4
+            twos, refused2 = self.open_until_refused("127.0.0.2")
+            self.assertEqual((len(twos), refused2), (4, 1))
+            # the override: 2
+            fives, refused5 = self.open_until_refused("127.0.0.5")
+            self.assertEqual((len(fives), refused5), (2, 1))
+            # a closed connection frees its place (the close is seen asynchronously)
+            twos.pop().close()
+            c = None
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                c = connect_from(self.server, "127.0.0.2")
+                if served(c):
+                    break
+                c.close()
+                c = None
+                time.sleep(0.05)
+            self.assertIsNotNone(c, "a place freed by a close was not given back")
+            twos.append(c)
+        finally:
+            for c in ones + twos + fives:
+                c.close()
+
+    def test_connection_creation_rate(self):
+        with kw.Conn.to(self.server.bootstrap) as c:
+            self.assertEqual(alter(c, [({"ip": "127.0.0.3"},
+                                        [("connection_creation_rate", 1, False)])]), [(0, None)])
+        try:
+            # 1 a second over the (at least) 10 s window: about 10 at once, then throttled
+            ok = held = 0
+            for _ in range(30):
+                c = connect_from(self.server, "127.0.0.3")
+                start = time.monotonic()
+                if served(c, timeout=3.0):
+                    ok += 1
+                else:
+                    held += 1
+                    # held unserved, then closed after the throttle (at most one window)
+                    self.assertLess(time.monotonic() - start, 2.5)
+                c.close()
+                if held >= 3:
+                    break
+            print("connection_creation_rate 1: %d served, then %d throttled" % (ok, held),
+                  file=sys.stderr)
+            self.assertGreaterEqual(ok, 5)
+            self.assertLessEqual(ok, 15)
+            self.assertEqual(held, 3)
+            # other addresses are not throttled
+            for _ in range(5):
+                c = connect_from(self.server, "127.0.0.4")
+                self.assertTrue(served(c))
+                c.close()
+        finally:
+            with kw.Conn.to(self.server.bootstrap) as c:
+                alter(c, [({"ip": "127.0.0.3"}, [("connection_creation_rate", 0, True)])])
 
 
 if __name__ == "__main__":
