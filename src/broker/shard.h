@@ -80,10 +80,9 @@ struct st_broker {
     st_listener_t *listeners;
     int nlisteners;
     int *listen_fds;
-    struct st_tls_server **tls;     /* per listener: its TLS context (net/tls.h), NULL: plain TCP */
-    struct st_connquota *connquota; /* connection counts and rates per IP (connquota.h) */
-    int listen_port;   /* the inter-broker listener's bound port (when configured as 0) */
-    int fds_per_shard; /* descriptor cache of each shard's storage env */
+    struct st_tls_server **tls; /* per listener: its TLS context (net/tls.h), NULL: plain TCP */
+    int listen_port;            /* the inter-broker listener's bound port (when configured as 0) */
+    int fds_per_shard;          /* descriptor cache of each shard's storage env */
     char cluster_id[64];
     st_fs_t fs;        /* the file-system table of the broker's files and every shard's storage */
     int dir_lock_fd;   /* <log.dirs>/.lock, held (flock) for the process's life */
@@ -105,6 +104,8 @@ struct st_broker {
     const struct st_broker_hooks *hooks; /* the protocol layer's (runtime.h) */
     st_kshard_hook_fn tick_hook;         /* set before st_broker_start, or NULL */
     void *tick_hook_arg;
+    /* connection counts and rates per IP, all shards' (connquota.h) */
+    struct st_connquota *connquota;
 };
 
 /* The shard of the calling thread (NULL off the shard threads). */

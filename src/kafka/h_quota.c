@@ -14,6 +14,7 @@
  * address (kept in inet_ntop's spelling) and takes connection_creation_rate only, which no
  * other entity takes (broker/connquota.h enforces it).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -282,9 +283,10 @@ void st_kh_alter_client_quotas(st_kreq_t *r)
             /* each entity type has its keys (Kafka's configKeysForEntityType) */
             int key = st_quota_key(ops[k].key);
             if (!d->remove && key >= 0 && !st_quota_key_allowed(&it->qentity, key)) {
-                why = it->qentity.ip != ST_QE_NONE ? "Invalid configuration key for an ip entity"
-                                                   : "Invalid configuration key for a user or "
-                                                     "client-id entity";
+                char *m = st_arena_alloc(&r->arena, 32 + strlen(ops[k].key));
+                if (m)
+                    sprintf(m, "Invalid configuration key %s", ops[k].key);
+                why = m ? m : "Invalid configuration key";
                 break;
             }
         }
