@@ -9,7 +9,12 @@ window, its responses carrying throttle_time_ms (confluent-kafka's throttle_cb) 
 broker counting the throttles (/metrics), while another client id is not throttled; a
 consumer with consumer_byte_rate likewise; the quotas surviving a restart (metadata log);
 both APIs refused CLUSTER_AUTHORIZATION_FAILED to a principal without the cluster's
-DESCRIBE_CONFIGS / ALTER_CONFIGS.
+DESCRIBE_CONFIGS / ALTER_CONFIGS. request_percentage: a client with a tiny share gets
+throttle_time_ms (raw Metadata requests, confluent-kafka's throttle_cb) and far fewer requests
+answered than a client without one, ApiVersions exempt. controller_mutation_rate: CreateTopics
+v7 past the bucket answered THROTTLING_QUOTA_EXCEEDED per topic until it refills, v5 throttled
+without the error. ip entities (connection_creation_rate) and max.connections.per.ip with an
+override, from several loopback addresses (Linux answers all of 127/8).
 
 Rates: Kafka measures over quota.window.num (11) samples of 1 s and counts a young window as
 10 s, so a client may take up to 10 s of its quota at once before it is throttled; each
@@ -444,6 +449,28 @@ class RequestQuotaTest(ServerTestCase):
                 c.request(18, 3, kw.compact_string("t") + kw.compact_string("1") + kw.TAGS_NONE,
                           flexible=True, client_id=slow, flexible_response=False)
             self.assertLess(time.monotonic() - start, 1.0)
+        # a real client: confluent-kafka's producer reports the throttles (Produce carries
+        # the request time's throttle too) and is held to a fraction of the free rate
+        from confluent_kafka import Producer
+        throttles = []
+        p = Producer({"bootstrap.servers": self.server.bootstrap, "client.id": slow,
+                      "linger.ms": 0, "acks": 1,
+                      "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+        topic = self.unique("rqt")
+        kc.create_topic(self.server.bootstrap, topic, partitions=1)
+        delivered = [0]
+        end = time.monotonic() + 4.0
+        while time.monotonic() < end:
+            try:
+                p.produce(topic, b"r" * 100,
+                          on_delivery=lambda e, m: delivered.__setitem__(0, delivered[0] + 1))
+            except BufferError:
+                pass
+            p.poll(0.01)
+        p.flush(15)
+        print("confluent-kafka with request_percentage 0.01: %d throttle events, %d delivered"
+              % (len(throttles), delivered[0]), file=sys.stderr)
+        self.assertTrue(any(t > 0 for t in throttles), "throttle_cb never called")
         self.set_quota({"client-id": slow}, "request_percentage", 0, remove=True)
         # the quota removed: no longer throttled
         n, t = self.metadata_for(slow, 1.0)
