@@ -139,7 +139,7 @@ int64_t st_connquota_admit(st_connquota_t *q, const st_quota_t *quotas, size_t n
     int64_t out = 0;
     pthread_mutex_lock(&q->mu);
     if (!protected_listener && q->total >= q->max_total) {
-        out = -1;
+        out = ST_CONNQUOTA_WAIT;
         goto done;
     }
     ip_entry_t *e = entry_of(q, ip, now_ms, true);

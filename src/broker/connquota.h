@@ -6,9 +6,9 @@
  *
  * In Kafka's order, for a connection from IP a:
  *   1. max.connections reached (the inter-broker listener excepted when there are several,
- *      as Kafka protects it): closed at once. Kafka's acceptor waits for a slot instead; a
- *      shard does not stop accepting for another shard's connections, so the excess is
- *      refused.
+ *      as Kafka protects it): the connection waits for a slot, as Kafka's acceptor does; the
+ *      shard stops accepting on that port meanwhile (later ones wait in the kernel's backlog)
+ *      and offers it again at each housekeeping tick (100 ms) and each close on the shard.
  *   2. a's connection rate with this one above its connection_creation_rate: not counted,
  *      the socket held unserved and closed after (rate - quota) / quota * window, at most
  *      one window (1 s), as Kafka's delayed close of a throttled connection.
@@ -44,7 +44,8 @@ void st_connquota_destroy(st_connquota_t *q);
  * inter-broker listener of a broker with several (not bound by max.connections). quotas[0..n)
  * are the shard's snapshot's (for connection_creation_rate). 0: admitted and counted
  * (st_connquota_release once it closes); -1: refused; > 0: throttled, closed after that many
- * ms, not counted. */
+ * ms, not counted; ST_CONNQUOTA_WAIT: no slot (max.connections), nothing recorded. */
+#define ST_CONNQUOTA_WAIT INT64_MIN
 int64_t st_connquota_admit(st_connquota_t *q, const st_quota_t *quotas, size_t n, const char *ip,
                            bool protected_listener, int64_t now_ms);
 void st_connquota_release(st_connquota_t *q, const char *ip);

@@ -472,8 +472,10 @@ static int64_t kshard_on_accept(void *ctx, const char *ip, const st_listener_t *
     int64_t rc =
         st_connquota_admit(b->connquota, md ? md->quotas : NULL, md ? (size_t)md->nquotas : 0, ip,
                            protected_listener, st_mono_ms());
+    if (rc == ST_CONNQUOTA_WAIT)
+        return ST_NET_ADMIT_WAIT; /* ST_CONNQUOTA_WAIT is the same value; said for the reader */
     if (rc < 0)
-        ST_INFO("refused a connection from %s: max.connections.per.ip or max.connections", ip);
+        ST_INFO("refused a connection from %s: max.connections.per.ip", ip);
     else if (rc > 0)
         ST_DEBUG("throttling a connection from %s for %lld ms (connection_creation_rate)", ip,
                  (long long)rc);
@@ -484,6 +486,7 @@ static void kshard_on_release(void *ctx, const char *ip)
 {
     st_kshard_t *s = ctx;
     st_connquota_release(s->b->connquota, ip);
+    st_net_admission_retry(s->net); /* a slot of max.connections may be free now */
 }
 
 static void wake_all(st_broker_t *b)
@@ -748,6 +751,8 @@ static void kshard_tick(st_timer_t *t)
     st_kshard_stalled(s); /* a freeze is noticed before the tick forgets it */
     s->last_tick_ms = st_mono_ms();
     st_parts_tick(&s->parts);
+    if (s->net)
+        st_net_admission_retry(s->net); /* max.connections: a slot freed on another shard */
     if (s->b->hooks->shard_tick)
         s->b->hooks->shard_tick(s);
     if (s->b->tick_hook)

@@ -134,7 +134,7 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
     X(max_connections_per_ip_overrides, "max.connections.per.ip.overrides", STR, "", 0, 0,         \
       "per-IP exceptions to max.connections.per.ip: ip:count,ip:count")                            \
     X(max_connections, "max.connections", INT, "2147483647", 0, 2147483647,                        \
-      "connections, whole broker, the inter-broker listener's excepted; one more is closed")       \
+      "connections, whole broker (not the inter-broker listener's); one more waits for a slot")    \
     X(auto_create_topics_enable, "auto.create.topics.enable", BOOL, "true", 0, 0,                  \
       "create unknown topics on Metadata and Produce")                                             \
     X(num_partitions, "num.partitions", INT, "1", 1, 100000, "partitions of auto-created topics")  \

@@ -114,7 +114,8 @@ typedef struct st_lport {
     st_transport_make_t make; /* NULL: plain TCP */
     void *make_arg;
     st_io_t aio;
-    bool armed; /* an accept is in flight */
+    bool armed;  /* an accept is in flight */
+    int held_fd; /* accepted, waiting for admission (ST_NET_ADMIT_WAIT); -1: none */
 } st_lport_t;
 
 /* A connection held unserved until it is closed (on_accept's throttle). */
@@ -909,6 +910,48 @@ static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l,
     return 0;
 }
 
+/* An accepted socket through admission, then served (or closed, or held). False when it is
+ * held for a slot (ST_NET_ADMIT_WAIT): the port then stays unarmed. */
+static bool st_lport_take(st_lport_t *p, int res)
+{
+    st_net_t *n = p->net;
+    /* the connection quotas first (Kafka's ConnectionQuotas.inc, before the socket is set
+     * up): refused, closed now; throttled, held and closed later */
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (n->adm.on_accept) {
+        int port;
+        st_peer_ip(res, ip, &port);
+        int64_t admit = n->adm.on_accept(n->h.ctx, ip, p->listener);
+        if (admit == ST_NET_ADMIT_WAIT) {
+            p->held_fd = res;
+            return false;
+        }
+        if (admit < 0) {
+            close(res);
+            return true;
+        }
+        if (admit > 0) {
+            st_dclose_add(n, res, admit);
+            return true;
+        }
+    }
+    int one = 1;
+    setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    st_transport_t *t;
+    int rc =
+        p->make ? p->make(p->make_arg, n->loop, res, &t) : st_transport_tcp_new(n->loop, res, &t);
+    st_conn_t *c = NULL;
+    if (rc) {
+        ST_WARN("listener %s: cannot set up a connection: %s", p->listener->name, strerror(-rc));
+        close(res);
+    } else {
+        st_conn_start(n, t, p->listener, n->adm.on_accept != NULL, &c);
+    }
+    if (!c && n->adm.on_accept && n->adm.on_release) /* never a connection: given back */
+        n->adm.on_release(n->h.ctx, ip);
+    return true;
+}
+
 static void st_net_accept_done(st_io_t *io, int res)
 {
     st_lport_t *p = io->data;
@@ -918,38 +961,9 @@ static void st_net_accept_done(st_io_t *io, int res)
         close(res);
         res = -ECANCELED;
     }
-    /* the connection quotas first (Kafka's ConnectionQuotas.inc, before the socket is set
-     * up): refused, closed now; throttled, held and closed later */
-    char ip[INET6_ADDRSTRLEN] = "";
-    int64_t admit = 0;
-    if (res >= 0 && n->adm.on_accept) {
-        int port;
-        st_peer_ip(res, ip, &port);
-        admit = n->adm.on_accept(n->h.ctx, ip, p->listener);
-        if (admit < 0) {
-            close(res);
-            res = -ECANCELED;
-        } else if (admit > 0) {
-            st_dclose_add(n, res, admit);
-            res = -ECANCELED;
-        }
-    }
     if (res >= 0) {
-        int one = 1;
-        setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        st_transport_t *t;
-        int rc = p->make ? p->make(p->make_arg, n->loop, res, &t)
-                         : st_transport_tcp_new(n->loop, res, &t);
-        st_conn_t *c = NULL;
-        if (rc) {
-            ST_WARN("listener %s: cannot set up a connection: %s", p->listener->name,
-                    strerror(-rc));
-            close(res);
-        } else {
-            rc = st_conn_start(n, t, p->listener, n->adm.on_accept != NULL, &c);
-        }
-        if (!c && n->adm.on_accept && n->adm.on_release) /* never a connection: given back */
-            n->adm.on_release(n->h.ctx, ip);
+        if (!st_lport_take(p, res))
+            return; /* held: accepting resumes once it is admitted */
     } else if (res != -ECANCELED && res != -EAGAIN && res != -EINTR) {
         ST_WARN("accept on listener %s: %s", p->listener->name, strerror(-res));
     }
@@ -957,6 +971,29 @@ static void st_net_accept_done(st_io_t *io, int res)
         st_lport_arm(p);
     else
         st_net_maybe_done(n);
+}
+
+void st_net_admission_retry(st_net_t *n)
+{
+    for (int i = 0; n->accepting && i < n->nports; i++) {
+        st_lport_t *p = &n->ports[i];
+        if (p->held_fd < 0)
+            continue;
+        int fd = p->held_fd;
+        p->held_fd = -1;
+        if (st_lport_take(p, fd))
+            st_lport_arm(p);
+    }
+}
+
+/* Closes the sockets held for admission (shutdown). */
+static void st_net_close_held(st_net_t *n)
+{
+    for (int i = 0; i < n->nports; i++)
+        if (n->ports[i].held_fd >= 0) {
+            close(n->ports[i].held_fd);
+            n->ports[i].held_fd = -1;
+        }
 }
 
 int st_net_adopt(st_net_t *n, st_transport_t *t, const st_listener_t *l, st_conn_t **out)
@@ -1023,6 +1060,7 @@ int st_net_create(st_net_t **out, st_loop_t *loop, const st_net_port_t *ports, i
         lp[i].listener = ports[i].listener;
         lp[i].make = ports[i].make;
         lp[i].make_arg = ports[i].make_arg;
+        lp[i].held_fd = -1;
         lp[i].aio.cb = st_net_accept_done;
         lp[i].aio.data = &lp[i];
     }
@@ -1056,6 +1094,7 @@ void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
     n->done_arg = arg;
     n->accepting = false;
     st_dclose_all(n);
+    st_net_close_held(n);
     for (int i = 0; i < n->nports; i++)
         if (n->ports[i].armed)
             st_loop_cancel(n->loop, &n->ports[i].aio);
@@ -1073,6 +1112,7 @@ void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
 void st_net_close_all(st_net_t *n)
 {
     st_dclose_all(n);
+    st_net_close_held(n);
     for (st_conn_t *c = n->conns, *next; c; c = next) {
         next = c->next;
         if (c->reading)

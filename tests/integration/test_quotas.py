@@ -620,5 +620,35 @@ class ConnectionQuotaTest(ServerTestCase):
                 alter(c, [({"ip": "127.0.0.3"}, [("connection_creation_rate", 0, True)])])
 
 
+class MaxConnectionsTest(ServerTestCase):
+    """max.connections: one more waits (unserved) until one closes, as Kafka's acceptor."""
+    SMP = 2
+    SETS = {"max.connections": "3"}
+
+    def test_waits_for_a_slot(self):
+        conns, waiting = [], None
+        try:
+            for _ in range(8):
+                c = connect_from(self.server, "127.0.0.2")
+                if served(c, timeout=1.0):
+                    conns.append(c)
+                else:
+                    waiting = c
+                    break
+            # at most 3 with the harness's own, and the next one waits, not closed
+            self.assertLessEqual(len(conns), 3)
+            self.assertIsNotNone(waiting, "more than max.connections served")
+            # a close frees a slot: the waiting connection's request is answered (bounded)
+            conns.pop().close()
+            waiting.sock.settimeout(5.0)
+            r = kw.Reader(waiting.recv_frame(5.0))
+            self.assertEqual(r.i32(), waiting.corr)
+            conns.append(waiting)
+            waiting = None
+        finally:
+            for c in conns + ([waiting] if waiting else []):
+                c.close()
+
+
 if __name__ == "__main__":
     harness.main()
