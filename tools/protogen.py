@@ -321,6 +321,9 @@ def gen_header(apis):
     o('/* Builds a filled message (see st_kp_fill_t) allocated from f->arena. */')
     o('int st_kp_req_fill_any(st_kp_fill_t *f, int16_t api_key, int16_t version, void **out);')
     o('int st_kp_resp_fill_any(st_kp_fill_t *f, int16_t api_key, int16_t version, void **out);')
+    o('/* Whether the response of api_key at version begins with throttle_time_ms (an int32), so a')
+    o(' * throttle decided outside the handler can be written into the encoded body. */')
+    o('bool st_kp_resp_throttle_first(int16_t api_key, int16_t version);')
     o()
     o('#endif')
     return o.text()
@@ -870,6 +873,27 @@ def gen_source(apis):
         o('    return %s_ops[i].fill(f, version, m);' % kind)
         o('}')
         o()
+    o('bool st_kp_resp_throttle_first(int16_t api_key, int16_t version)')
+    o('{')
+    o('    switch (api_key) {')
+    for a in sorted(apis, key=lambda a: a.key):
+        first = []
+        for v in a.versions():
+            regular = [f for f in a.resp.regular() if vin(f.versions, v)]
+            f = regular[0] if regular else None
+            if f is not None and f.name == 'throttle_time_ms' and f.typ == 'int32' and not f.is_array:
+                first.append(v)
+        if not first:
+            continue
+        if first != list(range(first[0], first[-1] + 1)):
+            raise SchemaError('%s: throttle_time_ms first in versions that are not one range' % a.name)
+        o('    case %d: /* %s */' % (a.key, a.name))
+        o('        return version >= %d && version <= %d;' % (first[0], first[-1]))
+    o('    default:')
+    o('        return false;')
+    o('    }')
+    o('}')
+    o()
     return o.text()
 
 

@@ -1,10 +1,13 @@
 /* quota.c — quota keys, Kafka's entity precedence and sampled rate (quota.h). */
 #include "auth/quota.h"
 
+#include <arpa/inet.h>
+#include <math.h>
 #include <string.h>
 
 static const char *const key_names[ST_QUOTA_NKEYS] = {
-    "producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate"};
+    "producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate",
+    "connection_creation_rate"};
 
 int st_quota_key(const char *name)
 {
@@ -21,20 +24,61 @@ const char *st_quota_key_name(int key)
 
 bool st_quota_key_integral(int key)
 {
-    return key == ST_QUOTA_PRODUCER_BYTE_RATE || key == ST_QUOTA_CONSUMER_BYTE_RATE;
+    return key == ST_QUOTA_PRODUCER_BYTE_RATE || key == ST_QUOTA_CONSUMER_BYTE_RATE ||
+           key == ST_QUOTA_CONNECTION_CREATION_RATE;
+}
+
+bool st_quota_key_allowed(const st_quota_entity_t *e, int key)
+{
+    return (e->ip != ST_QE_NONE) == (key == ST_QUOTA_CONNECTION_CREATION_RATE);
+}
+
+int st_quota_ip_normalize(const char *name, size_t len, char out[ST_QUOTA_IP_MAX])
+{
+    char buf[ST_QUOTA_IP_MAX];
+    unsigned char addr[16];
+    if (len == 0 || len >= sizeof buf || memchr(name, 0, len))
+        return -1;
+    memcpy(buf, name, len);
+    buf[len] = 0;
+    int af = inet_pton(AF_INET, buf, addr) == 1    ? AF_INET
+             : inet_pton(AF_INET6, buf, addr) == 1 ? AF_INET6
+                                                   : 0;
+    return af && inet_ntop(af, addr, out, ST_QUOTA_IP_MAX) ? 0 : -1;
+}
+
+bool st_quota_ip_rate(const st_quota_t *q, size_t n, const char *ip, double *bound)
+{
+    const int key = ST_QUOTA_CONNECTION_CREATION_RATE;
+    const st_quota_t *dflt = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (q[i].e.ip == ST_QE_NONE || !(q[i].set & (1u << key)))
+            continue;
+        if (q[i].e.ip == ST_QE_NAME && strcmp(q[i].e.ip_name, ip) == 0) {
+            *bound = q[i].values[key];
+            return true;
+        }
+        if (q[i].e.ip == ST_QE_DEFAULT)
+            dflt = &q[i];
+    }
+    if (dflt)
+        *bound = dflt->values[key];
+    return dflt != NULL;
 }
 
 bool st_quota_entity_eq(const st_quota_entity_t *a, const st_quota_entity_t *b)
 {
-    return a->user == b->user && a->client == b->client &&
+    return a->user == b->user && a->client == b->client && a->ip == b->ip &&
            (a->user != ST_QE_NAME || strcmp(a->user_name, b->user_name) == 0) &&
-           (a->client != ST_QE_NAME || strcmp(a->client_name, b->client_name) == 0);
+           (a->client != ST_QE_NAME || strcmp(a->client_name, b->client_name) == 0) &&
+           (a->ip != ST_QE_NAME || strcmp(a->ip_name, b->ip_name) == 0);
 }
 
 /* Whether entity e is the form (u, c) for this user and client. */
 static bool is_form(const st_quota_entity_t *e, int u, int c, const char *user, const char *client)
 {
-    return e->user == u && e->client == c && (u != ST_QE_NAME || strcmp(e->user_name, user) == 0) &&
+    return e->ip == ST_QE_NONE && e->user == u && e->client == c &&
+           (u != ST_QE_NAME || strcmp(e->user_name, user) == 0) &&
            (c != ST_QE_NAME || strcmp(e->client_name, client) == 0);
 }
 
@@ -137,9 +181,67 @@ int64_t st_quota_throttle_ms(double rate, double bound, int64_t window_ms)
     return t >= (double)cap ? cap : (int64_t)t;
 }
 
-int64_t st_qrate_record_throttle(st_qrate_t *r, double v, double bound, int64_t now_ms)
+int64_t st_qrate_throttle(st_qrate_t *r, double bound, int64_t now_ms, int64_t cap_ms)
+{
+    double rate = st_qrate_measure(r, now_ms);
+    int64_t ms = st_quota_throttle_ms(rate, bound, st_qrate_window_ms(r, now_ms));
+    return ms < cap_ms ? ms : cap_ms;
+}
+
+int64_t st_qrate_record_throttle(st_qrate_t *r, double v, double bound, int64_t now_ms,
+                                 int64_t cap_ms)
 {
     st_qrate_record(r, v, now_ms);
-    double rate = st_qrate_measure(r, now_ms);
-    return st_quota_throttle_ms(rate, bound, st_qrate_window_ms(r, now_ms));
+    return st_qrate_throttle(r, bound, now_ms, cap_ms);
+}
+
+double st_quota_ns_to_percentage(int64_t ns)
+{
+    return (double)ns * (100.0 / 1e9);
+}
+
+void st_qbucket_init(st_qbucket_t *b)
+{
+    b->tokens = 0;
+    b->last_ms = -1;
+}
+
+double st_qbucket_tokens(st_qbucket_t *b, double rate, int64_t now_ms)
+{
+    double burst = (double)ST_QUOTA_SAMPLES * ST_QUOTA_WINDOW_MS / 1000.0 * rate;
+    if (b->last_ms < 0)
+        b->tokens = burst;
+    else if (now_ms > b->last_ms)
+        b->tokens += rate * (double)(now_ms - b->last_ms) / 1000.0;
+    if (b->tokens > burst)
+        b->tokens = burst;
+    if (b->last_ms < now_ms)
+        b->last_ms = now_ms;
+    return b->tokens;
+}
+
+int64_t st_qbucket_debt_ms(st_qbucket_t *b, double rate, int64_t now_ms)
+{
+    double t = st_qbucket_tokens(b, rate, now_ms);
+    if (t >= 0)
+        return 0;
+    if (rate <= 0)
+        return (int64_t)ST_QUOTA_SAMPLES * ST_QUOTA_WINDOW_MS;
+    int64_t ms = llround(-t / rate * 1000.0);
+    return ms > 0 ? ms : 1;
+}
+
+int64_t st_qbucket_take_strict(st_qbucket_t *b, double permits, double rate, int64_t now_ms)
+{
+    int64_t ms = st_qbucket_debt_ms(b, rate, now_ms);
+    if (ms == 0)
+        b->tokens -= permits;
+    return ms;
+}
+
+int64_t st_qbucket_take(st_qbucket_t *b, double permits, double rate, int64_t now_ms)
+{
+    st_qbucket_tokens(b, rate, now_ms);
+    b->tokens -= permits;
+    return st_qbucket_debt_ms(b, rate, now_ms);
 }

@@ -42,6 +42,7 @@ st_out_t *st_kreq_begin(st_kreq_t *r, st_kwriter_t *w)
     st_buf_put_be32(&o->mem, 0); /* size, patched in st_kreq_finish */
     st_kp_resp_header_t h = {.correlation_id = r->hdr.correlation_id};
     st_kp_resp_header_encode(w, st_kp_resp_header_version(r->api_key, r->api_version), &h);
+    r->body_off = o->mem.len;
     return o;
 }
 
@@ -76,6 +77,12 @@ void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc)
     }
     o->total = st_out_size(o);
     st_put_be32(o->mem.data, (uint32_t)(o->total - 4));
+    if (r->throttle_ms > 0 && st_kp_resp_throttle_first(r->api_key, r->api_version) &&
+        o->mem.len >= r->body_off + 4 &&
+        (int32_t)st_be32(o->mem.data + r->body_off) < r->throttle_ms)
+        st_put_be32(o->mem.data + r->body_off, (uint32_t)r->throttle_ms);
+    /* muted before it is sent: the response leaves, nothing more is read (Kafka's KIP-219) */
+    st_conn_mute(r->conn, r->throttle_ms);
     st_conn_respond(r->conn, r->seq, o);
     req_free(r);
 }
@@ -83,6 +90,7 @@ void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc)
 void st_kreq_finish_silent(st_kreq_t *r)
 {
     account(r);
+    st_conn_mute(r->conn, r->throttle_ms);
     st_conn_respond(r->conn, r->seq, NULL);
     req_free(r);
 }

@@ -36,7 +36,10 @@ typedef struct st_kreq {
     int16_t api_version;
     st_kreader_t body; /* the bytes after the header */
     int64_t start_ns;
-    int16_t error_code; /* top-level error, for metrics */
+    int16_t error_code;  /* top-level error, for metrics */
+    int32_t throttle_ms; /* a quota's throttle: written into the response where it begins with
+                            throttle_time_ms (if larger), the connection muted as long */
+    size_t body_off;     /* where the response body begins in its out (st_kreq_begin) */
 } st_kreq_t;
 
 /* Encodes the response header and body, hands the frame to the connection, frees the
@@ -54,7 +57,8 @@ typedef struct st_kreq {
 st_kreq_t *st_kreq_new(st_kshard_t *s, st_conn_t *c, uint64_t seq, uint8_t *frame, size_t len);
 /* Starts the response: an out with room for the size and the response header written. */
 st_out_t *st_kreq_begin(st_kreq_t *r, st_kwriter_t *w);
-/* Sends the response begun with st_kreq_begin (rc: the body's encoding result). */
+/* Sends the response begun with st_kreq_begin (rc: the body's encoding result); with
+ * r->throttle_ms, throttled as said there. */
 void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc);
 /* Finishes a request that gets no response (Produce with acks=0). */
 void st_kreq_finish_silent(st_kreq_t *r);

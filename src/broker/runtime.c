@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "cluster/legacy.h"
 #include "cluster/quorum.h"
+#include "broker/connquota.h"
 #include "broker/request.h"
 #include "net/tls.h"
 #include "storage/fs.h"
@@ -279,6 +280,11 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
             rc = broker_tls_server(cfg, cfg->kafka_listeners[l].name, &b->tls[l], err, errlen);
     if (rc)
         goto fail;
+    b->connquota = st_connquota_create(cfg, err, errlen);
+    if (!b->connquota) {
+        rc = -EINVAL;
+        goto fail;
+    }
     rc = load_identity(b, err, errlen);
     if (rc)
         goto fail;
@@ -394,6 +400,7 @@ void st_broker_destroy(st_broker_t *b)
         b->hooks->controller_fini(b);
     st_mesh_destroy(b->mesh);
     free(b->listen_fds);
+    st_connquota_destroy(b->connquota);
     for (int l = 0; b->tls && l < b->cfg->nkafka_listeners; l++)
         st_tls_server_destroy(b->tls[l]);
     free(b->tls);
@@ -430,6 +437,34 @@ static void kshard_on_close(void *ctx, st_conn_t *c)
 {
     (void)ctx;
     (void)c;
+}
+
+/* Connection quotas (connquota.h), with the ip quotas of this shard's snapshot. */
+static int64_t kshard_on_accept(void *ctx, const char *ip, const st_listener_t *l)
+{
+    st_kshard_t *s = ctx;
+    st_broker_t *b = s->b;
+    bool protected_listener =
+        b->nlisteners > 1 && l == &b->listeners[b->cfg->inter_broker_listener];
+    const st_md_t *md = s->md;
+    int64_t rc =
+        st_connquota_admit(b->connquota, md ? md->quotas : NULL, md ? (size_t)md->nquotas : 0, ip,
+                           protected_listener, st_mono_ms());
+    if (rc == ST_CONNQUOTA_WAIT)
+        return ST_NET_ADMIT_WAIT; /* ST_CONNQUOTA_WAIT is the same value; said for the reader */
+    if (rc < 0)
+        ST_INFO("refused a connection from %s: max.connections.per.ip", ip);
+    else if (rc > 0)
+        ST_DEBUG("throttling a connection from %s for %lld ms (connection_creation_rate)", ip,
+                 (long long)rc);
+    return rc;
+}
+
+static void kshard_on_release(void *ctx, const char *ip)
+{
+    st_kshard_t *s = ctx;
+    st_connquota_release(s->b->connquota, ip);
+    st_net_admission_retry(s->net); /* a slot of max.connections may be free now */
 }
 
 static void wake_all(st_broker_t *b)
@@ -694,6 +729,8 @@ static void kshard_tick(st_timer_t *t)
     st_kshard_stalled(s); /* a freeze is noticed before the tick forgets it */
     s->last_tick_ms = st_mono_ms();
     st_parts_tick(&s->parts);
+    if (s->net)
+        st_net_admission_retry(s->net); /* max.connections: a slot freed on another shard */
     if (s->b->hooks->shard_tick)
         s->b->hooks->shard_tick(s);
     if (s->b->tick_hook)
@@ -839,6 +876,7 @@ static void *kshard_main(void *arg)
         start_signal(b, false);
         return NULL;
     }
+    st_net_set_admission(s->net, &(st_net_admission_t){kshard_on_accept, kshard_on_release});
     for (int l = 0; l < b->nlisteners; l++)
         b->listen_fds[s->id * b->nlisteners + l] = -1; /* the net owns them now */
     if (b->tick_hook)

@@ -104,6 +104,8 @@ struct st_broker {
     const struct st_broker_hooks *hooks; /* the protocol layer's (runtime.h) */
     st_kshard_hook_fn tick_hook;         /* set before st_broker_start, or NULL */
     void *tick_hook_arg;
+    /* connection counts and rates per IP, all shards' (connquota.h) */
+    struct st_connquota *connquota;
 };
 
 /* The shard of the calling thread (NULL off the shard threads). */

@@ -139,6 +139,12 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
     X(queued_max_request_bytes, "queued.max.request.bytes", INT, "536870912", -1, INT64_MAX,       \
       "bytes of large requests (over 64 KiB) held while received and until answered, whole "       \
       "broker, split evenly between shards; a connection needing more waits (-1: unlimited)")      \
+    X(max_connections_per_ip, "max.connections.per.ip", INT, "2147483647", 0, 2147483647,          \
+      "connections from one IP address, whole broker; one more is closed as accepted")             \
+    X(max_connections_per_ip_overrides, "max.connections.per.ip.overrides", STR, "", 0, 0,         \
+      "per-IP exceptions to max.connections.per.ip: ip:count,ip:count")                            \
+    X(max_connections, "max.connections", INT, "2147483647", 0, 2147483647,                        \
+      "connections, whole broker (not the inter-broker listener's); one more waits for a slot")    \
     X(auto_create_topics_enable, "auto.create.topics.enable", BOOL, "true", 0, 0,                  \
       "create unknown topics on Metadata and Produce")                                             \
     X(num_partitions, "num.partitions", INT, "1", 1, 100000, "partitions of auto-created topics")  \

@@ -535,7 +535,7 @@ static const char *quota_value_invalid(int k, double v)
 static void ctl_quotas(st_md_t *md, st_ctl_item_t *it, bool validate_only, json_t *records)
 {
     const st_quota_entity_t *e = &it->qentity;
-    if (e->user == ST_QE_NONE && e->client == ST_QE_NONE) {
+    if (e->user == ST_QE_NONE && e->client == ST_QE_NONE && e->ip == ST_QE_NONE) {
         st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST, "Invalid empty client quota entity");
         return;
     }

@@ -137,6 +137,8 @@ json_t *st_rec_quota(const st_quota_entity_t *e, int key, double value, bool rem
     if (e->client != ST_QE_NONE)
         json_object_set_new(r, "client",
                             e->client == ST_QE_NAME ? json_string(e->client_name) : json_null());
+    if (e->ip != ST_QE_NONE)
+        json_object_set_new(r, "ip", e->ip == ST_QE_NAME ? json_string(e->ip_name) : json_null());
     if (remove)
         json_object_set_new(r, "remove", json_true());
     else
@@ -367,13 +369,17 @@ static int quota_part(json_t *r, const char *field, int8_t *kind, char *name)
 static int apply_quota(st_md_t *md, json_t *r)
 {
     st_quota_entity_t e = {0};
+    char ip[ST_QUOTA_NAME_MAX] = "";
     int key = st_quota_key(json_string_value(json_object_get(r, "key")));
     bool remove = json_is_true(json_object_get(r, "remove"));
     json_t *value = json_object_get(r, "value");
     if (quota_part(r, "user", &e.user, e.user_name) ||
-        quota_part(r, "client", &e.client, e.client_name) || key < 0 ||
-        (e.user == ST_QE_NONE && e.client == ST_QE_NONE) || (!remove && !json_is_number(value)))
+        quota_part(r, "client", &e.client, e.client_name) || quota_part(r, "ip", &e.ip, ip) ||
+        strlen(ip) >= ST_QUOTA_IP_MAX || key < 0 ||
+        (e.user == ST_QE_NONE && e.client == ST_QE_NONE && e.ip == ST_QE_NONE) ||
+        (!remove && !json_is_number(value)))
         return ST_E_MALFORMED;
+    memcpy(e.ip_name, ip, strlen(ip) + 1);
     return st_md_set_quota(md, &e, key, remove ? 0 : json_number_value(value), remove);
 }
 

@@ -18,6 +18,7 @@
 #include "kafka/authz.h"
 #include "kafka/handlers.h"
 #include "kafka/controller.h"
+#include "kafka/throttle.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 
@@ -37,8 +38,10 @@ typedef struct {
     st_ctl_op_t op;
     void *req;
     void *resp;
-    int nres;     /* entries in the answer */
-    int *item_of; /* answer entry -> index in op.items, or -1 when answered by the handler */
+    int nres;          /* entries in the answer */
+    int *item_of;      /* answer entry -> index in op.items, or -1 when answered by the handler */
+    st_kmutation_t mq; /* controller_mutation_rate (kafka/throttle.h) */
+    int32_t *charged;  /* answer entry -> partitions taken from the quota for it */
 } admin_t;
 
 /* Converts one requested config change into cf (op is the caller's); false when its name or
@@ -60,7 +63,8 @@ static admin_t *admin_new(st_kreq_t *r, int kind, int n)
         return NULL;
     a->op.items = st_arena_zalloc(&r->arena, (size_t)n * sizeof *a->op.items + 1);
     a->item_of = st_arena_zalloc(&r->arena, (size_t)n * sizeof *a->item_of + 1);
-    if (!a->op.items || !a->item_of)
+    a->charged = st_arena_zalloc(&r->arena, (size_t)n * sizeof *a->charged + 1);
+    if (!a->op.items || !a->item_of || !a->charged)
         return NULL;
     a->op.kind = kind;
     a->op.n = 0;
@@ -93,6 +97,31 @@ static void admin_submit(st_kreq_t *r, admin_t *a)
         a->op.cb(r->shard, &a->op);
     else
         st_ctl_submit(r->shard, &a->op);
+}
+
+/* controller_mutation_rate: entry i's partitions taken from the quota, in request order as
+ * Kafka checks them; false when the quota refuses them (strict versions), the entry then
+ * answered THROTTLING_QUOTA_EXCEEDED by the caller. */
+static bool mutation_take(st_kreq_t *r, admin_t *a, int i, int32_t partitions)
+{
+    if (st_kthrottle_mutation_take(r, &a->mq, partitions) > 0)
+        return false;
+    a->charged[i] = partitions;
+    return true;
+}
+
+static const char msg_throttled[] = "The throttling quota has been exceeded.";
+
+/* In the answer: the partitions of entries the controller refused go back to the quota, and
+ * the response carries the quota's throttle time (as Kafka, it counts only what was done). */
+static void mutation_settle(st_kreq_t *r, admin_t *a)
+{
+    for (int i = 0; i < a->nres; i++) {
+        st_ctl_item_t *it = admin_item(a, i);
+        if (it && it->error && a->charged[i])
+            st_kthrottle_mutation_refund(r, &a->mq, a->charged[i]);
+    }
+    st_kthrottle_mutation_finish(r, &a->mq);
 }
 
 static st_kstr_t item_msg(st_kreq_t *r, const st_ctl_item_t *it)
@@ -143,6 +172,7 @@ static void create_topics_done(st_kshard_t *s, st_ctl_op_t *op)
             o->configs[c].config_source = over ? ST_SRC_TOPIC : ST_SRC_DEFAULT;
         }
     }
+    mutation_settle(r, a);
     ST_KREQ_RESPOND(r, create_topics, resp);
 }
 
@@ -165,6 +195,7 @@ void st_kh_create_topics(st_kreq_t *r)
     a->resp = resp;
     a->op.validate_only = req->validate_only;
     a->op.cb = create_topics_done;
+    st_kthrottle_mutation_begin(r, &a->mq, 6);
     int32_t self = (int32_t)r->shard->b->cfg->node_id;
     /* With ACLs on: CREATE on the cluster, or on each topic (Kafka's check) */
     bool create_any = st_kauthz_quiet(r, ST_ACL_OP_CREATE, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
@@ -196,6 +227,15 @@ void st_kh_create_topics(st_kreq_t *r)
             o->error_message = st_kstr(!name_ok ? msg_nul_topic : msg_nul_config);
             o->configs_count = -1;
             r->error_code = o->error_code;
+            continue;
+        }
+        int32_t nparts = q->assignments_count > 0 ? q->assignments_count
+                         : q->num_partitions < 0  ? (int32_t)r->shard->b->cfg->num_partitions
+                                                  : q->num_partitions;
+        if (!mutation_take(r, a, i, nparts)) {
+            o->error_code = r->error_code = ST_KERR_THROTTLING_QUOTA_EXCEEDED;
+            o->error_message = st_kstr(msg_throttled);
+            o->configs_count = -1;
             continue;
         }
         st_ctl_item_t *it = admin_take(a, i);
@@ -240,6 +280,7 @@ static void delete_topics_done(st_kshard_t *s, st_ctl_op_t *op)
         if (it->error)
             r->error_code = it->error;
     }
+    mutation_settle(r, a);
     ST_KREQ_RESPOND(r, delete_topics, resp);
 }
 
@@ -263,6 +304,7 @@ void st_kh_delete_topics(st_kreq_t *r)
     resp->responses_count = n;
     a->resp = resp;
     a->op.cb = delete_topics_done;
+    st_kthrottle_mutation_begin(r, &a->mq, 5);
     for (int i = 0; i < n; i++) {
         st_kp_delete_topics_resp_response_t *o = &resp->responses[i];
         st_kp_delete_topics_resp_response_init(o);
@@ -286,6 +328,15 @@ void st_kh_delete_topics(st_kreq_t *r)
                                                           authz_name, strlen(authz_name)))) {
             o->error_code = r->error_code = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
             o->error_message = st_kstr("Authorization failed.");
+            continue;
+        }
+        /* the topic's partitions, as this shard knows it (an unknown topic deletes none) */
+        const st_md_topic_t *t = known  ? known
+                                 : name ? st_md_find(r->shard->md, name, (int32_t)strlen(name))
+                                        : NULL;
+        if (!mutation_take(r, a, i, t ? t->npartitions : 0)) {
+            o->error_code = r->error_code = ST_KERR_THROTTLING_QUOTA_EXCEEDED;
+            o->error_message = st_kstr(msg_throttled);
             continue;
         }
         st_ctl_item_t *it = admin_take(a, i);
@@ -316,6 +367,7 @@ static void create_partitions_done(st_kshard_t *s, st_ctl_op_t *op)
         if (it->error)
             r->error_code = it->error;
     }
+    mutation_settle(r, a);
     ST_KREQ_RESPOND(r, create_partitions, resp);
 }
 
@@ -338,6 +390,7 @@ void st_kh_create_partitions(st_kreq_t *r)
     a->resp = resp;
     a->op.validate_only = req->validate_only;
     a->op.cb = create_partitions_done;
+    st_kthrottle_mutation_begin(r, &a->mq, 3);
     int32_t self = (int32_t)r->shard->b->cfg->node_id;
     for (int i = 0; i < req->topics_count; i++) {
         st_kp_create_partitions_req_topic_t *q = &req->topics[i];
@@ -356,6 +409,15 @@ void st_kh_create_partitions(st_kreq_t *r)
             resp->results[i].error_code = r->error_code = ST_KERR_TOPIC_AUTHORIZATION_FAILED;
             resp->results[i].error_message = st_kstr("Authorization failed.");
             continue; /* ALTER on the topic (Kafka's check) */
+        }
+        /* the partitions added, as this shard knows the topic (none: the controller refuses) */
+        const st_md_topic_t *t =
+            name ? st_md_find(r->shard->md, name, (int32_t)strlen(name)) : NULL;
+        int32_t added = t && q->count > t->npartitions ? q->count - t->npartitions : 0;
+        if (!mutation_take(r, a, i, added)) {
+            resp->results[i].error_code = r->error_code = ST_KERR_THROTTLING_QUOTA_EXCEEDED;
+            resp->results[i].error_message = st_kstr(msg_throttled);
+            continue;
         }
         st_ctl_item_t *it = admin_take(a, i);
         it->name = name ? name : "";

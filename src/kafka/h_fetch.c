@@ -570,6 +570,8 @@ void st_kh_fetch(st_kreq_t *r)
     f->replica_id = r->api_version >= 15 ? f->req.replica_state.replica_id : f->req.replica_id;
     if (f->replica_id < 0)
         f->replica_id = -1; /* -2 (a debugging consumer) and others read as consumers do */
+    else
+        st_kthrottle_exempt(r); /* a follower's: no request_percentage, as in Kafka */
     st_kp_fetch_resp_init(&f->resp);
     st_timer_init(&f->timer, fetch_timeout, f);
     st_task_init(&f->rerun, fetch_rerun, f);

@@ -402,6 +402,8 @@ void st_kh_produce(st_kreq_t *r)
      * a time does. */
     p->resp.throttle_time_ms =
         st_kthrottle_record(r, ST_QUOTA_PRODUCER_BYTE_RATE, (int64_t)r->frame_len);
+    if (r->throttle_ms > p->resp.throttle_time_ms) /* request_percentage's (throttle.h) */
+        p->resp.throttle_time_ms = r->throttle_ms;
     p->nparts = st_kp_produce_mirror(&r->arena, &p->req, &p->resp, &p->q);
     p->parts =
         p->nparts < 0 ? NULL : st_arena_zalloc(&r->arena, (size_t)p->nparts * sizeof *p->parts + 1);

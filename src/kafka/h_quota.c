@@ -9,10 +9,12 @@
  * DESCRIBE_CONFIGS on the cluster to describe, ALTER_CONFIGS to alter
  * (CLUSTER_AUTHORIZATION_FAILED otherwise).
  *
- * Entity types are Kafka's "user" and "client-id"; a null name is the default entity. "ip"
- * (connection_creation_rate) is not served: an alteration naming it is refused, a filter
- * naming it matches nothing.
+ * Entity types are Kafka's "user", "client-id" and "ip"; a null name is the default entity.
+ * An ip entity stands alone (Kafka refuses it with a user or client id), names an IPv4 or IPv6
+ * address (kept in inet_ntop's spelling) and takes connection_creation_rate only, which no
+ * other entity takes (broker/connquota.h enforces it).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,8 +73,7 @@ void st_kh_describe_client_quotas(st_kreq_t *r)
     }
     const char *why = NULL;
     int16_t code = ST_KERR_INVALID_REQUEST;
-    part_filter_t user = {0}, client = {0};
-    bool ip = false;
+    part_filter_t user = {0}, client = {0}, ipf = {0};
     int nused = 0;
     if (!st_kauthz_cluster(r, ST_ACL_OP_DESCRIBE_CONFIGS)) {
         code = ST_KERR_CLUSTER_AUTHORIZATION_FAILED;
@@ -82,13 +83,13 @@ void st_kh_describe_client_quotas(st_kreq_t *r)
         const st_kp_describe_client_quotas_req_component_t *c = &req.components[i];
         part_filter_t *f = kstr_is(c->entity_type, T_USER)     ? &user
                            : kstr_is(c->entity_type, T_CLIENT) ? &client
+                           : kstr_is(c->entity_type, T_IP)     ? &ipf
                                                                : NULL;
-        bool is_ip = kstr_is(c->entity_type, T_IP);
         if (c->entity_type.len <= 0) {
             why = "Invalid empty entity type.";
-        } else if ((f && f->used) || (is_ip && ip)) {
+        } else if (f && f->used) {
             why = "An entity type cannot appear more than once in the filter.";
-        } else if (!f && !is_ip) {
+        } else if (!f) {
             code = ST_KERR_UNSUPPORTED_VERSION; /* Kafka's answer to an unknown type */
             why = "Unsupported entity type";
         } else if (c->match_type == 0 && c->match.len < 0) {
@@ -99,8 +100,6 @@ void st_kh_describe_client_quotas(st_kreq_t *r)
             why = "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.";
         } else if (c->match_type < 0 || c->match_type > 2) {
             why = "Unknown match type";
-        } else if (is_ip) {
-            ip = true;
         } else {
             f->used = true;
             f->any = c->match_type == 2;
@@ -110,7 +109,7 @@ void st_kh_describe_client_quotas(st_kreq_t *r)
         }
         nused++;
     }
-    if (!why && ip && (user.used || client.used))
+    if (!why && ipf.used && (user.used || client.used))
         why = "Invalid entity filter component combination. IP filter component should not be "
               "used with user or clientId filter component.";
     if (why) {
@@ -127,14 +126,16 @@ void st_kh_describe_client_quotas(st_kreq_t *r)
         st_kreq_fail(r, "out of memory");
         return;
     }
-    for (int i = 0; !ip && i < md->nquotas; i++) {
+    for (int i = 0; i < md->nquotas; i++) {
         const st_quota_t *q = &md->quotas[i];
-        int parts = (q->e.user != ST_QE_NONE) + (q->e.client != ST_QE_NONE);
+        int parts =
+            (q->e.user != ST_QE_NONE) + (q->e.client != ST_QE_NONE) + (q->e.ip != ST_QE_NONE);
         if ((req.strict && parts != nused) || !part_matches(&user, q->e.user, q->e.user_name) ||
-            !part_matches(&client, q->e.client, q->e.client_name))
+            !part_matches(&client, q->e.client, q->e.client_name) ||
+            !part_matches(&ipf, q->e.ip, q->e.ip_name))
             continue;
         st_kp_describe_client_quotas_resp_entry_t *o = &resp.entries[resp.entries_count++];
-        o->entity = st_arena_zalloc(&r->arena, 2 * sizeof *o->entity);
+        o->entity = st_arena_zalloc(&r->arena, 3 * sizeof *o->entity);
         o->values = st_arena_zalloc(&r->arena, ST_QUOTA_NKEYS * sizeof *o->values);
         if (!o->entity || !o->values) {
             st_kreq_fail(r, "out of memory");
@@ -148,6 +149,9 @@ void st_kh_describe_client_quotas(st_kreq_t *r)
             o->entity[o->entity_count++] = (st_kp_describe_client_quotas_resp_entity_t){
                 st_kstr(T_CLIENT),
                 q->e.client == ST_QE_NAME ? kstr_of(r, q->e.client_name) : ST_KSTR_NULL};
+        if (q->e.ip != ST_QE_NONE)
+            o->entity[o->entity_count++] = (st_kp_describe_client_quotas_resp_entity_t){
+                st_kstr(T_IP), q->e.ip == ST_QE_NAME ? kstr_of(r, q->e.ip_name) : ST_KSTR_NULL};
         for (int k = 0; k < ST_QUOTA_NKEYS; k++)
             if (q->set & (1u << k))
                 o->values[o->values_count++] = (st_kp_describe_client_quotas_resp_value_t){
@@ -189,18 +193,25 @@ static const char *entity_of(const st_kp_alter_client_quotas_req_entry_t *q, st_
         return "Invalid empty client quota entity";
     for (int k = 0; k < q->entity_count; k++) {
         const st_kp_alter_client_quotas_req_entity_t *d = &q->entity[k];
-        bool user = kstr_is(d->entity_type, T_USER);
-        if (!user && !kstr_is(d->entity_type, T_CLIENT))
-            return kstr_is(d->entity_type, T_IP) ? "IP quotas are not supported"
-                                                 : "Unhandled client quota entity type";
-        int8_t *kind = user ? &e->user : &e->client;
+        bool user = kstr_is(d->entity_type, T_USER), ip = kstr_is(d->entity_type, T_IP);
+        if (!user && !ip && !kstr_is(d->entity_type, T_CLIENT))
+            return "Unhandled client quota entity type";
+        int8_t *kind = user ? &e->user : ip ? &e->ip : &e->client;
         char *name = user ? e->user_name : e->client_name;
         if (*kind != ST_QE_NONE)
             return "Invalid client quota entity, duplicate entity entry";
         if (d->entity_name.len == 0)
-            return user ? "Empty user not supported" : "Empty client-id not supported";
+            return user ? "Empty user not supported"
+                   : ip ? "Empty ip not supported"
+                        : "Empty client-id not supported";
         if (d->entity_name.len < 0) {
             *kind = ST_QE_DEFAULT;
+            continue;
+        }
+        if (ip) {
+            if (st_quota_ip_normalize(d->entity_name.ptr, (size_t)d->entity_name.len, e->ip_name))
+                return "The ip entity is not a valid IP address";
+            *kind = ST_QE_NAME;
             continue;
         }
         if (d->entity_name.len >= ST_QUOTA_NAME_MAX ||
@@ -210,6 +221,9 @@ static const char *entity_of(const st_kp_alter_client_quotas_req_entry_t *q, st_
         name[d->entity_name.len] = 0;
         *kind = ST_QE_NAME;
     }
+    if (e->ip != ST_QE_NONE && (e->user != ST_QE_NONE || e->client != ST_QE_NONE))
+        return "Invalid quota entity combination, IP entity should not be combined with User or "
+               "ClientId";
     return NULL;
 }
 
@@ -265,6 +279,15 @@ void st_kh_alter_client_quotas(st_kreq_t *r)
             if (!ops[k].key) {
                 st_kreq_fail(r, "out of memory");
                 return;
+            }
+            /* each entity type has its keys (Kafka's configKeysForEntityType) */
+            int key = st_quota_key(ops[k].key);
+            if (!d->remove && key >= 0 && !st_quota_key_allowed(&it->qentity, key)) {
+                char *m = st_arena_alloc(&r->arena, 32 + strlen(ops[k].key));
+                if (m)
+                    sprintf(m, "Invalid configuration key %s", ops[k].key);
+                why = m ? m : "Invalid configuration key";
+                break;
             }
         }
         it->qops = ops;

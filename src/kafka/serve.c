@@ -74,7 +74,14 @@ static void dispatch(st_kreq_t *r)
     }
     if (supported && st_kforward(r))
         return; /* answered by the active controller */
+    /* request_percentage: the handler's time on this shard, one clock read after it (the
+     * request's start was read as its frame came); r may be freed by then */
+    st_kreqtime_t t;
+    st_kshard_t *s = r->shard;
+    int64_t start_ns = r->start_ns;
+    st_kthrottle_request_begin(r, &t);
     h->fn(r);
+    st_kthrottle_request_end(s, &t, start_ns);
 }
 
 static void shard_drain(st_kshard_t *s)

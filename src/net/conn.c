@@ -78,6 +78,8 @@ struct st_conn {
     bool muted;          /* a client quota throttles it: not read until `mute` fires */
     st_timer_t mute;
     char peer[64];
+    char ip[INET6_ADDRSTRLEN]; /* st_conn_ip */
+    bool counted;              /* admitted by on_accept */
     void *data;
 
     st_io_t rio, wio, fio;
@@ -112,15 +114,26 @@ typedef struct st_lport {
     st_transport_make_t make; /* NULL: plain TCP */
     void *make_arg;
     st_io_t aio;
-    bool armed; /* an accept is in flight */
+    bool armed;  /* an accept is in flight */
+    int held_fd; /* accepted, waiting for admission (ST_NET_ADMIT_WAIT); -1: none */
 } st_lport_t;
+
+/* A connection held unserved until it is closed (on_accept's throttle). */
+typedef struct st_dclose {
+    st_net_t *net;
+    int fd;
+    st_timer_t timer;
+    struct st_dclose *prev, *next;
+} st_dclose_t;
 
 struct st_net {
     st_loop_t *loop;
+    st_dclose_t *dcloses; /* throttled connections waiting for their close */
     st_lport_t *ports;
     int nports;
     bool accepting;
     st_net_handler_t h;
+    st_net_admission_t adm; /* optional (st_net_set_admission) */
     st_net_limits_t lim;
     st_conn_t *conns;
     size_t nconns;
@@ -257,6 +270,8 @@ void st_conn_close(st_conn_t *c)
     c->t->ops->shutdown(c->t);
     if (c->net->h.on_close)
         c->net->h.on_close(c->net->h.ctx, c);
+    if (c->counted && c->net->adm.on_release)
+        c->net->adm.on_release(c->net->h.ctx, c->ip);
     st_conn_unref(c);
 }
 
@@ -268,6 +283,11 @@ int st_conn_is_closed(const st_conn_t *c)
 const char *st_conn_peer(const st_conn_t *c)
 {
     return c->peer;
+}
+
+const char *st_conn_ip(const st_conn_t *c)
+{
+    return c->ip;
 }
 
 void *st_conn_get_data(const st_conn_t *c)
@@ -763,9 +783,77 @@ static void st_conn_handshake_done(st_io_t *io, int res)
     st_conn_unref(c);
 }
 
+static void st_dclose_unlink(st_dclose_t *d)
+{
+    if (d->prev)
+        d->prev->next = d->next;
+    else
+        d->net->dcloses = d->next;
+    if (d->next)
+        d->next->prev = d->prev;
+}
+
+static void st_dclose_due(st_timer_t *t)
+{
+    st_dclose_t *d = t->data;
+    st_dclose_unlink(d);
+    close(d->fd);
+    free(d);
+}
+
+/* Holds fd unserved for ms, then closes it (closed now when out of memory). */
+static void st_dclose_add(st_net_t *n, int fd, int64_t ms)
+{
+    st_dclose_t *d = calloc(1, sizeof *d);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    d->net = n;
+    d->fd = fd;
+    d->next = n->dcloses;
+    if (n->dcloses)
+        n->dcloses->prev = d;
+    n->dcloses = d;
+    st_timer_init(&d->timer, st_dclose_due, d);
+    st_loop_timer_start(n->loop, &d->timer, ms);
+}
+
+static void st_dclose_all(st_net_t *n)
+{
+    while (n->dcloses) {
+        st_dclose_t *d = n->dcloses;
+        st_loop_timer_stop(n->loop, &d->timer);
+        st_dclose_unlink(d);
+        close(d->fd);
+        free(d);
+    }
+}
+
+/* The peer's address of fd as inet_ntop writes it into ip ("" when not an IP socket). */
+static void st_peer_ip(int fd, char ip[INET6_ADDRSTRLEN], int *port)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    ip[0] = 0;
+    *port = 0;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &sa->sin_addr, ip, INET6_ADDRSTRLEN);
+        *port = ntohs(sa->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sa = (const struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &sa->sin6_addr, ip, INET6_ADDRSTRLEN);
+        *port = ntohs(sa->sin6_port);
+    }
+}
+
 /* Makes a connection over transport t (taken over, closed on failure) belonging to l, and
  * starts its handshake or its first receive. */
-static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l, st_conn_t **out)
+static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l, bool counted,
+                         st_conn_t **out)
 {
     st_conn_t *c = calloc(1, sizeof *c);
     uint8_t *rbuf = malloc(ST_RBUF_SIZE);
@@ -778,6 +866,7 @@ static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l,
     c->net = n;
     c->t = t;
     c->listener = l;
+    c->counted = counted;
     st_auth_init(&c->auth, l->protocol);
     c->id = ++n->next_id;
     c->refs = 1;
@@ -790,15 +879,11 @@ static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l,
     c->fio.cb = st_conn_fread_done;
     c->fio.data = c;
     st_timer_init(&c->mute, st_conn_unmute, c);
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
+    int port;
+    st_peer_ip(t->fd, c->ip, &port);
     snprintf(c->peer, sizeof c->peer, "local");
-    if (getpeername(t->fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
-        const struct sockaddr_in *sa = (const struct sockaddr_in *)&ss;
-        char ip[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof ip);
-        snprintf(c->peer, sizeof c->peer, "%s:%d", ip, ntohs(sa->sin_port));
-    }
+    if (c->ip[0] && !strchr(c->ip, ':'))
+        snprintf(c->peer, sizeof c->peer, "%s:%d", c->ip, port);
     c->next = n->conns;
     if (n->conns)
         n->conns->prev = c;
@@ -825,6 +910,48 @@ static int st_conn_start(st_net_t *n, st_transport_t *t, const st_listener_t *l,
     return 0;
 }
 
+/* An accepted socket through admission, then served (or closed, or held). False when it is
+ * held for a slot (ST_NET_ADMIT_WAIT): the port then stays unarmed. */
+static bool st_lport_take(st_lport_t *p, int res)
+{
+    st_net_t *n = p->net;
+    /* the connection quotas first (Kafka's ConnectionQuotas.inc, before the socket is set
+     * up): refused, closed now; throttled, held and closed later */
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (n->adm.on_accept) {
+        int port;
+        st_peer_ip(res, ip, &port);
+        int64_t admit = n->adm.on_accept(n->h.ctx, ip, p->listener);
+        if (admit == ST_NET_ADMIT_WAIT) {
+            p->held_fd = res;
+            return false;
+        }
+        if (admit < 0) {
+            close(res);
+            return true;
+        }
+        if (admit > 0) {
+            st_dclose_add(n, res, admit);
+            return true;
+        }
+    }
+    int one = 1;
+    setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    st_transport_t *t;
+    int rc =
+        p->make ? p->make(p->make_arg, n->loop, res, &t) : st_transport_tcp_new(n->loop, res, &t);
+    st_conn_t *c = NULL;
+    if (rc) {
+        ST_WARN("listener %s: cannot set up a connection: %s", p->listener->name, strerror(-rc));
+        close(res);
+    } else {
+        st_conn_start(n, t, p->listener, n->adm.on_accept != NULL, &c);
+    }
+    if (!c && n->adm.on_accept && n->adm.on_release) /* never a connection: given back */
+        n->adm.on_release(n->h.ctx, ip);
+    return true;
+}
+
 static void st_net_accept_done(st_io_t *io, int res)
 {
     st_lport_t *p = io->data;
@@ -835,18 +962,8 @@ static void st_net_accept_done(st_io_t *io, int res)
         res = -ECANCELED;
     }
     if (res >= 0) {
-        int one = 1;
-        setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        st_transport_t *t;
-        int rc = p->make ? p->make(p->make_arg, n->loop, res, &t)
-                         : st_transport_tcp_new(n->loop, res, &t);
-        if (rc) {
-            ST_WARN("listener %s: cannot set up a connection: %s", p->listener->name,
-                    strerror(-rc));
-            close(res);
-        } else {
-            st_conn_start(n, t, p->listener, NULL);
-        }
+        if (!st_lport_take(p, res))
+            return; /* held: accepting resumes once it is admitted */
     } else if (res != -ECANCELED && res != -EAGAIN && res != -EINTR) {
         ST_WARN("accept on listener %s: %s", p->listener->name, strerror(-res));
     }
@@ -856,13 +973,36 @@ static void st_net_accept_done(st_io_t *io, int res)
         st_net_maybe_done(n);
 }
 
+void st_net_admission_retry(st_net_t *n)
+{
+    for (int i = 0; n->accepting && i < n->nports; i++) {
+        st_lport_t *p = &n->ports[i];
+        if (p->held_fd < 0)
+            continue;
+        int fd = p->held_fd;
+        p->held_fd = -1;
+        if (st_lport_take(p, fd))
+            st_lport_arm(p);
+    }
+}
+
+/* Closes the sockets held for admission (shutdown). */
+static void st_net_close_held(st_net_t *n)
+{
+    for (int i = 0; i < n->nports; i++)
+        if (n->ports[i].held_fd >= 0) {
+            close(n->ports[i].held_fd);
+            n->ports[i].held_fd = -1;
+        }
+}
+
 int st_net_adopt(st_net_t *n, st_transport_t *t, const st_listener_t *l, st_conn_t **out)
 {
     if (!n->accepting) {
         t->ops->close(t);
         return -ECANCELED;
     }
-    return st_conn_start(n, t, l, out);
+    return st_conn_start(n, t, l, false, out);
 }
 
 /* The loop task behind st_budget_put: connections waiting for budget, oldest first, parse
@@ -920,6 +1060,7 @@ int st_net_create(st_net_t **out, st_loop_t *loop, const st_net_port_t *ports, i
         lp[i].listener = ports[i].listener;
         lp[i].make = ports[i].make;
         lp[i].make_arg = ports[i].make_arg;
+        lp[i].held_fd = -1;
         lp[i].aio.cb = st_net_accept_done;
         lp[i].aio.data = &lp[i];
     }
@@ -927,6 +1068,11 @@ int st_net_create(st_net_t **out, st_loop_t *loop, const st_net_port_t *ports, i
         st_lport_arm(&lp[i]);
     *out = n;
     return 0;
+}
+
+void st_net_set_admission(st_net_t *n, const st_net_admission_t *a)
+{
+    n->adm = *a;
 }
 
 static void st_net_maybe_done(st_net_t *n)
@@ -947,6 +1093,8 @@ void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
     n->done = done;
     n->done_arg = arg;
     n->accepting = false;
+    st_dclose_all(n);
+    st_net_close_held(n);
     for (int i = 0; i < n->nports; i++)
         if (n->ports[i].armed)
             st_loop_cancel(n->loop, &n->ports[i].aio);
@@ -963,6 +1111,8 @@ void st_net_shutdown(st_net_t *n, void (*done)(void *), void *arg)
 
 void st_net_close_all(st_net_t *n)
 {
+    st_dclose_all(n);
+    st_net_close_held(n);
     for (st_conn_t *c = n->conns, *next; c; c = next) {
         next = c->next;
         if (c->reading)

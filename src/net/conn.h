@@ -56,6 +56,19 @@ typedef struct st_net_handler {
     void *ctx;
 } st_net_handler_t;
 
+/* Admission of accepted connections (st_net_set_admission): on_accept for a connection from ip
+ * (its address as inet_ntop writes it) on l: 0 serves it (on_release(ip) follows once it
+ * closes, or at once if it cannot be set up), < 0 closes it at once, > 0 holds it unserved
+ * that many ms and then closes it (Kafka's throttled connection), ST_NET_ADMIT_WAIT holds it
+ * and stops accepting on its port until st_net_admission_retry admits it (Kafka's acceptor
+ * waiting for a connection slot: the others wait in the kernel's backlog). Called with h's
+ * ctx. */
+#define ST_NET_ADMIT_WAIT INT64_MIN
+typedef struct st_net_admission {
+    int64_t (*on_accept)(void *ctx, const char *ip, const st_listener_t *l);
+    void (*on_release)(void *ctx, const char *ip);
+} st_net_admission_t;
+
 typedef struct st_net_limits {
     size_t max_frame;    /* socket.request.max.bytes */
     size_t max_inflight; /* unanswered request bytes + unsent response bytes per connection */
@@ -89,6 +102,10 @@ int st_net_probe_port(const char *host, int port);
  * st_net_adopt). On failure the ports' descriptors are still the caller's. */
 int st_net_create(st_net_t **out, st_loop_t *loop, const st_net_port_t *ports, int nports,
                   const st_net_handler_t *h, const st_net_limits_t *lim);
+/* Sets n's admission of the connections it accepts (before its loop runs). */
+void st_net_set_admission(st_net_t *n, const st_net_admission_t *a);
+/* Offers each connection held by ST_NET_ADMIT_WAIT to on_accept again (a slot may be free). */
+void st_net_admission_retry(st_net_t *n);
 /* Serves an already connected transport (taken over: closed on failure) as a connection of
  * listener l, as if accepted; *out (may be NULL) gets it. Tests drive socketpairs this way. */
 int st_net_adopt(st_net_t *n, st_transport_t *t, const st_listener_t *l, st_conn_t **out);
@@ -115,6 +132,9 @@ void st_conn_close_when_sent(st_conn_t *c);
 int st_conn_is_closed(const st_conn_t *c);
 /* "ip:port" of the peer ("local" for a socket that is not IPv4). */
 const char *st_conn_peer(const st_conn_t *c);
+/* The peer's address as inet_ntop writes it ("" when not an IP socket). */
+const char *st_conn_ip(const st_conn_t *c);
+
 /* The listener the connection came in on. */
 const st_listener_t *st_conn_listener(const st_conn_t *c);
 /* The connection's authentication state; the protocol layer reads it before each request

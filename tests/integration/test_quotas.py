@@ -9,7 +9,12 @@ window, its responses carrying throttle_time_ms (confluent-kafka's throttle_cb) 
 broker counting the throttles (/metrics), while another client id is not throttled; a
 consumer with consumer_byte_rate likewise; the quotas surviving a restart (metadata log);
 both APIs refused CLUSTER_AUTHORIZATION_FAILED to a principal without the cluster's
-DESCRIBE_CONFIGS / ALTER_CONFIGS.
+DESCRIBE_CONFIGS / ALTER_CONFIGS. request_percentage: a client with a tiny share gets
+throttle_time_ms (raw Metadata requests, confluent-kafka's throttle_cb) and far fewer requests
+answered than a client without one, ApiVersions exempt. controller_mutation_rate: CreateTopics
+v7 past the bucket answered THROTTLING_QUOTA_EXCEEDED per topic until it refills, v5 throttled
+without the error. ip entities (connection_creation_rate) and max.connections.per.ip with an
+override, from several loopback addresses (Linux answers all of 127/8).
 
 Rates: Kafka measures over quota.window.num (11) samples of 1 s and counts a young window as
 10 s, so a client may take up to 10 s of its quota at once before it is throttled; each
@@ -18,6 +23,7 @@ allowed is about 10 s of quota."""
 
 import os
 import re
+import socket
 import struct
 import sys
 import threading
@@ -162,9 +168,14 @@ class QuotaApiTest(ServerTestCase):
                 ({"client-id": u}, [("request_percentage", 0, False)]),
                 ({}, [("producer_byte_rate", 5, False)]),
                 ({"user": ""}, [("producer_byte_rate", 5, False)]),
-                ({"ip": "127.0.0.1"}, [("connection_creation_rate", 5, False)]),
+                # ip: alone, an address, connection_creation_rate only (and only there)
+                ({"ip": "127.0.0.1", "user": u}, [("connection_creation_rate", 5, False)]),
+                ({"ip": "not-an-ip"}, [("connection_creation_rate", 5, False)]),
+                ({"ip": "127.0.0.1"}, [("producer_byte_rate", 5, False)]),
+                ({"ip": "127.0.0.1"}, [("connection_creation_rate", 1.5, False)]),
+                ({"user": u}, [("connection_creation_rate", 5, False)]),
             ])
-            self.assertEqual([e for e, _ in res], [INVALID_REQUEST] * 7, res)
+            self.assertEqual([e for e, _ in res], [INVALID_REQUEST] * 11, res)
             self.assertIn("no_such_key", res[0][1])
             # nothing of a refused entry was stored, not even its valid key
             self.assertEqual(describe(c, [("user", EXACT, u)])[2], {})
@@ -176,21 +187,53 @@ class QuotaApiTest(ServerTestCase):
             err, msg, got = describe(c, [("user", DEFAULT, None), ("user", SPECIFIED, None)])
             self.assertEqual(err, INVALID_REQUEST, msg)
 
+    def test_ip_entities(self):
+        with self.conn() as c:
+            self.assertEqual(alter(c, [({"ip": "10.1.2.3"}, [("connection_creation_rate", 7, False)]),
+                                       ({"ip": "0:0::a"}, [("connection_creation_rate", 8, False)]),
+                                       ({"ip": None}, [("connection_creation_rate", 9, False)])]),
+                             [(0, None)] * 3)
+            self.assertEqual(describe(c, [("ip", EXACT, "10.1.2.3")])[2],
+                             {(("ip", "10.1.2.3"),): {"connection_creation_rate": 7}})
+            # one spelling per address
+            self.assertEqual(describe(c, [("ip", EXACT, "::a")])[2],
+                             {(("ip", "::a"),): {"connection_creation_rate": 8}})
+            self.assertEqual(describe(c, [("ip", DEFAULT, None)])[2],
+                             {(("ip", None),): {"connection_creation_rate": 9}})
+            self.assertEqual(len(describe(c, [("ip", SPECIFIED, None)])[2]), 3)
+            # a user filter never shows an ip entity; ip with user in one filter is refused
+            self.assertEqual(describe(c, [("user", SPECIFIED, None)], strict=True)[2], {})
+            self.assertEqual(describe(c, [("ip", SPECIFIED, None), ("user", SPECIFIED, None)])[0],
+                             INVALID_REQUEST)
+            alter(c, [({"ip": "::a"}, [("connection_creation_rate", 0, True)]),
+                      ({"ip": None}, [("connection_creation_rate", 0, True)])])
+
     def test_quotas_survive_restart(self):
         u = self.unique("keep")
         with self.conn() as c:
             self.assertEqual(alter(c, [({"user": u, "client-id": "app"},
                                         [("producer_byte_rate", 4096, False)]),
-                                       ({"client-id": None}, [("consumer_byte_rate", 8192, False)])]),
-                             [(0, None)] * 2)
+                                       ({"client-id": None}, [("consumer_byte_rate", 8192, False)]),
+                                       ({"client-id": u}, [("request_percentage", 50, False),
+                                                           ("controller_mutation_rate", 5, False)]),
+                                       ({"ip": "10.9.9.9"}, [("connection_creation_rate", 3, False)])]),
+                             [(0, None)] * 4)
         self.server.restart()
         with kw.Conn.to(self.server.bootstrap) as c:
             self.assertEqual(describe(c, [("user", EXACT, u)])[2],
                              {(("client-id", "app"), ("user", u)): {"producer_byte_rate": 4096}})
             self.assertEqual(describe(c, [("client-id", DEFAULT, None)], strict=True)[2],
                              {(("client-id", None),): {"consumer_byte_rate": 8192}})
+            self.assertEqual(describe(c, [("client-id", EXACT, u)])[2],
+                             {(("client-id", u),): {"request_percentage": 50,
+                                                    "controller_mutation_rate": 5}})
+            self.assertEqual(describe(c, [("ip", EXACT, "10.9.9.9")])[2],
+                             {(("ip", "10.9.9.9"),): {"connection_creation_rate": 3}})
             alter(c, [({"user": u, "client-id": "app"}, [("producer_byte_rate", 0, True)]),
-                      ({"client-id": None}, [("consumer_byte_rate", 0, True)])])
+                      ({"client-id": None}, [("consumer_byte_rate", 0, True)]),
+                      ({"client-id": u}, [("request_percentage", 0, True),
+                                          ("controller_mutation_rate", 0, True)]),
+                      ({"ip": "10.9.9.9"}, [("connection_creation_rate", 0, True)])])
 
 
 class QuotaAuthorizationTest(ServerTestCase):
@@ -329,6 +372,281 @@ class QuotaEnforcementTest(ServerTestCase):
         self.assertGreater(metric(self.server.admin_port, "strata_quota_throttled_total",
                                   "fetch"), 0)
         self.set_quota(slowc, "consumer_byte_rate", 0, remove=True)
+
+
+CREATE_TOPICS, THROTTLING_QUOTA_EXCEEDED = 19, 89
+
+
+def create_topics(conn, topics, version, client_id):
+    """CreateTopics (v5+, flexible) of [(name, partitions)] -> (throttle_time_ms,
+    [(name, error)])."""
+    def topic(t):
+        return (kw.compact_string(t[0]) + kw.i32(t[1]) + kw.i16(-1) + kw.compact_array([], None) +
+                kw.compact_array([], None) + kw.TAGS_NONE)
+    body = kw.compact_array(topics, topic) + kw.i32(10000) + kw.boolean(False) + kw.TAGS_NONE
+    r = conn.request(CREATE_TOPICS, version, body, flexible=True, client_id=client_id,
+                     timeout=15.0)
+    throttle = r.i32()
+
+    def result(x):
+        name = x.compact_string()
+        if version >= 7:
+            x.uuid()
+        err = x.i16()
+        x.compact_string()
+        x.i32()
+        x.i16()
+        x.compact_array(lambda y: (y.compact_string(), y.compact_string(), y.boolean(), y.i8(),
+                                   y.boolean(), y.tags()))
+        x.tags()
+        return name, err
+    out = r.compact_array(result)
+    r.tags()
+    r.end()
+    return throttle, out
+
+
+class RequestQuotaTest(ServerTestCase):
+    """request_percentage and controller_mutation_rate (one shard: one quota per client)."""
+    SMP = 1
+
+    def set_quota(self, entity, key, value, remove=False):
+        with kw.Conn.to(self.server.bootstrap) as c:
+            self.assertEqual(alter(c, [(entity, [(key, value, remove)])]), [(0, None)])
+
+    def metadata_for(self, client_id, seconds):
+        """Metadata v12 requests one after the other for `seconds` on one connection ->
+        (requests answered, their throttle_time_ms)."""
+        throttles = []
+        end = time.monotonic() + seconds
+        body = kw.compact_array([], None) + kw.boolean(False) + kw.boolean(False) + kw.TAGS_NONE
+        with kw.Conn.to(self.server.bootstrap) as c:
+            while time.monotonic() < end:
+                r = c.request(3, 12, body, flexible=True, client_id=client_id, timeout=10.0)
+                throttles.append(r.i32())
+        return len(throttles), throttles
+
+    def test_request_percentage(self):
+        slow, fast = self.unique("busy"), self.unique("free")
+        # 0.01 % of one shard: 1 ms of handling per 10 s window, so every request soon over
+        self.set_quota({"client-id": slow}, "request_percentage", 0.01)
+        n_fast, t_fast = self.metadata_for(fast, 3.0)
+        n_slow, t_slow = self.metadata_for(slow, 3.0)
+        print("request_percentage 0.01: %d requests in 3 s (max throttle %d ms); no quota: %d"
+              % (n_slow, max(t_slow), n_fast), file=sys.stderr)
+        self.assertTrue(any(t > 0 for t in t_slow), "no throttle_time_ms reported")
+        # Kafka caps this throttle at one window (1 s)
+        self.assertLessEqual(max(t_slow), 1000)
+        # the first few fit in the 1 ms; after that muted up to 1 s after each response
+        self.assertLess(n_slow, 100)
+        self.assertEqual(max(t_fast), 0)
+        self.assertGreater(n_fast, 10 * n_slow)
+        # ApiVersions stays exempt: answered at once although the client id is over its quota
+        with kw.Conn.to(self.server.bootstrap) as c:
+            start = time.monotonic()
+            for _ in range(5):
+                c.request(18, 3, kw.compact_string("t") + kw.compact_string("1") + kw.TAGS_NONE,
+                          flexible=True, client_id=slow, flexible_response=False)
+            self.assertLess(time.monotonic() - start, 1.0)
+        # a real client: confluent-kafka's producer reports the throttles (Produce carries
+        # the request time's throttle too) and is held to a fraction of the free rate
+        from confluent_kafka import Producer
+        throttles = []
+        p = Producer({"bootstrap.servers": self.server.bootstrap, "client.id": slow,
+                      "linger.ms": 0, "acks": 1,
+                      "throttle_cb": lambda ev: throttles.append(ev.throttle_time)})
+        topic = self.unique("rqt")
+        kc.create_topic(self.server.bootstrap, topic, partitions=1)
+        delivered = [0]
+        end = time.monotonic() + 4.0
+        while time.monotonic() < end:
+            try:
+                p.produce(topic, b"r" * 100,
+                          on_delivery=lambda e, m: delivered.__setitem__(0, delivered[0] + 1))
+            except BufferError:
+                pass
+            p.poll(0.01)
+        p.flush(15)
+        print("confluent-kafka with request_percentage 0.01: %d throttle events, %d delivered"
+              % (len(throttles), delivered[0]), file=sys.stderr)
+        self.assertTrue(any(t > 0 for t in throttles), "throttle_cb never called")
+        self.set_quota({"client-id": slow}, "request_percentage", 0, remove=True)
+        # the quota removed: no longer throttled
+        n, t = self.metadata_for(slow, 1.0)
+        self.assertEqual(max(t), 0)
+
+    def test_controller_mutation_rate(self):
+        cid = self.unique("mut")
+        # 1 partition a second: a burst of 11 (11 windows of 1 s)
+        self.set_quota({"client-id": cid}, "controller_mutation_rate", 1)
+        a, b, c2, d = (self.unique("m") for _ in range(4))
+        with kw.Conn.to(self.server.bootstrap) as c:
+            # within the burst (0 or more left), so accepted even beyond it: 11 - 12 = -1
+            throttle, res = create_topics(c, [(a, 12)], 7, cid)
+            self.assertEqual(res, [(a, 0)])
+            # in debt: refused with the time the debt takes (1 s), topic by topic
+            throttle, res = create_topics(c, [(b, 1), (c2, 1)], 7, cid)
+            self.assertEqual(res, [(b, THROTTLING_QUOTA_EXCEEDED),
+                                   (c2, THROTTLING_QUOTA_EXCEEDED)])
+            self.assertGreater(throttle, 0)
+            self.assertLessEqual(throttle, 1000)
+            # accepted again once refilled (bounded wait)
+            deadline = time.monotonic() + 15
+            while True:
+                throttle, res = create_topics(c, [(b, 1)], 7, cid)
+                if res == [(b, 0)] or time.monotonic() > deadline:
+                    break
+                self.assertEqual(res, [(b, THROTTLING_QUOTA_EXCEEDED)])
+                time.sleep(0.1)
+            self.assertEqual(res, [(b, 0)])
+            # v5 (before strict): never refused, the response throttled by the debt
+            throttle, res = create_topics(c, [(c2, 12)], 5, cid)
+            self.assertEqual(res, [(c2, 0)])
+            throttle, res = create_topics(c, [(d, 1)], 5, cid)
+            self.assertEqual(res, [(d, 0)])
+            self.assertGreater(throttle, 0)
+            # an existing topic costs nothing (refused by the controller, given back) and
+            # another client id is not throttled
+            throttle, res = create_topics(c, [(a, 100)], 7, self.unique("other"))
+            self.assertEqual((throttle, res), (0, [(a, 36)]))  # TOPIC_ALREADY_EXISTS
+        self.set_quota({"client-id": cid}, "controller_mutation_rate", 0, remove=True)
+
+
+def connect_from(server, source_ip, timeout=3.0):
+    """A kwire connection to the server from source_ip (Linux answers all of 127/8)."""
+    host, port = server.bootstrap.rsplit(":", 1)
+    c = kw.Conn.__new__(kw.Conn)
+    c.sock = socket.create_connection((host, int(port)), timeout=timeout,
+                                      source_address=(source_ip, 0))
+    c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    c.corr = 0
+    return c
+
+
+def served(c, timeout=3.0):
+    """Whether the server answers an ApiVersions on c within timeout (False: closed, or no
+    answer)."""
+    try:
+        return _api_versions(c, timeout)[0] == 0
+    except (EOFError, ConnectionResetError, BrokenPipeError, socket.timeout, OSError):
+        return False
+
+
+def _api_versions(c, timeout):
+    body = kw.compact_string("strata-it") + kw.compact_string("1.0") + kw.TAGS_NONE
+    r = c.request(18, 3, body, flexible=True, flexible_response=False, timeout=timeout)
+    return kw.parse_api_versions(r, 3)
+
+
+class ConnectionQuotaTest(ServerTestCase):
+    """max.connections.per.ip (with an override) and the ip entity's connection_creation_rate,
+    from several loopback addresses."""
+    SMP = 2
+    SETS = {"max.connections.per.ip": "4", "max.connections.per.ip.overrides": "127.0.0.5:2"}
+
+    def open_until_refused(self, ip, most=12):
+        conns, refused = [], 0
+        for _ in range(most):
+            c = connect_from(self.server, ip)
+            if served(c):
+                conns.append(c)
+            else:
+                c.close()
+                refused += 1
+                break
+        return conns, refused
+
+    def test_max_connections_per_ip(self):
+        # 127.0.0.1 is the harness's own address too: at most 4 together, the excess closed
+        ones, refused = self.open_until_refused("127.0.0.1")
+        self.assertLessEqual(len(ones), 4)
+        self.assertEqual(refused, 1)
+        try:
+            # another loopback address is not affected: its own 4
+            twos, refused2 = self.open_until_refused("127.0.0.2")
+            self.assertEqual((len(twos), refused2), (4, 1))
+            # the override: 2
+            fives, refused5 = self.open_until_refused("127.0.0.5")
+            self.assertEqual((len(fives), refused5), (2, 1))
+            # a closed connection frees its place (the close is seen asynchronously)
+            twos.pop().close()
+            c = None
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                c = connect_from(self.server, "127.0.0.2")
+                if served(c):
+                    break
+                c.close()
+                c = None
+                time.sleep(0.05)
+            self.assertIsNotNone(c, "a place freed by a close was not given back")
+            twos.append(c)
+        finally:
+            for c in ones + twos + fives:
+                c.close()
+
+    def test_connection_creation_rate(self):
+        with kw.Conn.to(self.server.bootstrap) as c:
+            self.assertEqual(alter(c, [({"ip": "127.0.0.3"},
+                                        [("connection_creation_rate", 1, False)])]), [(0, None)])
+        try:
+            # 1 a second over the (at least) 10 s window: about 10 at once, then throttled
+            ok = held = 0
+            for _ in range(30):
+                c = connect_from(self.server, "127.0.0.3")
+                start = time.monotonic()
+                if served(c, timeout=3.0):
+                    ok += 1
+                else:
+                    held += 1
+                    # held unserved, then closed after the throttle (at most one window)
+                    self.assertLess(time.monotonic() - start, 2.5)
+                c.close()
+                if held >= 3:
+                    break
+            print("connection_creation_rate 1: %d served, then %d throttled" % (ok, held),
+                  file=sys.stderr)
+            self.assertGreaterEqual(ok, 5)
+            self.assertLessEqual(ok, 15)
+            self.assertEqual(held, 3)
+            # other addresses are not throttled
+            for _ in range(5):
+                c = connect_from(self.server, "127.0.0.4")
+                self.assertTrue(served(c))
+                c.close()
+        finally:
+            with kw.Conn.to(self.server.bootstrap) as c:
+                alter(c, [({"ip": "127.0.0.3"}, [("connection_creation_rate", 0, True)])])
+
+
+class MaxConnectionsTest(ServerTestCase):
+    """max.connections: one more waits (unserved) until one closes, as Kafka's acceptor."""
+    SMP = 2
+    SETS = {"max.connections": "3"}
+
+    def test_waits_for_a_slot(self):
+        conns, waiting = [], None
+        try:
+            for _ in range(8):
+                c = connect_from(self.server, "127.0.0.2")
+                if served(c, timeout=1.0):
+                    conns.append(c)
+                else:
+                    waiting = c
+                    break
+            # at most 3 with the harness's own, and the next one waits, not closed
+            self.assertLessEqual(len(conns), 3)
+            self.assertIsNotNone(waiting, "more than max.connections served")
+            # a close frees a slot: the waiting connection's request is answered (bounded)
+            conns.pop().close()
+            waiting.sock.settimeout(5.0)
+            r = kw.Reader(waiting.recv_frame(5.0))
+            self.assertEqual(r.i32(), waiting.corr)
+            conns.append(waiting)
+            waiting = None
+        finally:
+            for c in conns + ([waiting] if waiting else []):
+                c.close()
 
 
 if __name__ == "__main__":
