@@ -761,7 +761,7 @@ static int tt_init(struct raft_uv_transport *t, raft_id id, const char *address)
     tt_t *tt = t->impl;
     tt->id = id;
     if (strlen(address) > ST_TT_MAX_ADDR) {
-        snprintf(t->errmsg, sizeof t->errmsg, "address too long: %s", address);
+        snprintf(t->errmsg, sizeof t->errmsg, "address too long: %.200s", address);
         return RAFT_INVALID;
     }
     snprintf(tt->address, sizeof tt->address, "%s", address);
