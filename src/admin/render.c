@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "admin/prom.h"
+#include "cluster/hb_sec.h"
 #include "cluster/tls_transport.h"
 #include "proto/kerr.h"
 #include "proto/kafka_gen.h"
@@ -744,6 +745,16 @@ static void cluster_metrics(st_prom_t *p, const st_admin_view_t *v)
                    "preamble: a certificate that failed the check, either side, or a peer "
                    "speaking no TLS.");
     st_prom_sample_u64(p, "", NULL, 0, st_tls_transport_refused());
+    st_prom_family(p, "strata_controller_heartbeats_signed_total", "counter",
+                   "Heartbeats this node signed (an SSL controller listener; 0 otherwise).");
+    st_prom_sample_u64(p, "", NULL, 0, st_hb_sec_signed());
+    st_prom_family(p, "strata_controller_heartbeat_refused_total", "counter",
+                   "Heartbeat datagrams refused over an SSL controller listener, by reason: "
+                   "unsigned, malformed, certificate, signature, stale, host, replay.");
+    for (int r = ST_HB_UNSIGNED; r < ST_HB_NREFUSALS; r++) {
+        st_prom_label_t l[] = {{"reason", st_hb_refusal_name((st_hb_refusal_t)r)}};
+        st_prom_sample_u64(p, "", l, 1, st_hb_sec_refused((st_hb_refusal_t)r));
+    }
     const st_md_t *md = st_admin_view_md(v);
     if (!md)
         return;

@@ -33,6 +33,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "cluster/hb_sec.h"
 #include "cluster/heartbeat.h"
 #include "cluster/local_transport.h"
 #include "cluster/tls_transport.h"
@@ -75,6 +76,7 @@ struct st_quorum {
     struct raft raft;
     bool transport_up, io_up, raft_inited, raft_up, closing;
     bool tls; /* the transport is tls_transport.h's (the controller listener is SSL/SASL_SSL) */
+    st_hb_sec_t *hbsec; /* with tls: heartbeats are signed and checked (hb_sec.h) */
     struct raft_transfer transfer;
     struct raft_barrier barrier;
     struct raft_change change;
@@ -525,11 +527,15 @@ static void leadership(st_quorum_t *q, bool leader)
 
 /* ---- heartbeats ---- */
 
-/* A heartbeat reached this node (it matters only while it is the active controller). */
-static void hb_take(st_quorum_t *q, const void *data, size_t len)
+/* A heartbeat reached this node (it matters only while it is the active controller): its
+ * datagram, or this node's own text when it is the controller (trusted: not enveloped). */
+static void hb_take(st_quorum_t *q, const void *data, size_t len, bool own)
 {
     st_hb_t *hb = malloc(sizeof *hb);
-    if (!hb || st_hb_decode(data, len, hb)) {
+    bool ok = hb && (q->hbsec && !own
+                         ? st_hb_sec_open(q->hbsec, data, len, st_wall_ms(), hb) == ST_HB_TAKEN
+                         : st_hb_decode(data, len, hb) == 0);
+    if (!ok) {
         free(hb);
         return;
     }
@@ -549,7 +555,7 @@ static void hb_recv(void *arg, const void *data, size_t len)
 {
     st_quorum_t *q = arg;
     if (q->leader)
-        hb_take(q, data, len);
+        hb_take(q, data, len, false);
 }
 
 /* Sends this node's heartbeat to the active controller (or takes it directly when it is),
@@ -577,7 +583,15 @@ static void hb_send(st_quorum_t *q, st_hb_t *lists)
     }
     if (leader == self_id(q)) {
         if (q->leader)
-            hb_take(q, text, len);
+            hb_take(q, text, len, true);
+    } else if (q->hbsec) {
+        char *env = NULL;
+        size_t envlen = 0;
+        if (st_hb_sec_seal(q->hbsec, text, len, st_wall_ms(), &env, &envlen) == 0)
+            st_hb_link_send(&q->hb, leader, env, envlen);
+        else
+            ST_WARN("metadata: cannot sign this node's heartbeat");
+        free(env);
     } else {
         st_hb_link_send(&q->hb, leader, text, len);
     }
@@ -647,6 +661,8 @@ static void transport_fini(st_quorum_t *q)
         st_tls_transport_fini(&q->transport);
     else
         raft_uv_tcp_close(&q->transport);
+    st_hb_sec_free(q->hbsec);
+    q->hbsec = NULL;
 }
 
 static void raft_closed(struct raft *r)
@@ -775,13 +791,20 @@ static int tls_transport_start(st_quorum_t *q)
     struct ssl_ctx_st *ctx = st_tls_client_ctx(&s, e, sizeof e);
     if (!ctx)
         return q_fail(q, ST_E_CONFIG, what, e);
+    bool verify_host = strcasecmp(alg, "https") == 0;
+    q->hbsec = st_hb_sec_new(ctx, verify_host, c, e, sizeof e);
+    if (!q->hbsec) {
+        SSL_CTX_free(ctx);
+        return q_fail(q, ST_E_CONFIG, what, e);
+    }
     char bind[300];
     snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
-    bool verify_host = strcasecmp(alg, "https") == 0;
     int rc = st_tls_transport_init(&q->transport, q->loop, bind, ctx, verify_host,
                                    s.handshake_timeout_ms);
     if (rc) {
         SSL_CTX_free(ctx);
+        st_hb_sec_free(q->hbsec);
+        q->hbsec = NULL;
         return q_fail(q, -EIO, "cannot start the quorum's transport", raft_strerror(rc));
     }
     q->tls = true;

@@ -356,6 +356,90 @@ class SecureClusterTest(unittest.TestCase):
         p = None
         self.c.stop_all()
 
+    def envelope(self, json_text, key_path, cert_path, sent_ms, counter=1):
+        """A heartbeat envelope as cluster/hb_sec.h lays it out, signed here with key_path
+        (RSA, PKCS#1 v1.5 SHA-256) for certificate cert_path."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import padding
+        with open(cert_path, "rb") as f:
+            der = x509.load_pem_x509_certificate(f.read()).public_bytes(
+                serialization.Encoding.DER)
+        with open(key_path, "rb") as f:
+            key = serialization.load_pem_private_key(f.read(), password=None)
+        body = json_text.encode()
+        msg = (b"STHB" + bytes([1, 0]) + struct.pack(">HqQI", 1, sent_ms, counter, len(body)) +
+               body + struct.pack(">H", len(der)) + der)
+        sig = key.sign(msg, padding.PKCS1v15(), hashes.SHA256())
+        return msg + struct.pack(">H", len(sig)) + sig
+
+    def refusals(self, nid):
+        """Node nid's strata_controller_heartbeat_refused_total samples, by reason."""
+        url = "http://127.0.0.1:%d/metrics" % self.c.nodes[nid].admin_port
+        with urllib.request.urlopen(url, timeout=5) as r:
+            text = r.read().decode()
+        out = {}
+        for ln in text.splitlines():
+            if ln.startswith('strata_controller_heartbeat_refused_total{reason="'):
+                reason = ln.split('"')[1]
+                out[reason] = float(ln.split()[-1])
+        return out
+
+    def test_heartbeats_signed(self):
+        """Over an SSL controller listener the UDP heartbeats are signed (cluster/hb_sec.h):
+        a datagram that is bare JSON, signed by another CA's certificate, tampered with, sent
+        too long ago or claiming a voter from another address registers no broker and changes
+        nothing; the cluster's own
+        signed heartbeats keep it registered and working."""
+        from confluent_kafka.admin import AdminClient
+        self.c.start()
+        admin = AdminClient(self.conf())
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 3, 30,
+                   "three brokers registered by signed heartbeats")
+        ctrl = self.c.controller_id()
+        for nid in (1, 2, 3):
+            self.assertGreater(self.metrics(nid)["strata_controller_heartbeats_signed_total"],
+                               0, "node %d signs its heartbeats" % nid)
+        before = self.refusals(ctrl)
+        now = int(time.time() * 1000)
+        # A forged registration of broker 9 at an address of the forger's choosing.
+        forged = ('{"id":9,"inc":"00000000000000aa","host":"127.0.0.1","port":1,'
+                  '"raft":"127.0.0.1:1","voter":false,"applied":0}')
+        rogue = Pki(self.tmp, "hb-rogue")
+        rcert = rogue.issue("rogue", "/CN=rogue")
+        good = self.envelope(forged, self.broker_cert[1], self.broker_cert[0], now - 120000)
+        tampered = bytearray(self.envelope(forged, self.broker_cert[1], self.broker_cert[0],
+                                           now, counter=5))
+        tampered[28 + forged.index('"port":1') + 7] = ord("2")
+        sends = {
+            "unsigned": forged.encode(),
+            "certificate": self.envelope(forged, rcert[1], rcert[0], now),
+            "stale": good,
+            "signature": bytes(tampered),
+        }
+        addr = ("127.0.0.1", self.c.nodes[ctrl].controller_port)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            for reason, datagram in sends.items():
+                u.sendto(datagram, addr)
+
+        def counted():
+            got = self.refusals(ctrl)
+            return all(got.get(r, 0) >= before.get(r, 0) + 1 for r in sends)
+        wait_until(counted, 15, "each forged heartbeat refused, with its reason")
+        # Signed with the cluster's own certificate but claiming voter 1 from an address
+        # that is not voter 1's: refused too (replays are the unit test's, test_hb_sec.c).
+        voter = self.envelope(forged.replace('"id":9', '"id":1'), self.broker_cert[1],
+                              self.broker_cert[0], now, counter=3)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            u.sendto(voter, addr)
+        wait_until(lambda: self.refusals(ctrl).get("host", 0) >= before.get("host", 0) + 1,
+                   15, "a voter impersonated from another address refused")
+        ids = sorted(b.id for b in admin.list_topics(timeout=5).brokers.values())
+        self.assertEqual(ids, [1, 2, 3], "no forged broker registered")
+        self.assertIn("refused a heartbeat (unsigned)", self.c.nodes[ctrl].server.stderr_text())
+        admin = None
+        self.c.stop_all()
+
 
 if __name__ == "__main__":
     unittest.main()
