@@ -83,19 +83,14 @@ static int add_cert(st_buf_t *b, X509 *x)
     return 0;
 }
 
-st_hb_sec_t *st_hb_sec_new(SSL_CTX *ctx, bool verify_host, const st_config_t *cfg, char *err,
-                           size_t errlen)
+/* Takes ctx's key, certificate and chain (and a reference to ctx) in place of s's. */
+static int take_identity(st_hb_sec_t *s, SSL_CTX *ctx, char *err, size_t errlen)
 {
     X509 *leaf = SSL_CTX_get0_certificate(ctx);
     EVP_PKEY *key = SSL_CTX_get0_privatekey(ctx);
     if (!leaf || !key) {
         snprintf(err, errlen, "signed heartbeats need the listener's certificate and key");
-        return NULL;
-    }
-    st_hb_sec_t *s = calloc(1, sizeof *s);
-    if (!s) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
+        return -EINVAL;
     }
     st_buf_t b;
     st_buf_init(&b);
@@ -107,18 +102,39 @@ st_hb_sec_t *st_hb_sec_new(SSL_CTX *ctx, bool verify_host, const st_config_t *cf
         rc = add_cert(&b, sk_X509_value(chain, i));
     if (rc) {
         st_buf_fini(&b);
-        free(s);
         snprintf(err, errlen, "signed heartbeats: cannot encode the certificate chain");
-        return NULL;
+        return rc;
     }
     SSL_CTX_up_ref(ctx);
+    SSL_CTX_free(s->ctx);
     s->ctx = ctx;
     s->key = key;
-    s->verify_host = verify_host;
-    s->cfg = cfg;
+    free(s->certs);
     s->certs = st_buf_steal(&b, &s->certs_len);
     s->ncerts = (uint16_t)n;
+    return 0;
+}
+
+st_hb_sec_t *st_hb_sec_new(SSL_CTX *ctx, bool verify_host, const st_config_t *cfg, char *err,
+                           size_t errlen)
+{
+    st_hb_sec_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (take_identity(s, ctx, err, errlen)) {
+        free(s);
+        return NULL;
+    }
+    s->verify_host = verify_host;
+    s->cfg = cfg;
     return s;
+}
+
+int st_hb_sec_rekey(st_hb_sec_t *s, SSL_CTX *ctx, char *err, size_t errlen)
+{
+    return take_identity(s, ctx, err, errlen);
 }
 
 void st_hb_sec_free(st_hb_sec_t *s)

@@ -81,6 +81,10 @@ struct ssl_ctx_st;
 st_hb_sec_t *st_hb_sec_new(struct ssl_ctx_st *ctx, bool verify_host, const st_config_t *cfg,
                            char *err, size_t errlen);
 void st_hb_sec_free(st_hb_sec_t *s);
+/* Signs with ctx's key and certificate, and checks against ctx's truststore, from now on (the
+ * listener's files reloaded); what was taken from whom is kept, so no replay slips through.
+ * 0, or nonzero with one line in err (s unchanged). */
+int st_hb_sec_rekey(st_hb_sec_t *s, struct ssl_ctx_st *ctx, char *err, size_t errlen);
 /* The envelope of heartbeat json[0..len), sent at wall_ms: 0 and *out (malloc'ed, *outlen
  * bytes), -ENOMEM, or -EIO when signing fails. */
 int st_hb_sec_seal(st_hb_sec_t *s, const char *json, size_t len, int64_t wall_ms, char **out,

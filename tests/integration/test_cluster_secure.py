@@ -18,7 +18,8 @@ traffic runs over cluster/tls_transport.c, each controller presenting the keysto
 the other's certificate against the truststore and its host name. So the failover scenario also
 runs over a TLS quorum; a fourth process whose certificate another CA signed has its signed
 heartbeats refused by the controller, so it is never registered nor added to the quorum, and
-the cluster carries on without it; forged heartbeats (bare, of another CA, tampered, stale, a
+the cluster carries on without it — until its keystore and truststore files are replaced by
+the cluster CA's, when it reloads them and joins without a restart; forged heartbeats (bare, of another CA, tampered, stale, a
 voter claimed from another address) change nothing; and a plain TCP
 connection speaking raft_uv_tcp's handshake to a controller port gets no raft answer.
 """
@@ -354,6 +355,20 @@ class SecureClusterTest(unittest.TestCase):
             p.produce(TOPIC, value=b"%d" % i, on_delivery=lambda e, m: acked.append(e))
         p.flush(30)
         self.assertEqual(acked, [None] * 20)
+
+        # Certificates reload without a restart: node 4's keystore and truststore are replaced
+        # (renamed into place, as a deployment tool does) by the cluster CA's. Within
+        # ssl.reload.check.ms its heartbeats are signed with the new key and taken, the
+        # controller adds it to the quorum, and their TLS sessions verify both ways.
+        for src, dst in ((self.broker_cert[2], rcert[2]), (self.pki.ca, rogue.ca)):
+            shutil.copyfile(src, dst + ".new")
+            os.replace(dst + ".new", dst)
+        wait_until(lambda: "controller listener CONTROLLER: certificates reloaded" in logs(4),
+                   15, "node 4's controller listener reloaded its certificates")
+        wait_until(lambda: self.metrics(4)["strata_metadata_applied_index"] > 0, 45,
+                   "node 4 follows the metadata log over TLS after the reload")
+        wait_until(lambda: 4 in admin.list_topics(timeout=5).brokers, 45,
+                   "node 4 registered after its certificates were replaced")
         admin = None
         p = None
         self.c.stop_all()
