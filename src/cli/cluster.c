@@ -25,8 +25,8 @@ int st_cli_cluster_info(int argc, char **argv)
         st_cli_client_destroy(rk);
         return ST_CLI_FAIL;
     }
-    char *id = rd_kafka_clusterid(rk, (int)st_cli_common.timeout_ms);
-    int32_t ctrl = rd_kafka_controllerid(rk, (int)st_cli_common.timeout_ms);
+    char *id = rd_kafka_clusterid(rk, (int)st_cli_time_left_ms());
+    int32_t ctrl = rd_kafka_controllerid(rk, (int)st_cli_time_left_ms());
     printf("cluster id:  %s\n", id ? id : "(none)");
     if (ctrl >= 0)
         printf("controller:  %d\n", ctrl);

@@ -49,6 +49,14 @@ static const command_t commands[] = {
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
+/* The groups whose commands ask and answer (common.h st_cli_bounded): the rest run until
+ * stopped or until their input ends. */
+static bool request_style(const char *group)
+{
+    return !strcmp(group, "cluster") || !strcmp(group, "topic") || !strcmp(group, "group") ||
+           !strcmp(group, "txn");
+}
+
 static void overview(FILE *f, const char *only_group)
 {
     fprintf(f, "usage: strata COMMAND [ARGS...]   (strata COMMAND --help for its options)\n\n"
@@ -96,6 +104,7 @@ int main(int argc, char **argv)
             return c->fn(argc - 2, argv + 2);
         }
         if (argc >= 3 && !strcmp(argv[2], c->name)) {
+            st_cli_bounded = request_style(c->group);
             st_cli_catch_signals();
             return c->fn(argc - 3, argv + 3);
         }

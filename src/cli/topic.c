@@ -330,14 +330,28 @@ int st_cli_topic_describe(int argc, char **argv)
     printf("topic:       %s\npartitions:  %d\n\n", t->topic, t->partition_cnt);
     printf("%-9s %-6s %-12s %-12s %12s %12s %12s%s\n", "PARTITION", "LEADER", "REPLICAS", "ISR",
            "START", "END", "MESSAGES", compact ? "  CLEANABLE" : "");
-    for (int p = 0; p < t->partition_cnt; p++) {
+    /* the offsets of every led partition, asked at once and bounded by --timeout (a leader
+     * that went down and is not yet replaced answers nothing) */
+    st_cli_wm_t *wm = calloc((size_t)(t->partition_cnt > 0 ? t->partition_cnt : 1), sizeof *wm);
+    int nwm = 0;
+    for (int p = 0; wm && p < t->partition_cnt; p++)
+        if (t->partitions[p].leader >= 0)
+            wm[nwm++] = (st_cli_wm_t){.topic = name, .partition = t->partitions[p].id};
+    int behind = wm ? st_cli_watermarks(rk, wm, nwm) : 0;
+    for (int p = 0, k = 0; p < t->partition_cnt; p++) {
         const rd_kafka_metadata_partition_t *pp = &t->partitions[p];
         printf("%-9d %-6d", pp->id, pp->leader);
         print_ids(pp->replicas, pp->replica_cnt);
         print_ids(pp->isrs, pp->isr_cnt);
         int64_t lo = -1, hi = -1;
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, name, pp->id, &lo, &hi,
-                                                                 (int)st_cli_common.timeout_ms);
+        rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE;
+        if (!wm) {
+            e = RD_KAFKA_RESP_ERR__FAIL;
+        } else if (pp->leader >= 0) {
+            e = wm[k].err;
+            lo = wm[k].lo;
+            hi = wm[k++].hi;
+        }
         if (e)
             printf(" %12s %12s %12s", "?", "?", "?");
         else
@@ -349,10 +363,13 @@ int st_cli_topic_describe(int argc, char **argv)
             else
                 printf("  %9s", "?");
         }
-        if (e)
+        if (e == RD_KAFKA_RESP_ERR__TIMED_OUT)
+            printf("  (no answer from broker %d within --timeout)", pp->leader);
+        else if (e)
             printf("  (%s)", rd_kafka_err2str(e));
         printf("\n");
     }
+    free(wm);
     if (compact && !ratio)
         printf("\ncleanable ratio unknown: %s (point --admin or STRATA_ADMIN at the broker's "
                "admin.listen)\n",
@@ -375,6 +392,8 @@ int st_cli_topic_describe(int argc, char **argv)
         rd_kafka_event_destroy(ev);
     rd_kafka_queue_destroy(q);
     rc = ST_CLI_OK;
+    if (behind)
+        st_cli_exit(rc); /* a request still waits on a broker that is gone: do not wait too */
 md_free:
     rd_kafka_metadata_destroy(md);
 destroy:
