@@ -195,6 +195,9 @@ void st_kh_join_group(st_kreq_t *r)
         st_kreq_fail(r, "malformed JoinGroup request");
         return;
     }
+    /* v0 has no rebalance timeout: the session timeout stands in, as in Kafka */
+    if (r->api_version == 0)
+        j->req.rebalance_timeout_ms = j->req.session_timeout_ms;
     st_kp_join_group_resp_init(&j->resp);
     j->version = r->api_version;
     j->client_id = r->hdr.client_id.len >= 0 ? r->hdr.client_id : ST_KSTR_EMPTY;
