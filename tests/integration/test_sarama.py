@@ -10,7 +10,6 @@ tests/integration/go/sarama_it; its build cache lives in the build directory."""
 
 import json
 import os
-import queue
 import shutil
 import subprocess
 import sys
