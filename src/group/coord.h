@@ -161,7 +161,7 @@ typedef struct st_goffset {
     st_kstr_t metadata;
     int64_t commit_ts; /* commit: the client's commit time (OffsetCommit v1), <= 0: now */
     int64_t expire_ts; /* commit, the coordinator's: commit time + retention_ms, 0: none */
-    int16_t error; /* in: set when already refused (then left alone); out: the result */
+    int16_t error;     /* in: set when already refused (then left alone); out: the result */
 } st_goffset_t;
 
 typedef struct st_goffsets {
