@@ -38,6 +38,7 @@ from kwire import array, boolean, i8, i16, i32, i64, string  # noqa: E402
 
 PRODUCE, LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH = 0, 2, 8, 9
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 10, 11, 12, 13, 14
+DESCRIBE_GROUPS, LIST_GROUPS = 15, 16
 CREATE_TOPICS, DELETE_TOPICS, OFFSET_FOR_LEADER_EPOCH = 19, 20, 23
 DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS = 29, 30, 31, 32
 
@@ -219,6 +220,24 @@ class OldVersionsTest(ServerTestCase):
                 sync = string(group) + i32(gen) + string(m) + array(
                     [(m, b"assign")], lambda a: string(a[0]) + i32(len(a[1])) + a[1])
                 self.assertEqual(body(c, SYNC_GROUP, 0, sync), i16(0) + i32(6) + b"assign")
+                # DescribeGroups v0 and ListGroups v0 (served before; here for the v0 group)
+                r = c.request(DESCRIBE_GROUPS, 0, array([group], string))
+
+                def described(rr):
+                    g = (rr.i16(), rr.string(), rr.string(), rr.string(), rr.string())
+                    ms = rr.array(lambda q: (q.string(), q.string(), q.string(),
+                                             bytes(q.take(q.i32())), bytes(q.take(q.i32()))))
+                    return g, ms
+                d = r.array(described)
+                r.end()
+                self.assertEqual(d[0][0], (0, group, "Stable", "consumer", "range"))
+                self.assertEqual([(x[0], x[1], x[3], x[4]) for x in d[0][1]],
+                                 [(m, "kwire", b"\x00\x01meta", b"assign")])
+                r = c.request(LIST_GROUPS, 0, b"")
+                self.assertEqual(r.i16(), 0)
+                listed = r.array(lambda rr: (rr.string(), rr.string()))
+                r.end()
+                self.assertIn((group, "consumer"), listed)
                 hb = string(group) + i32(gen) + string(m)
                 self.assertEqual(body(c, HEARTBEAT, 0, hb), i16(0))
                 self.assertEqual(body(c, HEARTBEAT, 0, string(group) + i32(gen + 1) + string(m)),
