@@ -44,6 +44,7 @@
 
 #include "auth/quota.h"
 #include "base/clock.h"
+#include "base/err.h"
 #include "base/log.h"
 #include "broker/fanout.h"
 #include "kafka/authz.h"
@@ -52,7 +53,10 @@
 #include "kafka/fetch_wait.h"
 #include "kafka/leader.h"
 #include "kafka/throttle.h"
+#include "kafka/topic_config.h"
 #include "proto/kerr.h"
+#include "storage/batch.h"
+#include "storage/msgconv.h"
 
 typedef struct st_fetch st_fetch_t;
 
@@ -84,6 +88,7 @@ typedef struct {
     int naborted;
     int64_t durable;  /* a follower's fetch: the leader's durable end its read saw */
     fetch_rel_t *rel; /* non-NULL when the read returned bytes */
+    uint8_t *conv;    /* v0-3: the records converted down (malloc'd), sent instead of rel */
     st_kp_fetch_resp_partition_t *out;
 } fetch_part_t;
 
@@ -427,6 +432,62 @@ static void fetch_answer_aborted(st_kreq_t *r, const fetch_part_t *fp,
     o->aborted_transactions_count = fp->naborted;
 }
 
+/*
+ * Fetch v0-3: the read's v2 batches converted down to message format v0 (v0-1) or v1 (v2-3)
+ * into fp->conv, and the read released (storage/msgconv.h). Bounded like Kafka's lazy
+ * down-conversion: no more bytes out than the read held, except that the first message (or
+ * compressed wrapper) is always whole; v0-2 also cut at partition_max_bytes, as those versions
+ * answer. So a request's memory stays within its reads plus one batch's conversion, its CPU
+ * within converting them. The file bytes are read here, on the connection's shard (the pages
+ * a consumer reads are usually cached). Returns the partition's error, or 0.
+ */
+static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp)
+{
+    st_kreq_t *r = f->r;
+    fetch_rel_t *rel = fp->rel;
+    int64_t t0 = st_mono_ns();
+    st_buf_t in, out;
+    st_buf_init(&in);
+    st_buf_init(&out);
+    uint8_t *p = st_buf_extend(&in, (size_t)rel->read.bytes);
+    int rc = p ? 0 : -ENOMEM;
+    for (int i = 0; rc == 0 && i < rel->read.nranges; i++) {
+        const st_log_range_t *rg = &rel->read.ranges[i];
+        ssize_t got = st_file_pread(rg->file, p, (size_t)rg->len, rg->pos);
+        rc = got == rg->len ? 0 : got < 0 ? (int)got : ST_E_TRUNCATED;
+        p += rg->len;
+    }
+    st_msgconv_down_opts_t o = {
+        .magic = r->api_version <= 1 ? 0 : 1,
+        .fetch_offset = fp->fetch_offset,
+        .limit = rel->read.bytes,
+        .cap = r->api_version <= 2 ? (fp->max_bytes > 0 ? fp->max_bytes : 0) : -1,
+        .max_out = (int64_t)r->shard->b->cfg->message_max_bytes * ST_BATCH_INFLATE_FACTOR,
+    };
+    st_msgconv_down_res_t res = {0};
+    if (rc == 0)
+        rc = st_msgconv_down(in.data, in.len, &o, &out, &res);
+    st_buf_fini(&in);
+    rel_release(rel, r->shard->id);
+    fp->rel = NULL;
+    st_kshard_stats_t *st = &r->shard->stats;
+    atomic_fetch_add_explicit(&st->downconv_ns, (uint64_t)(st_mono_ns() - t0),
+                              memory_order_relaxed);
+    if (rc) {
+        st_buf_fini(&out);
+        if (rc != ST_E_UNSUPPORTED)
+            ST_WARN("fetch v%d: down-conversion failed: %s", r->api_version, st_strerror(rc));
+        return rc == ST_E_UNSUPPORTED ? ST_KERR_UNSUPPORTED_COMPRESSION_TYPE
+                                      : ST_KERR_UNKNOWN_SERVER_ERROR;
+    }
+    atomic_fetch_add_explicit(&st->downconv_records, (uint64_t)res.records, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->downconv_bytes, (uint64_t)out.len, memory_order_relaxed);
+    size_t len;
+    fp->conv = st_buf_steal(&out, &len);
+    fp->out->records = (st_krecords_t){fp->conv, (int32_t)len, NULL};
+    return 0;
+}
+
 static void fetch_respond(st_fetch_t *f)
 {
     st_kreq_t *r = f->r;
@@ -465,6 +526,15 @@ static void fetch_respond(st_fetch_t *f)
         any = true;
         used += n;
         o->records = (st_krecords_t){NULL, (int32_t)n, fp->rel};
+        if (r->api_version < 4) {
+            /* the log holds message format v2 only: convert down, as Kafka 3.x does */
+            o->error_code = fetch_downconvert(f, fp);
+            if (o->error_code) {
+                o->records = (st_krecords_t){NULL, 0, NULL};
+                o->high_watermark = o->last_stable_offset = o->log_start_offset = -1;
+                r->error_code = o->error_code;
+            }
+        }
     }
     if (r->api_version >= 12)
         fetch_answer_leaders(r, f);
@@ -484,8 +554,10 @@ static void fetch_respond(st_fetch_t *f)
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].rel && !f->parts[i].rel->spliced)
             rel_release(f->parts[i].rel, r->shard->id);
-    for (int i = 0; i < f->nparts; i++)
+    for (int i = 0; i < f->nparts; i++) {
         free(f->parts[i].aborted);
+        free(f->parts[i].conv);
+    }
     free(f->legs);
     st_kreq_finish(r, out, rc);
 }
@@ -632,6 +704,11 @@ void st_kh_fetch(st_kreq_t *r)
         if (mt)
             memcpy(fp->topic_id, mt->id, 16);
         fp->error = fetch_check(r, f, mt, qp, fp->owner, &authorized);
+        /* v0-3 need their records converted down; a consumer is refused where the topic (or
+         * the broker) turned that off, as Kafka does */
+        if (!fp->error && r->api_version < 4 && f->replica_id < 0 &&
+            !st_tcfg_int(r->shard->b->cfg, mt, "message.downconversion.enable"))
+            fp->error = ST_KERR_UNSUPPORTED_VERSION;
         if (fp->error)
             fp->owner = -1; /* answered here: no owner reads it */
     }

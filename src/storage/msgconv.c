@@ -500,8 +500,8 @@ int st_msgconv_down(const uint8_t *in, size_t n, const st_msgconv_down_opts_t *o
         out->len = d.start;
         return rc < 0 ? rc : ST_E_CORRUPT;
     }
-    if (o->hard_limit && (int64_t)(out->len - d.start) > o->limit) {
-        out->len = d.start + (size_t)(o->limit > 0 ? o->limit : 0);
+    if (o->cap >= 0 && (int64_t)(out->len - d.start) > o->cap) {
+        out->len = d.start + (size_t)o->cap;
         d.stop = true;
     }
     res->records = d.records;

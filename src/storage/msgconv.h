@@ -74,8 +74,8 @@ int st_msgconv_up(const uint8_t *in, size_t n, int64_t max_out, st_buf_t *out,
 typedef struct st_msgconv_down_opts {
     int8_t magic;         /* 0 or 1 */
     int64_t fetch_offset; /* records before it are left out (Kafka's down-conversion does) */
-    int64_t limit;        /* output bytes to stop at (see st_msgconv_down) */
-    bool hard_limit;      /* Fetch v0-2: even the first message is cut at limit */
+    int64_t limit;        /* output bytes to stop before (the first message always whole) */
+    int64_t cap;          /* Fetch v0-2: output cut at this many bytes, even mid-message; -1 */
     int64_t max_out;      /* decompression bound per compressed batch */
 } st_msgconv_down_opts_t;
 
@@ -96,9 +96,9 @@ typedef struct st_msgconv_down_res {
  *
  * Output is bounded: conversion stops before a message or wrapper that would take the output
  * past opts->limit bytes, except the first, which is written whole so that a client always
- * progresses (Kafka's lazy down-conversion does the same); with hard_limit the first is cut at
- * limit too (a partial message, as Fetch v0-2 answers one larger than the partition's max
- * bytes). Stops at a zstd batch (not representable before magic 2).
+ * progresses (Kafka's lazy down-conversion does the same). cap >= 0 then cuts the output at
+ * cap bytes, even inside a message (a partial message, as Fetch v0-2 answers one larger than
+ * the partition's max bytes). Stops at a zstd batch (not representable before magic 2).
  * Returns 0 (possibly having written nothing: all control records), or (out as it was):
  *   ST_E_UNSUPPORTED  the first batch to convert is zstd  -> UNSUPPORTED_COMPRESSION_TYPE
  *   ST_E_CORRUPT      the first batch fails st_batch_check (a later one ends the output), or

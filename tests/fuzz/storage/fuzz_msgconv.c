@@ -5,9 +5,9 @@
  * accepts it), and converting that batch back down to either magic and up again must give a
  * batch with the same number of records (nothing lost or invented on the way).
  *
- * Input: byte 0 bit 0 = hard limit, bits 1-7 = the down-conversion limit in 64-byte steps
- * (0: unbounded), then the bytes: up-converted as a legacy set, and down-converted as
- * stored batches.
+ * Input: byte 0 bit 0 = the limit is a cap too, bits 1-7 = the down-conversion limit in 64-byte
+ * steps (0: unbounded), then the bytes: up-converted as a legacy set, and down-converted as stored
+ * batches.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         require(st_batch_validate_client(v2.data, v2.len, 64 * MAX_OUT, &h, NULL) == 0);
         require(h.records_count == info.records);
         for (int8_t magic = 0; magic <= 1; magic++) {
-            st_msgconv_down_opts_t o = {magic, 0, INT64_MAX, false, 64 * MAX_OUT};
+            st_msgconv_down_opts_t o = {magic, 0, INT64_MAX, -1, 64 * MAX_OUT};
             st_msgconv_down_res_t res;
             st_buf_clear(&down);
             st_buf_clear(&again);
@@ -66,7 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* the bytes as stored batches */
     for (int8_t magic = 0; magic <= 1; magic++) {
-        st_msgconv_down_opts_t o = {magic, 0, limit ? limit : INT64_MAX, hard, MAX_OUT};
+        int64_t lim = limit ? limit : INT64_MAX;
+        st_msgconv_down_opts_t o = {magic, 0, lim, hard ? lim : -1, MAX_OUT};
         st_msgconv_down_res_t res;
         st_buf_clear(&down);
         if (st_msgconv_down(p, n, &o, &down, &res) == 0 && limit && hard)
