@@ -34,6 +34,11 @@
  * (st_part_aborted); it waits for the LSO to move, not the high watermark. Every answer
  * carries last_stable_offset.
  *
+ * Fetch v0-3 can carry only message formats v0/v1: each read is converted down on the
+ * connection's shard (fetch_downconvert, storage/msgconv.h), bounded per partition, instead of
+ * being spliced from the file; message.downconversion.enable=false refuses them
+ * (UNSUPPORTED_VERSION), as Kafka does.
+ *
  * Fetch sessions (KIP-227) are declined as the protocol allows: every answer carries
  * session_id 0, so clients keep sending full fetches; a request naming a session we never
  * created gets FETCH_SESSION_ID_NOT_FOUND and the client starts over without one.

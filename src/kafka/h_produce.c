@@ -26,6 +26,9 @@
  * coordinator once for all of them, and a second round appends those it confirmed. Off with
  * transaction.partition.verification.enable=false, as in Kafka.
  *
+ * Produce v0-2 may carry message format v0/v1: prod_upconvert turns it into one RecordBatch v2
+ * first (storage/msgconv.h), so everything after sees v2 only.
+ *
  * A compacted topic refuses keyless records (the partition checks); the answer lists the
  * keyless records of the first batch holding any in record_errors (KIP-467, v8+), each with
  * its index within that batch and Kafka's text.
