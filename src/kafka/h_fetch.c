@@ -437,16 +437,22 @@ static void fetch_answer_aborted(st_kreq_t *r, const fetch_part_t *fp,
     o->aborted_transactions_count = fp->naborted;
 }
 
+/* Output bytes one Fetch v0-3 converts at most (the first partition's first message or
+ * wrapper is whole whatever its size): the CPU a request may take on the connection's shard. */
+#define FETCH_DOWNCONV_MAX_BYTES (4 << 20)
+
 /*
  * Fetch v0-3: the read's v2 batches converted down to message format v0 (v0-1) or v1 (v2-3)
  * into fp->conv, and the read released (storage/msgconv.h). Bounded like Kafka's lazy
  * down-conversion: no more bytes out than the read held, except that the first message (or
  * compressed wrapper) is always whole; v0-2 also cut at partition_max_bytes, as those versions
- * answer. So a request's memory stays within its reads plus one batch's conversion, its CPU
- * within converting them. The file bytes are read here, on the connection's shard (the pages
- * a consumer reads are usually cached). Returns the partition's error, or 0.
+ * answer; and no more than `room` bytes (what is left of FETCH_DOWNCONV_MAX_BYTES for the
+ * request). So a request's memory stays within its reads plus one batch's conversion, its CPU
+ * within converting a few MiB. The file bytes are read here, on the connection's shard (the
+ * pages a consumer reads are usually cached). Adds the bytes written to *used. Returns the
+ * partition's error, or 0.
  */
-static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp)
+static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp, int64_t room, int64_t *used)
 {
     st_kreq_t *r = f->r;
     fetch_rel_t *rel = fp->rel;
@@ -465,7 +471,7 @@ static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp)
     st_msgconv_down_opts_t o = {
         .magic = r->api_version <= 1 ? 0 : 1,
         .fetch_offset = fp->fetch_offset,
-        .limit = rel->read.bytes,
+        .limit = rel->read.bytes < room ? rel->read.bytes : room,
         .cap = r->api_version <= 2 ? (fp->max_bytes > 0 ? fp->max_bytes : 0) : -1,
         .max_out = (int64_t)r->shard->b->cfg->message_max_bytes * ST_BATCH_INFLATE_FACTOR,
     };
@@ -488,6 +494,7 @@ static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp)
     atomic_fetch_add_explicit(&st->downconv_records, (uint64_t)res.records, memory_order_relaxed);
     atomic_fetch_add_explicit(&st->downconv_bytes, (uint64_t)out.len, memory_order_relaxed);
     size_t len;
+    *used += (int64_t)out.len;
     fp->conv = st_buf_steal(&out, &len);
     fp->out->records = (st_krecords_t){fp->conv, (int32_t)len, NULL};
     return 0;
@@ -501,7 +508,7 @@ static void fetch_respond(st_fetch_t *f)
     int64_t budget = f->req.max_bytes > 0 ? f->req.max_bytes : INT32_MAX;
     if (budget > r->shard->b->cfg->fetch_max_bytes)
         budget = r->shard->b->cfg->fetch_max_bytes;
-    int64_t used = 0;
+    int64_t used = 0, conv_used = 0;
     bool any = false;
     for (int i = 0; i < f->nparts; i++) {
         fetch_part_t *fp = &f->parts[i];
@@ -531,14 +538,23 @@ static void fetch_respond(st_fetch_t *f)
         any = true;
         used += n;
         o->records = (st_krecords_t){NULL, (int32_t)n, fp->rel};
-        if (r->api_version < 4) {
+        if (r->api_version < 4 && conv_used >= FETCH_DOWNCONV_MAX_BYTES) {
+            /* this request has converted its share: the rest answer empty, as those past
+             * max_bytes do, and the client asks again */
+            rel_release(fp->rel, r->shard->id);
+            fp->rel = NULL;
+            o->records = (st_krecords_t){NULL, 0, NULL};
+            used -= n;
+        } else if (r->api_version < 4) {
             /* the log holds message format v2 only: convert down, as Kafka 3.x does */
-            o->error_code = fetch_downconvert(f, fp);
+            o->error_code =
+                fetch_downconvert(f, fp, FETCH_DOWNCONV_MAX_BYTES - conv_used, &conv_used);
             if (o->error_code) {
                 o->records = (st_krecords_t){NULL, 0, NULL};
                 o->high_watermark = o->last_stable_offset = o->log_start_offset = -1;
                 r->error_code = o->error_code;
             }
+            used += o->records.len - n; /* what goes out, for the quota */
         }
     }
     if (r->api_version >= 12)

@@ -388,6 +388,47 @@ class LegacyFormatsTest(ServerTestCase):
             self.assertEqual((err, hw, recs[21 + 1] & 7), (0, 3, 4))  # stored as zstd
             self.assertEqual(self.fetch(c, 3, z_topic, 0)[0], UNSUPPORTED_COMPRESSION_TYPE)
 
+    def test_request_conversion_bound(self):
+        """One Fetch v3 converts a few MiB at most (4 MiB): partitions past it answer empty
+        and the next fetches get them; everything is read exactly once."""
+        topic = self.unique("bound")
+        parts = 6
+        kc.create_topic(self.bootstrap, topic, parts)
+        p = kc.producer(self.bootstrap, batch_size=1 << 20)
+        per = 6000
+        kc.produce_all(p, topic, [{"key": b"%d-%d" % (q, i), "value": b"x" * 200, "partition": q}
+                                  for q in range(parts) for i in range(per)])
+        offs = [0] * parts
+        rounds = 0
+        with kwire.Conn.to(self.bootstrap, timeout=30) as c:
+            while min(offs) < per and rounds < 100:
+                rounds += 1
+                body = (i32(-1) + i32(100) + i32(1) + i32(64 << 20) + i32(1) + string(topic)
+                        + i32(parts) + b"".join(i32(q) + i64(offs[q]) + i32(2 << 20)
+                                                for q in range(parts)))
+                r = c.request(1, 3, body, timeout=30)
+                r.i32()
+                self.assertEqual(r.i32(), 1)
+                r.string()
+                total, empty = 0, 0
+                for _ in range(r.i32()):
+                    q, err, hw = r.i32(), r.i16(), r.i64()
+                    self.assertEqual((err, hw), (0, per))
+                    recs = bytes(r.take(r.i32()))
+                    total += len(recs)
+                    ms = legacy_messages(recs)
+                    if not ms:
+                        empty += 1
+                        continue
+                    self.assertEqual(ms[0][0], offs[q])
+                    self.assertEqual([m[0] for m in ms], list(range(offs[q], offs[q] + len(ms))))
+                    offs[q] += len(ms)
+                r.end()
+                self.assertLessEqual(total, (4 << 20) + 1000)
+                if rounds == 1:
+                    self.assertGreater(empty, 0, "the first fetch stopped converting at 4 MiB")
+        self.assertEqual(offs, [per] * parts)
+
     def test_kafka_python_old_api_versions(self):
         """kafka-python forced to 0.9 (Produce v1 with magic 0, Fetch v1) and 0.10.1 (Produce
         v2 with magic 1, Fetch v3), every codec, consuming by assignment."""
