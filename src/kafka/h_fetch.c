@@ -437,9 +437,11 @@ static void fetch_answer_aborted(st_kreq_t *r, const fetch_part_t *fp,
     o->aborted_transactions_count = fp->naborted;
 }
 
-/* Output bytes one Fetch v0-3 converts at most (the first partition's first message or
- * wrapper is whole whatever its size): the CPU a request may take on the connection's shard. */
+/* What one Fetch v0-3 converts at most: output bytes, and the time after which no further
+ * partition is started (the first partition is converted whatever it costs, its first message
+ * or wrapper whole): the CPU a request may take on the connection's shard. */
 #define FETCH_DOWNCONV_MAX_BYTES (4 << 20)
+#define FETCH_DOWNCONV_MAX_NS    (20 * 1000000LL)
 
 /*
  * Fetch v0-3: the read's v2 batches converted down to message format v0 (v0-1) or v1 (v2-3)
@@ -508,7 +510,7 @@ static void fetch_respond(st_fetch_t *f)
     int64_t budget = f->req.max_bytes > 0 ? f->req.max_bytes : INT32_MAX;
     if (budget > r->shard->b->cfg->fetch_max_bytes)
         budget = r->shard->b->cfg->fetch_max_bytes;
-    int64_t used = 0, conv_used = 0;
+    int64_t used = 0, conv_used = 0, conv_t0 = 0;
     bool any = false;
     for (int i = 0; i < f->nparts; i++) {
         fetch_part_t *fp = &f->parts[i];
@@ -538,7 +540,8 @@ static void fetch_respond(st_fetch_t *f)
         any = true;
         used += n;
         o->records = (st_krecords_t){NULL, (int32_t)n, fp->rel};
-        if (r->api_version < 4 && conv_used >= FETCH_DOWNCONV_MAX_BYTES) {
+        if (r->api_version < 4 && (conv_used >= FETCH_DOWNCONV_MAX_BYTES ||
+                                   (conv_t0 && st_mono_ns() - conv_t0 >= FETCH_DOWNCONV_MAX_NS))) {
             /* this request has converted its share: the rest answer empty, as those past
              * max_bytes do, and the client asks again */
             rel_release(fp->rel, r->shard->id);
@@ -547,6 +550,8 @@ static void fetch_respond(st_fetch_t *f)
             used -= n;
         } else if (r->api_version < 4) {
             /* the log holds message format v2 only: convert down, as Kafka 3.x does */
+            if (!conv_t0)
+                conv_t0 = st_mono_ns();
             o->error_code =
                 fetch_downconvert(f, fp, FETCH_DOWNCONV_MAX_BYTES - conv_used, &conv_used);
             if (o->error_code) {
