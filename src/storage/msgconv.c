@@ -237,6 +237,8 @@ static int up_message(up_t *u, const uint8_t *msg, size_t m, int depth, int8_t w
         return up_refuse(u, ST_E_MALFORMED, "an unknown compression codec");
     if (flen[1] < 0)
         return up_refuse(u, ST_E_MALFORMED, "a compressed message with a null value");
+    if (flen[1] == 0)
+        return up_refuse(u, ST_E_CORRUPT, "a compressed message with an empty value");
     st_buf_t plain;
     st_buf_init(&plain);
     int before = u->count;

@@ -60,7 +60,7 @@ typedef struct st_msgconv_up_info {
  * (snappy in the framing it came in), as Kafka's LogValidator does; uncompressed otherwise. Every
  * message's CRC is checked, inner ones too. Returns 0, or (out as it was):
  *   ST_E_CORRUPT      a CRC mismatch, a message whose sizes do not add up, a truncated set,
- *                     a wrapper that does not decompress               -> CORRUPT_MESSAGE
+ *                     a wrapper that is empty or does not decompress   -> CORRUPT_MESSAGE
  *   ST_E_MALFORMED    magic above 1, inner magic unlike its wrapper's, nested compression,
  *                     a wrapper with a null value or no inner messages,
  *                     codec above 4, no messages at all                -> INVALID_RECORD

@@ -5,16 +5,21 @@
  * accepts it), and converting that batch back down to either magic and up again must give a
  * batch with the same number of records (nothing lost or invented on the way).
  *
- * Input: byte 0 bit 0 = the limit is a cap too, bits 1-7 = the down-conversion limit in 64-byte
- * steps (0: unbounded), then the bytes: up-converted as a legacy set, and down-converted as stored
- * batches.
+ * Input: byte 0 = mode: bit 0 the limit is a cap too; bit 1 the top-level messages' CRCs are
+ * rewritten to match (so the fuzzer gets past them); bits 2-3 a codec (1 gzip, 2 snappy, 3 lz4)
+ * under which the (CRC-fixed) bytes are compressed into one wrapper message of magic bit 4, so
+ * inner sets are explored too; bits 5-7 the down-conversion limit in 256-byte steps (0:
+ * unbounded). Then the bytes: up-converted as a legacy set (after the above), and
+ * down-converted as stored batches.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "base/buf.h"
 #include "storage/batch.h"
+#include "storage/codec.h"
 #include "storage/msgconv.h"
 
 /* 1 MiB of decompression at most per wrapper or batch. */
@@ -33,14 +38,63 @@ static int64_t records_of(const st_buf_t *b)
     return h.records_count;
 }
 
+/* Rewrites the CRC of each whole top-level message of the set in b. */
+static void fix_crcs(st_buf_t *b)
+{
+    size_t pos = 0;
+    while (b->len - pos >= ST_MSGCONV_LOG_OVERHEAD) {
+        uint32_t sz = st_be32(b->data + pos + 8);
+        if (sz < 4 || sz > b->len - pos - ST_MSGCONV_LOG_OVERHEAD)
+            return;
+        uint8_t *m = b->data + pos + ST_MSGCONV_LOG_OVERHEAD;
+        st_put_be32(m, (uint32_t)crc32(0L, m + 4, (uInt)(sz - 4)));
+        pos += ST_MSGCONV_LOG_OVERHEAD + sz;
+    }
+}
+
+/* The set in b compressed with codec into one wrapper message of magic, replacing b. */
+static void wrap(st_buf_t *b, int codec, int magic)
+{
+    st_buf_t z, w;
+    st_buf_init(&z);
+    st_buf_init(&w);
+    if (st_codec_compress(codec, ST_CODEC_FRAMING_PLAIN, b->data, b->len, &z) == 0) {
+        uint32_t size = (magic ? ST_MSGCONV_V1_HEADER : ST_MSGCONV_V0_HEADER) + (uint32_t)z.len;
+        st_buf_put_be64(&w, 0);
+        st_buf_put_be32(&w, size);
+        st_buf_put_be32(&w, 0);
+        st_buf_put_u8(&w, (uint8_t)magic);
+        st_buf_put_u8(&w, (uint8_t)codec);
+        if (magic)
+            st_buf_put_be64(&w, 1700000000000ull);
+        st_buf_put_be32(&w, UINT32_MAX); /* null key */
+        st_buf_put_be32(&w, (uint32_t)z.len);
+        st_buf_append(&w, z.data, z.len);
+        fix_crcs(&w);
+        st_buf_fini(b);
+        *b = w;
+    } else {
+        st_buf_fini(&w);
+    }
+    st_buf_fini(&z);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
     bool hard = data[0] & 1;
-    int64_t limit = (int64_t)(data[0] >> 1) * 64;
-    const uint8_t *p = data + 1;
-    size_t n = size - 1;
+    int codec = (data[0] >> 2) & 3;
+    int64_t limit = (int64_t)(data[0] >> 5) * 256;
+    st_buf_t set;
+    st_buf_init(&set);
+    st_buf_append(&set, data + 1, size - 1);
+    if (data[0] & 2)
+        fix_crcs(&set);
+    if (codec)
+        wrap(&set, codec, (data[0] >> 4) & 1);
+    const uint8_t *p = set.data;
+    size_t n = set.len;
 
     st_buf_t v2, down, again;
     st_buf_init(&v2);
@@ -65,6 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         require(v2.len == 0 && info.why != NULL);
     }
     /* the bytes as stored batches */
+    p = data + 1;
+    n = size - 1;
     for (int8_t magic = 0; magic <= 1; magic++) {
         int64_t lim = limit ? limit : INT64_MAX;
         st_msgconv_down_opts_t o = {magic, 0, lim, hard ? lim : -1, MAX_OUT};
@@ -76,5 +132,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     st_buf_fini(&v2);
     st_buf_fini(&down);
     st_buf_fini(&again);
+    st_buf_fini(&set);
     return 0;
 }

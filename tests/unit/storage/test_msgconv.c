@@ -280,6 +280,11 @@ static void test_up_refusals(void **state)
     st_buf_clear(&set);
     lm_put(&set, 0, 1, ST_CODEC_SNAPPY, 5, NULL, NULL, -1);
     assert_int_equal(up_err(&set, NULL), ST_E_MALFORMED);
+    for (int magic = 0; magic <= 1; magic++) { /* an empty compressed value (found by fuzzing) */
+        st_buf_clear(&set);
+        lm_put(&set, 0, magic, ST_CODEC_LZ4, 5, NULL, "", 0);
+        assert_int_equal(up_err(&set, NULL), ST_E_CORRUPT);
+    }
 
     /* magic 2 inside a legacy set, and a key length past the message */
     st_buf_clear(&set);
