@@ -10,7 +10,7 @@ if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev kcat python3-confluent-kafka python3-kafka fio
          python3-snappy python3-lz4 python3-zstandard
          prometheus nats-server libfuse3-dev fuse3 openssl
-         golang-go golang-github-segmentio-kafka-go-dev)
+         golang-go golang-github-segmentio-kafka-go-dev golang-github-shopify-sarama-dev)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi

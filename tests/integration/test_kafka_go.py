@@ -6,7 +6,14 @@ in order, and confluent's consumer reads the same records (stored as v2 batches)
 part (JoinGroup v1, SyncGroup v0, OffsetCommit v2) runs where the broker advertises JoinGroup
 v1, and is skipped, saying so, where it does not.
 
-Needs go (golang-go) and golang-github-segmentio-kafka-go-dev; skipped without them."""
+Also Shopify sarama 1.22 (golang-github-shopify-sarama-dev), told the broker is Kafka 0.8.2
+(Produce v0, message format v0) or 0.10.0 (Produce v2, format v1), produces with each codec it
+allows there,
+and told 0.10.1 (ListOffsets v1, Fetch v3) consumes: every message, in order, timestamps kept
+where format v1 carries them.
+
+Needs go (golang-go) and golang-github-segmentio-kafka-go-dev (sarama's test: its package);
+skipped without them."""
 
 import os
 import shutil
@@ -22,6 +29,7 @@ from harness import ServerTestCase  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOPATH = "/usr/share/gocode"
 PKG = os.path.join(GOPATH, "src/github.com/segmentio/kafka-go")
+SARAMA = os.path.join(GOPATH, "src/github.com/Shopify/sarama")
 N = 200
 
 
@@ -39,17 +47,22 @@ class KafkaGoTest(ServerTestCase):
             raise unittest.SkipTest("needs go and golang-github-segmentio-kafka-go-dev")
         out = os.path.join(build_dir(), "gocache")
         os.makedirs(out, exist_ok=True)
-        cls.bin = os.path.join(out, "kafkago")
         env = dict(os.environ, GO111MODULE="off", GOPATH=GOPATH, GOCACHE=out, GOFLAGS="")
-        r = subprocess.run(["go", "build", "-o", cls.bin, os.path.join(HERE, "go", "kafkago.go")],
-                           env=env, capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            raise AssertionError("go build failed:\n" + r.stderr)
+
+        def build(name):
+            b = os.path.join(out, name)
+            r = subprocess.run(["go", "build", "-o", b, os.path.join(HERE, "go", name + ".go")],
+                               env=env, capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                raise AssertionError("go build of %s failed:\n%s" % (name, r.stderr))
+            return b
+        cls.bin = build("kafkago")
+        cls.sarama = build("sarama") if os.path.isdir(SARAMA) else None
         super().setUpClass()
 
-    def kgo(self, *args, timeout=120):
-        r = subprocess.run([self.bin] + [str(a) for a in args], capture_output=True, text=True,
-                           timeout=timeout)
+    def kgo(self, *args, timeout=120, binary=None):
+        r = subprocess.run([binary or self.bin] + [str(a) for a in args], capture_output=True,
+                           text=True, timeout=timeout)
         self.assertEqual(r.returncode, 0, "kafkago %s: %s" % (" ".join(map(str, args)), r.stderr))
         return [tuple(line.split(" ")) for line in r.stdout.splitlines()]
 
@@ -79,6 +92,26 @@ class KafkaGoTest(ServerTestCase):
             msgs = kc.consume_partitions(self.bootstrap, topic, [0, 1], N)
             self.assertEqual(sorted(m.key() for m in msgs),
                              sorted(b"k%d" % i for i in range(N)))
+
+    def test_sarama_old_formats(self):
+        if not self.sarama:
+            self.skipTest("needs golang-github-shopify-sarama-dev")
+        for version in ("0.8.2.0", "0.10.0.0"):
+            for codec in ("none", "gzip", "snappy", "lz4"):
+                if codec == "lz4" and version == "0.8.2.0":
+                    continue  # sarama allows lz4 from 0.10 (magic 0 lz4: test_legacy_formats)
+                topic = self.unique("sarama-%s-%s" % (version[:4], codec))
+                kc.create_topic(self.bootstrap, topic, 1)
+                self.kgo("produce", version, self.bootstrap, topic, 100, codec,
+                         binary=self.sarama)
+                got = self.kgo("consume", "0.10.1.0", self.bootstrap, topic, 100,
+                               binary=self.sarama)
+                what = "%s %s" % (version, codec)
+                self.assertEqual([(int(o), k, v) for o, k, v, _ in got],
+                                 [(i, "k%d" % i, "v%d" % i) for i in range(100)], what)
+                if version != "0.8.2.0":  # format v1 carries the producer's timestamps
+                    self.assertEqual([int(t) for *_, t in got],
+                                     [1700000000000 + i for i in range(100)], what)
 
     def test_group(self):
         with kwire.Conn.to(self.bootstrap) as c:
