@@ -8,9 +8,8 @@ v1, and is skipped, saying so, where it does not.
 
 Also Shopify sarama 1.22 (golang-github-shopify-sarama-dev), told the broker is Kafka 0.8.2
 (Produce v0, message format v0) or 0.10.0 (Produce v2, format v1), produces with each codec it
-allows there,
-and told 0.10.1 (ListOffsets v1, Fetch v3) consumes: every message, in order, timestamps kept
-where format v1 carries them.
+allows there, and told 0.10.1 (ListOffsets v1, Fetch v3) consumes: every message, in order,
+timestamps kept where format v1 carries them.
 
 Needs go (golang-go) and golang-github-segmentio-kafka-go-dev (sarama's test: its package);
 skipped without them."""
