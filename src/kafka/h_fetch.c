@@ -438,8 +438,8 @@ static void fetch_answer_aborted(st_kreq_t *r, const fetch_part_t *fp,
 }
 
 /* What one Fetch v0-3 converts at most: output bytes, and the time after which no further
- * partition is started (the first partition is converted whatever it costs, its first message
- * or wrapper whole): the CPU a request may take on the connection's shard. */
+ * batch is started (at least one batch is converted, its first message or wrapper whole): the
+ * CPU a request may take on the connection's shard. */
 #define FETCH_DOWNCONV_MAX_BYTES (4 << 20)
 #define FETCH_DOWNCONV_MAX_NS    (20 * 1000000LL)
 
@@ -449,12 +449,13 @@ static void fetch_answer_aborted(st_kreq_t *r, const fetch_part_t *fp,
  * down-conversion: no more bytes out than the read held, except that the first message (or
  * compressed wrapper) is always whole; v0-2 also cut at partition_max_bytes, as those versions
  * answer; and no more than `room` bytes (what is left of FETCH_DOWNCONV_MAX_BYTES for the
- * request). So a request's memory stays within its reads plus one batch's conversion, its CPU
- * within converting a few MiB. The file bytes are read here, on the connection's shard (the
- * pages a consumer reads are usually cached). Adds the bytes written to *used. Returns the
- * partition's error, or 0.
+ * request), no batch started past deadline_ns. So a request's memory stays within its reads plus
+ * one batch's conversion, its CPU within converting a few MiB. The file bytes are read here, on the
+ * connection's shard (the pages a consumer reads are usually cached). Adds the bytes written to
+ * *used. Returns the partition's error, or 0.
  */
-static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp, int64_t room, int64_t *used)
+static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp, int64_t room, int64_t deadline_ns,
+                                 int64_t *used)
 {
     st_kreq_t *r = f->r;
     fetch_rel_t *rel = fp->rel;
@@ -476,6 +477,7 @@ static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp, int64_t room, 
         .limit = rel->read.bytes < room ? rel->read.bytes : room,
         .cap = r->api_version <= 2 ? (fp->max_bytes > 0 ? fp->max_bytes : 0) : -1,
         .max_out = (int64_t)r->shard->b->cfg->message_max_bytes * ST_BATCH_INFLATE_FACTOR,
+        .deadline_ns = deadline_ns,
     };
     st_msgconv_down_res_t res = {0};
     if (rc == 0)
@@ -552,8 +554,8 @@ static void fetch_respond(st_fetch_t *f)
             /* the log holds message format v2 only: convert down, as Kafka 3.x does */
             if (!conv_t0)
                 conv_t0 = st_mono_ns();
-            o->error_code =
-                fetch_downconvert(f, fp, FETCH_DOWNCONV_MAX_BYTES - conv_used, &conv_used);
+            o->error_code = fetch_downconvert(f, fp, FETCH_DOWNCONV_MAX_BYTES - conv_used,
+                                              conv_t0 + FETCH_DOWNCONV_MAX_NS, &conv_used);
             if (o->error_code) {
                 o->records = (st_krecords_t){NULL, 0, NULL};
                 o->high_watermark = o->last_stable_offset = o->log_start_offset = -1;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/varint.h"
 #include "storage/batch.h"
@@ -497,6 +498,10 @@ int st_msgconv_down(const uint8_t *in, size_t n, const st_msgconv_down_opts_t *o
             break;
         if (d.records > before)
             res->batches++;
+        if (o->deadline_ns && out->len > d.start && st_mono_ns() >= o->deadline_ns) {
+            d.stop = n >= ST_BATCH_HEADER_SIZE; /* more batches were there */
+            break;
+        }
     }
     if (rc) {
         out->len = d.start;

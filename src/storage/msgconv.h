@@ -77,6 +77,7 @@ typedef struct st_msgconv_down_opts {
     int64_t limit;        /* output bytes to stop before (the first message always whole) */
     int64_t cap;          /* Fetch v0-2: output cut at this many bytes, even mid-message; -1 */
     int64_t max_out;      /* decompression bound per compressed batch */
+    int64_t deadline_ns;  /* st_mono_ns() past which no further batch is started; 0: none */
 } st_msgconv_down_opts_t;
 
 typedef struct st_msgconv_down_res {
@@ -98,13 +99,13 @@ typedef struct st_msgconv_down_res {
  * past opts->limit bytes, except the first, which is written whole so that a client always
  * progresses (Kafka's lazy down-conversion does the same). cap >= 0 then cuts the output at
  * cap bytes, even inside a message (a partial message, as Fetch v0-2 answers one larger than
- * the partition's max bytes). Stops at a zstd batch (not representable before magic 2).
- * Returns 0 (possibly having written nothing: all control records), or (out as it was):
- *   ST_E_UNSUPPORTED  the first batch to convert is zstd  -> UNSUPPORTED_COMPRESSION_TYPE
- *   ST_E_CORRUPT      the first batch fails st_batch_check (a later one ends the output), or
- *                     a batch's records do not parse (st_batch_walk)
- *   ST_E_TOO_LARGE    a batch decompresses past max_out
- *   -ENOMEM
+ * the partition's max bytes). Past deadline_ns no further batch is started (the output then
+ * holds at least the first batch's records: the CPU bound of one call). Stops at a zstd batch (not
+ * representable before magic 2). Returns 0 (possibly having written nothing: all control records),
+ * or (out as it was): ST_E_UNSUPPORTED  the first batch to convert is zstd  ->
+ * UNSUPPORTED_COMPRESSION_TYPE ST_E_CORRUPT      the first batch fails st_batch_check (a later one
+ * ends the output), or a batch's records do not parse (st_batch_walk) ST_E_TOO_LARGE    a batch
+ * decompresses past max_out -ENOMEM
  */
 int st_msgconv_down(const uint8_t *in, size_t n, const st_msgconv_down_opts_t *opts, st_buf_t *out,
                     st_msgconv_down_res_t *res);

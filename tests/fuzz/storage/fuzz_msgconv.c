@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         require(st_batch_validate_client(v2.data, v2.len, 64 * MAX_OUT, &h, NULL) == 0);
         require(h.records_count == info.records);
         for (int8_t magic = 0; magic <= 1; magic++) {
-            st_msgconv_down_opts_t o = {magic, 0, INT64_MAX, -1, 64 * MAX_OUT};
+            st_msgconv_down_opts_t o = {magic, 0, INT64_MAX, -1, 64 * MAX_OUT, 0};
             st_msgconv_down_res_t res;
             st_buf_clear(&down);
             st_buf_clear(&again);
@@ -123,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     n = size - 1;
     for (int8_t magic = 0; magic <= 1; magic++) {
         int64_t lim = limit ? limit : INT64_MAX;
-        st_msgconv_down_opts_t o = {magic, 0, lim, hard ? lim : -1, MAX_OUT};
+        st_msgconv_down_opts_t o = {magic, 0, lim, hard ? lim : -1, MAX_OUT, 0};
         st_msgconv_down_res_t res;
         st_buf_clear(&down);
         if (st_msgconv_down(p, n, &o, &down, &res) == 0 && limit && hard)

@@ -387,7 +387,7 @@ static void test_down_every_codec(void **state)
             st_buf_init(&out);
             v2_three(&in, variants[k], 100);
             v2_three(&in, variants[k], 103);
-            st_msgconv_down_opts_t o = {(int8_t)magic, 101, 1 << 20, -1, MAXB};
+            st_msgconv_down_opts_t o = {(int8_t)magic, 101, 1 << 20, -1, MAXB, 0};
             st_msgconv_down_res_t res;
             assert_int_equal(st_msgconv_down(in.data, in.len, &o, &out, &res), 0);
             assert_int_equal(res.records, 5); /* 100 is before the fetch offset */
@@ -446,7 +446,7 @@ static void test_down_magic1_wrapper_layout(void **state)
     st_buf_init(&out);
     v2_three(&in, TC_GZIP, 500);
     st_batch_set_log_append_time(in.data, in.len, 777777);
-    st_msgconv_down_opts_t o = {1, 0, 1 << 20, -1, MAXB};
+    st_msgconv_down_opts_t o = {1, 0, 1 << 20, -1, MAXB, 0};
     st_msgconv_down_res_t res;
     assert_int_equal(st_msgconv_down(in.data, in.len, &o, &out, &res), 0);
     lmsg_t w;
@@ -490,7 +490,7 @@ static void test_down_control_zstd_limits(void **state)
     st_batch_control_build(m, 7, 0, true, 1, 5000);
     st_batch_set_base_offset(in.data + at, 3);
     v2_three(&in, -1, 4);
-    st_msgconv_down_opts_t o = {1, 0, 1 << 20, -1, MAXB};
+    st_msgconv_down_opts_t o = {1, 0, 1 << 20, -1, MAXB, 0};
     assert_int_equal(st_msgconv_down(in.data, in.len, &o, &out, &res), 0);
     assert_int_equal(res.records, 6);
     assert_int_equal(res.next_offset, 7);
@@ -521,6 +521,17 @@ static void test_down_control_zstd_limits(void **state)
     assert_int_equal(out.len, 10);
     st_buf_clear(&out);
 
+    /* a deadline passed: one batch, then a stop */
+    o.cap = -1;
+    o.limit = 1 << 20;
+    o.deadline_ns = 1;
+    assert_int_equal(st_msgconv_down(in.data, in.len, &o, &out, &res), 0);
+    assert_int_equal(res.records, 3);
+    assert_true(res.cut);
+    assert_int_equal(res.next_offset, 3);
+    st_buf_clear(&out);
+    o.deadline_ns = 0;
+
     /* zstd: refused when first, a stop after converted data */
     st_buf_t z, zb;
     st_buf_init(&z);
@@ -531,7 +542,7 @@ static void test_down_control_zstd_limits(void **state)
     assert_int_equal(tc_zstd(recs.data, recs.len, &z), 0);
     tc_wrap(&zb, ST_CODEC_ZSTD, z.data, z.len, 1);
     st_batch_set_base_offset(zb.data, 10);
-    o = (st_msgconv_down_opts_t){0, 0, 1 << 20, -1, MAXB};
+    o = (st_msgconv_down_opts_t){0, 0, 1 << 20, -1, MAXB, 0};
     assert_int_equal(st_msgconv_down(zb.data, zb.len, &o, &out, &res), ST_E_UNSUPPORTED);
     assert_int_equal(out.len, 0);
     st_buf_t mixed;
