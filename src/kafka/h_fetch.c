@@ -449,7 +449,8 @@ static void fetch_answer_aborted(st_kreq_t *r, const fetch_part_t *fp,
  * down-conversion: no more bytes out than the read held, except that the first message (or
  * compressed wrapper) is always whole; v0-2 also cut at partition_max_bytes, as those versions
  * answer; and no more than `room` bytes (what is left of FETCH_DOWNCONV_MAX_BYTES for the
- * request), no batch started past deadline_ns. So a request's memory stays within its reads plus
+ * request), no batch started past deadline_ns; so only that much of the read (or its first
+ * batch) is read into memory. So a request's memory stays within its reads plus
  * one batch's conversion, its CPU within converting a few MiB. The file bytes are read here, on the
  * connection's shard (the pages a consumer reads are usually cached). Adds the bytes written to
  * *used. Returns the partition's error, or 0.
@@ -463,13 +464,28 @@ static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp, int64_t room, 
     st_buf_t in, out;
     st_buf_init(&in);
     st_buf_init(&out);
-    uint8_t *p = st_buf_extend(&in, (size_t)rel->read.bytes);
+    /* Only what the conversion may use is read: `room` bytes, or the first batch whole when
+     * it is larger (a conversion writes at least as many bytes as it reads, but for dropped
+     * headers and control batches; a batch cut at the end is left alone). */
+    int64_t want = rel->read.bytes;
+    uint8_t hdr[ST_BATCH_HEADER_SIZE];
+    st_batch_hdr_t h;
+    const st_log_range_t *r0 = &rel->read.ranges[0];
+    if (want > room && r0->len >= ST_BATCH_HEADER_SIZE &&
+        st_file_pread(r0->file, hdr, sizeof hdr, r0->pos) == (ssize_t)sizeof hdr &&
+        st_batch_parse_hdr(hdr, sizeof hdr, &h) == 0)
+        want = st_batch_size(&h) > room ? st_batch_size(&h) : room;
+    if (want > rel->read.bytes)
+        want = rel->read.bytes;
+    uint8_t *p = st_buf_extend(&in, (size_t)want);
     int rc = p ? 0 : -ENOMEM;
-    for (int i = 0; rc == 0 && i < rel->read.nranges; i++) {
+    for (int i = 0; rc == 0 && i < rel->read.nranges && want > 0; i++) {
         const st_log_range_t *rg = &rel->read.ranges[i];
-        ssize_t got = st_file_pread(rg->file, p, (size_t)rg->len, rg->pos);
-        rc = got == rg->len ? 0 : got < 0 ? (int)got : ST_E_TRUNCATED;
-        p += rg->len;
+        int64_t k = rg->len < want ? rg->len : want;
+        ssize_t got = st_file_pread(rg->file, p, (size_t)k, rg->pos);
+        rc = got == k ? 0 : got < 0 ? (int)got : ST_E_TRUNCATED;
+        p += k;
+        want -= k;
     }
     st_msgconv_down_opts_t o = {
         .magic = r->api_version <= 1 ? 0 : 1,

@@ -428,6 +428,24 @@ class LegacyFormatsTest(ServerTestCase):
                 if rounds == 1:
                     self.assertGreater(empty, 0, "the first fetch stopped converting at 4 MiB")
         self.assertEqual(offs, [per] * parts)
+        # one partition read of 7 MiB (partition_max_bytes 16 MiB): converted 4 MiB at most
+        big = self.unique("big")
+        kc.create_topic(self.bootstrap, big, 1)
+        n = 30000
+        kc.produce_all(p, big, [{"key": b"%d" % i, "value": b"y" * 200, "partition": 0}
+                                for i in range(n)])
+        off, rounds = 0, 0
+        with kwire.Conn.to(self.bootstrap, timeout=30) as c:
+            while off < n and rounds < 100:
+                rounds += 1
+                err, hw, recs = self.fetch(c, 3, big, off, part_max=16 << 20)
+                self.assertEqual((err, hw), (0, n))
+                self.assertLessEqual(len(recs), (4 << 20) + 1000)
+                ms = legacy_messages(recs)
+                self.assertEqual(ms[0][0], off)
+                off = ms[-1][0] + 1
+        self.assertEqual(off, n)
+        self.assertGreater(rounds, 1)
 
     def test_kafka_python_old_api_versions(self):
         """kafka-python forced to 0.9 (Produce v1 with magic 0, Fetch v1) and 0.10.1 (Produce
