@@ -272,6 +272,9 @@ SNAP_FIG(f_nparts, nparts)
 STAT_FIG(f_appends, appends)
 STAT_FIG(f_append_bytes, append_bytes)
 STAT_FIG(f_fsyncs, fsyncs)
+STAT_FIG(f_upconv_records, upconv_records)
+STAT_FIG(f_downconv_records, downconv_records)
+STAT_FIG(f_downconv_bytes, downconv_bytes)
 STAT_FIG(f_fsync_errors, fsync_errors)
 
 static uint64_t f_sent(const st_admin_view_t *v, int i)
@@ -463,6 +466,26 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
     per_shard(p, v, "strata_storage_fsync_errors_total", "counter", "fdatasync calls that failed.",
               f_fsync_errors, SHARD_LIVE);
     quota_metrics(p, v);
+    per_shard(
+        p, v, "strata_produce_upconverted_records_total", "counter",
+        "Messages of Produce v0-2 (message format v0/v1) converted to RecordBatch v2 records.",
+        f_upconv_records, SHARD_LIVE);
+    per_shard(p, v, "strata_fetch_downconverted_records_total", "counter",
+              "Records converted down to message format v0/v1 for Fetch v0-3.", f_downconv_records,
+              SHARD_LIVE);
+    per_shard(p, v, "strata_fetch_downconverted_bytes_total", "counter",
+              "Bytes of message format v0/v1 written by down-conversion for Fetch v0-3.",
+              f_downconv_bytes, SHARD_LIVE);
+    st_prom_family(p, "strata_fetch_downconversion_seconds_total", "counter",
+                   "Time spent reading and converting records down for Fetch v0-3.");
+    for (int i = 0; i < v->nshards; i++) {
+        if (!shard_in(v, i, SHARD_LIVE))
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t l[] = {{"shard", sh}};
+        st_prom_sample(p, "", l, 1, (double)ld(&v->live[i].stats->downconv_ns) / 1e9);
+    }
     double bounds_s[ST_KSTATS_BUCKETS];
     bounds_seconds(bounds_s);
     st_prom_family(p, "strata_storage_fsync_duration_seconds", "histogram",

@@ -187,6 +187,9 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
       "largest record batch accepted")                                                             \
     X(log_message_timestamp_type, "log.message.timestamp.type", STR, "CreateTime", 0, 0,           \
       "CreateTime or LogAppendTime")                                                               \
+    X(log_message_downconversion_enable, "log.message.downconversion.enable", BOOL, "true", 0, 0,  \
+      "answer Fetch v0-3 by converting records down to message format v0/v1 (false: "              \
+      "UNSUPPORTED_VERSION)")                                                                      \
     X(write_caching, "write.caching", BOOL, "false", 0, 0,                                         \
       "acknowledge after write, sync every log.flush.interval.* (default: ack only when synced)")  \
     X(log_flush_interval_messages, "log.flush.interval.messages", INT, "9223372036854775807", 1,   \

@@ -500,8 +500,8 @@ static void test_api_table(void **state)
         int16_t key, min, max, flex;
         const char *name;
     } want[] = {
-        {0, 3, 13, 9, "Produce"},
-        {1, 4, 18, 12, "Fetch"},
+        {0, 0, 13, 9, "Produce"},
+        {1, 0, 18, 12, "Fetch"},
         {2, 0, 11, 6, "ListOffsets"},
         {3, 0, 13, 9, "Metadata"},
         {8, 0, 10, 8, "OffsetCommit"},
