@@ -106,6 +106,16 @@ class CliDeadlineTest(unittest.TestCase):
                    "the killed broker's partition without a leader")
         describe("Leader not available")
 
+        # cluster info and cluster health name the broker that is gone (fenced by now: its
+        # partition has no leader), not just a shorter list.
+        r, _ = self.cli("cluster", "health", "-b", alive, "--timeout", "5s")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("broker %d: down or fenced" % victim, r.stdout)
+        self.assertIn("brokers down/fenced:   1", r.stdout)
+        r, _ = self.cli("cluster", "info", "-b", alive, "--timeout", "5s")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^%d +- +\(not in the broker list: down or fenced" % victim)
+
         # A frozen broker as the only bootstrap: it takes the connection and answers nothing.
         # The command ends within --timeout (its own timeout or the watchdog's), exit 1.
         frozen = [n for n in self.c.nodes if n not in (victim, ctrl)][0]
