@@ -27,6 +27,8 @@ static const command_t commands[] = {
     {"topic", "describe", st_cli_topic_describe, "partitions, leaders, offsets, configs", 0},
     {"topic", "delete", st_cli_topic_delete, "delete topics", 0},
     {"topic", "add-partitions", st_cli_topic_add_partitions, "grow a topic's partitions", 0},
+    {"topic", "delete-records", st_cli_topic_delete_records,
+     "delete a topic's records below an offset", 0},
     {"topic", "alter-config", st_cli_topic_alter_config, "set or delete topic configs", 0},
     {"produce", NULL, st_cli_produce, "write messages (argument or one per stdin line)", 0},
     {"consume", NULL, st_cli_consume, "read messages", 0},
