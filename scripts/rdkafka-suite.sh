@@ -13,7 +13,8 @@
 # fetch; OpenSSL is required, which also gives librdkafka's builtin SCRAM). The version is a tag
 # of that mirror, v2.15.0 by default (the fetch tool's github:confluentinc/librdkafka).
 #
-#   scripts/rdkafka-suite.sh [--build-only] [--start] [--security ssl|sasl_ssl] [--brokers N]
+#   scripts/rdkafka-suite.sh [--build-only] [--start] [--security ssl|sasl_ssl|sasl_plaintext]
+#                            [--brokers N]
 #                            [TEST...]
 #
 #   TEST        test numbers (0103 0129 0098 by default), as the suite's TESTS variable takes them
@@ -21,7 +22,8 @@
 #               --smp 2, a temporary log.dirs) for the run, and stop it after; otherwise BROKERS
 #               (host:port[,...]) names a running broker
 #   --security P  (implies --start) the suite's clients use security.protocol P against a listener
-#               of that protocol, as librdkafka's trivup sets one up: a CA, a broker certificate
+#               of that protocol (sasl_plaintext: the same without TLS, to tell TLS's part in a
+#               failure apart), as librdkafka's trivup sets one up: a CA, a broker certificate
 #               and a client certificate (PEM, DER and PKCS#12, the SSL_* variables 0097 reads)
 #               made with openssl for the run; ssl.client.auth=required broker-wide (which a
 #               SASL_SSL listener ignores, as Kafka's KIP-684 says); SASL user testuser /
@@ -80,7 +82,7 @@ while [ $# -gt 0 ]; do
         ;;
     --security | --security=*)
         if [ "$a" = --security ]; then
-            [ $# -gt 0 ] || { echo "--security wants ssl or sasl_ssl" >&2; exit 2; }
+            [ $# -gt 0 ] || { echo "--security wants ssl, sasl_ssl or sasl_plaintext" >&2; exit 2; }
             SECURITY=$1
             shift
         else
@@ -88,8 +90,8 @@ while [ $# -gt 0 ]; do
         fi
         SECURITY=$(echo "$SECURITY" | tr '[:lower:]' '[:upper:]')
         case $SECURITY in
-        SSL | SASL_SSL) ;;
-        *) echo "--security $SECURITY: expected ssl or sasl_ssl" >&2; exit 2 ;;
+        SSL | SASL_SSL | SASL_PLAINTEXT) ;;
+        *) echo "--security $SECURITY: expected ssl, sasl_ssl or sasl_plaintext" >&2; exit 2 ;;
         esac
         START=1
         ;;
@@ -208,7 +210,7 @@ if [ $START = 1 ]; then
             --set ssl.client.auth=required
             --set "sasl.bootstrap.users=testuser:SCRAM-SHA-256:testpass,testuser:SCRAM-SHA-512:testpass,broker:SCRAM-SHA-512:broker-pw"
             --set sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
-            --set "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"broker-pw\";"
+            --set "listener.name.${TAG%-}.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"broker\" password=\"broker-pw\";"
             --set authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
             --set allow.everyone.if.no.acl.found=true
             --set "super.users=User:broker;User:CN=localhost,O=Strata,C=NN"
@@ -280,14 +282,14 @@ CONF=$LOGS/test.conf
 {
     echo "metadata.broker.list=$BROKERS"
     echo "test.topic.random=true"
-    if [ -n "$SECURITY" ]; then
-        echo "security.protocol=$SECURITY"
+    [ -z "$SECURITY" ] || echo "security.protocol=$SECURITY"
+    if [[ "$SECURITY" == *SSL ]]; then
         echo "ssl.ca.location=$PKI/ca.pem"
         echo "ssl.certificate.location=$PKI/client-pub.pem"
         echo "ssl.key.location=$PKI/client-priv.pem"
         echo "ssl.key.password=$SSL_PASS"
     fi
-    if [ "$SECURITY" = SASL_SSL ]; then
+    if [[ "$SECURITY" == SASL_* ]]; then
         echo "sasl.mechanism=${SASL_MECHANISM:-SCRAM-SHA-512}"
         echo "sasl.username=testuser"
         echo "sasl.password=testpass"
