@@ -145,6 +145,20 @@ const char *st_config_listener_get(const st_config_t *c, const char *listener, c
 const char *st_config_lookup(void *arg, const char *key)
 {
     st_config_lookup_t *l = arg;
+    /* KIP-684: a SASL_SSL listener asks for client certificates only when its own
+     * listener.name.<name>.ssl.client.auth says so; the broker-wide ssl.client.auth is for SSL
+     * listeners (SASL authenticates those clients). */
+    if (strcmp(key, "ssl.client.auth") == 0) {
+        char full[256];
+        snprintf(full, sizeof full, "listener.name.%s.%s", l->listener, key);
+        bool own = false;
+        for (int i = 0; i < l->cfg->nlistener_overrides && !own; i++)
+            own = strcasecmp(l->cfg->listener_overrides[i].key, full) == 0;
+        for (int i = 0; i < l->cfg->nkafka_listeners && !own; i++)
+            if (strcasecmp(l->cfg->kafka_listeners[i].name, l->listener) == 0 &&
+                l->cfg->kafka_listeners[i].protocol == ST_SEC_SASL_SSL)
+                return "none";
+    }
     /* listener.name.<l>.* overrides are string settings only (st_config_set) */
     for (size_t i = 0; i < ST_CFG_N; i++)
         if (strcmp(st_cfg_table[i].key, key) == 0 && st_cfg_table[i].type == ST_CFG_INT) {

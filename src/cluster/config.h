@@ -56,7 +56,8 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
     X(ssl_truststore_certificates, "ssl.truststore.certificates", STR, "", 0, 0,                   \
       "SSL listeners: trusted CAs as inline PEM")                                                  \
     X(ssl_client_auth, "ssl.client.auth", STR, "none", 0, 0,                                       \
-      "SSL listeners: client certificates: none, requested or required")                           \
+      "SSL listeners: client certificates: none, requested or required (SASL_SSL ones: only "      \
+      "as listener.name.<name>.ssl.client.auth)")                                                  \
     X(ssl_enabled_protocols, "ssl.enabled.protocols", STR, "TLSv1.2,TLSv1.3", 0, 0,                \
       "SSL listeners: TLS versions accepted")                                                      \
     X(ssl_cipher_suites, "ssl.cipher.suites", STR, "", 0, 0,                                       \
@@ -313,7 +314,10 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen);
 const char *st_config_listener_get(const st_config_t *c, const char *listener, const char *key);
 /* One listener's settings as a key -> string lookup (net/tls.h's st_tls_get_fn, with a
  * st_config_lookup_t as arg): string keys as st_config_listener_get, integer ones written
- * into num (valid until the next lookup through the same st_config_lookup_t). */
+ * into num (valid until the next lookup through the same st_config_lookup_t). One exception,
+ * Kafka's (KIP-684): a SASL_SSL listener's ssl.client.auth is its
+ * listener.name.<name>.ssl.client.auth, "none" when that is not set (the broker-wide one is
+ * for SSL listeners). */
 typedef struct st_config_lookup {
     const st_config_t *cfg;
     const char *listener;

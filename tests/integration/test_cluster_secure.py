@@ -83,6 +83,8 @@ class SecureClusterTest(unittest.TestCase):
             "ssl.keystore.location": self.broker_cert[2],
             "ssl.truststore.location": self.pki.ca,
             "ssl.client.auth": "required",
+            # a SASL_SSL listener asks for certificates only by its own setting (KIP-684)
+            "listener.name.sasl_ssl.ssl.client.auth": "required",
             "sasl.enabled.mechanisms": "SCRAM-SHA-512",
             "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
