@@ -72,6 +72,23 @@ void st_hb_self(st_hb_t *hb, const st_config_t *c, uint64_t incarnation, int kaf
     snprintf(hb->host, sizeof hb->host, "%s", c->advertised_host);
     hb->port = c->advertised_port ? c->advertised_port : kafka_port;
     snprintf(hb->rack, sizeof hb->rack, "%s", c->broker_rack);
+    /* every listener a client may come in on, so Metadata tells it the others' addresses on
+     * its own listener (Kafka registers every listener) */
+    size_t at = 0;
+    hb->endpoints[0] = 0;
+    for (int i = 0; i < c->nkafka_listeners; i++) {
+        const st_listener_t *l = &c->kafka_listeners[i];
+        int port = l->adv_port ? l->adv_port : l->port;
+        if (!port || !*l->adv_host)
+            continue;
+        int n = snprintf(hb->endpoints + at, sizeof hb->endpoints - at, "%s%s=%s:%d", at ? "," : "",
+                         l->name, l->adv_host, port);
+        if (n < 0 || (size_t)n >= sizeof hb->endpoints - at) {
+            hb->endpoints[at] = 0; /* what does not fit is left out whole */
+            break;
+        }
+        at += (size_t)n;
+    }
     snprintf(hb->raft, sizeof hb->raft, "%s", raft_addr);
     hb->voter = c->role_controller;
     hb->applied = applied;
@@ -90,10 +107,11 @@ int st_hb_encode(const st_hb_t *hb, char **out, size_t *len)
         for (int i = 0; i < hb->nalter; i++)
             json_array_append_new(alter, alter_json(&hb->alter[i]));
     }
-    json_t *j = json_pack("{s:i,s:s,s:s,s:i,s:s?,s:s,s:b,s:I,s:O?,s:O?}", "id", hb->id, "inc", inc,
-                          "host", hb->host, "port", hb->port, "rack", hb->rack[0] ? hb->rack : NULL,
-                          "raft", hb->raft, "voter", hb->voter, "applied", (json_int_t)hb->applied,
-                          "create", create, "alter", alter);
+    json_t *j =
+        json_pack("{s:i,s:s,s:s,s:i,s:s?,s:s?,s:s,s:b,s:I,s:O?,s:O?}", "id", hb->id, "inc", inc,
+                  "host", hb->host, "port", hb->port, "rack", hb->rack[0] ? hb->rack : NULL, "ep",
+                  hb->endpoints[0] ? hb->endpoints : NULL, "raft", hb->raft, "voter", hb->voter,
+                  "applied", (json_int_t)hb->applied, "create", create, "alter", alter);
     json_decref(create);
     json_decref(alter);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -125,6 +143,9 @@ int st_hb_decode(const void *buf, size_t len, st_hb_t *hb)
     hb->port = (int)json_integer_value(json_object_get(j, "port"));
     const char *rack = json_string_value(json_object_get(j, "rack"));
     snprintf(hb->rack, sizeof hb->rack, "%s", rack ? rack : "");
+    const char *ep = json_string_value(json_object_get(j, "ep"));
+    if (ep && strlen(ep) < sizeof hb->endpoints)
+        snprintf(hb->endpoints, sizeof hb->endpoints, "%s", ep);
     const char *ra = json_string_value(json_object_get(j, "raft"));
     snprintf(hb->raft, sizeof hb->raft, "%s", ra ? ra : "");
     hb->voter = json_is_true(json_object_get(j, "voter"));
@@ -190,6 +211,7 @@ void st_hb_peer_take(st_hb_peer_t *p, const st_hb_t *hb, int64_t now_ms)
     snprintf(p->host, sizeof p->host, "%s", hb->host);
     p->port = hb->port;
     snprintf(p->rack, sizeof p->rack, "%s", hb->rack);
+    snprintf(p->endpoints, sizeof p->endpoints, "%s", hb->endpoints);
     snprintf(p->raft_addr, sizeof p->raft_addr, "%s", hb->raft);
     p->voter = hb->voter;
     p->applied = hb->applied;
@@ -271,7 +293,9 @@ void st_hb_link_close(st_hb_link_t *l)
 bool st_hb_peer_differs(const st_hb_peer_t *p, const st_md_broker_t *b)
 {
     const char *rack = p->rack[0] ? p->rack : NULL;
+    const char *ep = p->endpoints[0] ? p->endpoints : NULL;
     return !b || b->incarnation != p->incarnation || strcmp(b->host, p->host) != 0 ||
            b->port != p->port || (b->rack == NULL) != (rack == NULL) ||
-           (rack && strcmp(b->rack, rack) != 0);
+           (rack && strcmp(b->rack, rack) != 0) || (b->endpoints == NULL) != (ep == NULL) ||
+           (ep && strcmp(b->endpoints, ep) != 0);
 }

@@ -18,6 +18,9 @@
  *   "host"    string              required  its advertised Kafka host (kept to 255 bytes)
  *   "port"    integer             0         its advertised Kafka port
  *   "rack"    string or null      ""        broker.rack (kept to 127 bytes)
+ *   "ep"      string              ""        every Kafka listener it advertises,
+ *                                           "NAME=host:port,..." (kept to 1023 bytes;
+ *                                           metadata.h st_md_broker_t.endpoints)
  *   "raft"    string              ""        its quorum address host:port (kept to 299 bytes)
  *   "voter"   true / false        false     process.roles includes controller
  *   "applied" integer             0         the last metadata log index it applied
@@ -64,8 +67,9 @@ typedef struct st_hb {
     uint64_t incarnation;
     char host[256];
     int port;
-    char rack[128]; /* "": none */
-    char raft[300]; /* the quorum address, "": none */
+    char rack[128];       /* "": none */
+    char endpoints[1024]; /* "NAME=host:port,...", "": none */
+    char raft[300];       /* the quorum address, "": none */
     bool voter;
     int64_t applied;
     int ncreate;
@@ -100,6 +104,7 @@ typedef struct st_hb_peer {
     char host[256];
     int port;
     char rack[128];
+    char endpoints[1024];
     char raft_addr[300];
     bool voter;
     int64_t applied;  /* how far it has applied the log */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/err.h"
 
@@ -51,6 +52,7 @@ void st_md_unref(st_md_t *md)
     for (int i = 0; i < md->nbrokers; i++) {
         free(md->brokers[i].host);
         free(md->brokers[i].rack);
+        free(md->brokers[i].endpoints);
     }
     free(md->topics);
     free(md->brokers);
@@ -176,9 +178,11 @@ int st_md_put_broker(st_md_t *md, const st_md_broker_t *nb)
 {
     char *h = strdup(nb->host ? nb->host : "");
     char *r = nb->rack ? strdup(nb->rack) : NULL;
-    if (!h || (nb->rack && !r)) {
+    char *e = nb->endpoints ? strdup(nb->endpoints) : NULL;
+    if (!h || (nb->rack && !r) || (nb->endpoints && !e)) {
         free(h);
         free(r);
+        free(e);
         return -ENOMEM;
     }
     int i = 0;
@@ -187,11 +191,13 @@ int st_md_put_broker(st_md_t *md, const st_md_broker_t *nb)
     if (i < md->nbrokers && md->brokers[i].node_id == nb->node_id) {
         free(md->brokers[i].host);
         free(md->brokers[i].rack);
+        free(md->brokers[i].endpoints);
     } else {
         st_md_broker_t *v = realloc(md->brokers, (size_t)(md->nbrokers + 1) * sizeof *v);
         if (!v) {
             free(h);
             free(r);
+            free(e);
             return -ENOMEM;
         }
         md->brokers = v;
@@ -201,7 +207,36 @@ int st_md_put_broker(st_md_t *md, const st_md_broker_t *nb)
     md->brokers[i] = *nb;
     md->brokers[i].host = h;
     md->brokers[i].rack = r;
+    md->brokers[i].endpoints = e;
     return 0;
+}
+
+void st_md_broker_endpoint(const st_md_broker_t *b, const char *listener, const char **host,
+                           size_t *host_len, int32_t *port)
+{
+    *host = b->host ? b->host : "";
+    *host_len = strlen(*host);
+    *port = b->port;
+    size_t ln = listener ? strlen(listener) : 0;
+    for (const char *p = b->endpoints; ln && p && *p;) {
+        size_t n = strcspn(p, ",");
+        const char *eq = memchr(p, '=', n), *colon = NULL;
+        for (const char *q = p + n; eq && q > eq; q--)
+            if (*(q - 1) == ':') {
+                colon = q - 1;
+                break;
+            }
+        if (eq && colon && (size_t)(eq - p) == ln && strncasecmp(p, listener, ln) == 0) {
+            long v = strtol(colon + 1, NULL, 10);
+            if (v > 0 && v < 65536) {
+                *host = eq + 1;
+                *host_len = (size_t)(colon - eq - 1);
+                *port = (int32_t)v;
+            }
+            return;
+        }
+        p += n + (p[n] == ',');
+    }
 }
 
 bool st_md_is_replica(const st_md_partition_t *p, int32_t node)

@@ -58,7 +58,11 @@ typedef struct st_md_broker {
     int32_t node_id;
     char *host;
     int32_t port;
-    char *rack;           /* NULL when broker.rack is not set */
+    char *rack; /* NULL when broker.rack is not set */
+    /* every Kafka listener it advertises, "NAME=host:port,..." (NULL: none registered, as
+     * before brokers registered them): what a client on listener NAME is told
+     * (st_md_broker_endpoint); host/port above are its inter-broker listener's */
+    char *endpoints;
     bool fenced;          /* registered but not (or no longer) heartbeating: leads nothing */
     int64_t epoch;        /* broker epoch: the metadata log index of its current registration */
     uint64_t incarnation; /* random per process start: a restart is a new registration */
@@ -107,6 +111,11 @@ st_md_t *st_md_clone(const st_md_t *md);
 int st_md_add_broker(st_md_t *md, int32_t node_id, const char *host, int32_t port);
 /* Adds or replaces a broker (copies host and rack); keeps the list sorted by node id. */
 int st_md_put_broker(st_md_t *md, const st_md_broker_t *b);
+/* The address broker b advertises on listener `listener` (matched without case): *host
+ * (host_len bytes, not NUL-terminated: it points into b) and *port; its registered host and
+ * port when it advertises none by that name (or listener is NULL). */
+void st_md_broker_endpoint(const st_md_broker_t *b, const char *listener, const char **host,
+                           size_t *host_len, int32_t *port);
 /* True when broker `node` is listed in p's replicas (or ISR). */
 bool st_md_is_replica(const st_md_partition_t *p, int32_t node);
 bool st_md_in_isr(const st_md_partition_t *p, int32_t node);

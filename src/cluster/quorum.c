@@ -291,6 +291,7 @@ static bool broker_duty(st_quorum_t *q)
                              .host = p->host,
                              .port = p->port,
                              .rack = p->rack[0] ? p->rack : NULL,
+                             .endpoints = p->endpoints[0] ? p->endpoints : NULL,
                              .fenced = same ? b->fenced : true,
                              .incarnation = p->incarnation};
         p->catch_up = 0;

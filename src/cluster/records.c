@@ -73,10 +73,10 @@ json_t *st_rec_broker(const st_md_broker_t *b)
 {
     char inc[17];
     snprintf(inc, sizeof inc, "%016" PRIx64, b->incarnation);
-    return json_pack("{s:s,s:i,s:s,s:i,s:o,s:b,s:s}", "type", "broker", "id", b->node_id, "host",
-                     b->host ? b->host : "", "port", b->port, "rack",
+    return json_pack("{s:s,s:i,s:s,s:i,s:o,s:b,s:s,s:s?}", "type", "broker", "id", b->node_id,
+                     "host", b->host ? b->host : "", "port", b->port, "rack",
                      b->rack ? json_string(b->rack) : json_null(), "fenced", b->fenced,
-                     "incarnation", inc);
+                     "incarnation", inc, "endpoints", b->endpoints);
 }
 
 json_t *st_rec_remove_topic(const uint8_t id[16])
@@ -287,6 +287,7 @@ static int apply_broker(st_md_t *md, json_t *r, int64_t index)
     b.host = (char *)host;
     b.port = (int32_t)json_integer_value(port);
     b.rack = (char *)json_string_value(json_object_get(r, "rack"));
+    b.endpoints = (char *)json_string_value(json_object_get(r, "endpoints"));
     b.fenced = json_is_true(json_object_get(r, "fenced"));
     b.incarnation = strtoull(inc, NULL, 16);
     const st_md_broker_t *old = st_md_broker(md, b.node_id);
@@ -465,6 +466,7 @@ int st_rec_restore(st_md_t *md, const void *buf, size_t len)
     for (int i = 0; i < md->nbrokers; i++) {
         free(md->brokers[i].host);
         free(md->brokers[i].rack);
+        free(md->brokers[i].endpoints);
     }
     md->nbrokers = 0;
     md->nscram = 0;

@@ -807,13 +807,23 @@ void st_kh_describe_cluster(st_kreq_t *r)
         st_kreq_fail(r, "out of memory");
         return;
     }
+    const st_listener_t *l = st_conn_listener(r->conn);
     for (int i = 0; i < md->nbrokers; i++) {
         const st_md_broker_t *b = &md->brokers[i];
         if (b->fenced && !req.include_fenced_brokers)
             continue;
+        const char *h;
+        size_t hl;
+        int32_t port;
+        st_md_broker_endpoint(b, l ? l->name : NULL, &h, &hl, &port);
+        if (b->node_id == (int32_t)r->shard->b->cfg->node_id && l) {
+            h = l->adv_host;
+            hl = strlen(h);
+            port = l->adv_port;
+        }
         resp.brokers[resp.brokers_count++] = (st_kp_describe_cluster_resp_broker_t){
-            b->node_id, st_kstr(b->host), b->port, b->rack ? st_kstr(b->rack) : ST_KSTR_NULL,
-            b->fenced};
+            b->node_id, (st_kstr_t){h, (int32_t)hl}, port,
+            b->rack ? st_kstr(b->rack) : ST_KSTR_NULL, b->fenced};
     }
     ST_KREQ_RESPOND(r, describe_cluster, &resp);
 }

@@ -417,10 +417,16 @@ static void fetch_answer_leaders(st_kreq_t *r, st_fetch_t *f)
         n > 0 && r->api_version >= 16 ? st_kleader_brokers(&r->arena, r->shard->md, ids, n, &b) : 0;
     f->resp.node_endpoints =
         k > 0 ? st_arena_zalloc(&r->arena, (size_t)k * sizeof *f->resp.node_endpoints) : NULL;
-    for (int i = 0; f->resp.node_endpoints && i < k; i++)
+    const st_listener_t *l = st_conn_listener(r->conn);
+    for (int i = 0; f->resp.node_endpoints && i < k; i++) {
+        const char *h;
+        size_t hl;
+        int32_t port;
+        st_md_broker_endpoint(b[i], l ? l->name : NULL, &h, &hl, &port);
         f->resp.node_endpoints[f->resp.node_endpoints_count++] =
-            (st_kp_fetch_resp_node_endpoint_t){b[i]->node_id, st_kstr(b[i]->host), b[i]->port,
+            (st_kp_fetch_resp_node_endpoint_t){b[i]->node_id, (st_kstr_t){h, (int32_t)hl}, port,
                                                b[i]->rack ? st_kstr(b[i]->rack) : ST_KSTR_NULL};
+    }
 }
 
 /* read_committed: the read's aborted transactions into the answer (the request's arena). */

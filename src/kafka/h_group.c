@@ -78,9 +78,11 @@ static void find_coord_fill(st_kreq_t *r, int8_t key_type, st_kstr_t key, int16_
     *err = 0;
     *msg = ST_KSTR_NULL;
     *node = b->node_id;
-    *host = st_kstr(b->host);
-    *port = b->port;
     const st_listener_t *l = st_conn_listener(r->conn);
+    const char *h;
+    size_t hl;
+    st_md_broker_endpoint(b, l ? l->name : NULL, &h, &hl, port);
+    *host = (st_kstr_t){h, (int32_t)hl};
     if (b->node_id == (int32_t)r->shard->b->cfg->node_id && l) {
         *host = st_kstr(l->adv_host); /* this broker: the listener asked on (as Metadata) */
         *port = l->adv_port;

@@ -92,9 +92,10 @@ static void missing_topic(const metadata_t *m, int i, st_kp_metadata_resp_topic_
     out->topic_authorized_operations = INT32_MIN;
 }
 
-/* The brokers clients may use: registered and not fenced. This broker is named by the
- * advertised endpoint of the listener the request came in on (Kafka's rule); the others by
- * what they registered (their inter-broker listener's). */
+/* The brokers clients may use: registered and not fenced, each named by its advertised
+ * endpoint of the listener the request came in on (Kafka's rule): this broker's from its
+ * listener, the others' from what they registered (their inter-broker listener's when they
+ * registered none by that name). */
 static int fill_brokers(st_kreq_t *r, const st_md_t *md, st_kp_metadata_resp_t *resp)
 {
     const st_listener_t *l = st_conn_listener(r->conn);
@@ -108,8 +109,10 @@ static int fill_brokers(st_kreq_t *r, const st_md_t *md, st_kp_metadata_resp_t *
             continue;
         st_kp_metadata_resp_broker_t *o = &resp->brokers[resp->brokers_count++];
         o->node_id = b->node_id;
-        o->host = st_kstr(b->host);
-        o->port = b->port;
+        const char *h;
+        size_t hl;
+        st_md_broker_endpoint(b, l ? l->name : NULL, &h, &hl, &o->port);
+        o->host = (st_kstr_t){h, (int32_t)hl};
         if (b->node_id == self && l) {
             o->host = st_kstr(l->adv_host);
             o->port = l->adv_port;

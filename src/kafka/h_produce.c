@@ -224,10 +224,16 @@ static void prod_answer_leaders(st_kreq_t *r, st_produce_t *p)
     int k = n > 0 ? st_kleader_brokers(&r->arena, r->shard->md, ids, n, &b) : 0;
     p->resp.node_endpoints =
         k > 0 ? st_arena_zalloc(&r->arena, (size_t)k * sizeof *p->resp.node_endpoints) : NULL;
-    for (int i = 0; p->resp.node_endpoints && i < k; i++)
+    const st_listener_t *l = st_conn_listener(r->conn);
+    for (int i = 0; p->resp.node_endpoints && i < k; i++) {
+        const char *h;
+        size_t hl;
+        int32_t port;
+        st_md_broker_endpoint(b[i], l ? l->name : NULL, &h, &hl, &port);
         p->resp.node_endpoints[p->resp.node_endpoints_count++] =
-            (st_kp_produce_resp_node_endpoint_t){b[i]->node_id, st_kstr(b[i]->host), b[i]->port,
+            (st_kp_produce_resp_node_endpoint_t){b[i]->node_id, (st_kstr_t){h, (int32_t)hl}, port,
                                                  b[i]->rack ? st_kstr(b[i]->rack) : ST_KSTR_NULL};
+    }
 }
 
 static void prod_send(st_kreq_t *r, st_produce_t *p);
