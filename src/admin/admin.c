@@ -15,6 +15,7 @@
 
 #include "admin/groups.h"
 #include "admin/render.h"
+#include "admin/routes.h"
 #include "auth/acl.h"
 #include "auth/scram.h"
 #include "cluster/quorum.h"
@@ -572,6 +573,20 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         bool ok = is_ready(a);
         return reply_str(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, JSON_TYPE,
                          ok ? "{\"ready\":true}" : "{\"ready\":false}");
+    }
+    if (strcmp(url, "/") == 0 || strcmp(url, "/v1/openapi.json") == 0) {
+        const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
+        bool html = url[1] == 0 && accept && strstr(accept, "text/html");
+        st_buf_t out;
+        st_buf_init(&out);
+        int rc = url[1] ? st_admin_render_openapi(&out, STRATA_VERSION)
+                        : st_admin_render_index(&out, STRATA_VERSION, html);
+        if (rc) {
+            st_buf_fini(&out);
+            return reply_str(c, MHD_HTTP_INTERNAL_SERVER_ERROR, JSON_TYPE,
+                             "{\"error\":\"out of memory\"}");
+        }
+        return reply(c, MHD_HTTP_OK, html ? "text/html; charset=utf-8" : JSON_TYPE, &out);
     }
     bool metrics = strcmp(url, "/metrics") == 0;
     bool cluster = strcmp(url, "/v1/cluster") == 0;

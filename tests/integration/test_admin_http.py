@@ -43,6 +43,42 @@ class AdminHttpTest(ServerTestCase):
         self.assertEqual(ac.http_get(self.admin, "/nope")[0], 404)
         self.assertEqual(ac.http_get(self.admin, "/metrics", method="POST")[0], 405)
 
+    def test_index_and_openapi_match_what_is_served(self):
+        """`/` lists the endpoints and /v1/openapi.json describes them, both from one table:
+        every path they name answers GET with the content type they give, and nothing the
+        server answers is missing (the probed paths below)."""
+        idx = ac.get_json(self.admin, "/")
+        self.assertEqual(idx["openapi"], "/v1/openapi.json")
+        listed = {e["path"]: e["type"] for e in idx["endpoints"]}
+        api = ac.get_json(self.admin, "/v1/openapi.json")
+        self.assertEqual(api["openapi"], "3.0.3")
+        self.assertEqual(api["info"]["version"], idx["version"])
+        self.assertEqual(set(api["paths"]), set(listed))
+        for path, ctype in listed.items():
+            status, got, body = ac.http_get(self.admin, path)
+            self.assertEqual(status, 200, path)
+            self.assertEqual(got.split(";")[0], ctype.split(";")[0], path)
+            content = api["paths"][path]["get"]["responses"]["200"]["content"]
+            self.assertEqual(list(content), [ctype.split(";")[0]], path)
+        for path in ("/metrics", "/v1/cluster", "/v1/topics", "/v1/partitions",
+                     "/v1/status/ready"):
+            self.assertIn(path, listed)
+        params = api["paths"]["/v1/partitions"]["get"]["parameters"]
+        self.assertEqual([(p["name"], p["in"]) for p in params], [("topic", "query")])
+        # A browser gets a page of links.
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", self.admin, timeout=5)
+        try:
+            c.request("GET", "/", headers={"Accept": "text/html,application/xhtml+xml"})
+            r = c.getresponse()
+            page = r.read().decode()
+            self.assertEqual(r.status, 200)
+            self.assertTrue(r.getheader("Content-Type").startswith("text/html"))
+        finally:
+            c.close()
+        for path in listed:
+            self.assertIn('href="%s"' % path, page)
+
     def test_partitions_topics_and_metrics_follow_traffic(self):
         topic = self.unique()
         kc.create_topic(self.bootstrap, topic, 3)
