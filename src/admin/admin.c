@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <openssl/crypto.h>
@@ -16,6 +17,7 @@
 #include "admin/groups.h"
 #include "admin/render.h"
 #include "admin/routes.h"
+#include "broker/protolog.h"
 #include "auth/acl.h"
 #include "auth/scram.h"
 #include "cluster/quorum.h"
@@ -566,6 +568,31 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return reply_str(c, MHD_HTTP_OK, JSON_TYPE, body);
     }
 #endif
+    if (strcmp(url, "/v1/protocol-log") == 0) {
+        if (strcmp(method, "POST") != 0)
+            return reply_str(c, MHD_HTTP_METHOD_NOT_ALLOWED, JSON_TYPE,
+                             "{\"error\":\"method not allowed: POST\"}");
+        const char *cid = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "client_id");
+        const char *addr = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "address");
+        const char *secs = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "seconds");
+        char *end = NULL;
+        long long n = secs ? strtoll(secs, &end, 10) : 60;
+        char e[128] = "seconds: want a number";
+        if ((secs && (end == secs || *end)) || st_protolog_set(cid, addr, n, e, sizeof e)) {
+            char body[200];
+            snprintf(body, sizeof body, "{\"error\":\"%s\"}", e);
+            return reply_str(c, MHD_HTTP_BAD_REQUEST, JSON_TYPE, body);
+        }
+        json_t *j =
+            json_pack("{s:b,s:I,s:s?,s:s?}", "logging", 1, "seconds", (json_int_t)n, "client_id",
+                      cid && *cid ? cid : NULL, "address", addr && *addr ? addr : NULL);
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        enum MHD_Result mr = reply_str(c, text ? MHD_HTTP_OK : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                       JSON_TYPE, text ? text : "{\"error\":\"out of memory\"}");
+        free(text);
+        return mr;
+    }
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
         return reply_str(c, MHD_HTTP_METHOD_NOT_ALLOWED, JSON_TYPE,
                          "{\"error\":\"method not allowed\"}");

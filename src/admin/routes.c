@@ -13,18 +13,24 @@
 #define JSON "application/json"
 
 const st_admin_route_t st_admin_routes[] = {
-    {"/", JSON, "this index (an HTML page for a browser)", NULL, NULL},
-    {"/v1/openapi.json", JSON, "the OpenAPI 3.0 description of this API", NULL, NULL},
-    {"/v1/status/ready", JSON,
+    {"/", "GET", JSON, "this index (an HTML page for a browser)", NULL, NULL},
+    {"/v1/openapi.json", "GET", JSON, "the OpenAPI 3.0 description of this API", NULL, NULL},
+    {"/v1/status/ready", "GET", JSON,
      "200 {\"ready\":true} once the broker serves Kafka (and, in a cluster, has caught up "
      "with the metadata), 503 before",
      NULL, NULL},
-    {"/metrics", "text/plain; version=0.0.4", "Prometheus exposition of every metric", NULL, NULL},
-    {"/v1/cluster", JSON, "cluster id, controller, brokers (fenced or not), this node", NULL, NULL},
-    {"/v1/topics", JSON, "every topic with its partition count and configs", NULL, NULL},
-    {"/v1/partitions", JSON,
+    {"/metrics", "GET", "text/plain; version=0.0.4", "Prometheus exposition of every metric", NULL,
+     NULL},
+    {"/v1/cluster", "GET", JSON, "cluster id, controller, brokers (fenced or not), this node", NULL,
+     NULL},
+    {"/v1/topics", "GET", JSON, "every topic with its partition count and configs", NULL, NULL},
+    {"/v1/partitions", "GET", JSON,
      "partitions: leader, replicas, ISR, offsets, sizes, the cleaner's dirty ratio", "topic",
      "only this topic's"},
+    {"/v1/protocol-log", "POST", JSON,
+     "log each decoded request and response of one client for a while (broker log, lines "
+     "\"protocol {...}\"): ?client_id=ID&address=IP&seconds=N (60)",
+     NULL, NULL},
 };
 const int st_admin_nroutes = (int)(sizeof st_admin_routes / sizeof st_admin_routes[0]);
 
@@ -80,8 +86,8 @@ int st_admin_render_index(st_buf_t *out, const char *version, bool html)
     json_t *eps = json_array();
     for (int i = 0; eps && i < st_admin_nroutes; i++) {
         const st_admin_route_t *r = &st_admin_routes[i];
-        json_array_append_new(eps, json_pack("{s:s,s:s,s:s,s:s}", "path", r->path, "method", "GET",
-                                             "type", r->type, "summary", r->summary));
+        json_array_append_new(eps, json_pack("{s:s,s:s,s:s,s:s}", "path", r->path, "method",
+                                             r->method, "type", r->type, "summary", r->summary));
     }
     return dump(json_pack("{s:s,s:s,s:s,s:o}", "service", "strata admin API", "version", version,
                           "openapi", "/v1/openapi.json", "endpoints", eps),
@@ -99,13 +105,26 @@ int st_admin_render_openapi(st_buf_t *out, const char *version)
         json_t *resp = json_pack("{s:o}", "200", ok);
         if (strcmp(r->path, "/v1/status/ready") == 0)
             json_object_set_new(resp, "503", json_pack("{s:s}", "description", "not serving yet"));
+        bool post = strcmp(r->method, "POST") == 0;
+        if (post)
+            json_object_set_new(resp, "400", json_pack("{s:s}", "description", "bad parameters"));
         json_t *get = json_pack("{s:s,s:o}", "summary", r->summary, "responses", resp);
+        if (post)
+            json_object_set_new(
+                get, "parameters",
+                json_pack("[{s:s,s:s,s:s,s:{s:s}},{s:s,s:s,s:s,s:{s:s}},{s:s,s:s,s:s,s:{s:s}}]",
+                          "name", "client_id", "in", "query", "description",
+                          "only this client id's connections", "schema", "type", "string", "name",
+                          "address", "in", "query", "description",
+                          "only connections from this address", "schema", "type", "string", "name",
+                          "seconds", "in", "query", "description",
+                          "for this long (1-3600, default 60)", "schema", "type", "integer"));
         if (r->query)
             json_object_set_new(get, "parameters",
                                 json_pack("[{s:s,s:s,s:b,s:s,s:{s:s}}]", "name", r->query, "in",
                                           "query", "required", 0, "description", r->query_summary,
                                           "schema", "type", "string"));
-        json_object_set_new(paths, r->path, json_pack("{s:o}", "get", get));
+        json_object_set_new(paths, r->path, json_pack("{s:o}", post ? "post" : "get", get));
     }
     return dump(json_pack("{s:s,s:{s:s,s:s,s:s},s:o}", "openapi", "3.0.3", "info", "title",
                           "Strata admin API", "version", version, "description",

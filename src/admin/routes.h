@@ -14,6 +14,7 @@
 
 typedef struct st_admin_route {
     const char *path;
+    const char *method;  /* "GET" or "POST" */
     const char *type;    /* the content type of its answer */
     const char *summary; /* one line */
     const char *query;   /* an optional query parameter's name (NULL: none) */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -46,22 +47,40 @@ int st_log_shard(void)
     return st_shard;
 }
 
+/* The line's prefix (time, level, thread) into line; its length. */
+static int prefix(char *line, size_t size, st_log_level_t level)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, size, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ", tm.tm_year + 1900,
+                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                     ts.tv_nsec / 1000000, st_level_names[level]);
+    if (st_shard >= 0)
+        n += snprintf(line + n, size - (size_t)n, "[shard %d] ", st_shard);
+    else
+        n += snprintf(line + n, size - (size_t)n, "[main] ");
+    return n;
+}
+
+void st_log_text(st_log_level_t level, const char *text, size_t len)
+{
+    if ((int)level < atomic_load_explicit(&st_level, memory_order_relaxed))
+        return;
+    char head[96];
+    int n = prefix(head, sizeof head, level);
+    struct iovec v[3] = {{head, (size_t)n}, {(void *)text, len}, {"\n", 1}};
+    ssize_t w = writev(STDERR_FILENO, v, 3);
+    (void)w;
+}
+
 void st_log(st_log_level_t level, const char *fmt, ...)
 {
     if ((int)level < atomic_load_explicit(&st_level, memory_order_relaxed))
         return;
     char line[2048];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ",
-                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                     ts.tv_nsec / 1000000, st_level_names[level]);
-    if (st_shard >= 0)
-        n += snprintf(line + n, sizeof line - (size_t)n, "[shard %d] ", st_shard);
-    else
-        n += snprintf(line + n, sizeof line - (size_t)n, "[main] ");
+    int n = prefix(line, sizeof line, level);
     va_list ap;
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

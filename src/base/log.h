@@ -8,6 +8,8 @@
 #ifndef ST_BASE_LOG_H
 #define ST_BASE_LOG_H
 
+#include <stddef.h>
+
 typedef enum {
     ST_LOG_TRACE,
     ST_LOG_DEBUG,
@@ -19,6 +21,9 @@ typedef enum {
 
 void st_log(st_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void st_log_set_level(st_log_level_t level);
+/* One line of any length: the usual prefix, then text[0..len) as it is (no format), in one
+ * writev(2) (st_log cuts lines at 2 KiB). */
+void st_log_text(st_log_level_t level, const char *text, size_t len);
 st_log_level_t st_log_get_level(void);
 /* Parses "trace".."fatal"; returns 0 or ST_E_INVALID. */
 int st_log_parse_level(const char *s, st_log_level_t *out);

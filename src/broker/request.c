@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "broker/protolog.h"
 
 st_kreq_t *st_kreq_new(st_kshard_t *s, st_conn_t *c, uint64_t seq, uint8_t *frame, size_t len)
 {
@@ -81,6 +82,8 @@ void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc)
         o->mem.len >= r->body_off + 4 &&
         (int32_t)st_be32(o->mem.data + r->body_off) < r->throttle_ms)
         st_put_be32(o->mem.data + r->body_off, (uint32_t)r->throttle_ms);
+    if (r->protolog)
+        st_protolog_response(r, o);
     /* muted before it is sent: the response leaves, nothing more is read (Kafka's KIP-219) */
     st_conn_mute(r->conn, r->throttle_ms);
     st_conn_respond(r->conn, r->seq, o);

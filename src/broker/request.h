@@ -40,6 +40,7 @@ typedef struct st_kreq {
     int32_t throttle_ms; /* a quota's throttle: written into the response where it begins with
                             throttle_time_ms (if larger), the connection muted as long */
     size_t body_off;     /* where the response body begins in its out (st_kreq_begin) */
+    bool protolog;       /* its request was logged: its response is too (protolog.h) */
 } st_kreq_t;
 
 /* Encodes the response header and body, hands the frame to the connection, frees the

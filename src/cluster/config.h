@@ -133,6 +133,8 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
     X(admin_metrics_open, "admin.metrics.open", BOOL, "true", 0, 0,                                \
       "with admin.require.auth, /metrics still answers without credentials (Prometheus)")          \
     X(log_level, "log.level", STR, "info", 0, 0, "trace, debug, info, warn or error")              \
+    X(log_protocol, "log.protocol", STR, "", 0, 0,                                                 \
+      "log each decoded request and response: all, client.id=ID or address=IP (empty: off)")       \
     X(socket_request_max_bytes, "socket.request.max.bytes", INT, "104857600", 1024, 2147483647,    \
       "largest request frame accepted")                                                            \
     X(connection_max_inflight_bytes, "connection.max.inflight.bytes", INT, "268435456", 65536,     \

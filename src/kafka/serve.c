@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "broker/protolog.h"
 #include "kafka/controller.h"
 #include "kafka/fetch_wait.h"
 #include "kafka/coordsvc.h"
@@ -69,6 +70,7 @@ static void dispatch(st_kreq_t *r)
             st_kreq_fail(r, "malformed request header");
             return;
         }
+        st_protolog_request(r);
     } else {
         st_kreader_init(&r->body, r->frame + r->frame_len, 0, &r->arena);
     }

@@ -16,6 +16,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "cluster/config.h"
+#include "broker/protolog.h"
 #include "broker/runtime.h"
 #include "kafka/serve.h"
 
@@ -161,6 +162,10 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    if (st_protolog_configure(cfgp->log_protocol, err, sizeof err)) {
+        fprintf(stderr, "strata-server: %s\n", err);
+        return 1;
+    }
     st_broker_t *b;
     int rc = st_kafka_init(cfgp);
     if (rc) {
@@ -221,6 +226,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
     st_broker_join(b);
     st_admin_destroy(admin);
     st_broker_destroy(b);
+    st_protolog_fini();
     ST_INFO("stopped cleanly");
     return 0;
 }

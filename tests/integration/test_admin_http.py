@@ -49,11 +49,16 @@ class AdminHttpTest(ServerTestCase):
         server answers is missing (the probed paths below)."""
         idx = ac.get_json(self.admin, "/")
         self.assertEqual(idx["openapi"], "/v1/openapi.json")
-        listed = {e["path"]: e["type"] for e in idx["endpoints"]}
+        listed = {e["path"]: e["type"] for e in idx["endpoints"] if e["method"] == "GET"}
+        posts = {e["path"] for e in idx["endpoints"] if e["method"] == "POST"}
+        self.assertEqual(posts, {"/v1/protocol-log"})
         api = ac.get_json(self.admin, "/v1/openapi.json")
         self.assertEqual(api["openapi"], "3.0.3")
         self.assertEqual(api["info"]["version"], idx["version"])
-        self.assertEqual(set(api["paths"]), set(listed))
+        self.assertEqual(set(api["paths"]), set(listed) | posts)
+        for path in posts:
+            self.assertEqual(list(api["paths"][path]), ["post"])
+            self.assertEqual(ac.http_get(self.admin, path)[0], 405)
         for path, ctype in listed.items():
             status, got, body = ac.http_get(self.admin, path)
             self.assertEqual(status, 200, path)
@@ -76,7 +81,7 @@ class AdminHttpTest(ServerTestCase):
             self.assertTrue(r.getheader("Content-Type").startswith("text/html"))
         finally:
             c.close()
-        for path in listed:
+        for path in list(listed) + list(posts):
             self.assertIn('href="%s"' % path, page)
 
     def test_partitions_topics_and_metrics_follow_traffic(self):
