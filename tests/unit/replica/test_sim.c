@@ -27,7 +27,9 @@
  *       batch by batch (base and last offset, CRC, length, leader epoch), and every member of
  *       the controller's ISR that is up holds all of it durably (a copy, not one deleted).
  *   O2. acks=all: an append answered success is committed at that moment, and at the end it is
- *       in the leader's log at its offset with its bytes.
+ *       in the leader's log at its offset with its bytes. Excused where the committed log no
+ *       longer has it: a retry answered success as the duplicate of a batch DeleteRecords has
+ *       since removed (below the leader's log start), as Kafka answers it.
  *   O3. A leader's high watermark never goes back within one leader epoch.
  *   O4. Never two brokers, or two incarnations of one, accept appends in one leader epoch.
  *   O5. DeleteRecords answered with low watermark w: the current leader's log starts at or
@@ -333,6 +335,7 @@ typedef struct acked {
     int32_t broker, epoch;
     int gen; /* unclean elections before it */
     int64_t step;
+    bool deleted; /* answered below the leader's log start: a duplicate of a deleted batch */
 } acked_t;
 
 /* Who accepted appends at a leader epoch. */
@@ -397,7 +400,7 @@ typedef struct sim {
     char why[512];
     /* stats */
     uint64_t n_acked, n_crash, n_freeze, n_unclean, n_elect, n_truncate, n_reassign, n_moved,
-        n_cancel;
+        n_cancel, n_deleted_dup;
 } sim_t;
 
 /* ---- trace and failure ---- */
@@ -772,6 +775,10 @@ static void oracle_event(sim_t *s)
             continue;
         bool exact = false;
         const sbatch_t *c = com_find(s, a->base, &exact);
+        if (a->deleted && !(c && exact)) {
+            s->n_deleted_dup++;
+            continue;
+        }
         CHECK(s, c && exact && c->crc == a->crc && c->last == a->last,
               "O2: acks=all success at %" PRId64 "..%" PRId64 " (crc %08x, leader %d epoch %d) "
               "is not committed (committed end %" PRId64 ")",
@@ -1316,6 +1323,13 @@ static void owed_answer(sim_t *s, broker_t *b, owed_t *o, int16_t kerr)
     } else {
         r->producer = o->producer;
         r->base_offset = o->base;
+        /* A retry of a batch DeleteRecords has since removed: the leader's producer state
+         * still knows its sequence and offsets (as Kafka's keeps its last five batches'
+         * metadata whatever the log start) and answers it a duplicate, success at offsets
+         * below its log start — as Kafka answers. No record is left to check: the user
+         * deleted it. */
+        bool deleted = !kerr && o->acks == ST_ACKS_ALL && b->p && b->p->log &&
+                       o->last < st_part_log_start(b->p);
         if (!kerr && o->acks == ST_ACKS_ALL) {
             if (s->nacks == s->capacks) {
                 s->capacks = s->capacks ? s->capacks * 2 : 256;
@@ -1325,7 +1339,7 @@ static void owed_answer(sim_t *s, broker_t *b, owed_t *o, int16_t kerr)
              * (thawed, or behind on metadata) answers for a log the cluster gave up */
             int gen = o->epoch >= s->min_epoch ? s->unclean_gen : -1;
             s->acks[s->nacks++] =
-                (acked_t){o->base, o->last, o->crc, b->id, o->epoch, gen, s->step};
+                (acked_t){o->base, o->last, o->crc, b->id, o->epoch, gen, s->step, deleted};
             s->n_acked++;
         }
         if (o->acks != ST_ACKS_NONE)
@@ -2662,7 +2676,7 @@ int main(int argc, char **argv)
     sim_t *s = calloc(1, sizeof *s);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    uint64_t failed = 0, acked = 0, ran = 0, moves = 0, moved = 0, cancelled = 0;
+    uint64_t failed = 0, acked = 0, ran = 0, moves = 0, moved = 0, cancelled = 0, deleted = 0;
     uint64_t pp_acked = 0, pp_conn_fail = 0, pp_bumps = 0, pp_failed = 0, pp_excused = 0,
              pp_gaps = 0, pp_forgot = 0;
     for (uint64_t seed = first; seed < first + nseeds; seed++) {
@@ -2674,6 +2688,7 @@ int main(int argc, char **argv)
             continue; /* its state is abandoned (leaked): the process ends soon */
         }
         acked += s->n_acked;
+        deleted += s->n_deleted_dup;
         moves += s->n_reassign;
         moved += s->n_moved;
         cancelled += s->n_cancel;
@@ -2688,9 +2703,10 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("replication simulation: %" PRIu64 " seed(s) from %" PRIu64 ", %d steps each: %" PRIu64
-           " failed; %" PRIu64 " acks=all records checked; %" PRIu64 " reassignments (%" PRIu64
+           " failed; %" PRIu64 " acks=all records checked (%" PRIu64
+           " answered for batches DeleteRecords removed); %" PRIu64 " reassignments (%" PRIu64
            " completed, %" PRIu64 " cancelled); %.1f s\n",
-           ran, first, steps, failed, acked, moves, moved, cancelled, secs);
+           ran, first, steps, failed, acked, deleted, moves, moved, cancelled, secs);
     printf("pipelined producer: %" PRIu64 " batches acknowledged, %" PRIu64
            " request timeouts, %" PRIu64 " epoch bumps, %" PRIu64 " batches given up, %" PRIu64
            " fatal errors excused (%" PRIu64 " gaps a leader took, %" PRIu64
