@@ -33,6 +33,10 @@ typedef struct st_kshard_stats {
     /* client quotas (kafka/throttle.h): responses throttled and their throttle time, by type
      * (0 produce, 1 fetch) */
     _Atomic uint64_t quota_throttled[2], quota_throttle_ms[2];
+    /* SASL (kafka/h_sasl.c): exchanges that authenticated a connection (re-authentications
+     * included) and that failed, re-authentications (KIP-368), and connections closed because
+     * their session expired without one */
+    _Atomic uint64_t sasl_auth_ok, sasl_auth_failed, sasl_reauth, sasl_expired;
 } st_kshard_stats_t;
 
 /* Counts one successful log append of `bytes` bytes (Produce), for metrics. */
