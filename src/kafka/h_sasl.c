@@ -26,10 +26,12 @@
  * Sessions (KIP-368): the lifetime is connections.max.reauth.ms for the listener and
  * mechanism, and for OAUTHBEARER at most the token's remaining life (Kafka's rule: with the
  * setting 0, a token's expiry still ends the session). A DONE connection may send
- * SaslHandshake (v1, the same mechanism) and SaslAuthenticate again at any time: its other
- * requests keep being served meanwhile, and success must prove the same principal (another
- * one fails the connection). Past the deadline serve.c closes a connection at any request but
- * those two, as Kafka does.
+ * SaslHandshake (v1, the same mechanism) and SaslAuthenticate again: its other requests keep
+ * being served meanwhile, and success must prove the same principal (another one fails the
+ * connection). As Kafka's KafkaChannel, a client that never sent SaslAuthenticate v1+, or one
+ * whose last re-authentication began less than a second ago, gets ILLEGAL_SASL_STATE for that
+ * SaslHandshake instead, and its connection stays. Past the deadline serve.c closes a connection at
+ * any request but those two, as Kafka does.
  *
  * SaslHandshake v0 (old clients): the tokens then come as bare size-prefixed frames, without
  * a Kafka header, and are answered the same way (serve.c hands them to st_sasl_raw_frame).
@@ -214,7 +216,19 @@ void st_kh_sasl_handshake(st_kreq_t *r)
     st_auth_t *a = st_conn_auth(r->conn);
     bool reauth = a->state == ST_AUTH_DONE && st_sec_protocol_sasl(a->protocol);
     int rb = 0;
-    if (reauth && (r->api_version == 0 || !chosen || (rb = st_auth_reauth_begin(a, name)) != 0)) {
+    if (reauth && !a->reauth &&
+        (!a->reauth_capable ||
+         (a->reauth_started_ns && r->start_ns - a->reauth_started_ns < 1000000000))) {
+        /* Kafka's KafkaChannel: no re-authentication for a client that never sent
+         * SaslAuthenticate v1+, nor more than once a second; the handshake is then an ordinary
+         * request of an authenticated connection, refused, and the connection stays */
+        resp.error_code = ST_KERR_ILLEGAL_SASL_STATE;
+        ST_INFO("connection from %s (%s): SaslHandshake refused: %s", st_conn_peer(r->conn),
+                a->principal,
+                a->reauth_capable ? "a re-authentication began less than 1 s ago"
+                                  : "the client never sent SaslAuthenticate v1+");
+    } else if (reauth &&
+               (r->api_version == 0 || !chosen || (rb = st_auth_reauth_begin(a, name)) != 0)) {
         /* KIP-368: re-authentication is SaslHandshake v1 with the session's mechanism; Kafka
          * closes a connection that tries anything else */
         resp.error_code =
@@ -244,7 +258,9 @@ void st_kh_sasl_handshake(st_kreq_t *r)
         sc->raw = r->api_version == 0;
         sc->mech = chosen;
         st_scram_init(&sc->scram, st_scram_mech_parse(name));
-        st_auth_fini(a); /* a re-authentication begun before and never finished */
+        if (reauth)
+            a->reauth_started_ns = r->start_ns;
+        st_auth_fini(a); /* (nothing is left there by now, but never leak it) */
         a->sasl = sc;
         a->sasl_free = sasl_conn_free;
     }
@@ -445,9 +461,16 @@ static int succeed(st_kreq_t *r, const sasl_conn_t *sc, const char *user, bool r
     int64_t life = session_lifetime(r, sc);
     int rc = st_auth_succeed(a, principal);
     if (rc == -2) {
-        char err[ST_AUTH_PRINCIPAL_MAX * 2 + 80];
+        /* Kafka's words, with its principals written type.name */
+        char err[ST_AUTH_PRINCIPAL_MAX * 2 + 80], from[ST_AUTH_PRINCIPAL_MAX];
+        snprintf(from, sizeof from, "%s", a->principal);
+        char *c1 = strchr(from, ':'), *c2 = strchr(principal, ':');
+        if (c1)
+            *c1 = '.';
+        if (c2)
+            *c2 = '.';
         snprintf(err, sizeof err, "Cannot change principals during re-authentication from %s: %s",
-                 a->principal, principal);
+                 from, principal);
         fail_later(r, err, raw);
         return -1;
     }
@@ -478,6 +501,8 @@ void st_kh_sasl_authenticate(st_kreq_t *r)
     sasl_conn_t *sc = a->sasl;
     st_kp_sasl_authenticate_resp_t resp = {0};
     resp.error_message = ST_KSTR_NULL;
+    if (r->api_version > 0)
+        a->reauth_capable = true;
     if ((a->state != ST_AUTH_SASL_AUTHENTICATE && !st_auth_reauthenticating(a)) || !sc || sc->raw) {
         /* no handshake first, or after a v0 one: Kafka answers, then closes */
         resp.error_code = ST_KERR_ILLEGAL_SASL_STATE;

@@ -60,6 +60,8 @@ typedef struct st_auth {
     bool reauth;                /* DONE, and a re-authentication exchange runs */
     int64_t session_expiry_ns;  /* st_mono_ns deadline of the SASL session; 0: none */
     uint32_t reauthentications; /* re-authentications completed on this connection */
+    int64_t reauth_started_ns;  /* st_mono_ns when the last re-authentication began; 0: none */
+    bool reauth_capable;        /* the client sent SaslAuthenticate v1+ (Kafka's test of KIP-368) */
 } st_auth_t;
 
 void st_auth_init(st_auth_t *a, st_sec_protocol_t protocol);
