@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "admin/prom.h"
+#include "cluster/hb_sec.h"
 #include "cluster/tls_transport.h"
 #include "proto/kerr.h"
 #include "proto/kafka_gen.h"
@@ -307,6 +308,9 @@ SNAP_FIG(f_nparts, nparts)
 STAT_FIG(f_appends, appends)
 STAT_FIG(f_append_bytes, append_bytes)
 STAT_FIG(f_fsyncs, fsyncs)
+STAT_FIG(f_upconv_records, upconv_records)
+STAT_FIG(f_downconv_records, downconv_records)
+STAT_FIG(f_downconv_bytes, downconv_bytes)
 STAT_FIG(f_fsync_errors, fsync_errors)
 
 static uint64_t f_sent(const st_admin_view_t *v, int i)
@@ -498,6 +502,26 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
     per_shard(p, v, "strata_storage_fsync_errors_total", "counter", "fdatasync calls that failed.",
               f_fsync_errors, SHARD_LIVE);
     quota_metrics(p, v);
+    per_shard(
+        p, v, "strata_produce_upconverted_records_total", "counter",
+        "Messages of Produce v0-2 (message format v0/v1) converted to RecordBatch v2 records.",
+        f_upconv_records, SHARD_LIVE);
+    per_shard(p, v, "strata_fetch_downconverted_records_total", "counter",
+              "Records converted down to message format v0/v1 for Fetch v0-3.", f_downconv_records,
+              SHARD_LIVE);
+    per_shard(p, v, "strata_fetch_downconverted_bytes_total", "counter",
+              "Bytes of message format v0/v1 written by down-conversion for Fetch v0-3.",
+              f_downconv_bytes, SHARD_LIVE);
+    st_prom_family(p, "strata_fetch_downconversion_seconds_total", "counter",
+                   "Time spent reading and converting records down for Fetch v0-3.");
+    for (int i = 0; i < v->nshards; i++) {
+        if (!shard_in(v, i, SHARD_LIVE))
+            continue;
+        char sh[16];
+        snprintf(sh, sizeof sh, "%d", i);
+        st_prom_label_t l[] = {{"shard", sh}};
+        st_prom_sample(p, "", l, 1, (double)ld(&v->live[i].stats->downconv_ns) / 1e9);
+    }
     sasl_metrics(p, v);
     double bounds_s[ST_KSTATS_BUCKETS];
     bounds_seconds(bounds_s);
@@ -781,6 +805,16 @@ static void cluster_metrics(st_prom_t *p, const st_admin_view_t *v)
                    "preamble: a certificate that failed the check, either side, or a peer "
                    "speaking no TLS.");
     st_prom_sample_u64(p, "", NULL, 0, st_tls_transport_refused());
+    st_prom_family(p, "strata_controller_heartbeats_signed_total", "counter",
+                   "Heartbeats this node signed (an SSL controller listener; 0 otherwise).");
+    st_prom_sample_u64(p, "", NULL, 0, st_hb_sec_signed());
+    st_prom_family(p, "strata_controller_heartbeat_refused_total", "counter",
+                   "Heartbeat datagrams refused over an SSL controller listener, by reason: "
+                   "unsigned, malformed, certificate, signature, stale, host, replay.");
+    for (int r = ST_HB_UNSIGNED; r < ST_HB_NREFUSALS; r++) {
+        st_prom_label_t l[] = {{"reason", st_hb_refusal_name((st_hb_refusal_t)r)}};
+        st_prom_sample_u64(p, "", l, 1, st_hb_sec_refused((st_hb_refusal_t)r));
+    }
     const st_md_t *md = st_admin_view_md(v);
     if (!md)
         return;

@@ -33,6 +33,9 @@ typedef struct st_kshard_stats {
     /* client quotas (kafka/throttle.h): responses throttled and their throttle time, by type
      * (0 produce, 1 fetch) */
     _Atomic uint64_t quota_throttled[2], quota_throttle_ms[2];
+    /* legacy message formats (storage/msgconv.h): Produce v0-2 messages converted to records;
+     * Fetch v0-3 down-conversions: records and bytes written, time spent converting */
+    _Atomic uint64_t upconv_records, downconv_records, downconv_bytes, downconv_ns;
     /* SASL (kafka/h_sasl.c): exchanges that authenticated a connection (re-authentications
      * included) and that failed, re-authentications (KIP-368), and connections closed because
      * their session expired without one */

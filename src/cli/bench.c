@@ -372,7 +372,7 @@ static int reader_start(bench_reader_t *r, const bench_cfg_t *c, int nparts, boo
         if (at_end) {
             /* An explicit offset, so nothing produced after this point is skipped. */
             rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(r->rk, c->topic, p, &lo, &hi,
-                                                                     (int)st_cli_common.timeout_ms);
+                                                                     (int)st_cli_time_left_ms());
             if (e) {
                 st_cli_report("cannot read the end offsets", e, NULL);
                 rd_kafka_topic_destroy(rkt);

@@ -13,6 +13,7 @@ int st_cli_topic_list(int argc, char **argv);
 int st_cli_topic_describe(int argc, char **argv);
 int st_cli_topic_delete(int argc, char **argv);
 int st_cli_topic_add_partitions(int argc, char **argv);
+int st_cli_topic_delete_records(int argc, char **argv);
 int st_cli_topic_alter_config(int argc, char **argv);
 
 int st_cli_produce(int argc, char **argv);

@@ -3,10 +3,20 @@
  */
 #include "cli/common.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "base/clock.h"
 
 _Static_assert(ST_CLI_OFFSET_BEGINNING == RD_KAFKA_OFFSET_BEGINNING, "offset constants");
 _Static_assert(ST_CLI_OFFSET_END == RD_KAFKA_OFFSET_END, "offset constants");
@@ -14,6 +24,14 @@ _Static_assert(ST_CLI_OFFSET_TAIL_BASE == RD_KAFKA_OFFSET_TAIL_BASE, "offset con
 
 st_cli_common_t st_cli_common = {.timeout_ms = 10000};
 volatile sig_atomic_t st_cli_stop;
+bool st_cli_bounded;
+
+/* What the watchdog prints when the deadline passes: made when it is armed (a signal handler
+ * may only write(2) what is ready). */
+static char deadline_msg[256];
+static size_t deadline_len;
+#define DEADLINE_GRACE_MS 2000 /* the library's own timeouts report first, with their reasons */
+#define STOP_GRACE_S      5    /* after a Ctrl-C, a long-running command has this to wind down */
 
 const st_cli_opt_t st_cli_common_opts[] = {
     {'b', "brokers", ST_CLI_OPT_STR, &st_cli_common.brokers, "HOST:PORT[,...]",
@@ -26,10 +44,37 @@ const st_cli_opt_t st_cli_common_opts[] = {
     ST_CLI_OPT_END,
 };
 
+static void say(const char *s)
+{
+    ssize_t rc = write(STDERR_FILENO, s, strlen(s));
+    (void)rc;
+}
+
+/* Ctrl-C or SIGTERM. A request-style command has nothing to wind down: it ends at once. A
+ * long-running one (consume, produce from stdin, bench, proxy) is asked to stop (st_cli_stop)
+ * and given STOP_GRACE_S; a second signal ends it at once, whatever the library is doing. */
 static void on_signal(int sig)
 {
-    (void)sig;
+    if (st_cli_bounded || st_cli_stop) {
+        say("strata: interrupted\n");
+        _exit(128 + sig);
+    }
     st_cli_stop = 1;
+    alarm(STOP_GRACE_S);
+}
+
+/* SIGALRM: the deadline of a request-style command passed, or a stopping command did not end
+ * within its grace. */
+static void on_alarm(int sig)
+{
+    (void)sig;
+    if (st_cli_stop) {
+        say("strata: did not stop within 5 s of the interrupt; ended\n");
+        _exit(130);
+    }
+    ssize_t rc = write(STDERR_FILENO, deadline_msg, deadline_len);
+    (void)rc;
+    _exit(ST_CLI_FAIL);
 }
 
 void st_cli_catch_signals(void)
@@ -39,7 +84,112 @@ void st_cli_catch_signals(void)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
+
+/* Arms the whole command's deadline: --timeout, and a little grace for the library's own
+ * timeouts to report first. */
+static void arm_deadline(void)
+{
+    int n = snprintf(deadline_msg, sizeof deadline_msg,
+                     "strata: no answer within --timeout (%lld ms) from %s — is a broker or a "
+                     "partition's leader down? `strata cluster health` tells; raise --timeout "
+                     "to wait longer\n",
+                     (long long)st_cli_common.timeout_ms, st_cli_common.brokers);
+    deadline_len = n < 0                             ? 0
+                   : (size_t)n < sizeof deadline_msg ? (size_t)n
+                                                     : sizeof deadline_msg - 1;
+    int64_t ms = st_cli_common.timeout_ms + DEADLINE_GRACE_MS;
+    struct itimerval it = {.it_value = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+int64_t st_cli_time_left_ms(void)
+{
+    struct itimerval it;
+    if (!st_cli_bounded || getitimer(ITIMER_REAL, &it) != 0 ||
+        (!it.it_value.tv_sec && !it.it_value.tv_usec))
+        return st_cli_common.timeout_ms;
+    int64_t left =
+        (int64_t)it.it_value.tv_sec * 1000 + it.it_value.tv_usec / 1000 - DEADLINE_GRACE_MS;
+    return left > 1 ? left : 1;
+}
+
+/* Whether one address is certainly unreachable: its name does not resolve, or every address
+ * of it refuses a TCP connect within wait_ms (why says which). No verdict in time is not a
+ * refusal: the client may wait for a slow broker. */
+static bool refused(const char *hostport, int wait_ms, char *why, size_t whylen)
+{
+    char host[256];
+    const char *colon = strrchr(hostport, ':');
+    if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof host)
+        return false; /* librdkafka will say what is wrong with it */
+    snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = 0;
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    int g = getaddrinfo(host, colon + 1, &hints, &res);
+    if (g) {
+        snprintf(why, whylen, "%s: %s", hostport, gai_strerror(g));
+        return true;
+    }
+    int verdict = ECONNREFUSED;
+    for (struct addrinfo *ai = res; ai && verdict; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            continue;
+        int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+        int e = rc == 0 ? 0 : errno;
+        if (e == EINPROGRESS) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            if (poll(&p, 1, wait_ms) <= 0) {
+                e = 0; /* slow, not refused: let the client wait for it */
+            } else {
+                socklen_t l = sizeof e;
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l);
+            }
+        }
+        close(fd);
+        verdict = e;
+    }
+    freeaddrinfo(res);
+    if (verdict)
+        snprintf(why, whylen, "%s: %s", hostport, strerror(verdict));
+    return verdict != 0;
+}
+
+int st_cli_check_reachable(void)
+{
+    char *list = strdup(st_cli_common.brokers);
+    if (!list)
+        return 0;
+    int wait_ms = st_cli_common.timeout_ms < 1500 ? (int)st_cli_time_left_ms() : 1500;
+    char why[512] = "";
+    bool any = false;
+    for (char *save = NULL, *a = strtok_r(list, ",", &save); a && !any;
+         a = strtok_r(NULL, ",", &save)) {
+        while (*a == ' ')
+            a++;
+        /* a listener prefix (SSL://host:port) is librdkafka's to read */
+        char *scheme = strstr(a, "://");
+        const char *hp = scheme ? scheme + 3 : a;
+        char one[400];
+        if (!refused(hp, wait_ms, one, sizeof one))
+            any = true;
+        else if (!*why)
+            snprintf(why, sizeof why, "%s", one);
+    }
+    free(list);
+    if (any)
+        return 0;
+    st_cli_errorf("no broker at %s (%s) — is strata-server running? Start one "
+                  "with `make run`, or point -b or STRATA_BROKERS at it",
+                  st_cli_common.brokers, why);
+    return -1;
 }
 
 void st_cli_errorf(const char *fmt, ...)
@@ -105,6 +255,11 @@ int st_cli_parse(int argc, char **argv, const char *usage, const char *summary,
                                       "--timeout wants a duration like 500ms or 10s, "
                                       "not '%s'",
                                       st_cli_common.timeout_str);
+        if (st_cli_bounded) {
+            arm_deadline();
+            if (st_cli_check_reachable())
+                return ST_CLI_FAIL;
+        }
     }
     return -1;
 }
@@ -239,7 +394,7 @@ const rd_kafka_metadata_t *st_cli_metadata(rd_kafka_t *rk, const char *topic)
     const rd_kafka_metadata_t *md = NULL;
     rd_kafka_topic_t *rkt = topic ? rd_kafka_topic_new(rk, topic, NULL) : NULL;
     rd_kafka_resp_err_t err =
-        rd_kafka_metadata(rk, topic ? 0 : 1, rkt, &md, (int)st_cli_common.timeout_ms);
+        rd_kafka_metadata(rk, topic ? 0 : 1, rkt, &md, (int)st_cli_time_left_ms());
     if (rkt)
         rd_kafka_topic_destroy(rkt);
     if (err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
@@ -269,10 +424,10 @@ rd_kafka_AdminOptions_t *st_cli_admin_options(rd_kafka_t *rk, rd_kafka_admin_op_
 {
     char err[256];
     rd_kafka_AdminOptions_t *o = rd_kafka_AdminOptions_new(rk, op);
-    rd_kafka_AdminOptions_set_request_timeout(o, (int)st_cli_common.timeout_ms, err, sizeof(err));
+    rd_kafka_AdminOptions_set_request_timeout(o, (int)st_cli_time_left_ms(), err, sizeof(err));
     if (op == RD_KAFKA_ADMIN_OP_CREATETOPICS || op == RD_KAFKA_ADMIN_OP_DELETETOPICS ||
         op == RD_KAFKA_ADMIN_OP_CREATEPARTITIONS)
-        rd_kafka_AdminOptions_set_operation_timeout(o, (int)st_cli_common.timeout_ms, err,
+        rd_kafka_AdminOptions_set_operation_timeout(o, (int)st_cli_time_left_ms(), err,
                                                     sizeof(err));
     return o;
 }
@@ -311,4 +466,103 @@ rd_kafka_event_t *st_cli_admin_wait(rd_kafka_queue_t *q, rd_kafka_event_type_t t
     st_cli_errorf("%s: no answer from %s after %lld ms — is strata-server running?", what,
                   st_cli_common.brokers, (long long)st_cli_common.timeout_ms);
     return NULL;
+}
+
+/* ---- watermarks, each on its own thread ---- */
+
+typedef struct wm_job {
+    rd_kafka_t *rk;
+    st_cli_wm_t *w; /* NULL once the caller gave up on it */
+    st_cli_wm_t out;
+    int timeout_ms;
+    struct wm_batch *batch;
+} wm_job_t;
+
+typedef struct wm_batch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending;
+} wm_batch_t;
+
+static void *wm_run(void *arg)
+{
+    wm_job_t *j = arg;
+    j->out.err = rd_kafka_query_watermark_offsets(j->rk, j->out.topic, j->out.partition, &j->out.lo,
+                                                  &j->out.hi, j->timeout_ms);
+    pthread_mutex_lock(&j->batch->mu);
+    if (j->w)
+        *j->w = j->out;
+    j->batch->pending--;
+    pthread_cond_signal(&j->batch->cv);
+    pthread_mutex_unlock(&j->batch->mu);
+    return NULL; /* the job (and a batch given up on) is never freed: the process ends soon */
+}
+
+int st_cli_watermarks(rd_kafka_t *rk, st_cli_wm_t *w, int n)
+{
+    int64_t left = st_cli_time_left_ms() - 500;
+    if (left < 100)
+        left = 100;
+    wm_batch_t *b = calloc(1, sizeof *b);
+    wm_job_t *jobs = calloc((size_t)(n > 0 ? n : 1), sizeof *jobs);
+    if (!b || !jobs) {
+        free(b);
+        free(jobs);
+        for (int i = 0; i < n; i++)
+            w[i].err = RD_KAFKA_RESP_ERR__FAIL;
+        return 0;
+    }
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    for (int i = 0; i < n; i++) {
+        w[i].err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+        w[i].lo = w[i].hi = -1;
+        jobs[i] =
+            (wm_job_t){.rk = rk, .w = &w[i], .out = w[i], .timeout_ms = (int)left, .batch = b};
+        pthread_t t;
+        pthread_mutex_lock(&b->mu);
+        b->pending++;
+        pthread_mutex_unlock(&b->mu);
+        if (pthread_create(&t, &attr, wm_run, &jobs[i])) {
+            /* no thread: ask here, as before */
+            pthread_mutex_lock(&b->mu);
+            b->pending--;
+            pthread_mutex_unlock(&b->mu);
+            w[i].err = rd_kafka_query_watermark_offsets(rk, w[i].topic, w[i].partition, &w[i].lo,
+                                                        &w[i].hi, (int)left);
+        }
+    }
+    pthread_attr_destroy(&attr);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += left / 1000;
+    until.tv_nsec += (left % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&b->mu);
+    while (b->pending > 0 && pthread_cond_timedwait(&b->cv, &b->mu, &until) == 0)
+        ;
+    int behind = b->pending;
+    for (int i = 0; i < n; i++)
+        jobs[i].w = NULL; /* a late answer goes nowhere */
+    pthread_mutex_unlock(&b->mu);
+    if (!behind) {
+        pthread_mutex_destroy(&b->mu);
+        pthread_cond_destroy(&b->cv);
+        free(b);
+        free(jobs);
+    }
+    return behind;
+}
+
+void st_cli_exit(int rc)
+{
+    fflush(stdout);
+    fflush(stderr);
+    _exit(rc);
 }

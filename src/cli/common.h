@@ -31,8 +31,40 @@ extern st_cli_common_t st_cli_common;
 extern const st_cli_opt_t st_cli_common_opts[];
 /* Set by SIGINT/SIGTERM once st_cli_catch_signals() ran. */
 extern volatile sig_atomic_t st_cli_stop;
+/*
+ * A request-style command (cluster, topic, group, txn: not consume, produce, bench, proxy or
+ * debug), set by main before it runs. Such a command never outlives --timeout (plus 2 s for
+ * the library's own timeouts to report first), whatever the library does: a watchdog (SIGALRM)
+ * prints what to check and exits 1. Ctrl-C or SIGTERM ends it at once (exit 128+signal).
+ * Before anything else st_cli_parse checks that some bootstrap address takes a TCP connection,
+ * so "connection refused" fails within a moment, naming the address. A long-running command
+ * gets st_cli_stop on the first signal, 5 s to wind down, and ends at once on a second.
+ */
+extern bool st_cli_bounded;
 
 void st_cli_catch_signals(void);
+/* What is left of a request-style command's deadline, in ms (--timeout otherwise): the
+ * timeout to give each library call so the command as a whole keeps to it. */
+int64_t st_cli_time_left_ms(void);
+/* The watermarks of n partitions, asked all at once, each waiting at most what is left of
+ * the deadline less a margin: w[i].err is RD_KAFKA_RESP_ERR__TIMED_OUT for one whose leader
+ * did not answer in time (librdkafka 2.0's query_watermark_offsets ignores its timeout while
+ * a leader is unreachable, so each asks on its own thread, and one that never returns is left
+ * behind). Returns the number left behind: when above 0, the caller must not destroy rk (it
+ * would wait for them) and ends with st_cli_exit. */
+typedef struct st_cli_wm {
+    const char *topic;
+    int32_t partition;
+    int64_t lo, hi;
+    rd_kafka_resp_err_t err;
+} st_cli_wm_t;
+int st_cli_watermarks(rd_kafka_t *rk, st_cli_wm_t *w, int n);
+/* Flushes stdout and stderr and ends the process with rc, without destroying anything. */
+void st_cli_exit(int rc) __attribute__((noreturn));
+
+/* 0 when some -b address takes a TCP connection (or might: it did not refuse within 1.5 s);
+ * -1 after printing which address refused or did not resolve. */
+int st_cli_check_reachable(void);
 
 /* Prints "strata: <message>" to stderr. */
 void st_cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -267,8 +267,7 @@ int st_cli_consume(int argc, char **argv)
             if (cs.parts[i].active)
                 rd_kafka_topic_partition_list_add(tl, topic, i)->offset = start;
         if (is_ts) {
-            rd_kafka_resp_err_t e =
-                rd_kafka_offsets_for_times(rk, tl, (int)st_cli_common.timeout_ms);
+            rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, tl, (int)st_cli_time_left_ms());
             if (e) {
                 st_cli_report("cannot look up offsets by timestamp", e, NULL);
                 rd_kafka_topic_partition_list_destroy(tl);

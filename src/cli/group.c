@@ -252,31 +252,39 @@ int st_cli_group_describe(int argc, char **argv)
         add_topics(rk, &topics, parts, true) < 0)
         goto done;
     rd_kafka_topic_partition_list_sort(parts, NULL, NULL);
-    rd_kafka_resp_err_t e = rd_kafka_committed(rk, parts, (int)st_cli_common.timeout_ms);
+    rd_kafka_resp_err_t e = rd_kafka_committed(rk, parts, (int)st_cli_time_left_ms());
     if (e) {
         st_cli_report("cannot read the group's committed offsets", e, NULL);
         goto done;
     }
     printf("\n%-30s %9s %12s %12s %10s\n", "TOPIC", "PARTITION", "COMMITTED", "END", "LAG");
     int64_t total_lag = 0;
+    st_cli_wm_t *wm = calloc((size_t)(parts->cnt > 0 ? parts->cnt : 1), sizeof *wm);
+    for (int i = 0; wm && i < parts->cnt; i++)
+        wm[i] =
+            (st_cli_wm_t){.topic = parts->elems[i].topic, .partition = parts->elems[i].partition};
+    int behind = wm ? st_cli_watermarks(rk, wm, parts->cnt) : 0;
     for (int i = 0; i < parts->cnt; i++) {
         rd_kafka_topic_partition_t *p = &parts->elems[i];
-        int64_t lo, hi;
         char committed[24] = "-", end[24] = "?", lag[24] = "-";
         if (p->offset >= 0)
             snprintf(committed, sizeof(committed), "%" PRId64, p->offset);
-        if (!rd_kafka_query_watermark_offsets(rk, p->topic, p->partition, &lo, &hi,
-                                              (int)st_cli_common.timeout_ms)) {
-            snprintf(end, sizeof(end), "%" PRId64, hi);
+        if (wm && !wm[i].err) {
+            snprintf(end, sizeof(end), "%" PRId64, wm[i].hi);
             /* Without a commit the group would start at the reset policy; show the backlog. */
-            int64_t l = hi - (p->offset >= 0 ? p->offset : lo);
+            int64_t l = wm[i].hi - (p->offset >= 0 ? p->offset : wm[i].lo);
             snprintf(lag, sizeof(lag), "%" PRId64, l);
             total_lag += l;
         }
-        printf("%-30s %9d %12s %12s %10s\n", p->topic, p->partition, committed, end, lag);
+        printf("%-30s %9d %12s %12s %10s%s\n", p->topic, p->partition, committed, end, lag,
+               wm && wm[i].err == RD_KAFKA_RESP_ERR__TIMED_OUT ? "  (its leader did not answer)"
+                                                               : "");
     }
+    free(wm);
     printf("\ntotal lag:   %" PRId64 "\n", total_lag);
     rc = ST_CLI_OK;
+    if (behind)
+        st_cli_exit(rc); /* a request still waits on a broker that is gone: do not wait too */
 done:
     rd_kafka_topic_partition_list_destroy(parts);
     rd_kafka_queue_destroy(q);
@@ -346,8 +354,7 @@ int st_cli_group_seek(int argc, char **argv)
     if (is_ts) {
         for (int i = 0; i < parts->cnt; i++)
             parts->elems[i].offset = target;
-        rd_kafka_resp_err_t e =
-            rd_kafka_offsets_for_times(rk, parts, (int)st_cli_common.timeout_ms);
+        rd_kafka_resp_err_t e = rd_kafka_offsets_for_times(rk, parts, (int)st_cli_time_left_ms());
         if (e) {
             st_cli_report("cannot look up offsets by timestamp", e, NULL);
             goto done;
@@ -356,8 +363,8 @@ int st_cli_group_seek(int argc, char **argv)
     for (int i = 0; i < parts->cnt; i++) {
         rd_kafka_topic_partition_t *p = &parts->elems[i];
         int64_t lo, hi;
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(
-            rk, p->topic, p->partition, &lo, &hi, (int)st_cli_common.timeout_ms);
+        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, p->topic, p->partition, &lo,
+                                                                 &hi, (int)st_cli_time_left_ms());
         if (e) {
             char what[300];
             snprintf(what, sizeof(what), "cannot read the offsets of %s/%d", p->topic,

@@ -27,6 +27,8 @@ static const command_t commands[] = {
     {"topic", "describe", st_cli_topic_describe, "partitions, leaders, offsets, configs", 0},
     {"topic", "delete", st_cli_topic_delete, "delete topics", 0},
     {"topic", "add-partitions", st_cli_topic_add_partitions, "grow a topic's partitions", 0},
+    {"topic", "delete-records", st_cli_topic_delete_records,
+     "delete a topic's records below an offset", 0},
     {"topic", "alter-config", st_cli_topic_alter_config, "set or delete topic configs", 0},
     {"produce", NULL, st_cli_produce, "write messages (argument or one per stdin line)", 0},
     {"consume", NULL, st_cli_consume, "read messages", 0},
@@ -48,6 +50,14 @@ static const command_t commands[] = {
     {"proxy", NULL, st_cli_proxy, "forward Kafka traffic, optionally printing it", 0},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* The groups whose commands ask and answer (common.h st_cli_bounded): the rest run until
+ * stopped or until their input ends. */
+static bool request_style(const char *group)
+{
+    return !strcmp(group, "cluster") || !strcmp(group, "topic") || !strcmp(group, "group") ||
+           !strcmp(group, "txn");
+}
 
 static void overview(FILE *f, const char *only_group)
 {
@@ -96,6 +106,7 @@ int main(int argc, char **argv)
             return c->fn(argc - 2, argv + 2);
         }
         if (argc >= 3 && !strcmp(argv[2], c->name)) {
+            st_cli_bounded = request_style(c->group);
             st_cli_catch_signals();
             return c->fn(argc - 3, argv + 3);
         }

@@ -109,11 +109,11 @@ int st_cli_produce(int argc, char **argv)
 {
     static const char usage[] =
         "produce TOPIC [--message M] [--key K] [--key-delimiter D] [--header K=V]... "
-        "[--partition P] [--acks 0|1|all] [--compression C]";
+        "[--partition P] [--acks 0|1|all] [--compression C] [--null-value]";
     const char *message = NULL, *key = NULL, *delim = NULL, *acks = "all", *compression = "none",
                *backoff_s = "100ms", *backoff_max_s = "5s", *msg_timeout_s = "60s";
     int64_t partition = -1, retries = 2147483647;
-    bool json = false;
+    bool json = false, null_value = false;
     st_cli_strlist_t headers = {0}, pos = {0};
     const st_cli_opt_t opts[] = {
         {'m', "message", ST_CLI_OPT_STR, &message, "M",
@@ -136,6 +136,9 @@ int st_cli_produce(int argc, char **argv)
         {0, "message-timeout", ST_CLI_OPT_STR, &msg_timeout_s, "DURATION",
          "give up on a message after this long (60s)"},
         {0, "json", ST_CLI_OPT_FLAG, &json, NULL, "print each delivery as a JSON line"},
+        {0, "null-value", ST_CLI_OPT_FLAG, &null_value, NULL,
+         "send one message whose value is null (a tombstone: with --key, it deletes the key "
+         "from a compacted topic)"},
         ST_CLI_OPT_END,
     };
     int rc = st_cli_parse(argc, argv, usage,
@@ -152,6 +155,11 @@ int st_cli_produce(int argc, char **argv)
         msg_timeout_ms > INT32_MAX) {
         rc = st_cli_usage_error(usage, "bad duration in --retry-backoff, --retry-backoff-max "
                                        "or --message-timeout");
+        goto out;
+    }
+    if (null_value && (message || delim)) {
+        rc = st_cli_usage_error(usage, "--null-value sends one message without a value: not "
+                                       "with --message or --key-delimiter");
         goto out;
     }
     if (strcmp(acks, "0") && strcmp(acks, "1") && strcmp(acks, "all") && strcmp(acks, "-1")) {
@@ -220,7 +228,9 @@ int st_cli_produce(int argc, char **argv)
     produce_opts_t po = {pos.v[0], partition < 0 ? RD_KAFKA_PARTITION_UA : (int32_t)partition,
                          &headers, backoff_ms, backoff_max_ms};
     size_t key_len = key ? strlen(key) : 0;
-    if (message) {
+    if (null_value) {
+        send_one(rk, &po, &st, key, key_len, NULL, 0);
+    } else if (message) {
         send_one(rk, &po, &st, key, key_len, message, strlen(message));
     } else {
         char *line = NULL;

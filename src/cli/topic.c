@@ -330,14 +330,28 @@ int st_cli_topic_describe(int argc, char **argv)
     printf("topic:       %s\npartitions:  %d\n\n", t->topic, t->partition_cnt);
     printf("%-9s %-6s %-12s %-12s %12s %12s %12s%s\n", "PARTITION", "LEADER", "REPLICAS", "ISR",
            "START", "END", "MESSAGES", compact ? "  CLEANABLE" : "");
-    for (int p = 0; p < t->partition_cnt; p++) {
+    /* the offsets of every led partition, asked at once and bounded by --timeout (a leader
+     * that went down and is not yet replaced answers nothing) */
+    st_cli_wm_t *wm = calloc((size_t)(t->partition_cnt > 0 ? t->partition_cnt : 1), sizeof *wm);
+    int nwm = 0;
+    for (int p = 0; wm && p < t->partition_cnt; p++)
+        if (t->partitions[p].leader >= 0)
+            wm[nwm++] = (st_cli_wm_t){.topic = name, .partition = t->partitions[p].id};
+    int behind = wm ? st_cli_watermarks(rk, wm, nwm) : 0;
+    for (int p = 0, k = 0; p < t->partition_cnt; p++) {
         const rd_kafka_metadata_partition_t *pp = &t->partitions[p];
         printf("%-9d %-6d", pp->id, pp->leader);
         print_ids(pp->replicas, pp->replica_cnt);
         print_ids(pp->isrs, pp->isr_cnt);
         int64_t lo = -1, hi = -1;
-        rd_kafka_resp_err_t e = rd_kafka_query_watermark_offsets(rk, name, pp->id, &lo, &hi,
-                                                                 (int)st_cli_common.timeout_ms);
+        rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE;
+        if (!wm) {
+            e = RD_KAFKA_RESP_ERR__FAIL;
+        } else if (pp->leader >= 0) {
+            e = wm[k].err;
+            lo = wm[k].lo;
+            hi = wm[k++].hi;
+        }
         if (e)
             printf(" %12s %12s %12s", "?", "?", "?");
         else
@@ -349,10 +363,13 @@ int st_cli_topic_describe(int argc, char **argv)
             else
                 printf("  %9s", "?");
         }
-        if (e)
+        if (e == RD_KAFKA_RESP_ERR__TIMED_OUT)
+            printf("  (no answer from broker %d within --timeout)", pp->leader);
+        else if (e)
             printf("  (%s)", rd_kafka_err2str(e));
         printf("\n");
     }
+    free(wm);
     if (compact && !ratio)
         printf("\ncleanable ratio unknown: %s (point --admin or STRATA_ADMIN at the broker's "
                "admin.listen)\n",
@@ -375,6 +392,8 @@ int st_cli_topic_describe(int argc, char **argv)
         rd_kafka_event_destroy(ev);
     rd_kafka_queue_destroy(q);
     rc = ST_CLI_OK;
+    if (behind)
+        st_cli_exit(rc); /* a request still waits on a broker that is gone: do not wait too */
 md_free:
     rd_kafka_metadata_destroy(md);
 destroy:
@@ -429,6 +448,86 @@ int st_cli_topic_delete(int argc, char **argv)
     rd_kafka_queue_destroy(q);
     rd_kafka_DeleteTopic_destroy_array(dt, pos.n);
     free(dt);
+    st_cli_client_destroy(rk);
+out:
+    st_cli_strlist_fini(&pos);
+    return rc;
+}
+
+int st_cli_topic_delete_records(int argc, char **argv)
+{
+    static const char usage[] = "topic delete-records NAME --before OFFSET [-p PARTITION]";
+    int64_t before = -2, partition = -1;
+    st_cli_strlist_t pos = {0};
+    const st_cli_opt_t opts[] = {
+        {0, "before", ST_CLI_OPT_INT, &before, "OFFSET",
+         "delete every record below this offset (-1: up to the high watermark, all of it)"},
+        {'p', "partition", ST_CLI_OPT_INT, &partition, "P",
+         "only this partition (default: every partition)"},
+        ST_CLI_OPT_END,
+    };
+    int rc = st_cli_parse(argc, argv, usage,
+                          "Deletes a topic's records below an offset (Kafka's DeleteRecords: the "
+                          "log start moves up;\nsegments wholly below it are removed). Prints "
+                          "each partition's new log start.",
+                          opts, true, &pos, 1, 1);
+    if (rc >= 0)
+        goto out;
+    if (before < -1) {
+        rc = st_cli_usage_error(usage, "--before wants an offset (or -1 for everything)");
+        goto out;
+    }
+    rc = ST_CLI_FAIL;
+    const char *name = pos.v[0];
+    rd_kafka_t *rk = st_cli_admin_client();
+    if (!rk)
+        goto out;
+    const rd_kafka_metadata_t *md = st_cli_metadata(rk, name);
+    const rd_kafka_metadata_topic_t *t = md ? st_cli_md_topic(md, name) : NULL;
+    if (md && (!t || t->err)) {
+        st_cli_errorf("no topic named '%s' — check the name with `strata topic list`", name);
+    } else if (md && partition >= t->partition_cnt) {
+        st_cli_errorf("%s has %d partition(s): there is no partition %" PRId64, name,
+                      t->partition_cnt, partition);
+    } else if (md) {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(t->partition_cnt);
+        for (int p = 0; p < t->partition_cnt; p++)
+            if (partition < 0 || p == partition)
+                rd_kafka_topic_partition_list_add(l, name, p)->offset =
+                    before < 0 ? RD_KAFKA_OFFSET_END : before;
+        rd_kafka_DeleteRecords_t *dr = rd_kafka_DeleteRecords_new(l);
+        rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+        rd_kafka_AdminOptions_t *o = st_cli_admin_options(rk, RD_KAFKA_ADMIN_OP_DELETERECORDS);
+        rd_kafka_DeleteRecords(rk, &dr, 1, o, q);
+        rd_kafka_event_t *ev =
+            st_cli_admin_wait(q, RD_KAFKA_EVENT_DELETERECORDS_RESULT, "cannot delete records");
+        if (ev) {
+            const rd_kafka_topic_partition_list_t *res =
+                rd_kafka_DeleteRecords_result_offsets(rd_kafka_event_DeleteRecords_result(ev));
+            int failed = 0;
+            for (int i = 0; res && i < res->cnt; i++) {
+                const rd_kafka_topic_partition_t *r = &res->elems[i];
+                if (r->err) {
+                    char what[300];
+                    snprintf(what, sizeof what, "cannot delete records of %s/%d", r->topic,
+                             (int)r->partition);
+                    st_cli_report(what, r->err, NULL);
+                    failed++;
+                } else {
+                    printf("%s/%d: log start now %" PRId64 "\n", r->topic, (int)r->partition,
+                           r->offset);
+                }
+            }
+            rc = failed ? ST_CLI_FAIL : ST_CLI_OK;
+            rd_kafka_event_destroy(ev);
+        }
+        rd_kafka_AdminOptions_destroy(o);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_DeleteRecords_destroy(dr);
+        rd_kafka_topic_partition_list_destroy(l);
+    }
+    if (md)
+        rd_kafka_metadata_destroy(md);
     st_cli_client_destroy(rk);
 out:
     st_cli_strlist_fini(&pos);

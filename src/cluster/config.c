@@ -161,6 +161,20 @@ const char *st_config_listener_get(const st_config_t *c, const char *listener, c
 const char *st_config_lookup(void *arg, const char *key)
 {
     st_config_lookup_t *l = arg;
+    /* KIP-684: a SASL_SSL listener asks for client certificates only when its own
+     * listener.name.<name>.ssl.client.auth says so; the broker-wide ssl.client.auth is for SSL
+     * listeners (SASL authenticates those clients). */
+    if (strcmp(key, "ssl.client.auth") == 0) {
+        char full[256];
+        snprintf(full, sizeof full, "listener.name.%s.%s", l->listener, key);
+        bool own = false;
+        for (int i = 0; i < l->cfg->nlistener_overrides && !own; i++)
+            own = strcasecmp(l->cfg->listener_overrides[i].key, full) == 0;
+        for (int i = 0; i < l->cfg->nkafka_listeners && !own; i++)
+            if (strcasecmp(l->cfg->kafka_listeners[i].name, l->listener) == 0 &&
+                l->cfg->kafka_listeners[i].protocol == ST_SEC_SASL_SSL)
+                return "none";
+    }
     /* listener.name.<l>.* overrides are string settings only (st_config_set) */
     for (size_t i = 0; i < ST_CFG_N; i++)
         if (strcmp(st_cfg_table[i].key, key) == 0 && st_cfg_table[i].type == ST_CFG_INT) {
@@ -814,8 +828,39 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
     if (c->group_min_session_timeout_ms > c->group_max_session_timeout_ms)
         return st_cfg_fail(err, errlen,
                            "group.min.session.timeout.ms is above group.max.session.timeout.ms");
-    if (!*c->log_dirs)
+    /* Kafka's log.dirs is a comma-separated list; this broker keeps one directory (no JBOD
+     * yet): one entry (spaces and empty entries dropped) is taken, more are refused rather
+     * than made into a directory whose name has a comma in it. */
+    int ndirs = 0;
+    const char *first = NULL;
+    size_t first_len = 0;
+    for (const char *p = c->log_dirs; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *q = p;
+        size_t m = n;
+        while (m && (*q == ' ' || *q == '\t'))
+            q++, m--;
+        while (m && (q[m - 1] == ' ' || q[m - 1] == '\t'))
+            m--;
+        if (m) {
+            if (!ndirs++) {
+                first = q;
+                first_len = m;
+            }
+        }
+        p += n + (p[n] == ',');
+    }
+    if (ndirs > 1)
+        return st_cfg_fail(err, errlen,
+                           "log.dirs lists %d directories (%s): this broker keeps its data in "
+                           "one directory (several disks, JBOD, are not supported yet); give one",
+                           ndirs, c->log_dirs);
+    if (!ndirs)
         return st_cfg_fail(err, errlen, "log.dirs is empty");
+    if (first != c->log_dirs || first_len != strlen(c->log_dirs)) {
+        memmove(c->log_dirs, first, first_len);
+        c->log_dirs[first_len] = 0;
+    }
     /* Kafka's KRaft authorizer by its class name, and the ZooKeeper-era one users bring along
      * (both mean the same ACLs here); any other class is one this broker cannot load. */
     c->authorizer_enabled = false;

@@ -61,7 +61,8 @@ enum {
     X(ssl_truststore_certificates, "ssl.truststore.certificates", STR, "", 0, 0,                   \
       "SSL listeners: trusted CAs as inline PEM")                                                  \
     X(ssl_client_auth, "ssl.client.auth", STR, "none", 0, 0,                                       \
-      "SSL listeners: client certificates: none, requested or required")                           \
+      "SSL listeners: client certificates: none, requested or required (SASL_SSL ones: only "      \
+      "as listener.name.<name>.ssl.client.auth)")                                                  \
     X(ssl_enabled_protocols, "ssl.enabled.protocols", STR, "TLSv1.2,TLSv1.3", 0, 0,                \
       "SSL listeners: TLS versions accepted")                                                      \
     X(ssl_cipher_suites, "ssl.cipher.suites", STR, "", 0, 0,                                       \
@@ -214,6 +215,9 @@ enum {
       "largest record batch accepted")                                                             \
     X(log_message_timestamp_type, "log.message.timestamp.type", STR, "CreateTime", 0, 0,           \
       "CreateTime or LogAppendTime")                                                               \
+    X(log_message_downconversion_enable, "log.message.downconversion.enable", BOOL, "true", 0, 0,  \
+      "answer Fetch v0-3 by converting records down to message format v0/v1 (false: "              \
+      "UNSUPPORTED_VERSION)")                                                                      \
     X(write_caching, "write.caching", BOOL, "false", 0, 0,                                         \
       "acknowledge after write, sync every log.flush.interval.* (default: ack only when synced)")  \
     X(log_flush_interval_messages, "log.flush.interval.messages", INT, "9223372036854775807", 1,   \
@@ -337,7 +341,10 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen);
 const char *st_config_listener_get(const st_config_t *c, const char *listener, const char *key);
 /* One listener's settings as a key -> string lookup (net/tls.h's st_tls_get_fn, with a
  * st_config_lookup_t as arg): string keys as st_config_listener_get, integer ones written
- * into num (valid until the next lookup through the same st_config_lookup_t). */
+ * into num (valid until the next lookup through the same st_config_lookup_t). One exception,
+ * Kafka's (KIP-684): a SASL_SSL listener's ssl.client.auth is its
+ * listener.name.<name>.ssl.client.auth, "none" when that is not set (the broker-wide one is
+ * for SSL listeners). */
 typedef struct st_config_lookup {
     const st_config_t *cfg;
     const char *listener;

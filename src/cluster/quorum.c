@@ -33,6 +33,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "cluster/hb_sec.h"
 #include "cluster/heartbeat.h"
 #include "cluster/local_transport.h"
 #include "cluster/tls_transport.h"
@@ -75,6 +76,9 @@ struct st_quorum {
     struct raft raft;
     bool transport_up, io_up, raft_inited, raft_up, closing;
     bool tls; /* the transport is tls_transport.h's (the controller listener is SSL/SASL_SSL) */
+    st_hb_sec_t *hbsec;       /* with tls: heartbeats are signed and checked (hb_sec.h) */
+    st_tls_server_t *tls_src; /* with tls: the context, reloaded when its files change */
+    uint64_t tls_reloads;     /* st_tls_server_reloads(tls_src) as last applied */
     struct raft_transfer transfer;
     struct raft_barrier barrier;
     struct raft_change change;
@@ -525,11 +529,15 @@ static void leadership(st_quorum_t *q, bool leader)
 
 /* ---- heartbeats ---- */
 
-/* A heartbeat reached this node (it matters only while it is the active controller). */
-static void hb_take(st_quorum_t *q, const void *data, size_t len)
+/* A heartbeat reached this node (it matters only while it is the active controller): its
+ * datagram, or this node's own text when it is the controller (trusted: not enveloped). */
+static void hb_take(st_quorum_t *q, const void *data, size_t len, bool own)
 {
     st_hb_t *hb = malloc(sizeof *hb);
-    if (!hb || st_hb_decode(data, len, hb)) {
+    bool ok = hb && (q->hbsec && !own
+                         ? st_hb_sec_open(q->hbsec, data, len, st_wall_ms(), hb) == ST_HB_TAKEN
+                         : st_hb_decode(data, len, hb) == 0);
+    if (!ok) {
         free(hb);
         return;
     }
@@ -549,7 +557,7 @@ static void hb_recv(void *arg, const void *data, size_t len)
 {
     st_quorum_t *q = arg;
     if (q->leader)
-        hb_take(q, data, len);
+        hb_take(q, data, len, false);
 }
 
 /* Sends this node's heartbeat to the active controller (or takes it directly when it is),
@@ -577,7 +585,15 @@ static void hb_send(st_quorum_t *q, st_hb_t *lists)
     }
     if (leader == self_id(q)) {
         if (q->leader)
-            hb_take(q, text, len);
+            hb_take(q, text, len, true);
+    } else if (q->hbsec) {
+        char *env = NULL;
+        size_t envlen = 0;
+        if (st_hb_sec_seal(q->hbsec, text, len, st_wall_ms(), &env, &envlen) == 0)
+            st_hb_link_send(&q->hb, leader, env, envlen);
+        else
+            ST_WARN("metadata: cannot sign this node's heartbeat");
+        free(env);
     } else {
         st_hb_link_send(&q->hb, leader, text, len);
     }
@@ -617,6 +633,8 @@ static void on_check(uv_check_t *h)
     publish(q);
 }
 
+static void tls_maybe_reload(st_quorum_t *q);
+
 static void on_tick(uv_timer_t *t)
 {
     st_quorum_t *q = t->data;
@@ -632,6 +650,7 @@ static void on_tick(uv_timer_t *t)
     }
     q->last_tick = now;
     atomic_store(&q->alive_ms, now);
+    tls_maybe_reload(q);
     if (st_mono_ms() - q->last_hb_sent >= q->cfg->broker_heartbeat_interval_ms)
         hb_send(q, NULL);
     controller_step(q);
@@ -647,6 +666,29 @@ static void transport_fini(st_quorum_t *q)
         st_tls_transport_fini(&q->transport);
     else
         raft_uv_tcp_close(&q->transport);
+    st_hb_sec_free(q->hbsec);
+    q->hbsec = NULL;
+    st_tls_server_destroy(q->tls_src);
+    q->tls_src = NULL;
+}
+
+/* The controller listener's certificate files changed (checked every ssl.reload.check.ms):
+ * new quorum connections, either side, and the heartbeats' signatures use the new ones. */
+static void tls_maybe_reload(st_quorum_t *q)
+{
+    if (!q->tls_src || !q->hbsec)
+        return;
+    struct ssl_ctx_st *ctx = st_tls_server_ctx(q->tls_src);
+    uint64_t n = st_tls_server_reloads(q->tls_src);
+    if (n == q->tls_reloads) {
+        SSL_CTX_free(ctx);
+        return;
+    }
+    q->tls_reloads = n;
+    char e[256];
+    if (st_hb_sec_rekey(q->hbsec, ctx, e, sizeof e))
+        ST_WARN("controller listener: reloaded certificates not used for heartbeats: %s", e);
+    st_tls_transport_set_ctx(&q->transport, ctx);
 }
 
 static void raft_closed(struct raft *r)
@@ -772,16 +814,30 @@ static int tls_transport_start(st_quorum_t *q)
     if (*alg && strcasecmp(alg, "https") != 0)
         return q_fail(q, ST_E_CONFIG, what,
                       "ssl.endpoint.identification.algorithm: expected https or empty");
-    struct ssl_ctx_st *ctx = st_tls_client_ctx(&s, e, sizeof e);
-    if (!ctx)
+    char name[64];
+    snprintf(name, sizeof name, "controller listener %.40s", l);
+    if (st_tls_client_create(&s, name, &q->tls_src, e, sizeof e))
         return q_fail(q, ST_E_CONFIG, what, e);
+    struct ssl_ctx_st *ctx = st_tls_server_ctx(q->tls_src);
+    q->tls_reloads = st_tls_server_reloads(q->tls_src);
+    bool verify_host = strcasecmp(alg, "https") == 0;
+    q->hbsec = st_hb_sec_new(ctx, verify_host, c, e, sizeof e);
+    if (!q->hbsec) {
+        SSL_CTX_free(ctx);
+        st_tls_server_destroy(q->tls_src);
+        q->tls_src = NULL;
+        return q_fail(q, ST_E_CONFIG, what, e);
+    }
     char bind[300];
     snprintf(bind, sizeof bind, "%s:%d", c->controller_host, c->controller_port);
-    bool verify_host = strcasecmp(alg, "https") == 0;
     int rc = st_tls_transport_init(&q->transport, q->loop, bind, ctx, verify_host,
                                    s.handshake_timeout_ms);
     if (rc) {
         SSL_CTX_free(ctx);
+        st_hb_sec_free(q->hbsec);
+        q->hbsec = NULL;
+        st_tls_server_destroy(q->tls_src);
+        q->tls_src = NULL;
         return q_fail(q, -EIO, "cannot start the quorum's transport", raft_strerror(rc));
     }
     q->tls = true;

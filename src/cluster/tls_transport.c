@@ -826,6 +826,13 @@ static void tt_close(struct raft_uv_transport *t, raft_uv_transport_close_cb cb)
     }
 }
 
+void st_tls_transport_set_ctx(struct raft_uv_transport *t, struct ssl_ctx_st *ctx)
+{
+    tt_t *tt = t->impl;
+    SSL_CTX_free(tt->ctx); /* open sessions hold their own references */
+    tt->ctx = ctx;
+}
+
 int st_tls_transport_init(struct raft_uv_transport *t, uv_loop_t *loop, const char *bind,
                           struct ssl_ctx_st *ctx, bool verify_host, int64_t handshake_timeout_ms)
 {

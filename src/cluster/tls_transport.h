@@ -62,6 +62,9 @@ struct ssl_ctx_st;
  * above; handshake_timeout_ms bounds a handshake plus preamble. Returns 0 or a RAFT_ error. */
 int st_tls_transport_init(struct raft_uv_transport *t, uv_loop_t *loop, const char *bind,
                           struct ssl_ctx_st *ctx, bool verify_host, int64_t handshake_timeout_ms);
+/* Loop thread: the context new connections use from now on, either side (certificates
+ * reloaded); ctx is the transport's from now on, the one it had is freed. */
+void st_tls_transport_set_ctx(struct raft_uv_transport *t, struct ssl_ctx_st *ctx);
 /* Releases what init allocated; after raft_uv closed the transport. */
 void st_tls_transport_fini(struct raft_uv_transport *t);
 

@@ -159,7 +159,9 @@ typedef struct st_goffset {
     int64_t offset;       /* commit: in; fetch: out (-1 when none) */
     int32_t leader_epoch; /* -1 when unknown */
     st_kstr_t metadata;
-    int16_t error; /* in: set when already refused (then left alone); out: the result */
+    int64_t commit_ts; /* commit: the client's commit time (OffsetCommit v1), <= 0: now */
+    int64_t expire_ts; /* commit, the coordinator's: commit time + retention_ms, 0: none */
+    int16_t error;     /* in: set when already refused (then left alone); out: the result */
 } st_goffset_t;
 
 typedef struct st_goffsets {
@@ -167,6 +169,9 @@ typedef struct st_goffsets {
     st_kstr_t member_id;         /* commit */
     st_kstr_t group_instance_id; /* commit */
     int32_t generation;          /* commit: -1 for commits from outside the group */
+    int64_t retention_ms;        /* commit: OffsetCommit v2-v4's retention_time_ms: the offsets
+                                    expire that long after their commit time; <= 0: after
+                                    offsets.retention.minutes, as the others */
     int64_t producer_id;         /* transactional commit */
     int16_t producer_epoch;      /* transactional commit */
     bool all;                    /* fetch: every offset of the group (parts allocated from `a`) */

@@ -87,6 +87,7 @@ typedef struct st_goff {
     int32_t leader_epoch;
     st_gstr_t metadata;
     int64_t commit_ts;
+    int64_t expire_ts;     /* its own expiry (OffsetCommit v2-v4's retention), -1: none */
     int64_t record_offset; /* of the record in __consumer_offsets that set it; -1 unknown */
     struct st_goff *next;
 } st_goff_t;
@@ -342,6 +343,9 @@ st_goff_t *st_gofftab_find(const st_gofftab_t *t, st_kstr_t topic, int32_t parti
  * -ENOMEM leaves the old one. */
 int st_gofftab_set(st_gofftab_t *t, st_kstr_t topic, int32_t partition, int64_t offset,
                    int32_t epoch, st_kstr_t metadata, int64_t ts, int64_t record_offset);
+/* Gives the offset st_gofftab_set just set its own expiry time (-1: none, which every set
+ * leaves). */
+void st_gofftab_expire(st_gofftab_t *t, st_kstr_t topic, int32_t partition, int64_t expire_ts);
 /* Puts a copy of o (a pending offset becoming committed), the same rule. */
 int st_gofftab_put(st_gofftab_t *t, const st_goff_t *o);
 void st_gofftab_del(st_gofftab_t *t, st_kstr_t topic, int32_t partition);
@@ -375,7 +379,8 @@ void st_group_write_free(st_gwrite_t *w);
 /* Appends the batches of b to the partition's log; w->cb runs once they are durable (or the
  * append failed), possibly before this returns. Takes w. */
 void st_group_write(st_gcoord_t *c, st_gbatch_t *b, st_gwrite_t *w);
-/* An offset record: the value of o, else of in (committed at ts), else a tombstone. */
+/* An offset record: the value of o, else of in (committed at in->commit_ts, or ts where that
+ * is not set; expiring at in->expire_ts where set), else a tombstone. */
 int st_group_add_offset_record(st_gbatch_t *b, st_kstr_t group, st_kstr_t topic, int32_t partition,
                                const st_goff_t *o, int64_t ts, const st_goffset_t *in);
 /* A group metadata record: value, or a tombstone when value is NULL. */

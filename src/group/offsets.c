@@ -117,8 +117,16 @@ int st_gofftab_set(st_gofftab_t *t, st_kstr_t topic, int32_t partition, int64_t 
     o->offset = offset;
     o->leader_epoch = epoch;
     o->commit_ts = ts;
+    o->expire_ts = -1;
     o->record_offset = record_offset;
     return 0;
+}
+
+void st_gofftab_expire(st_gofftab_t *t, st_kstr_t topic, int32_t partition, int64_t expire_ts)
+{
+    st_goff_t *o = st_gofftab_find(t, topic, partition);
+    if (o)
+        o->expire_ts = expire_ts;
 }
 
 int st_gofftab_put(st_gofftab_t *t, const st_goff_t *o)
@@ -175,8 +183,11 @@ static void commit_written(st_gcoord_t *c, st_gwrite_t *w, int res)
             continue;
         }
         if (st_gofftab_set(&g->offs, p->topic, p->partition, p->offset, p->leader_epoch,
-                           p->metadata, w->ts, rec))
+                           p->metadata, p->commit_ts > 0 ? p->commit_ts : w->ts, rec))
             p->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+        else
+            st_gofftab_expire(&g->offs, p->topic, p->partition,
+                              p->expire_ts > 0 ? p->expire_ts : -1);
         if (rec >= 0)
             rec++;
     }
@@ -238,6 +249,9 @@ void st_gcoord_commit(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_gc
             p->error = ST_KERR_OFFSET_METADATA_TOO_LARGE;
             continue;
         }
+        /* v2-v4's retention_time_ms: Kafka's expire_timestamp, commit time + retention */
+        p->expire_ts =
+            o->retention_ms > 0 ? (p->commit_ts > 0 ? p->commit_ts : now) + o->retention_ms : 0;
         rc = st_group_add_offset_record(&b, o->group_id, p->topic, p->partition, NULL, now, p);
     }
     if (rc) {
@@ -503,8 +517,11 @@ static void expire_group(st_gcoord_t *c, st_ggroup_t *g, int64_t now)
     for (size_t i = 0; i < g->offs.nb && !rc; i++)
         for (st_goff_t *o = g->offs.b[i], *next; o && !rc; o = next) {
             next = o->next;
+            /* an offset with its own expiry (OffsetCommit v2-v4) goes at that time, the
+             * others offsets.retention.minutes after the group emptied or, for a group of
+             * simple commits, after their commit (Kafka's removeExpiredOffsets) */
             int64_t base = g->protocol_type.ptr ? g->state_ts : o->commit_ts;
-            if (now - base < c->cfg.offsets_retention_ms)
+            if (o->expire_ts >= 0 ? now < o->expire_ts : now - base < c->cfg.offsets_retention_ms)
                 continue;
             /* not while a transaction holds a pending offset of it (Kafka) */
             if (st_group_has_pending(g, as_kstr(o->topic), o->partition))

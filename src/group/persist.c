@@ -122,9 +122,12 @@ int st_group_add_offset_record(st_gbatch_t *b, st_kstr_t group, st_kstr_t topic,
     st_buf_init(&v);
     st_grec_offset_key(&k, group, topic, partition);
     if (o)
-        st_grec_offset_value(&v, o->offset, o->leader_epoch, as_kstr(o->metadata), o->commit_ts);
+        st_grec_offset_value(&v, o->offset, o->leader_epoch, as_kstr(o->metadata), o->commit_ts,
+                             o->expire_ts);
     else if (in)
-        st_grec_offset_value(&v, in->offset, in->leader_epoch, in->metadata, ts);
+        st_grec_offset_value(&v, in->offset, in->leader_epoch, in->metadata,
+                             in->commit_ts > 0 ? in->commit_ts : ts,
+                             in->expire_ts > 0 ? in->expire_ts : -1);
     int rc = k.oom || v.oom
                  ? -ENOMEM
                  : st_gbatch_add(b, k.data, k.len, v.data, (o || in) ? (int32_t)v.len : -1);
@@ -303,9 +306,10 @@ static void load_record(st_gcoord_t *c, int32_t partition, const st_batch_record
         st_gtxn_t *t = pid >= 0 && !r.tombstone ? st_group_txn(g, pid, true) : NULL;
         if (r.tombstone)
             st_group_offset_del(g, r.topic, r.partition); /* pending ones too (Kafka's replay) */
-        else if (pid < 0 || t)
-            st_gofftab_set(t ? &t->offs : &g->offs, r.topic, r.partition, r.offset, r.leader_epoch,
-                           r.metadata, r.commit_timestamp, rec->offset);
+        else if ((pid < 0 || t) &&
+                 st_gofftab_set(t ? &t->offs : &g->offs, r.topic, r.partition, r.offset,
+                                r.leader_epoch, r.metadata, r.commit_timestamp, rec->offset) == 0)
+            st_gofftab_expire(t ? &t->offs : &g->offs, r.topic, r.partition, r.expire_timestamp);
     } else {
         load_group_value(c, g, &r);
     }

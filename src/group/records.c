@@ -30,10 +30,9 @@ static int st_grec_offset_value_decode(st_kreader_t *r, st_grec_t *out)
         TRY(st_kreader_i32(r, &out->leader_epoch));
     TRY(st_kreader_str(r, false, true, &out->metadata));
     TRY(st_kreader_i64(r, &out->commit_timestamp));
-    if (v == 1) {
-        int64_t expire;
-        TRY(st_kreader_i64(r, &expire));
-    }
+    out->expire_timestamp = -1;
+    if (v == 1)
+        TRY(st_kreader_i64(r, &out->expire_timestamp));
     return 0;
 }
 
@@ -114,15 +113,18 @@ void st_grec_offset_key(st_buf_t *b, st_kstr_t group, st_kstr_t topic, int32_t p
 }
 
 void st_grec_offset_value(st_buf_t *b, int64_t offset, int32_t leader_epoch, st_kstr_t metadata,
-                          int64_t commit_timestamp)
+                          int64_t commit_timestamp, int64_t expire_timestamp)
 {
     st_kwriter_t w;
     st_kwriter_init(&w, b);
-    st_kwriter_i16(&w, 3);
+    st_kwriter_i16(&w, expire_timestamp >= 0 ? 1 : 3);
     st_kwriter_i64(&w, offset);
-    st_kwriter_i32(&w, leader_epoch);
+    if (expire_timestamp < 0)
+        st_kwriter_i32(&w, leader_epoch);
     st_kwriter_str(&w, false, true, metadata.len < 0 ? ST_KSTR_EMPTY : metadata);
     st_kwriter_i64(&w, commit_timestamp);
+    if (expire_timestamp >= 0)
+        st_kwriter_i64(&w, expire_timestamp);
 }
 
 void st_grec_group_key(st_buf_t *b, st_kstr_t group)

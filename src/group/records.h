@@ -8,8 +8,11 @@
  *   offset commit   key   version int16 = 1 | group string | topic string | partition int32
  *                   value version int16 = 3 | offset int64 | leader_epoch int32 |
  *                         metadata string | commit_timestamp int64
- *                   (values of versions 1 and 2 are read too: v1 adds expire_timestamp int64
- *                   after commit_timestamp and has no leader epoch; v2 has neither)
+ *                   or, for an offset with its own expiry (OffsetCommit v2-v4's
+ *                   retention_time_ms), as Kafka writes it:
+ *                         version int16 = 1 | offset int64 | metadata string |
+ *                         commit_timestamp int64 | expire_timestamp int64
+ *                   (values of version 2 are read too: neither leader epoch nor expiry)
  *   group metadata  key   version int16 = 2 | group string
  *                   value version int16 = 3 | protocol_type string | generation int32 |
  *                         protocol nullable string | leader nullable string |
@@ -65,6 +68,7 @@ typedef struct st_grec {
     int32_t leader_epoch;
     st_kstr_t metadata;
     int64_t commit_timestamp;
+    int64_t expire_timestamp; /* -1 unless a version 1 value gave one */
     /* group metadata */
     st_kstr_t protocol_type;
     int32_t generation;
@@ -82,8 +86,9 @@ int st_grec_decode(const uint8_t *key, int32_t key_len, const uint8_t *value, in
 
 /* Encoders: each appends one key or value to b (check b->oom once at the end). */
 void st_grec_offset_key(st_buf_t *b, st_kstr_t group, st_kstr_t topic, int32_t partition);
+/* expire_timestamp -1: a version 3 value; else version 1 (which has no leader epoch). */
 void st_grec_offset_value(st_buf_t *b, int64_t offset, int32_t leader_epoch, st_kstr_t metadata,
-                          int64_t commit_timestamp);
+                          int64_t commit_timestamp, int64_t expire_timestamp);
 void st_grec_group_key(st_buf_t *b, st_kstr_t group);
 /* The value from rec's group fields and members (rec->kind is ignored). */
 void st_grec_group_value(st_buf_t *b, const st_grec_t *rec);

@@ -475,6 +475,7 @@ static void describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *req
         e->name = st_kstr(d->name);
         e->value = st_kstr(st_arena_strndup(&r->arena, v, strlen(v)));
         e->config_source = over ? ST_SRC_TOPIC : ST_SRC_DEFAULT;
+        e->is_default = !over; /* v0's form of config_source */
         e->config_type = (int8_t)d->type;
         e->documentation = req->include_documentation ? st_kstr(d->doc) : ST_KSTR_NULL;
         if (req->include_synonyms) {

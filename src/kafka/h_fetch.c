@@ -34,6 +34,11 @@
  * (st_part_aborted); it waits for the LSO to move, not the high watermark. Every answer
  * carries last_stable_offset.
  *
+ * Fetch v0-3 can carry only message formats v0/v1: each read is converted down on the
+ * connection's shard (fetch_downconvert, storage/msgconv.h), bounded per partition, instead of
+ * being spliced from the file; message.downconversion.enable=false refuses them
+ * (UNSUPPORTED_VERSION), as Kafka does.
+ *
  * Fetch sessions (KIP-227) are declined as the protocol allows: every answer carries
  * session_id 0, so clients keep sending full fetches; a request naming a session we never
  * created gets FETCH_SESSION_ID_NOT_FOUND and the client starts over without one.
@@ -44,6 +49,7 @@
 
 #include "auth/quota.h"
 #include "base/clock.h"
+#include "base/err.h"
 #include "base/log.h"
 #include "broker/fanout.h"
 #include "kafka/authz.h"
@@ -52,7 +58,10 @@
 #include "kafka/fetch_wait.h"
 #include "kafka/leader.h"
 #include "kafka/throttle.h"
+#include "kafka/topic_config.h"
 #include "proto/kerr.h"
+#include "storage/batch.h"
+#include "storage/msgconv.h"
 
 typedef struct st_fetch st_fetch_t;
 
@@ -84,6 +93,7 @@ typedef struct {
     int naborted;
     int64_t durable;  /* a follower's fetch: the leader's durable end its read saw */
     fetch_rel_t *rel; /* non-NULL when the read returned bytes */
+    uint8_t *conv;    /* v0-3: the records converted down (malloc'd), sent instead of rel */
     st_kp_fetch_resp_partition_t *out;
 } fetch_part_t;
 
@@ -427,6 +437,89 @@ static void fetch_answer_aborted(st_kreq_t *r, const fetch_part_t *fp,
     o->aborted_transactions_count = fp->naborted;
 }
 
+/* What one Fetch v0-3 converts at most: output bytes, and the time after which no further
+ * batch is started (at least one batch is converted, its first message or wrapper whole): the
+ * CPU a request may take on the connection's shard. */
+#define FETCH_DOWNCONV_MAX_BYTES (4 << 20)
+#define FETCH_DOWNCONV_MAX_NS    (20 * 1000000LL)
+
+/*
+ * Fetch v0-3: the read's v2 batches converted down to message format v0 (v0-1) or v1 (v2-3)
+ * into fp->conv, and the read released (storage/msgconv.h). Bounded like Kafka's lazy
+ * down-conversion: no more bytes out than the read held, except that the first message (or
+ * compressed wrapper) is always whole; v0-2 also cut at partition_max_bytes, as those versions
+ * answer; and no more than `room` bytes (what is left of FETCH_DOWNCONV_MAX_BYTES for the
+ * request), no batch started past deadline_ns; so only that much of the read (or its first
+ * batch) is read into memory. So a request's memory stays within its reads plus
+ * one batch's conversion, its CPU within converting a few MiB. The file bytes are read here, on the
+ * connection's shard (the pages a consumer reads are usually cached). Adds the bytes written to
+ * *used. Returns the partition's error, or 0.
+ */
+static int16_t fetch_downconvert(st_fetch_t *f, fetch_part_t *fp, int64_t room, int64_t deadline_ns,
+                                 int64_t *used)
+{
+    st_kreq_t *r = f->r;
+    fetch_rel_t *rel = fp->rel;
+    int64_t t0 = st_mono_ns();
+    st_buf_t in, out;
+    st_buf_init(&in);
+    st_buf_init(&out);
+    /* Only what the conversion may use is read: `room` bytes, or the first batch whole when
+     * it is larger (a conversion writes at least as many bytes as it reads, but for dropped
+     * headers and control batches; a batch cut at the end is left alone). */
+    int64_t want = rel->read.bytes;
+    uint8_t hdr[ST_BATCH_HEADER_SIZE];
+    st_batch_hdr_t h;
+    const st_log_range_t *r0 = &rel->read.ranges[0];
+    if (want > room && r0->len >= ST_BATCH_HEADER_SIZE &&
+        st_file_pread(r0->file, hdr, sizeof hdr, r0->pos) == (ssize_t)sizeof hdr &&
+        st_batch_parse_hdr(hdr, sizeof hdr, &h) == 0)
+        want = st_batch_size(&h) > room ? st_batch_size(&h) : room;
+    if (want > rel->read.bytes)
+        want = rel->read.bytes;
+    uint8_t *p = st_buf_extend(&in, (size_t)want);
+    int rc = p ? 0 : -ENOMEM;
+    for (int i = 0; rc == 0 && i < rel->read.nranges && want > 0; i++) {
+        const st_log_range_t *rg = &rel->read.ranges[i];
+        int64_t k = rg->len < want ? rg->len : want;
+        ssize_t got = st_file_pread(rg->file, p, (size_t)k, rg->pos);
+        rc = got == k ? 0 : got < 0 ? (int)got : ST_E_TRUNCATED;
+        p += k;
+        want -= k;
+    }
+    st_msgconv_down_opts_t o = {
+        .magic = r->api_version <= 1 ? 0 : 1,
+        .fetch_offset = fp->fetch_offset,
+        .limit = rel->read.bytes < room ? rel->read.bytes : room,
+        .cap = r->api_version <= 2 ? (fp->max_bytes > 0 ? fp->max_bytes : 0) : -1,
+        .max_out = (int64_t)r->shard->b->cfg->message_max_bytes * ST_BATCH_INFLATE_FACTOR,
+        .deadline_ns = deadline_ns,
+    };
+    st_msgconv_down_res_t res = {0};
+    if (rc == 0)
+        rc = st_msgconv_down(in.data, in.len, &o, &out, &res);
+    st_buf_fini(&in);
+    rel_release(rel, r->shard->id);
+    fp->rel = NULL;
+    st_kshard_stats_t *st = &r->shard->stats;
+    atomic_fetch_add_explicit(&st->downconv_ns, (uint64_t)(st_mono_ns() - t0),
+                              memory_order_relaxed);
+    if (rc) {
+        st_buf_fini(&out);
+        if (rc != ST_E_UNSUPPORTED)
+            ST_WARN("fetch v%d: down-conversion failed: %s", r->api_version, st_strerror(rc));
+        return rc == ST_E_UNSUPPORTED ? ST_KERR_UNSUPPORTED_COMPRESSION_TYPE
+                                      : ST_KERR_UNKNOWN_SERVER_ERROR;
+    }
+    atomic_fetch_add_explicit(&st->downconv_records, (uint64_t)res.records, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st->downconv_bytes, (uint64_t)out.len, memory_order_relaxed);
+    size_t len;
+    *used += (int64_t)out.len;
+    fp->conv = st_buf_steal(&out, &len);
+    fp->out->records = (st_krecords_t){fp->conv, (int32_t)len, NULL};
+    return 0;
+}
+
 static void fetch_respond(st_fetch_t *f)
 {
     st_kreq_t *r = f->r;
@@ -435,7 +528,7 @@ static void fetch_respond(st_fetch_t *f)
     int64_t budget = f->req.max_bytes > 0 ? f->req.max_bytes : INT32_MAX;
     if (budget > r->shard->b->cfg->fetch_max_bytes)
         budget = r->shard->b->cfg->fetch_max_bytes;
-    int64_t used = 0;
+    int64_t used = 0, conv_used = 0, conv_t0 = 0;
     bool any = false;
     for (int i = 0; i < f->nparts; i++) {
         fetch_part_t *fp = &f->parts[i];
@@ -465,6 +558,27 @@ static void fetch_respond(st_fetch_t *f)
         any = true;
         used += n;
         o->records = (st_krecords_t){NULL, (int32_t)n, fp->rel};
+        if (r->api_version < 4 && (conv_used >= FETCH_DOWNCONV_MAX_BYTES ||
+                                   (conv_t0 && st_mono_ns() - conv_t0 >= FETCH_DOWNCONV_MAX_NS))) {
+            /* this request has converted its share: the rest answer empty, as those past
+             * max_bytes do, and the client asks again */
+            rel_release(fp->rel, r->shard->id);
+            fp->rel = NULL;
+            o->records = (st_krecords_t){NULL, 0, NULL};
+            used -= n;
+        } else if (r->api_version < 4) {
+            /* the log holds message format v2 only: convert down, as Kafka 3.x does */
+            if (!conv_t0)
+                conv_t0 = st_mono_ns();
+            o->error_code = fetch_downconvert(f, fp, FETCH_DOWNCONV_MAX_BYTES - conv_used,
+                                              conv_t0 + FETCH_DOWNCONV_MAX_NS, &conv_used);
+            if (o->error_code) {
+                o->records = (st_krecords_t){NULL, 0, NULL};
+                o->high_watermark = o->last_stable_offset = o->log_start_offset = -1;
+                r->error_code = o->error_code;
+            }
+            used += o->records.len - n; /* what goes out, for the quota */
+        }
     }
     if (r->api_version >= 12)
         fetch_answer_leaders(r, f);
@@ -484,8 +598,10 @@ static void fetch_respond(st_fetch_t *f)
     for (int i = 0; i < f->nparts; i++)
         if (f->parts[i].rel && !f->parts[i].rel->spliced)
             rel_release(f->parts[i].rel, r->shard->id);
-    for (int i = 0; i < f->nparts; i++)
+    for (int i = 0; i < f->nparts; i++) {
         free(f->parts[i].aborted);
+        free(f->parts[i].conv);
+    }
     free(f->legs);
     st_kreq_finish(r, out, rc);
 }
@@ -632,6 +748,11 @@ void st_kh_fetch(st_kreq_t *r)
         if (mt)
             memcpy(fp->topic_id, mt->id, 16);
         fp->error = fetch_check(r, f, mt, qp, fp->owner, &authorized);
+        /* v0-3 need their records converted down; a consumer is refused where the topic (or
+         * the broker) turned that off, as Kafka does */
+        if (!fp->error && r->api_version < 4 && f->replica_id < 0 &&
+            !st_tcfg_int(r->shard->b->cfg, mt, "message.downconversion.enable"))
+            fp->error = ST_KERR_UNSUPPORTED_VERSION;
         if (fp->error)
             fp->owner = -1; /* answered here: no owner reads it */
     }

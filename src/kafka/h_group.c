@@ -195,6 +195,9 @@ void st_kh_join_group(st_kreq_t *r)
         st_kreq_fail(r, "malformed JoinGroup request");
         return;
     }
+    /* v0 has no rebalance timeout: the session timeout stands in, as in Kafka */
+    if (r->api_version == 0)
+        j->req.rebalance_timeout_ms = j->req.session_timeout_ms;
     st_kp_join_group_resp_init(&j->resp);
     j->version = r->api_version;
     j->client_id = r->hdr.client_id.len >= 0 ? r->hdr.client_id : ST_KSTR_EMPTY;
@@ -412,6 +415,7 @@ void st_kh_offset_commit(st_kreq_t *r)
     c->o.member_id = c->req.member_id;
     c->o.group_instance_id = c->req.group_instance_id;
     c->o.generation = c->req.generation_id_or_member_epoch;
+    c->o.retention_ms = r->api_version >= 2 && r->api_version <= 4 ? c->req.retention_time_ms : -1;
     for (int k = 0; k < c->o.n; k++) {
         const st_kp_offset_commit_req_partition_t *qp = c->q[k].req_partition;
         st_goffset_t *p = &c->o.parts[k];
@@ -419,6 +423,7 @@ void st_kh_offset_commit(st_kreq_t *r)
         p->offset = qp->committed_offset;
         p->leader_epoch = qp->committed_leader_epoch;
         p->metadata = qp->committed_metadata;
+        p->commit_ts = r->api_version == 1 ? qp->commit_timestamp : -1; /* -1: now */
     }
     if (!group_read(r, c->req.group_id)) {
         for (int k = 0; k < c->o.n; k++)

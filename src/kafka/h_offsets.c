@@ -12,6 +12,14 @@
  *   -1 latest: the high watermark (read_committed: the last stable offset)   -2 earliest, -4
  * earliest local, -5: the log start -3 max timestamp: that record      t >= 0: first record with
  * timestamp >= t, else -1
+ *
+ * ListOffsets v0 (Kafka's deprecated offsets-array form, max_num_offsets in the request,
+ * old_style_offsets in the answer) knows only -1 and -2 among the special times (any other
+ * negative one is UNSUPPORTED_VERSION, as in Kafka 3.9) and answers at most one offset: -1 the
+ * high watermark, -2 the log start, t >= 0 the first record with timestamp >= t, else the high
+ * watermark. Kafka 3.9 answered t >= 0 from segment modification times (the base offset of the
+ * newest segment last written at or before t, and up to max_num_offsets older bases), which is
+ * coarser; Strata keeps no modification times per segment, so it answers from the records.
  */
 #include <string.h>
 
@@ -60,6 +68,14 @@ static void list_one(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
     }
 }
 
+/* v0 (see the top): a time past every record is the high watermark. */
+static void list_one_v0(st_kshard_t *s, st_part_t *p, st_pitem_t *it)
+{
+    list_one(s, p, it);
+    if (!it->error && it->value >= 0 && it->out_offset < 0)
+        it->error = st_part_list_offset(p, -1, &it->out_offset, &it->out_ts, &it->out_epoch);
+}
+
 typedef struct {
     st_kp_list_offsets_req_t req;
     st_kp_list_offsets_resp_t resp;
@@ -80,6 +96,15 @@ static void list_done(st_kreq_t *r, void *arg)
         o->leader_epoch = it->error ? -1 : it->out_epoch;
         if (it->error)
             r->error_code = it->error;
+        if (r->api_version == 0 && !it->error && c->q[k].req_partition->max_num_offsets > 0) {
+            o->old_style_offsets = st_arena_alloc(&r->arena, sizeof *o->old_style_offsets);
+            if (!o->old_style_offsets) {
+                st_kreq_fail(r, "out of memory");
+                return;
+            }
+            o->old_style_offsets[0] = it->out_offset;
+            o->old_style_offsets_count = 1;
+        }
     }
     ST_KREQ_RESPOND(r, list_offsets, &c->resp);
 }
@@ -101,8 +126,12 @@ void st_kh_list_offsets(st_kreq_t *r)
         pitem_authz(r, &c->items[k], q->name, ST_ACL_OP_DESCRIBE);
         c->items[k].value = q->req_partition->timestamp;
         c->items[k].isolation = r->api_version >= 2 ? c->req.isolation_level : 0;
+        if (r->api_version == 0 && c->items[k].value < -2 && !c->items[k].error) {
+            c->items[k].error = ST_KERR_UNSUPPORTED_VERSION;
+            c->items[k].owner = -1;
+        }
     }
-    st_pcall(r, c->items, c->n, list_one, list_done, c);
+    st_pcall(r, c->items, c->n, r->api_version == 0 ? list_one_v0 : list_one, list_done, c);
 }
 
 /* ---- DeleteRecords ---- */

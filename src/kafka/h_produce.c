@@ -26,6 +26,9 @@
  * coordinator once for all of them, and a second round appends those it confirmed. Off with
  * transaction.partition.verification.enable=false, as in Kafka.
  *
+ * Produce v0-2 may carry message format v0/v1: prod_upconvert turns it into one RecordBatch v2
+ * first (storage/msgconv.h), so everything after sees v2 only.
+ *
  * A compacted topic refuses keyless records (the partition checks); the answer lists the
  * keyless records of the first batch holding any in record_errors (KIP-467, v8+), each with
  * its index within that batch and Kafka's text.
@@ -51,6 +54,8 @@
 #include "kafka/topic_config.h"
 #include "kafka/txn_route.h"
 #include "proto/kerr.h"
+#include "storage/batch.h"
+#include "storage/msgconv.h"
 
 typedef struct st_produce st_produce_t;
 
@@ -226,6 +231,36 @@ static void prod_answer_leaders(st_kreq_t *r, st_produce_t *p)
 }
 
 static void prod_send(st_kreq_t *r, st_produce_t *p);
+
+/* Produce v0-2: records in message format v0/v1 become one RecordBatch v2 (storage/msgconv.h)
+ * in the request's arena, which the append then treats as any producer's batch; a v2 batch
+ * (which Kafka also accepts in these versions) goes as it came. */
+static void prod_upconvert(st_kreq_t *r, prod_part_t *pp)
+{
+    if (!pp->records || pp->len <= 0 || st_msgconv_magic(pp->records, (size_t)pp->len) == 2)
+        return;
+    st_buf_t b;
+    st_buf_init(&b);
+    st_msgconv_up_info_t info;
+    int64_t max_out = (int64_t)r->shard->b->cfg->message_max_bytes * ST_BATCH_INFLATE_FACTOR;
+    int rc = st_msgconv_up(pp->records, (size_t)pp->len, max_out, &b, &info);
+    uint8_t *v2 = rc == 0 ? st_arena_alloc(&r->arena, b.len) : NULL;
+    if (v2) {
+        memcpy(v2, b.data, b.len);
+        pp->records = v2;
+        pp->len = (int32_t)b.len;
+        atomic_fetch_add_explicit(&r->shard->stats.upconv_records, (uint64_t)info.records,
+                                  memory_order_relaxed);
+    } else {
+        pp->error = rc == ST_E_CORRUPT       ? ST_KERR_CORRUPT_MESSAGE
+                    : rc == ST_E_MALFORMED   ? ST_KERR_INVALID_RECORD
+                    : rc == ST_E_UNSUPPORTED ? ST_KERR_UNSUPPORTED_COMPRESSION_TYPE
+                    : rc == ST_E_TOO_LARGE   ? ST_KERR_MESSAGE_TOO_LARGE
+                                             : ST_KERR_UNKNOWN_SERVER_ERROR;
+        pp->why = rc && info.why ? info.why : "out of memory";
+    }
+    st_buf_fini(&b);
+}
 
 /* On the request's shard: the coordinator's verdicts for the partitions asked about; those
  * in the transaction are appended now (round 1). */
@@ -423,6 +458,8 @@ void st_kh_produce(st_kreq_t *r)
         pp->len = p->q[k].req_partition->records.len;
         if (p->req.acks != 0 && p->req.acks != 1 && p->req.acks != -1)
             pp->error = ST_KERR_INVALID_REQUIRED_ACKS;
+        else if (r->api_version < 3)
+            prod_upconvert(r, pp);
     }
     /* transactional records (Kafka's RequestUtils.hasTransactionalRecords: a partition whose
      * first batch has the transactional bit) need WRITE on the transactional id, a null one

@@ -32,6 +32,8 @@ const st_tcfg_desc_t st_tcfg_table[] = {
      "longest a message stays uncompacted"},
     {"max.message.bytes", ST_TCFG_INT, "message.max.bytes", NULL, 0, INT32_MAX, NULL,
      "largest record batch accepted"},
+    {"message.downconversion.enable", ST_TCFG_BOOLEAN, "log.message.downconversion.enable", NULL, 0,
+     0, NULL, "convert records down for Fetch v0-3 (false: UNSUPPORTED_VERSION)"},
     {"message.timestamp.type", ST_TCFG_STRING, "log.message.timestamp.type", NULL, 0, 0,
      "CreateTime|LogAppendTime", "whose clock stamps records"},
     {"min.cleanable.dirty.ratio", ST_TCFG_DOUBLE, "log.cleaner.min.cleanable.ratio", NULL, 0, 1,

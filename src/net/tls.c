@@ -72,6 +72,7 @@ struct st_tls_server {
     st_tls_stamp_t stamps[2];
     _Atomic int64_t next_check_ns;
     _Atomic uint64_t reloads;
+    bool client; /* built by st_tls_client_ctx (st_tls_client_create), not as a listener's */
 };
 
 static int64_t st_tls_now_ns(void)
@@ -592,8 +593,13 @@ static const char *st_tls_keep(st_tls_server_t *s, const char *v)
     return c;
 }
 
-int st_tls_server_create(const st_tls_settings_t *set, const char *name, st_tls_server_t **out,
-                         char *err, size_t errlen)
+static SSL_CTX *st_tls_make(const st_tls_server_t *s, char *err, size_t errlen)
+{
+    return s->client ? st_tls_client_ctx(&s->set, err, errlen) : st_tls_build(&s->set, err, errlen);
+}
+
+static int st_tls_create(const st_tls_settings_t *set, const char *name, bool client,
+                         st_tls_server_t **out, char *err, size_t errlen)
 {
     st_tls_server_t *s = calloc(1, sizeof *s);
     if (!s)
@@ -628,7 +634,8 @@ int st_tls_server_create(const st_tls_settings_t *set, const char *name, st_tls_
         st_tls_server_destroy(s);
         return ST_E_CONFIG;
     }
-    s->ctx = st_tls_build(&s->set, err, errlen);
+    s->client = client;
+    s->ctx = st_tls_make(s, err, errlen);
     if (!s->ctx) {
         st_tls_server_destroy(s);
         return ST_E_CONFIG;
@@ -636,6 +643,18 @@ int st_tls_server_create(const st_tls_settings_t *set, const char *name, st_tls_
     atomic_store(&s->next_check_ns, st_tls_now_ns() + s->set.reload_check_ms * 1000000);
     *out = s;
     return 0;
+}
+
+int st_tls_server_create(const st_tls_settings_t *set, const char *name, st_tls_server_t **out,
+                         char *err, size_t errlen)
+{
+    return st_tls_create(set, name, false, out, err, errlen);
+}
+
+int st_tls_client_create(const st_tls_settings_t *set, const char *name, st_tls_server_t **out,
+                         char *err, size_t errlen)
+{
+    return st_tls_create(set, name, true, out, err, errlen);
 }
 
 void st_tls_server_destroy(st_tls_server_t *s)
@@ -668,11 +687,11 @@ static int st_tls_reload_locked(st_tls_server_t *s, bool force)
     s->stamps[0] = now[0];
     s->stamps[1] = now[1];
     char err[512];
-    SSL_CTX *ctx = st_tls_build(&s->set, err, sizeof err);
+    SSL_CTX *ctx = st_tls_make(s, err, sizeof err);
     if (!ctx) {
         /* Often a file caught halfway through its replacement: the next change retries. */
-        ST_WARN("listener %s: certificate files changed but do not load, keeping the old: %s",
-                s->name, err);
+        ST_WARN("%s%s: certificate files changed but do not load, keeping the old: %s",
+                s->client ? "" : "listener ", s->name, err);
         return -EINVAL;
     }
     pthread_mutex_lock(&s->mu);
@@ -681,7 +700,8 @@ static int st_tls_reload_locked(st_tls_server_t *s, bool force)
     pthread_mutex_unlock(&s->mu);
     SSL_CTX_free(old); /* connections made with it hold their own references */
     atomic_fetch_add(&s->reloads, 1);
-    ST_INFO("listener %s: certificates reloaded; new connections use them", s->name);
+    ST_INFO("%s%s: certificates reloaded; new connections use them", s->client ? "" : "listener ",
+            s->name);
     return 1;
 }
 
@@ -707,6 +727,16 @@ static void st_tls_maybe_reload(st_tls_server_t *s)
         return;
     st_tls_reload_locked(s, false);
     pthread_mutex_unlock(&s->load_mu);
+}
+
+SSL_CTX *st_tls_server_ctx(st_tls_server_t *s)
+{
+    st_tls_maybe_reload(s);
+    pthread_mutex_lock(&s->mu);
+    SSL_CTX *ctx = s->ctx;
+    SSL_CTX_up_ref(ctx);
+    pthread_mutex_unlock(&s->mu);
+    return ctx;
 }
 
 /* ---- principal mapping (Kafka's ssl.principal.mapping.rules) ---- */

@@ -80,6 +80,16 @@ void st_tls_server_destroy(st_tls_server_t *s);
 int st_tls_server_reload(st_tls_server_t *s, bool force);
 /* How many times the context was replaced since creation. */
 uint64_t st_tls_server_reloads(const st_tls_server_t *s);
+/* The same reloading holder for this broker's own connections as a TLS client: the context
+ * st_tls_client_ctx makes, made again when the keystore or truststore file changes (checked
+ * every reload_check_ms, or st_tls_server_reload). `name` says whose it is in the reload's
+ * log line ("inter-broker client", "controller listener CONTROLLER"). For the inter-broker
+ * client (replica/secure.h) and the controller quorum (cluster/quorum.c). */
+int st_tls_client_create(const st_tls_settings_t *s, const char *name, st_tls_server_t **out,
+                         char *err, size_t errlen);
+/* The current context, the files checked first when reload_check_ms has passed: a reference
+ * the caller gives back with SSL_CTX_free. Any thread. */
+struct ssl_ctx_st *st_tls_server_ctx(st_tls_server_t *s);
 
 /* A TLS transport over connected socket fd, as a st_transport_make_t (arg: the
  * st_tls_server_t). On failure the descriptor is still the caller's. */

@@ -23,6 +23,7 @@
 #include "base/arena.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "net/tls.h"
 #include "replica/wire.h"
 
 #define C_READ_CHUNK     (64u << 10)
@@ -52,7 +53,7 @@ struct st_rconn {
     bool closing, connected, dead;
     bool warned; /* its failure was logged; cleared by st_rconn_healthy */
     rc_phase_t phase;
-    SSL *ssl; /* with sec->ssl_ctx: from the TCP connect until the connection fails */
+    SSL *ssl; /* with sec->tls: from the TCP connect until the connection fails */
     BIO *nin, *nout;
     uint8_t *netbuf; /* ciphertext read (TLS only), C_READ_CHUNK bytes */
     st_scram_client_t scram;
@@ -555,7 +556,9 @@ static int tls_begin(st_rconn_t *c)
 {
     if (!c->netbuf && !(c->netbuf = malloc(C_READ_CHUNK)))
         return -ENOMEM;
-    c->ssl = SSL_new(c->sec->ssl_ctx);
+    SSL_CTX *ctx = st_tls_server_ctx(c->sec->tls);
+    c->ssl = SSL_new(ctx);
+    SSL_CTX_free(ctx); /* the SSL holds its own reference */
     c->nin = c->ssl ? BIO_new(BIO_s_mem()) : NULL;
     c->nout = c->nin ? BIO_new(BIO_s_mem()) : NULL;
     if (!c->nout) {
@@ -588,7 +591,7 @@ static void on_connect(uv_connect_t *req, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    if (c->sec && c->sec->ssl_ctx) {
+    if (c->sec && c->sec->tls) {
         int rc = tls_begin(c);
         if (rc) {
             ERR_clear_error();

@@ -40,8 +40,7 @@ int st_rsec_create(const st_config_t *cfg, st_rsec_t **out, char *err, size_t er
         const char *alg =
             st_config_listener_get(cfg, lname, "ssl.endpoint.identification.algorithm");
         char e[512];
-        s->ssl_ctx = st_tls_client_ctx(&t, e, sizeof e);
-        if (!s->ssl_ctx) {
+        if (st_tls_client_create(&t, "inter-broker client", &s->tls, e, sizeof e)) {
             snprintf(err, errlen, "inter-broker client (listener %s): %s", ib->name, e);
             rc = ST_E_CONFIG;
         } else if (strcasecmp(alg, "https") == 0) {
@@ -84,7 +83,7 @@ void st_rsec_destroy(st_rsec_t *s)
 {
     if (!s)
         return;
-    SSL_CTX_free(s->ssl_ctx);
+    st_tls_server_destroy(s->tls);
     OPENSSL_cleanse(s->password, sizeof s->password);
     free(s);
 }

@@ -31,8 +31,10 @@
 typedef enum { ST_RSEC_SASL_NONE, ST_RSEC_SASL_PLAIN, ST_RSEC_SASL_SCRAM } st_rsec_sasl_t;
 
 typedef struct st_rsec {
-    struct ssl_ctx_st *ssl_ctx; /* NULL: plain TCP */
-    bool verify_host;           /* ssl.endpoint.identification.algorithm=https */
+    /* NULL: plain TCP; else the client context, made again when the keystore or truststore
+     * file changes (net/tls.h st_tls_client_create): each connection takes the current one */
+    struct st_tls_server *tls;
+    bool verify_host; /* ssl.endpoint.identification.algorithm=https */
     st_rsec_sasl_t sasl;
     st_scram_mech_t scram; /* with ST_RSEC_SASL_SCRAM */
     char mechanism[16];    /* its SASL name, as SaslHandshake sends it */

@@ -502,3 +502,29 @@ def list_partition_reassignments(conn, topics=None, timeout_ms=30000):
     r.tags()
     r.end()
     return err, msg, out
+
+
+# ---- OffsetFetch v0/v1 (the classic form: one group, named partitions) ----
+
+OFFSET_FETCH = 9
+
+
+def offset_fetch_classic(conn, version, group, topic, partitions):
+    """OffsetFetch v0 or v1 (same layout) for one topic's partitions, parsed with an exact
+    end check; returns {partition: (committed_offset, metadata, error_code)}."""
+    assert version in (0, 1)
+    body = string(group) + array([topic], lambda t: string(t) + array(partitions, i32))
+    r = conn.request(OFFSET_FETCH, version, body)
+    out = {}
+
+    def part(rr):
+        p, off, md, err = rr.i32(), rr.i64(), rr.string(), rr.i16()
+        out[p] = (off, md, err)
+
+    def tp(rr):
+        assert rr.string() == topic
+        rr.array(part)
+
+    r.array(tp)
+    r.end()
+    return out

@@ -82,10 +82,15 @@ class CliTest(unittest.TestCase):
             (["--smp", "0"], "smp"),
             (["--smp", "lots"], "smp"),
             (["-c", os.path.join("/nonexistent", "strata.properties")], "strata.properties"),
+            # a list of directories (JBOD) is refused, not made into one directory named "a,b"
+            (["--set", "log.dirs=%s,%s" % (os.path.join(self.tmp, "a"),
+                                           os.path.join(self.tmp, "b"))], "log.dirs"),
+            (["--set", "log.dirs= , "], "log.dirs"),
         ]
         for extra, word in cases:
             with self.subTest(args=extra):
                 self.assert_refused(self.base_args() + extra, word, "bad value %r" % extra)
+        self.assertEqual([n for n in os.listdir(self.tmp) if "," in n], [])
 
     def test_unknown_key_in_properties_file(self):
         path = os.path.join(self.tmp, "strata.properties")

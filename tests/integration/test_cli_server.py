@@ -179,6 +179,25 @@ class CliAgainstServer(harness.ServerTestCase):
         self.fails(2, "consume", t, "-p", "9")
         self.fails(2, "consume", t, "--offset", "middle")
         self.fails(2, "produce", t, "--acks", "7", "-m", "x")
+        # A tombstone: a key and no value (null, not empty), as compaction deletes keys by.
+        self.assertEqual(self.ok("produce", t, "-p", "0", "--key", "gone", "--null-value"),
+                         "partition 0 offset 1\n")
+        last = json.loads(self.ok("consume", t, "-p", "0", "-o", "1", "--json"))
+        self.assertEqual((last["key"], last["value"]), ("gone", None))
+        self.assertEqual(self.ok("consume", t, "-p", "0", "-o", "1", "-F", "%k:%S"), "gone:-1\n")
+        self.fails(2, "produce", t, "--null-value", "-m", "x")
+        # delete-records: partition 1 (offsets 0-9) below 4, then everything of partition 0.
+        self.assertEqual(self.ok("topic", "delete-records", t, "-p", "1", "--before", "4"),
+                         "%s/1: log start now 4\n" % t)
+        self.assertEqual(self.ok("consume", t, "-p", "1", "-n", "1", "-F", "%o"), "4\n")
+        out = self.ok("topic", "delete-records", t, "--before", "-1")
+        self.assertIn("%s/0: log start now 2" % t, out)
+        self.assertIn("%s/1: log start now 10" % t, out)
+        self.assertEqual(self.ok("consume", t, "-p", "0"), "")
+        self.assertIn("OFFSET_OUT_OF_RANGE".lower().replace("_", " "),
+                      self.fails(1, "topic", "delete-records", t, "-p", "1", "--before", "99")
+                      .lower().replace("_", " "))
+        self.fails(2, "topic", "delete-records", t)
 
     def test_consume_follow(self):
         t = self.unique()

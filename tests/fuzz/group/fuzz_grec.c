@@ -40,13 +40,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         st_buf_init(&k);
         st_buf_init(&v);
         st_grec_offset_key(&k, rec.group, rec.topic, rec.partition);
-        st_grec_offset_value(&v, rec.offset, rec.leader_epoch, rec.metadata, rec.commit_timestamp);
+        st_grec_offset_value(&v, rec.offset, rec.leader_epoch, rec.metadata, rec.commit_timestamp,
+                             rec.expire_timestamp);
         st_grec_t again;
         if (!k.oom && !v.oom &&
             st_grec_decode(k.data, (int32_t)k.len, v.data, (int32_t)v.len, &arena, &again) == 0) {
             check_same_str(rec.group, again.group);
             check_same_str(rec.topic, again.topic);
             ST_ASSERT(rec.partition == again.partition && rec.offset == again.offset);
+            ST_ASSERT(again.expire_timestamp ==
+                      (rec.expire_timestamp >= 0 ? rec.expire_timestamp : -1));
         }
         st_buf_fini(&k);
         st_buf_fini(&v);

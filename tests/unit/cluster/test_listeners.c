@@ -121,6 +121,39 @@ static void refused(const char *const *kv, const char *want)
 }
 
 /* An SSL listener is accepted; its ssl.* come from listener.name.<name>.ssl.* over ssl.*. */
+/* KIP-684: the broker-wide ssl.client.auth applies to SSL listeners; a SASL_SSL listener asks
+ * for client certificates only by its own listener.name.<name>.ssl.client.auth. */
+static void test_sasl_ssl_client_auth(void **state)
+{
+    (void)state;
+    const char *kv[] = {"listeners",
+                        "SSL://127.0.0.1:1,SASL_SSL://127.0.0.1:2,MTLS_SASL://127.0.0.1:3",
+                        "listener.security.protocol.map",
+                        "SSL:SSL,SASL_SSL:SASL_SSL,MTLS_SASL:SASL_SSL",
+                        "ssl.client.auth",
+                        "required",
+                        "ssl.truststore.location",
+                        "/ca.pem",
+                        "listener.name.mtls_sasl.ssl.client.auth",
+                        "requested",
+                        NULL};
+    st_config_t c;
+    char err[512];
+    assert_int_equal(configure(&c, err, sizeof err, kv), 0);
+    st_tls_settings_t t = {0};
+    st_config_lookup_t lk = {.cfg = &c, .listener = "SSL"};
+    st_tls_settings_get(&t, st_config_lookup, &lk);
+    assert_string_equal(t.client_auth, "required");
+    lk.listener = "sasl_ssl";
+    st_tls_settings_get(&t, st_config_lookup, &lk);
+    assert_string_equal(t.client_auth, "none");
+    assert_string_equal(t.truststore_location, "/ca.pem");
+    lk.listener = "MTLS_SASL";
+    st_tls_settings_get(&t, st_config_lookup, &lk);
+    assert_string_equal(t.client_auth, "requested");
+    st_config_fini(&c);
+}
+
 static void test_ssl_listener_settings(void **state)
 {
     (void)state;
@@ -389,6 +422,7 @@ int main(void)
         cmocka_unit_test(test_default_is_one_plaintext_listener),
         cmocka_unit_test(test_several_listeners),
         cmocka_unit_test(test_ssl_listener_settings),
+        cmocka_unit_test(test_sasl_ssl_client_auth),
         cmocka_unit_test(test_sasl_plaintext_listener),
         cmocka_unit_test(test_sasl_ssl_listener),
         cmocka_unit_test(test_refusals),

@@ -38,7 +38,7 @@ static void test_records_roundtrip(void **state)
     st_buf_init(&k);
     st_buf_init(&v);
     st_grec_offset_key(&k, st_kstr("grp"), st_kstr("topic"), 7);
-    st_grec_offset_value(&v, 42, 5, st_kstr("meta"), 1700000000000);
+    st_grec_offset_value(&v, 42, 5, st_kstr("meta"), 1700000000000, -1);
     st_grec_t r;
     assert_int_equal(st_grec_decode(k.data, (int32_t)k.len, v.data, (int32_t)v.len, &a, &r), 0);
     assert_int_equal(r.kind, ST_GREC_OFFSET);
@@ -48,8 +48,21 @@ static void test_records_roundtrip(void **state)
     assert_int_equal(r.leader_epoch, 5);
     assert_true(st_kstr_eq(r.metadata, "meta"));
     assert_int_equal(r.commit_timestamp, 1700000000000);
+    assert_int_equal(r.expire_timestamp, -1);
     assert_int_equal(st_grec_decode(k.data, (int32_t)k.len, NULL, -1, &a, &r), 0);
     assert_true(r.tombstone);
+
+    /* with an expiry: Kafka's value version 1, no leader epoch */
+    st_buf_clear(&v);
+    st_grec_offset_value(&v, 42, 5, st_kstr("m"), 0x0102, 0x0304);
+    static const uint8_t v1[] = {0, 1, 0, 0, 0, 0, 0, 0, 0, 42, 0, 1, 'm', 0, 0,
+                                 0, 0, 0, 0, 1, 2, 0, 0, 0, 0,  0, 0, 3,   4};
+    assert_int_equal(v.len, sizeof v1);
+    assert_memory_equal(v.data, v1, sizeof v1);
+    assert_int_equal(st_grec_decode(k.data, (int32_t)k.len, v.data, (int32_t)v.len, &a, &r), 0);
+    assert_int_equal(r.leader_epoch, -1);
+    assert_int_equal(r.commit_timestamp, 0x0102);
+    assert_int_equal(r.expire_timestamp, 0x0304);
 
     st_buf_clear(&k);
     st_buf_clear(&v);
@@ -407,6 +420,60 @@ static void test_expiry_of_empty_group_offsets(void **state)
     fx_restart(f); /* the tombstones were written */
     assert_int_equal(fetch1(f, "old", "t", 0, NULL, 0), -1);
     assert_int_equal(st_gcoord_group_count(f->c), 0);
+}
+
+/* OffsetCommit v1's commit time and v2-v4's retention_time_ms: an offset committed with a
+ * retention expires at its commit time + retention (Kafka's expire_timestamp), whatever
+ * offsets.retention.minutes says, also after a reload; the others keep the broker's rule. */
+static void test_commit_time_and_retention(void **state)
+{
+    fx_t *f = *state;
+    int64_t now = st_wall_ms();
+    st_goffset_t p[2] = {{.topic = st_kstr("t"),
+                          .partition = 0,
+                          .offset = 7,
+                          .leader_epoch = -1,
+                          .metadata = st_kstr("")},
+                         {.topic = st_kstr("t"),
+                          .partition = 1,
+                          .offset = 8,
+                          .leader_epoch = -1,
+                          .metadata = st_kstr(""),
+                          .commit_ts = now - 1000}};
+    st_goffsets_t o = {.group_id = st_kstr("ret"),
+                       .member_id = st_kstr(""),
+                       .group_instance_id = ST_KSTR_NULL,
+                       .generation = -1,
+                       .retention_ms = 1500,
+                       .n = 2,
+                       .parts = p};
+    int done = 0;
+    st_gcoord_commit(f->c, 0, &o, on_done, &done);
+    if (!done)
+        run_until(f, &done, 5000);
+    assert_int_equal(p[0].error, 0);
+    assert_int_equal(p[1].error, 0);
+    assert_int_equal(commit1(f, "ret", NULL, -1, "t", 2, 9, ""), 0); /* no retention */
+    fx_restart(f); /* the expiry is in the records */
+    assert_int_equal(fetch1(f, "ret", "t", 1, NULL, 0), 8);
+    /* partition 1 was committed 1 s in the past with 1.5 s to live */
+    volatile int dummy = 0;
+    int64_t deadline = now + 5000;
+    while (fetch1(f, "ret", "t", 1, NULL, 0) == 8 && st_wall_ms() < deadline) {
+        st_gcoord_expire_now(f->c);
+        run_until(f, &dummy, 20);
+    }
+    assert_int_equal(fetch1(f, "ret", "t", 1, NULL, 0), -1);
+    while (fetch1(f, "ret", "t", 0, NULL, 0) == 7 && st_wall_ms() < deadline + 2000) {
+        st_gcoord_expire_now(f->c);
+        run_until(f, &dummy, 20);
+    }
+    assert_true(st_wall_ms() >= now + 1500);
+    assert_int_equal(fetch1(f, "ret", "t", 0, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "ret", "t", 2, NULL, 0), 9); /* a week's retention */
+    fx_restart(f);
+    assert_int_equal(fetch1(f, "ret", "t", 0, NULL, 0), -1);
+    assert_int_equal(fetch1(f, "ret", "t", 2, NULL, 0), 9);
 }
 
 /* ---- under the log cleaner (__consumer_offsets is compacted by key, as Kafka's) ---- */
@@ -886,7 +953,7 @@ static void test_load_after_clean_with_empty_batch(void **state)
     st_buf_init(&k);
     st_buf_init(&v);
     st_grec_offset_key(&k, st_kstr("idem"), st_kstr("t"), 0);
-    st_grec_offset_value(&v, 1, -1, st_kstr(""), st_wall_ms());
+    st_grec_offset_value(&v, 1, -1, st_kstr(""), st_wall_ms(), -1);
     st_gbatch_t b;
     st_gbatch_init(&b, st_wall_ms(), 1 << 20);
     assert_int_equal(st_gbatch_add(&b, k.data, k.len, v.data, (int32_t)v.len), 0);
@@ -1048,6 +1115,7 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_commit_reload_delete, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_commit_time_and_retention, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_expiry_of_empty_group_offsets, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_cleaned_log_rebuilds_state, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_cleaning_shrinks_repeated_commits, fx_setup,

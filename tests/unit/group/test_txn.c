@@ -113,7 +113,7 @@ static void put_offset(fx_t *f, int64_t at, int64_t pid, const char *g, int64_t 
     st_buf_init(&v);
     st_grec_offset_key(&k, st_kstr(g), st_kstr("t"), 0);
     if (offset >= 0)
-        st_grec_offset_value(&v, offset, -1, st_kstr(""), st_wall_ms());
+        st_grec_offset_value(&v, offset, -1, st_kstr(""), st_wall_ms(), -1);
     assert_int_equal(st_gbatch_add(&b, k.data, k.len, offset < 0 ? NULL : v.data,
                                    offset < 0 ? -1 : (int32_t)v.len),
                      0);

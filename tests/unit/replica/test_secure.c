@@ -62,7 +62,7 @@ static void test_ssl_host_check(void **state)
     configure(&c, "SSL", NULL); /* no truststore: OpenSSL's default CAs */
     assert_int_equal(st_rsec_create(&c, &s, err, sizeof err), 0);
     assert_non_null(s);
-    assert_non_null(s->ssl_ctx);
+    assert_non_null(s->tls);
     assert_true(s->verify_host);
     assert_int_equal(s->sasl, ST_RSEC_SASL_NONE);
     st_rsec_destroy(s);
@@ -100,7 +100,7 @@ static void test_sasl_ssl_credentials(void **state)
                         "sasl.mechanism.inter.broker.protocol", "scram-sha-256", NULL};
     configure(&c, "SASL_SSL", kv);
     assert_int_equal(st_rsec_create(&c, &s, err, sizeof err), 0);
-    assert_non_null(s->ssl_ctx);
+    assert_non_null(s->tls);
     assert_int_equal(s->sasl, ST_RSEC_SASL_SCRAM);
     assert_int_equal(s->scram, ST_SCRAM_SHA_256);
     assert_string_equal(s->mechanism, "SCRAM-SHA-256");
@@ -113,7 +113,7 @@ static void test_sasl_ssl_credentials(void **state)
                            "username=u password=p", NULL};
     configure(&c, "SASL_PLAINTEXT", plain);
     assert_int_equal(st_rsec_create(&c, &s, err, sizeof err), 0);
-    assert_null(s->ssl_ctx);
+    assert_null(s->tls);
     assert_int_equal(s->sasl, ST_RSEC_SASL_PLAIN);
     assert_string_equal(s->user, "u");
     st_rsec_destroy(s);
