@@ -28,7 +28,8 @@
 #               made with openssl for the run; ssl.client.auth=required broker-wide (which a
 #               SASL_SSL listener ignores, as Kafka's KIP-684 says); SASL user testuser /
 #               testpass (SCRAM-SHA-256 and -512 from sasl.bootstrap.users; the client's
-#               mechanism is $SASL_MECHANISM, default SCRAM-SHA-512); ACLs on
+#               mechanism is $SASL_MECHANISM, default SCRAM-SHA-512; OAUTHBEARER: the broker
+#               takes Kafka's unsecured tokens, the clients make them); ACLs on
 #               (StandardAuthorizer, allow.everyone.if.no.acl.found=true, testuser no super
 #               user, so 0081's authorized-operations checks mean something); num.partitions=4
 #               (trivup's); the secure listener is the broker's only Kafka listener, the
@@ -191,8 +192,11 @@ if [ $START = 1 ]; then
     [ -x "$BIN" ] || { echo "no strata-server at $BIN (STRATA_SERVER)" >&2; exit 2; }
     TMP=$(mktemp -d /tmp/strata-rdkafka-suite-XXXXXX)
     SETS=()
+    # What this server knows (grep -q would end the pipe early: under pipefail the server's
+    # SIGPIPE then reads as "not known", now and then).
+    HELP=$("$BIN" --help 2>&1 || true)
     # One broker: the transaction log on one replica (when this server has the setting).
-    if [ "$NBROKERS" = 1 ] && "$BIN" --help 2>&1 | grep -q "transaction.state.log.replication.factor"; then
+    if [ "$NBROKERS" = 1 ] && grep -q "transaction.state.log.replication.factor" <<<"$HELP"; then
         SETS+=(--set transaction.state.log.replication.factor=1
             --set transaction.state.log.min.isr=1)
     fi
@@ -215,8 +219,14 @@ if [ $START = 1 ]; then
             --set allow.everyone.if.no.acl.found=true
             --set "super.users=User:broker;User:CN=localhost,O=Strata,C=NN"
             --set num.partitions=4)
-        if "$BIN" --help 2>&1 | grep -q "connections.max.reauth.ms"; then
+        if grep -q "connections.max.reauth.ms" <<<"$HELP"; then
             SETS+=(--set "connections.max.reauth.ms=${REAUTH_MS:-10000}")
+        fi
+        # SASL_MECHANISM=OAUTHBEARER: Kafka's unsecured tokens, as the suite's clients make
+        # them (enable.sasl.oauthbearer.unsecure.jwt)
+        if [ "${SASL_MECHANISM:-}" = OAUTHBEARER ]; then
+            SETS+=(--set sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
+                --set sasl.oauthbearer.unsecured.validator.enable=true)
         fi
     fi
     for kv in ${RDKAFKA_SUITE_SETS:-}; do SETS+=(--set "$kv"); done
@@ -293,6 +303,10 @@ CONF=$LOGS/test.conf
         echo "sasl.mechanism=${SASL_MECHANISM:-SCRAM-SHA-512}"
         echo "sasl.username=testuser"
         echo "sasl.password=testpass"
+        if [ "${SASL_MECHANISM:-}" = OAUTHBEARER ]; then
+            echo "enable.sasl.oauthbearer.unsecure.jwt=true"
+            echo "sasl.oauthbearer.config=principal=testuser"
+        fi
     fi
 } >"$CONF"
 export RDKAFKA_TEST_CONF=$CONF

@@ -261,6 +261,42 @@ static void quota_metrics(st_prom_t *p, const st_admin_view_t *v)
     }
 }
 
+/* SASL: authentications by result, re-authentications, expired sessions (kafka/h_sasl.c). */
+static void sasl_metrics(st_prom_t *p, const st_admin_view_t *v)
+{
+    static const struct {
+        const char *name, *help;
+    } fam[] = {
+        {"strata_sasl_authentications_total",
+         "SASL exchanges that authenticated a connection (result=success, re-authentications "
+         "included) or failed (result=failure)."},
+        {"strata_sasl_reauthentications_total",
+         "KIP-368 re-authentications completed on open connections."},
+        {"strata_sasl_sessions_expired_total",
+         "Connections closed because their SASL session (connections.max.reauth.ms, an "
+         "OAUTHBEARER token's expiry) ended without re-authentication."},
+    };
+    for (int f = 0; f < 3; f++) {
+        st_prom_family(p, fam[f].name, "counter", fam[f].help);
+        for (int i = 0; i < v->nshards; i++) {
+            if (!shard_in(v, i, SHARD_LIVE))
+                continue;
+            char sh[16];
+            snprintf(sh, sizeof sh, "%d", i);
+            const st_kshard_stats_t *s = v->live[i].stats;
+            if (f == 0) {
+                st_prom_label_t ok[] = {{"shard", sh}, {"result", "success"}};
+                st_prom_label_t no[] = {{"shard", sh}, {"result", "failure"}};
+                st_prom_sample_u64(p, "", ok, 2, ld(&s->sasl_auth_ok));
+                st_prom_sample_u64(p, "", no, 2, ld(&s->sasl_auth_failed));
+            } else {
+                st_prom_label_t l[] = {{"shard", sh}};
+                st_prom_sample_u64(p, "", l, 1, ld(f == 1 ? &s->sasl_reauth : &s->sasl_expired));
+            }
+        }
+    }
+}
+
 SNAP_FIG(f_conns, connections)
 SNAP_FIG(f_accepted, accepted)
 SNAP_FIG(f_closed, closed)
@@ -486,6 +522,7 @@ static void shard_metrics(st_prom_t *p, const st_admin_view_t *v)
         st_prom_label_t l[] = {{"shard", sh}};
         st_prom_sample(p, "", l, 1, (double)ld(&v->live[i].stats->downconv_ns) / 1e9);
     }
+    sasl_metrics(p, v);
     double bounds_s[ST_KSTATS_BUCKETS];
     bounds_seconds(bounds_s);
     st_prom_family(p, "strata_storage_fsync_duration_seconds", "histogram",

@@ -36,6 +36,10 @@ typedef struct st_kshard_stats {
     /* legacy message formats (storage/msgconv.h): Produce v0-2 messages converted to records;
      * Fetch v0-3 down-conversions: records and bytes written, time spent converting */
     _Atomic uint64_t upconv_records, downconv_records, downconv_bytes, downconv_ns;
+    /* SASL (kafka/h_sasl.c): exchanges that authenticated a connection (re-authentications
+     * included) and that failed, re-authentications (KIP-368), and connections closed because
+     * their session expired without one */
+    _Atomic uint64_t sasl_auth_ok, sasl_auth_failed, sasl_reauth, sasl_expired;
 } st_kshard_stats_t;
 
 /* Counts one successful log append of `bytes` bytes (Produce), for metrics. */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "auth/oauth.h"
 #include "base/err.h"
 #include "base/log.h"
 
@@ -88,15 +89,30 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
     const char *pre = "listener.name.";
     size_t pl = strlen(pre);
     const char *dot = strncmp(key, pre, pl) == 0 ? strchr(key + pl, '.') : NULL;
-    bool jaas = false;
+    bool jaas = false, reauth = false;
     if (dot && dot > key + pl) {
-        static const char *const mechs[] = {"plain.", "scram-sha-256.", "scram-sha-512."};
-        for (size_t i = 0; i < 3 && !jaas; i++)
-            jaas = strncasecmp(dot + 1, mechs[i], strlen(mechs[i])) == 0 &&
-                   strcmp(dot + 1 + strlen(mechs[i]), "sasl.jaas.config") == 0;
+        static const char *const mechs[] = {"plain.", "scram-sha-256.", "scram-sha-512.",
+                                            "oauthbearer."};
+        for (size_t i = 0; i < 4 && !jaas && !reauth; i++) {
+            if (strncasecmp(dot + 1, mechs[i], strlen(mechs[i])) != 0)
+                continue;
+            const char *rest = dot + 1 + strlen(mechs[i]);
+            jaas = i < 3 && strcmp(rest, "sasl.jaas.config") == 0;
+            reauth = strcmp(rest, "connections.max.reauth.ms") == 0;
+        }
     }
-    if (dot && dot > key + pl && (jaas || strncmp(dot + 1, "ssl.", 4) == 0)) {
-        bool known = jaas;
+    if (reauth) {
+        /* listener.name.<name>.<mechanism>.connections.max.reauth.ms: an integer kept as
+         * text with the other overrides (st_config_reauth_ms reads it) */
+        char *end;
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (errno || end == value || *end || v < 0)
+            return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected an integer >= 0)",
+                               key, value);
+    }
+    if (dot && dot > key + pl && (jaas || reauth || strncmp(dot + 1, "ssl.", 4) == 0)) {
+        bool known = jaas || reauth;
         for (size_t i = 0; i < ST_CFG_N && !known; i++)
             known = strcmp(st_cfg_table[i].key, dot + 1) == 0 && st_cfg_table[i].type == ST_CFG_STR;
         if (!known)
@@ -583,6 +599,52 @@ static int st_config_listeners(st_config_t *c, char *err, size_t errlen)
     return 0;
 }
 
+/* OAUTHBEARER's validator: a key set (sasl.oauthbearer.jwks.endpoint.url, a file: URL whose
+ * file must load now) or, stated on purpose, unsecured tokens; one of the two when the
+ * mechanism is enabled. */
+static int st_config_oauthbearer(st_config_t *c, char *err, size_t errlen)
+{
+    const char *url = c->sasl_oauthbearer_jwks_endpoint_url;
+    if (*url && c->sasl_oauthbearer_unsecured_validator_enable)
+        return st_cfg_fail(err, errlen,
+                           "sasl.oauthbearer.jwks.endpoint.url and "
+                           "sasl.oauthbearer.unsecured.validator.enable=true: choose one");
+    if (*url) {
+        char path[1024], why[256];
+        if (st_oauth_file_url_path(url, path, sizeof path))
+            return st_cfg_fail(err, errlen,
+                               "sasl.oauthbearer.jwks.endpoint.url=%s: only file: URLs of this "
+                               "host are supported (file:/path/to/jwks.json)",
+                               url);
+        st_jwks_t *k = NULL;
+        if (st_jwks_load(path, &k, why, sizeof why))
+            return st_cfg_fail(err, errlen, "sasl.oauthbearer.jwks.endpoint.url: %s", why);
+        st_jwks_free(k);
+    } else if ((c->sasl_mechanisms & ST_SASL_OAUTHBEARER) &&
+               !c->sasl_oauthbearer_unsecured_validator_enable) {
+        return st_cfg_fail(err, errlen,
+                           "sasl.enabled.mechanisms has OAUTHBEARER: set "
+                           "sasl.oauthbearer.jwks.endpoint.url (signed tokens) or "
+                           "sasl.oauthbearer.unsecured.validator.enable=true (unsigned ones, "
+                           "for tests)");
+    }
+    return 0;
+}
+
+int64_t st_config_reauth_ms(const st_config_t *c, const char *listener, const char *mechanism)
+{
+    char lname[ST_LISTENER_NAME_MAX], key[96];
+    size_t i = 0;
+    for (; listener[i] && i + 1 < sizeof lname; i++)
+        lname[i] = (char)tolower((unsigned char)listener[i]);
+    lname[i] = 0;
+    snprintf(key, sizeof key, "%s.connections.max.reauth.ms", mechanism);
+    for (i = 0; key[i]; i++)
+        key[i] = (char)tolower((unsigned char)key[i]);
+    const char *v = st_config_listener_get(c, lname, key);
+    return *v ? strtoll(v, NULL, 10) : c->connections_max_reauth_ms;
+}
+
 /* sasl.enabled.mechanisms into bits; sasl.bootstrap.users checked for shape (the Kafka layer
  * creates them: kafka/h_sasl.c); in a cluster whose inter-broker listener is SASL_*, the
  * mechanism brokers use with each other and their credentials. */
@@ -593,7 +655,8 @@ static int st_config_sasl(st_config_t *c, char *err, size_t errlen)
         unsigned bit;
     } mechs[] = {{"PLAIN", ST_SASL_PLAIN},
                  {"SCRAM-SHA-256", ST_SASL_SCRAM_SHA_256},
-                 {"SCRAM-SHA-512", ST_SASL_SCRAM_SHA_512}};
+                 {"SCRAM-SHA-512", ST_SASL_SCRAM_SHA_512},
+                 {"OAUTHBEARER", ST_SASL_OAUTHBEARER}};
     char *copy = strdup(c->sasl_enabled_mechanisms), *save = NULL;
     if (!copy)
         return -ENOMEM;
@@ -607,7 +670,7 @@ static int st_config_sasl(st_config_t *c, char *err, size_t errlen)
         if (!bit)
             rc = st_cfg_fail(err, errlen,
                              "sasl.enabled.mechanisms: '%s' is not one of PLAIN, SCRAM-SHA-256, "
-                             "SCRAM-SHA-512",
+                             "SCRAM-SHA-512, OAUTHBEARER",
                              tok);
         c->sasl_mechanisms |= bit;
     }
@@ -630,13 +693,17 @@ static int st_config_sasl(st_config_t *c, char *err, size_t errlen)
     free(copy);
     if (rc)
         return rc;
+    rc = st_config_oauthbearer(c, err, errlen);
+    if (rc)
+        return rc;
     const st_listener_t *ib = &c->kafka_listeners[c->inter_broker_listener];
     if (c->quorum_local || !st_sec_protocol_sasl(ib->protocol))
         return 0;
     /* Brokers authenticate to each other's inter-broker listener: with a mechanism it offers
      * and credentials (st_config_inter_broker_credentials). */
     unsigned ibm = 0;
-    for (size_t i = 0; i < sizeof mechs / sizeof mechs[0]; i++)
+    for (size_t i = 0; i < sizeof mechs / sizeof mechs[0] && mechs[i].bit != ST_SASL_OAUTHBEARER;
+         i++)
         if (strcasecmp(c->sasl_mechanism_inter_broker_protocol, mechs[i].name) == 0)
             ibm = mechs[i].bit;
     if (!ibm)

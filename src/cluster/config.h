@@ -19,7 +19,12 @@
 #define ST_CONFIG_MAX_LISTENERS 16
 
 /* The SASL mechanisms of sasl.enabled.mechanisms (st_config_t.sasl_mechanisms). */
-enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 };
+enum {
+    ST_SASL_PLAIN = 1,
+    ST_SASL_SCRAM_SHA_256 = 2,
+    ST_SASL_SCRAM_SHA_512 = 4,
+    ST_SASL_OAUTHBEARER = 8,
+};
 
 /* X(field, "key", TYPE, default, min, max, "help"); TYPE is STR, INT or BOOL. */
 #define ST_CONFIG_KEYS(X)                                                                          \
@@ -76,7 +81,29 @@ enum { ST_SASL_PLAIN = 1, ST_SASL_SCRAM_SHA_256 = 2, ST_SASL_SCRAM_SHA_512 = 4 }
       "(reloaded for new connections; 0: never)")                                                  \
     X(sasl_enabled_mechanisms, "sasl.enabled.mechanisms", STR,                                     \
       "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", 0, 0,                                                   \
-      "SASL mechanisms the SASL_* listeners offer (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")          \
+      "SASL mechanisms the SASL_* listeners offer (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "          \
+      "OAUTHBEARER)")                                                                              \
+    X(sasl_oauthbearer_jwks_endpoint_url, "sasl.oauthbearer.jwks.endpoint.url", STR, "", 0, 0,     \
+      "OAUTHBEARER: file: URL of the JSON Web Key Set signed tokens are checked against "          \
+      "(re-read when the file changes)")                                                           \
+    X(sasl_oauthbearer_expected_audience, "sasl.oauthbearer.expected.audience", STR, "", 0, 0,     \
+      "OAUTHBEARER: audiences a token's aud must name one of (comma-separated; empty: any)")       \
+    X(sasl_oauthbearer_expected_issuer, "sasl.oauthbearer.expected.issuer", STR, "", 0, 0,         \
+      "OAUTHBEARER: the iss a token must have (empty: any)")                                       \
+    X(sasl_oauthbearer_sub_claim_name, "sasl.oauthbearer.sub.claim.name", STR, "sub", 0, 0,        \
+      "OAUTHBEARER: the claim naming the principal")                                               \
+    X(sasl_oauthbearer_scope_claim_name, "sasl.oauthbearer.scope.claim.name", STR, "scope", 0, 0,  \
+      "OAUTHBEARER: the claim holding the token's scopes (logged)")                                \
+    X(sasl_oauthbearer_clock_skew_seconds, "sasl.oauthbearer.clock.skew.seconds", INT, "30", 0,    \
+      2147483, "OAUTHBEARER: clock difference allowed on exp, nbf and iat")                        \
+    X(sasl_oauthbearer_unsecured_validator_enable, "sasl.oauthbearer.unsecured.validator.enable",  \
+      BOOL, "false", 0, 0,                                                                         \
+      "OAUTHBEARER without a key set: accept unsigned (alg none) tokens, as Kafka's default "      \
+      "OAuthBearerUnsecuredValidatorCallbackHandler does (tests and development only)")            \
+    X(connections_max_reauth_ms, "connections.max.reauth.ms", INT, "0", 0, INT64_MAX,              \
+      "SASL sessions last at most this long: a client re-authenticates on its connection or is "   \
+      "disconnected at its next request (KIP-368; 0: no limit but an OAUTHBEARER token's "         \
+      "expiry; listener.name.<name>.<mechanism>.connections.max.reauth.ms first)")                 \
     X(sasl_bootstrap_users, "sasl.bootstrap.users", STR, "", 0, 0,                                 \
       "SCRAM users created at start when absent (user:SCRAM-SHA-256|SCRAM-SHA-512:password,...)")  \
     X(sasl_mechanism_inter_broker_protocol, "sasl.mechanism.inter.broker.protocol", STR,           \
@@ -332,6 +359,9 @@ const char *st_config_lookup(void *arg, const char *key);
  * name is not looked at). 0, or ST_E_CONFIG with one line in err when no string names both. */
 int st_config_inter_broker_credentials(const st_config_t *c, char *user, size_t ulen, char *pass,
                                        size_t plen, char *err, size_t errlen);
+/* connections.max.reauth.ms for a SASL mechanism ("SCRAM-SHA-512") on a listener:
+ * listener.name.<listener>.<mechanism>.connections.max.reauth.ms if set, else the global one. */
+int64_t st_config_reauth_ms(const st_config_t *c, const char *listener, const char *mechanism);
 /* Prints every key with its default and help, for --help. */
 void st_config_print_keys(FILE *f);
 /* Parses "host:port"; port must be 0..65535. */

@@ -506,11 +506,33 @@ static void describe_broker(st_kreq_t *r, const st_kp_describe_configs_req_resou
         return;
     }
     /* Broker settings are static (strata.properties / --set); each topic config's broker-
-     * level synonym is reported with its value. */
-    o->configs = st_arena_zalloc(&r->arena, (size_t)st_tcfg_count * sizeof *o->configs);
+     * level synonym is reported with its value, and the broker-only settings clients look at
+     * (librdkafka's re-authentication tests read connections.max.reauth.ms). */
+    static const struct {
+        const char *name;
+        int type;
+    } extra[] = {{"connections.max.reauth.ms", ST_TCFG_LONG},
+                 {"connection.failed.authentication.delay.ms", ST_TCFG_INT}};
+    int nextra = (int)(sizeof extra / sizeof extra[0]);
+    o->configs = st_arena_zalloc(&r->arena, (size_t)(st_tcfg_count + nextra) * sizeof *o->configs);
     if (!o->configs)
         return;
     int n = 0;
+    for (int c = 0; c < nextra; c++) {
+        if (!key_wanted(q, extra[c].name))
+            continue;
+        char buf[32];
+        snprintf(buf, sizeof buf, "%lld",
+                 (long long)(c == 0 ? cfg->connections_max_reauth_ms
+                                    : cfg->connection_failed_authentication_delay_ms));
+        st_kp_describe_configs_resp_config_t *e = &o->configs[n++];
+        st_kp_describe_configs_resp_config_init(e);
+        e->name = st_kstr(extra[c].name);
+        e->value = st_kstr(st_arena_strndup(&r->arena, buf, strlen(buf)));
+        e->read_only = true;
+        e->config_source = ST_SRC_STATIC_BROKER;
+        e->config_type = (int8_t)extra[c].type;
+    }
     for (int c = 0; c < st_tcfg_count; c++) {
         const st_tcfg_desc_t *d = &st_tcfg_table[c];
         if (!d->broker_key || !key_wanted(q, d->broker_key))

@@ -1,6 +1,6 @@
 /*
  * h_sasl.c — SASL authentication on SASL_* listeners: SaslHandshake (17) and SaslAuthenticate
- * (36), and the users sasl.bootstrap.users creates.
+ * (36), re-authentication (KIP-368), and the users sasl.bootstrap.users creates.
  *
  * A connection of a SASL listener starts in SASL_HANDSHAKE (net/auth.h) and may send only
  * ApiVersions, SaslHandshake and SaslAuthenticate (serve.c) until it is authenticated:
@@ -8,16 +8,36 @@
  *   SaslHandshake(mechanism)    one of sasl.enabled.mechanisms -> SASL_AUTHENTICATE; another
  *                               is answered UNSUPPORTED_SASL_MECHANISM with the list and the
  *                               client may ask again
- *   SaslAuthenticate(token)...  the mechanism's exchange (auth/scram.h): PLAIN in one round,
- *                               SCRAM in two; the last success -> DONE, principal User:<name>
+ *   SaslAuthenticate(token)...  the mechanism's exchange: PLAIN in one round, SCRAM in two
+ *                               (auth/scram.h), OAUTHBEARER in one (auth/oauth.h); the last
+ *                               success -> DONE, principal User:<name>, and the session's
+ *                               lifetime (below) in the answer (v1+)
  *   a failure                   SASL_AUTHENTICATION_FAILED, answered after
  *                               connection.failed.authentication.delay.ms; the connection
  *                               closes once the answer is sent (FAILED)
  *
+ * OAUTHBEARER, as Kafka's OAuthBearerSaslServer: a token that does not validate is answered
+ * with no error and RFC 7628's error JSON ({"status":"invalid_token"}) as the server's
+ * challenge; the client's next message (\x01) then gets SASL_AUTHENTICATION_FAILED with that
+ * JSON as the message. A malformed client message, or an authzid other than the token's
+ * principal, fails at once. The key set is this shard's copy of the JWKS file, re-read when
+ * the file changed (checked at most once a second, at an authentication).
+ *
+ * Sessions (KIP-368): the lifetime is connections.max.reauth.ms for the listener and
+ * mechanism, and for OAUTHBEARER at most the token's remaining life (Kafka's rule: with the
+ * setting 0, a token's expiry still ends the session). A DONE connection may send
+ * SaslHandshake (v1, the same mechanism) and SaslAuthenticate again: its other requests keep
+ * being served meanwhile, and success must prove the same principal (another one fails the
+ * connection). As Kafka's KafkaChannel, a client that never sent SaslAuthenticate v1+, or one
+ * whose last re-authentication began less than a second ago, gets ILLEGAL_SASL_STATE for that
+ * SaslHandshake instead, and its connection stays. Past the deadline serve.c closes a connection at
+ * any request but those two, as Kafka does.
+ *
  * SaslHandshake v0 (old clients): the tokens then come as bare size-prefixed frames, without
  * a Kafka header, and are answered the same way (serve.c hands them to st_sasl_raw_frame).
  * A v0 failure just closes the connection, after the delay, as Kafka does. A raw token shorter
- * than 8 bytes is refused by the frame parser (it takes it for a truncated header).
+ * than 8 bytes is refused by the frame parser (it takes it for a truncated header). A v0
+ * connection cannot re-authenticate.
  *
  * Credentials come from this shard's metadata snapshot (cluster/metadata.h st_md_scram_t):
  * SCRAM uses the user's credential of its own mechanism; PLAIN checks the password against
@@ -29,7 +49,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "auth/oauth.h"
 #include "auth/scram.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -41,15 +63,18 @@
 
 /* A connection's SASL state between requests (st_auth_t.sasl). */
 typedef struct sasl_conn {
-    bool raw; /* SaslHandshake v0: tokens as bare frames */
-    bool plain;
+    bool raw;      /* SaslHandshake v0: tokens as bare frames */
+    unsigned mech; /* ST_SASL_* */
     st_scram_t scram;
+    char *oauth_error;      /* OAUTHBEARER: the error JSON sent; the next message fails */
+    int64_t cred_expiry_ms; /* OAUTHBEARER: the token's exp (Unix ms); 0: none */
 } sasl_conn_t;
 
 static void sasl_conn_free(void *p)
 {
     sasl_conn_t *sc = p;
     st_scram_fini(&sc->scram);
+    free(sc->oauth_error);
     free(sc);
 }
 
@@ -58,7 +83,8 @@ static const struct {
     unsigned bit;
 } mechs[] = {{"PLAIN", ST_SASL_PLAIN},
              {"SCRAM-SHA-256", ST_SASL_SCRAM_SHA_256},
-             {"SCRAM-SHA-512", ST_SASL_SCRAM_SHA_512}};
+             {"SCRAM-SHA-512", ST_SASL_SCRAM_SHA_512},
+             {"OAUTHBEARER", ST_SASL_OAUTHBEARER}};
 #define NMECHS ((int)(sizeof mechs / sizeof mechs[0]))
 
 /* ---- credentials ---- */
@@ -97,7 +123,69 @@ static int lookup(void *arg, const char *user, st_scram_mech_t m, st_scram_cred_
     return 0;
 }
 
+/* ---- OAUTHBEARER's key set ---- */
+
+/* A shard's copy of the JWKS file and what the file looked like when it was read. */
+typedef struct sasl_oauth {
+    st_jwks_t *keys;
+    char path[1024];
+    bool bad_url;
+    struct stat st; /* of the file last read (loaded or not) */
+    bool have_st;
+    int64_t checked_ms; /* st_mono_ms of the last stat */
+} sasl_oauth_t;
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* The key set signed tokens are checked against, read again when its file changed (one stat
+ * a second at most): NULL when none could be loaded yet. */
+static const st_jwks_t *oauth_keys(st_kshard_t *s)
+{
+    st_kafka_shard_t *k = st_kafka_shard(s);
+    if (!k->sasl_oauth) {
+        k->sasl_oauth = calloc(1, sizeof(sasl_oauth_t));
+        if (!k->sasl_oauth)
+            return NULL;
+        sasl_oauth_t *o = k->sasl_oauth;
+        o->bad_url = st_oauth_file_url_path(s->b->cfg->sasl_oauthbearer_jwks_endpoint_url, o->path,
+                                            sizeof o->path) != 0;
+    }
+    sasl_oauth_t *o = k->sasl_oauth;
+    int64_t now = st_mono_ms();
+    if (o->bad_url || (o->keys && now - o->checked_ms < 1000))
+        return o->keys;
+    o->checked_ms = now;
+    struct stat st;
+    if (stat(o->path, &st) != 0 || (o->have_st && same_file(&st, &o->st)))
+        return o->keys;
+    o->st = st;
+    o->have_st = true;
+    st_jwks_t *nk = NULL;
+    char err[300];
+    if (st_jwks_load(o->path, &nk, err, sizeof err)) {
+        ST_WARN("sasl.oauthbearer.jwks.endpoint.url: %s; %s", err,
+                o->keys ? "the keys read before stay in use" : "no key set to check tokens with");
+        return o->keys;
+    }
+    if (o->keys)
+        ST_INFO("sasl.oauthbearer.jwks.endpoint.url: %s reloaded on shard %d (%d keys)", o->path,
+                s->id, st_jwks_count(nk));
+    st_jwks_free(o->keys);
+    o->keys = nk;
+    return o->keys;
+}
+
 /* ---- SaslHandshake ---- */
+
+static void sasl_count(st_kshard_t *s, _Atomic uint64_t *c)
+{
+    (void)s;
+    atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
 
 void st_kh_sasl_handshake(st_kreq_t *r)
 {
@@ -108,24 +196,52 @@ void st_kh_sasl_handshake(st_kreq_t *r)
     }
     const st_config_t *cfg = r->shard->b->cfg;
     st_kp_sasl_handshake_resp_t resp = {0};
-    static st_kstr_t names[NMECHS];
-    st_kstr_t *list = st_arena_zalloc(&r->arena, sizeof names);
+    st_kstr_t *list = st_arena_zalloc(&r->arena, sizeof(st_kstr_t) * NMECHS);
     if (!list) {
         st_kreq_fail(r, "out of memory");
         return;
     }
     unsigned chosen = 0;
+    const char *name = NULL;
     for (int i = 0; i < NMECHS; i++) {
         if (!(cfg->sasl_mechanisms & mechs[i].bit))
             continue;
         list[resp.mechanisms_count++] = st_kstr(mechs[i].name);
-        if (st_kstr_eq(req.mechanism, mechs[i].name))
+        if (st_kstr_eq(req.mechanism, mechs[i].name)) {
             chosen = mechs[i].bit;
+            name = mechs[i].name;
+        }
     }
     resp.mechanisms = list;
     st_auth_t *a = st_conn_auth(r->conn);
-    if (a->state != ST_AUTH_SASL_HANDSHAKE) {
-        /* a PLAINTEXT listener, or a second handshake (no re-authentication yet) */
+    bool reauth = a->state == ST_AUTH_DONE && st_sec_protocol_sasl(a->protocol);
+    int rb = 0;
+    if (reauth && !a->reauth &&
+        (!a->reauth_capable ||
+         (a->reauth_started_ns && r->start_ns - a->reauth_started_ns < 1000000000))) {
+        /* Kafka's KafkaChannel: no re-authentication for a client that never sent
+         * SaslAuthenticate v1+, nor more than once a second; the handshake is then an ordinary
+         * request of an authenticated connection, refused, and the connection stays */
+        resp.error_code = ST_KERR_ILLEGAL_SASL_STATE;
+        ST_INFO("connection from %s (%s): SaslHandshake refused: %s", st_conn_peer(r->conn),
+                a->principal,
+                a->reauth_capable ? "a re-authentication began less than 1 s ago"
+                                  : "the client never sent SaslAuthenticate v1+");
+    } else if (reauth &&
+               (r->api_version == 0 || !chosen || (rb = st_auth_reauth_begin(a, name)) != 0)) {
+        /* KIP-368: re-authentication is SaslHandshake v1 with the session's mechanism; Kafka
+         * closes a connection that tries anything else */
+        resp.error_code =
+            rb == -2 || !chosen ? ST_KERR_UNSUPPORTED_SASL_MECHANISM : ST_KERR_ILLEGAL_SASL_STATE;
+        ST_INFO("connection from %s (%s, %s) refused: re-authentication with SaslHandshake v%d "
+                "and mechanism %.*s",
+                st_conn_peer(r->conn), a->principal, a->mechanism, r->api_version,
+                req.mechanism.len > 0 ? (int)req.mechanism.len : 0,
+                req.mechanism.len > 0 ? req.mechanism.ptr : "");
+        st_auth_fail(a);
+        st_conn_close_when_sent(r->conn);
+    } else if (!reauth && a->state != ST_AUTH_SASL_HANDSHAKE) {
+        /* a PLAINTEXT listener, or a second handshake before the first exchange ended */
         resp.error_code = ST_KERR_ILLEGAL_SASL_STATE;
     } else if (!chosen) {
         resp.error_code = ST_KERR_UNSUPPORTED_SASL_MECHANISM;
@@ -134,17 +250,17 @@ void st_kh_sasl_handshake(st_kreq_t *r)
                 req.mechanism.len > 0 ? req.mechanism.ptr : "");
     } else {
         sasl_conn_t *sc = calloc(1, sizeof *sc);
-        const char *name = chosen == ST_SASL_PLAIN           ? "PLAIN"
-                           : chosen == ST_SASL_SCRAM_SHA_256 ? "SCRAM-SHA-256"
-                                                             : "SCRAM-SHA-512";
-        if (!sc || st_auth_sasl_mechanism(a, name)) {
+        if (!sc || (!reauth && st_auth_sasl_mechanism(a, name))) {
             free(sc);
             st_kreq_fail(r, "out of memory");
             return;
         }
         sc->raw = r->api_version == 0;
-        sc->plain = chosen == ST_SASL_PLAIN;
+        sc->mech = chosen;
         st_scram_init(&sc->scram, st_scram_mech_parse(name));
+        if (reauth)
+            a->reauth_started_ns = r->start_ns;
+        st_auth_fini(a); /* (nothing is left there by now, but never leak it) */
         a->sasl = sc;
         a->sasl_free = sasl_conn_free;
     }
@@ -153,6 +269,71 @@ void st_kh_sasl_handshake(st_kreq_t *r)
 }
 
 /* ---- SaslAuthenticate ---- */
+
+/* OAUTHBEARER's one round (Kafka's OAuthBearerSaslServer): as exchange() says. */
+static int oauth_exchange(st_kreq_t *r, sasl_conn_t *sc, const uint8_t *tok, size_t len, char **out,
+                          size_t *outlen, bool *done, char *user, char *err, size_t errlen)
+{
+    if (sc->oauth_error) {
+        /* the client's \x01 after our error JSON (or anything else: it had its one try) */
+        snprintf(err, errlen, "%s", sc->oauth_error);
+        return -1;
+    }
+    const char *t, *az;
+    size_t tl, al;
+    if (st_oauthbearer_parse(tok, len, &t, &tl, &az, &al)) {
+        snprintf(err, errlen,
+                 "Authentication failed during authentication due to invalid credentials with "
+                 "SASL mechanism OAUTHBEARER (a malformed client message)");
+        return -1;
+    }
+    const st_config_t *cfg = r->shard->b->cfg;
+    st_jwt_rules_t rules = {
+        .audience = cfg->sasl_oauthbearer_expected_audience,
+        .issuer = cfg->sasl_oauthbearer_expected_issuer,
+        .sub_claim = cfg->sasl_oauthbearer_sub_claim_name,
+        .scope_claim = cfg->sasl_oauthbearer_scope_claim_name,
+        .skew_ms = cfg->sasl_oauthbearer_clock_skew_seconds * 1000,
+    };
+    st_jwt_result_t jr;
+    int rc;
+    if (*cfg->sasl_oauthbearer_jwks_endpoint_url) {
+        rules.jwks = oauth_keys(r->shard);
+        rc = rules.jwks ? st_jwt_validate(&rules, t, tl, st_wall_ms(), &jr) : -1;
+        if (!rules.jwks)
+            snprintf(jr.why, sizeof jr.why, "no key set loaded");
+    } else if (cfg->sasl_oauthbearer_unsecured_validator_enable) {
+        rc = st_jwt_validate(&rules, t, tl, st_wall_ms(), &jr);
+    } else {
+        rc = -1;
+        snprintf(jr.why, sizeof jr.why, "no validator configured");
+    }
+    if (rc) {
+        ST_INFO("OAUTHBEARER token from %s refused: %s", st_conn_peer(r->conn), jr.why);
+        sc->oauth_error = strdup("{\"status\":\"invalid_token\"}");
+        *out = sc->oauth_error ? strdup(sc->oauth_error) : NULL;
+        if (!*out) {
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        *outlen = strlen(*out);
+        return 0;
+    }
+    if (al && (al != strlen(jr.principal) || memcmp(az, jr.principal, al) != 0)) {
+        snprintf(err, errlen,
+                 "Authentication failed: Client requested an authorization id (%.*s) that is "
+                 "different from the token's principal name (%s)",
+                 (int)(al > 64 ? 64 : al), az, jr.principal);
+        return -1;
+    }
+    snprintf(user, ST_SCRAM_USER_MAX, "%s", jr.principal);
+    sc->cred_expiry_ms = jr.exp_ms;
+    ST_DEBUG("OAUTHBEARER token of %s from %s: exp in %lld ms, scope '%s'", jr.principal,
+             st_conn_peer(r->conn), (long long)(jr.exp_ms - st_wall_ms()), jr.scope);
+    *out = strdup("");
+    *done = true;
+    return *out ? 0 : -1;
+}
 
 /* One token of the exchange: 0 with *out (malloc'd, may be empty) the answer and, when the
  * exchange is over, *done; -1 with err when it failed. */
@@ -163,7 +344,9 @@ static int exchange(st_kreq_t *r, sasl_conn_t *sc, const uint8_t *tok, size_t le
     *out = NULL;
     *outlen = 0;
     const st_md_t *md = r->shard->md;
-    if (sc->plain) {
+    if (sc->mech == ST_SASL_OAUTHBEARER)
+        return oauth_exchange(r, sc, tok, len, out, outlen, done, user, err, errlen);
+    if (sc->mech == ST_SASL_PLAIN) {
         const char *u, *p;
         size_t ul, pl;
         if (st_plain_parse((const char *)tok, len, &u, &ul, &p, &pl)) {
@@ -231,8 +414,9 @@ static void fail_answer(st_timer_t *t)
 static void fail_later(st_kreq_t *r, const char *err, bool raw)
 {
     st_auth_t *a = st_conn_auth(r->conn);
-    ST_INFO("failed authentication with SASL mechanism %s from %s: %s", a->mechanism,
-            st_conn_peer(r->conn), err);
+    ST_INFO("failed %sauthentication with SASL mechanism %s from %s: %s",
+            st_auth_reauthenticating(a) ? "re-" : "", a->mechanism, st_conn_peer(r->conn), err);
+    sasl_count(r->shard, &r->shard->stats.sasl_auth_failed);
     st_auth_fail(a);
     sasl_fail_t *f = st_arena_zalloc(&r->arena, sizeof *f);
     if (!f) {
@@ -250,14 +434,60 @@ static void fail_later(st_kreq_t *r, const char *err, bool raw)
                         r->shard->b->cfg->connection_failed_authentication_delay_ms);
 }
 
-static void succeed(st_kreq_t *r, const char *user)
+/* The session's lifetime in ms (Kafka's SaslServerAuthenticator rule), -1 for none. */
+static int64_t session_lifetime(st_kreq_t *r, const sasl_conn_t *sc)
+{
+    const st_auth_t *a = st_conn_auth(r->conn);
+    int64_t max =
+        st_config_reauth_ms(r->shard->b->cfg, st_conn_listener(r->conn)->name, a->mechanism);
+    if (!sc->cred_expiry_ms)
+        return max > 0 ? max : -1;
+    int64_t left = sc->cred_expiry_ms - st_wall_ms();
+    if (left < 0)
+        left = 0;
+    return max > 0 && max < left ? max : left;
+}
+
+/* The exchange proved user: the connection is authenticated (or re-authenticated) for the
+ * session's lifetime, which *lifetime_ms gets (0: none). 0, or -1 when the connection was
+ * failed instead (a re-authentication as someone else). */
+static int succeed(st_kreq_t *r, const sasl_conn_t *sc, const char *user, bool raw,
+                   int64_t *lifetime_ms)
 {
     char principal[ST_AUTH_PRINCIPAL_MAX];
     snprintf(principal, sizeof principal, "User:%s", user);
     st_auth_t *a = st_conn_auth(r->conn);
-    ST_DEBUG("connection from %s authenticated as %s (%s)", st_conn_peer(r->conn), principal,
-             a->mechanism);
-    st_auth_succeed(a, principal);
+    bool re = st_auth_reauthenticating(a);
+    int64_t life = session_lifetime(r, sc);
+    int rc = st_auth_succeed(a, principal);
+    if (rc == -2) {
+        /* Kafka's words, with its principals written type.name */
+        char err[ST_AUTH_PRINCIPAL_MAX * 2 + 80], from[ST_AUTH_PRINCIPAL_MAX];
+        snprintf(from, sizeof from, "%s", a->principal);
+        char *c1 = strchr(from, ':'), *c2 = strchr(principal, ':');
+        if (c1)
+            *c1 = '.';
+        if (c2)
+            *c2 = '.';
+        snprintf(err, sizeof err, "Cannot change principals during re-authentication from %s: %s",
+                 from, principal);
+        fail_later(r, err, raw);
+        return -1;
+    }
+    if (rc) {
+        st_kreq_fail(r, "SASL state");
+        return -1;
+    }
+    int64_t now = st_mono_ns();
+    st_auth_set_session(a, life < 0 ? 0 : now + life * 1000000 + (life == 0));
+    *lifetime_ms = life < 0 ? 0 : life;
+    sasl_count(r->shard, &r->shard->stats.sasl_auth_ok);
+    if (re)
+        sasl_count(r->shard, &r->shard->stats.sasl_reauth);
+    ST_DEBUG("connection from %s %sauthenticated as %s (%s), session %lld ms",
+             st_conn_peer(r->conn), re ? "re-" : "", principal, a->mechanism,
+             (long long)*lifetime_ms);
+    return 0;
 }
 
 void st_kh_sasl_authenticate(st_kreq_t *r)
@@ -271,7 +501,9 @@ void st_kh_sasl_authenticate(st_kreq_t *r)
     sasl_conn_t *sc = a->sasl;
     st_kp_sasl_authenticate_resp_t resp = {0};
     resp.error_message = ST_KSTR_NULL;
-    if (a->state != ST_AUTH_SASL_AUTHENTICATE || !sc || sc->raw) {
+    if (r->api_version > 0)
+        a->reauth_capable = true;
+    if ((a->state != ST_AUTH_SASL_AUTHENTICATE && !st_auth_reauthenticating(a)) || !sc || sc->raw) {
         /* no handshake first, or after a v0 one: Kafka answers, then closes */
         resp.error_code = ST_KERR_ILLEGAL_SASL_STATE;
         resp.error_message = st_kstr("SaslAuthenticate is not expected now");
@@ -281,7 +513,7 @@ void st_kh_sasl_authenticate(st_kreq_t *r)
         ST_KREQ_RESPOND(r, sasl_authenticate, &resp);
         return;
     }
-    char *out = NULL, err[256], user[ST_SCRAM_USER_MAX] = "";
+    char *out = NULL, err[ST_AUTH_PRINCIPAL_MAX * 2 + 80], user[ST_SCRAM_USER_MAX] = "";
     size_t outlen = 0;
     bool done;
     size_t len = req.auth_bytes.len > 0 ? (size_t)req.auth_bytes.len : 0;
@@ -299,8 +531,8 @@ void st_kh_sasl_authenticate(st_kreq_t *r)
     memcpy(copy, out, outlen);
     free(out);
     resp.auth_bytes = (st_kbytes_t){copy, (int32_t)outlen};
-    if (done)
-        succeed(r, user);
+    if (done && succeed(r, sc, user, false, &resp.session_lifetime_ms))
+        return;
     ST_KREQ_RESPOND(r, sasl_authenticate, &resp);
 }
 
@@ -314,7 +546,7 @@ bool st_sasl_raw_pending(st_conn_t *c)
 void st_sasl_raw_frame(st_kreq_t *r)
 {
     sasl_conn_t *sc = st_conn_auth(r->conn)->sasl;
-    char *out = NULL, err[256], user[ST_SCRAM_USER_MAX] = "";
+    char *out = NULL, err[ST_AUTH_PRINCIPAL_MAX * 2 + 80], user[ST_SCRAM_USER_MAX] = "";
     size_t outlen = 0;
     bool done;
     if (exchange(r, sc, r->frame, r->frame_len, &out, &outlen, &done, user, err, sizeof err)) {
@@ -331,9 +563,27 @@ void st_sasl_raw_frame(st_kreq_t *r)
     st_buf_put_be32(&o->mem, 0); /* size, patched by st_kreq_finish */
     st_buf_append(&o->mem, out, outlen);
     free(out);
-    if (done)
-        succeed(r, user);
+    int64_t life;
+    if (done && succeed(r, sc, user, true, &life)) {
+        st_out_free(o);
+        return;
+    }
     st_kreq_finish(r, o, 0);
+}
+
+bool st_sasl_session_check(st_kreq_t *r)
+{
+    st_auth_t *a = st_conn_auth(r->conn);
+    if (!st_auth_expired(a, r->start_ns) || r->api_key == ST_KP_API_SASL_HANDSHAKE ||
+        (r->api_key == ST_KP_API_SASL_AUTHENTICATE && st_auth_reauthenticating(a)))
+        return true;
+    sasl_count(r->shard, &r->shard->stats.sasl_expired);
+    ST_INFO("connection from %s (%s, %s): the SASL session expired %lld ms ago without "
+            "re-authentication; closing it",
+            st_conn_peer(r->conn), a->principal, a->mechanism,
+            (long long)((r->start_ns - a->session_expiry_ns) / 1000000));
+    st_kreq_fail(r, "SASL session expired");
+    return false;
 }
 
 /* ---- bootstrap users ---- */
@@ -436,5 +686,11 @@ void st_sasl_shard_fini(st_kshard_t *s)
     if (bt && !bt->inflight) {
         free(bt);
         k->sasl_boot = NULL;
+    }
+    sasl_oauth_t *o = k ? k->sasl_oauth : NULL;
+    if (o) {
+        st_jwks_free(o->keys);
+        free(o);
+        k->sasl_oauth = NULL;
     }
 }

@@ -21,6 +21,7 @@ typedef struct st_kafka_shard {
     struct st_gcoord *groups;      /* the group coordinator's state on this shard (group_route.c) */
     struct st_tcoord *txns;        /* the transaction coordinator's (txn_route.c) */
     struct sasl_boot *sasl_boot;   /* shard 0: sasl.bootstrap.users in flight (h_sasl.c) */
+    struct sasl_oauth *sasl_oauth; /* OAUTHBEARER's key set as this shard last read it */
     struct st_kthrottle *throttle; /* client quota usage on this shard (throttle.c) */
 } st_kafka_shard_t;
 

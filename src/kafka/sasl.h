@@ -1,7 +1,7 @@
 /*
  * sasl.h — the Kafka layer's SASL pieces beyond the handlers (h_sasl.c): the raw tokens of a
- * SaslHandshake v0 connection, the bootstrap users, and converting credentials between the
- * metadata's form and auth/'s.
+ * SaslHandshake v0 connection, the session deadline (KIP-368), the bootstrap users, and converting
+ * credentials between the metadata's form and auth/'s.
  *
  * Threads: the shard of the request or connection; st_sasl_tick on every shard (only shard 0
  * acts).
@@ -23,6 +23,9 @@
 bool st_sasl_raw_pending(st_conn_t *c);
 /* Answers the bare token in r's frame (its header fields are meaningless). */
 void st_sasl_raw_frame(st_kreq_t *r);
+/* KIP-368: whether r may go on; false when its connection's SASL session expired without
+ * re-authentication (r is then failed and the connection closed, as Kafka does). */
+bool st_sasl_session_check(st_kreq_t *r);
 /* Shard 0, as the active controller: creates the sasl.bootstrap.users that the metadata does
  * not hold yet (an attempt a second at most, until they are all there). */
 void st_sasl_tick(st_kshard_t *s);

@@ -46,6 +46,8 @@ static void dispatch(st_kreq_t *r)
         st_sasl_raw_frame(r);
         return;
     }
+    if (!st_sasl_session_check(r))
+        return;
     if (!st_auth_done(st_conn_auth(r->conn)) && !allowed_before_auth(r->api_key)) {
         st_kreq_fail(r, "request before authentication");
         return;

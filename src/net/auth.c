@@ -34,10 +34,29 @@ int st_auth_sasl_mechanism(st_auth_t *a, const char *mechanism)
     return 0;
 }
 
+int st_auth_reauth_begin(st_auth_t *a, const char *mechanism)
+{
+    if (a->state != ST_AUTH_DONE || a->reauth || !st_sec_protocol_sasl(a->protocol) || !mechanism)
+        return -1;
+    if (strcmp(mechanism, a->mechanism) != 0)
+        return -2;
+    a->reauth = true;
+    return 0;
+}
+
 int st_auth_succeed(st_auth_t *a, const char *principal)
 {
-    if (a->state != ST_AUTH_SASL_AUTHENTICATE || !principal || !*principal ||
-        strlen(principal) >= sizeof a->principal)
+    if (!principal || !*principal || strlen(principal) >= sizeof a->principal)
+        return -1;
+    if (st_auth_reauthenticating(a)) {
+        if (strcmp(principal, a->principal) != 0)
+            return -2;
+        a->reauth = false;
+        a->reauthentications++;
+        st_auth_fini(a);
+        return 0;
+    }
+    if (a->state != ST_AUTH_SASL_AUTHENTICATE)
         return -1;
     snprintf(a->principal, sizeof a->principal, "%s", principal);
     a->state = ST_AUTH_DONE;
@@ -48,6 +67,7 @@ int st_auth_succeed(st_auth_t *a, const char *principal)
 void st_auth_fail(st_auth_t *a)
 {
     a->principal[0] = 0;
+    a->reauth = false;
     a->state = ST_AUTH_FAILED;
     st_auth_fini(a);
 }

@@ -1,12 +1,16 @@
 /* Unit tests for the listener settings of cluster/config.c: listeners, the security protocol
  * map, advertised.listeners per listener, inter.broker.listener.name and the refusals; a
- * cluster all SASL_SSL (the brokers' mechanism and their credentials in Kafka's JAAS form). */
+ * cluster all SASL_SSL (the brokers' mechanism and their credentials in Kafka's JAAS form);
+ * OAUTHBEARER's validator settings and connections.max.reauth.ms per listener and mechanism. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cluster/config.h"
 #include "net/tls.h"
@@ -348,6 +352,70 @@ static void test_controller_protocol(void **state)
     st_config_fini(&c);
 }
 
+/* OAUTHBEARER's validator settings and connections.max.reauth.ms per listener and mechanism. */
+static void test_oauthbearer_and_reauth(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/strata-test-jwks-XXXXXX", url[64], err[512];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    /* RFC 7517 A.1's EC key */
+    const char *doc = "{\"keys\":[{\"kty\":\"EC\",\"crv\":\"P-256\","
+                      "\"x\":\"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4\","
+                      "\"y\":\"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM\"}]}";
+    assert_int_equal(write(fd, doc, strlen(doc)), (ssize_t)strlen(doc));
+    close(fd);
+    snprintf(url, sizeof url, "file:%s", path);
+    const char *kv[] = {"listeners",
+                        "SASL_PLAINTEXT://127.0.0.1:1,REAUTH://127.0.0.1:2",
+                        "listener.security.protocol.map",
+                        "SASL_PLAINTEXT:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT",
+                        "sasl.enabled.mechanisms",
+                        "SCRAM-SHA-512,OAUTHBEARER",
+                        "sasl.oauthbearer.jwks.endpoint.url",
+                        url,
+                        "connections.max.reauth.ms",
+                        "60000",
+                        "listener.name.reauth.scram-sha-512.connections.max.reauth.ms",
+                        "2000",
+                        "listener.name.REAUTH.OAUTHBEARER.connections.max.reauth.ms",
+                        "0",
+                        NULL};
+    st_config_t c;
+    assert_int_equal(configure(&c, err, sizeof err, kv), 0);
+    assert_int_equal(c.sasl_mechanisms, ST_SASL_SCRAM_SHA_512 | ST_SASL_OAUTHBEARER);
+    assert_int_equal(st_config_reauth_ms(&c, "REAUTH", "SCRAM-SHA-512"), 2000);
+    assert_int_equal(st_config_reauth_ms(&c, "REAUTH", "OAUTHBEARER"), 0);
+    assert_int_equal(st_config_reauth_ms(&c, "REAUTH", "PLAIN"), 60000);
+    assert_int_equal(st_config_reauth_ms(&c, "SASL_PLAINTEXT", "SCRAM-SHA-512"), 60000);
+    st_config_fini(&c);
+    /* OAUTHBEARER needs a validator; a key set must be a file: URL that loads */
+    const char *none[] = {"sasl.enabled.mechanisms", "OAUTHBEARER", NULL};
+    refused(none, "sasl.oauthbearer.unsecured.validator.enable=true");
+    const char *unsec[] = {"sasl.enabled.mechanisms", "OAUTHBEARER",
+                           "sasl.oauthbearer.unsecured.validator.enable", "true", NULL};
+    assert_int_equal(configure(&c, err, sizeof err, unsec), 0);
+    st_config_fini(&c);
+    const char *both[] = {"sasl.oauthbearer.jwks.endpoint.url", url,
+                          "sasl.oauthbearer.unsecured.validator.enable", "true", NULL};
+    refused(both, "choose one");
+    const char *https[] = {"sasl.oauthbearer.jwks.endpoint.url", "https://idp/jwks", NULL};
+    refused(https, "only file: URLs");
+    const char *missing[] = {"sasl.oauthbearer.jwks.endpoint.url", "file:/nonexistent/j", NULL};
+    refused(missing, "cannot open /nonexistent/j");
+    unlink(path);
+    const char *bad[] = {"listener.name.reauth.plain.connections.max.reauth.ms", "soon", NULL};
+    refused_set(bad, "expected an integer");
+    const char *neg[] = {"listener.name.reauth.plain.connections.max.reauth.ms", "-1", NULL};
+    refused_set(neg, "expected an integer");
+    /* brokers do not authenticate to each other with OAUTHBEARER */
+    const char *ib[] = {SECURE_CLUSTER, "sasl.mechanism.inter.broker.protocol",
+                        "OAUTHBEARER",  "sasl.enabled.mechanisms",
+                        "OAUTHBEARER",  "sasl.oauthbearer.unsecured.validator.enable",
+                        "true",         NULL};
+    refused(ib, "sasl.mechanism.inter.broker.protocol: 'OAUTHBEARER' is not one of");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_sasl_ssl_listener),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_inter_broker_sasl_ssl),
+        cmocka_unit_test(test_oauthbearer_and_reauth),
         cmocka_unit_test(test_controller_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
