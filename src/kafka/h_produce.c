@@ -76,6 +76,7 @@ typedef struct {
     uint32_t guard;
     int64_t pid;
     int16_t epoch;
+    int32_t seq;      /* its first batch's first sequence */
     const char *name; /* the topic's name (the request's arena), for the coordinator */
 } prod_part_t;
 
@@ -131,13 +132,31 @@ static bool prod_verify(st_part_t *part, prod_part_t *pp)
     int16_t epoch;
     uint32_t guard;
     size_t len = pp->len > 0 ? (size_t)pp->len : 0;
+    /* round 1: the batch's note of waiting goes (partition.h), whatever follows */
+    if (pp->verify != VERIFY_NO)
+        st_part_verify_forget(part, pp->pid, pp->epoch, pp->seq);
     if (!st_part_txn_verify_needed(part, pp->records, len, &pid, &epoch, &guard))
         return false; /* not a transaction's first batch here (or not transactional) */
+    int64_t bpid;
+    int16_t bepoch;
+    int32_t seq = -1;
+    st_part_batch_producer(pp->records, len, &bpid, &bepoch, &seq);
     if (pp->verify == VERIFY_NO) {
         pp->verify = VERIFY_ASK;
         pp->guard = guard;
         pp->pid = pid;
         pp->epoch = epoch;
+        pp->seq = seq;
+        st_part_verify_pending(part, pid, epoch, seq);
+        return true;
+    }
+    if (pid == pp->pid && st_part_verify_behind(part, pid, epoch, seq)) {
+        /* verified before an earlier batch of its producer that still waits: appended now it
+         * would leave a gap (OUT_OF_ORDER_SEQUENCE_NUMBER, fatal to librdkafka once that one is
+         * answered); the producer sends it again after the earlier one */
+        pp->error = ST_KERR_NOT_ENOUGH_REPLICAS;
+        pp->why = "an earlier batch of this producer is still being verified with the "
+                  "transaction coordinator; retry";
         return true;
     }
     if (pid == pp->pid && st_part_txn_guard_holds(part, pid, pp->guard))
@@ -152,8 +171,11 @@ static void prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, prod_part_t *p
                             int64_t timeout_ms, bool txn)
 {
     st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
-    if ((pp->error = st_kleader_local(s, part)))
+    if ((pp->error = st_kleader_local(s, part))) {
+        if (part && pp->verify != VERIFY_NO)
+            st_part_verify_forget(part, pp->pid, pp->epoch, pp->seq);
         return;
+    }
     if (txn && prod_verify(part, pp))
         return;
     st_part_append_res_t res;
@@ -179,10 +201,19 @@ static void prod_run(st_fanout_leg_t *leg)
 {
     st_kshard_t *s = st_kshard_current();
     st_produce_t *p = leg->data;
-    for (int i = 0; i < p->nparts; i++)
-        if (p->parts[i].owner == s->id && !p->parts[i].error &&
-            (p->round == 0 || p->parts[i].verify == VERIFY_OK))
-            prod_append_one(s, leg, &p->parts[i], p->req.acks, p->req.timeout_ms, p->txn);
+    for (int i = 0; i < p->nparts; i++) {
+        prod_part_t *pp = &p->parts[i];
+        if (pp->owner != s->id)
+            continue;
+        if (!pp->error && (p->round == 0 || pp->verify == VERIFY_OK)) {
+            prod_append_one(s, leg, pp, p->req.acks, p->req.timeout_ms, p->txn);
+        } else if (p->round == 1 && pp->verify == VERIFY_ASK) {
+            /* the coordinator refused it (or could not be asked): its note goes */
+            st_part_t *part = st_parts_get(&s->parts, pp->topic_id, pp->partition);
+            if (part)
+                st_part_verify_forget(part, pp->pid, pp->epoch, pp->seq);
+        }
+    }
 }
 
 /* Copies the owner's list of refused records into the response (the request's arena). */
@@ -423,7 +454,8 @@ static void prod_send(st_kreq_t *r, st_produce_t *p)
         p->legs[i].data = p;
     st_fanout_begin(&p->fan, r->shard->b->mesh, r->shard->id, prod_run, prod_finish, p);
     for (int i = 0; i < p->nparts; i++)
-        if (!p->parts[i].error && (p->round == 0 || p->parts[i].verify == VERIFY_OK))
+        if ((!p->parts[i].error && (p->round == 0 || p->parts[i].verify == VERIFY_OK)) ||
+            (p->round == 1 && p->parts[i].verify == VERIFY_ASK))
             st_fanout_owner(&p->fan, p->legs, p->parts[i].owner);
     st_fanout_end(&p->fan);
 }

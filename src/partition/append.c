@@ -35,6 +35,25 @@ static bool gap_grace(const st_part_t *part, int64_t pid)
            st_pstate_last_offset(&part->pstate, pid) < r->epoch_start;
 }
 
+/* At debug: what an OUT_OF_ORDER_SEQUENCE_NUMBER was decided on (the batch's producer,
+ * epoch and sequences against what the partition knows of that producer). */
+static void debug_out_of_order(const st_part_t *part, const uint8_t *p, size_t n)
+{
+    st_batch_hdr_t h;
+    if (st_log_get_level() > ST_LOG_DEBUG || n < ST_BATCH_HEADER_SIZE ||
+        st_batch_parse_hdr(p, n, &h))
+        return;
+    const st_pentry_t *e = st_pstate_find(&part->pstate, h.producer_id);
+    ST_DEBUG("produce to %s-%d refused OUT_OF_ORDER_SEQUENCE_NUMBER: producer %lld epoch %d seq "
+             "%d..%d; known: %s epoch %d, %d batch(es), last seq %d at offset %lld, "
+             "transaction from %lld",
+             part->topic, part->index, (long long)h.producer_id, h.producer_epoch, h.base_sequence,
+             h.base_sequence + h.last_offset_delta, e ? "yes" : "no", e ? e->epoch : -1,
+             e ? e->nbatches : 0, e && e->nbatches ? e->batches[e->nbatches - 1].last_seq : -1,
+             e && e->nbatches ? (long long)e->batches[e->nbatches - 1].last_offset : -1LL,
+             e ? (long long)e->txn_first : -1LL);
+}
+
 static int check_producers(st_part_t *part, const uint8_t *p, size_t n, st_pbatch_t *dup,
                            const char **why)
 {
@@ -390,6 +409,8 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, i
     int verdict = check_producers(p, records, len, &dup, &res->why);
     if (verdict < 0) {
         res->error = (int16_t)-verdict;
+        if (verdict == -ST_KERR_OUT_OF_ORDER_SEQUENCE_NUMBER)
+            debug_out_of_order(p, records, len);
         return false;
     }
     int64_t last_offset;

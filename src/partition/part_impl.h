@@ -58,6 +58,13 @@ struct st_part {
     /* markers written, by producer id bucket (verify.c: a produce verified with the
      * coordinator appends only if no marker of its producer came in between) */
     uint32_t marker_gen[ST_PART_VERIFY_BUCKETS];
+    /* first batches of transactions waiting for the coordinator (verify.c, pid -1: free) */
+    struct {
+        int64_t pid;
+        int16_t epoch;
+        int32_t seq;
+        int64_t since_ms;
+    } verifying[ST_PART_VERIFYING];
     st_part_repl_t repl; /* replication (replica.c) */
     /* log cleaner (compacted topics) */
     bool cleaning;          /* in the shard's active set */

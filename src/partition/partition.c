@@ -244,6 +244,8 @@ int st_parts_open(st_parts_t *t, const char *topic, const uint8_t topic_id[16], 
     memcpy(p->topic_id, topic_id, 16);
     p->index = index;
     p->parts = t;
+    for (int i = 0; i < ST_PART_VERIFYING; i++)
+        p->verifying[i].pid = -1;
     if (!p->topic) {
         free(p);
         return -ENOMEM;

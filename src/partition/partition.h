@@ -460,5 +460,25 @@ bool st_part_txn_verify_needed(const st_part_t *p, const uint8_t *records, size_
                                int16_t *epoch, uint32_t *guard);
 /* After a verification: no marker of pid was written in p since *guard was taken. */
 bool st_part_txn_guard_holds(const st_part_t *p, int64_t pid, uint32_t guard);
+/*
+ * Order among a producer's pipelined batches. A connection's requests are taken one after
+ * another without waiting for answers, so while the first batch of a transaction waits for the
+ * coordinator, the producer's next batches (each asking on its own) may be verified sooner: they
+ * must not be appended before it (Kafka reads a connection's next request only once the one
+ * before is answered, so it never meets this). st_part_verify_pending notes a batch that waits
+ * (producer, epoch, its first sequence); st_part_verify_behind says whether a batch starting at
+ * seq has an earlier one of its producer and epoch still waiting (then it is refused, retriable,
+ * and comes again after it); st_part_verify_forget drops the note once the batch was appended
+ * or refused. A note older than ST_PART_VERIFY_PENDING_MS is ignored (its request ended on a
+ * path that did not come back here).
+ */
+#define ST_PART_VERIFYING         8
+#define ST_PART_VERIFY_PENDING_MS 10000
+void st_part_verify_pending(st_part_t *p, int64_t pid, int16_t epoch, int32_t seq);
+bool st_part_verify_behind(const st_part_t *p, int64_t pid, int16_t epoch, int32_t seq);
+void st_part_verify_forget(st_part_t *p, int64_t pid, int16_t epoch, int32_t seq);
+/* The producer id, epoch and first sequence of records' first batch: false when it has none. */
+bool st_part_batch_producer(const uint8_t *records, size_t len, int64_t *pid, int16_t *epoch,
+                            int32_t *seq);
 
 #endif

@@ -544,6 +544,46 @@ static void test_lso_waiters(void **state)
     fx_close(f);
 }
 
+/* KIP-890 ordering (partition.h): a producer's later batch verified before an earlier one that
+ * still waits for the coordinator must wait behind it; notes are per producer and epoch, go
+ * when forgotten, and are ignored once stale. */
+static void test_verify_notes_keep_order(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    assert_false(st_part_verify_behind(p, 7, 1, 0));
+    st_part_verify_pending(p, 7, 1, 0);
+    st_part_verify_pending(p, 7, 1, 1);
+    st_part_verify_pending(p, 7, 1, 2);
+    /* seq 2 verified first: seq 0 and 1 still wait */
+    st_part_verify_forget(p, 7, 1, 2);
+    assert_true(st_part_verify_behind(p, 7, 1, 2));
+    assert_false(st_part_verify_behind(p, 7, 1, 0)); /* the first has nothing before it */
+    /* other producers and other epochs of the same producer are not held */
+    assert_false(st_part_verify_behind(p, 8, 1, 5));
+    assert_false(st_part_verify_behind(p, 7, 2, 5));
+    st_part_verify_forget(p, 7, 1, 0);
+    assert_true(st_part_verify_behind(p, 7, 1, 2)); /* seq 1 still waits */
+    st_part_verify_forget(p, 7, 1, 1);
+    assert_false(st_part_verify_behind(p, 7, 1, 2));
+    /* a retry of a waiting batch takes its note again, not a second one */
+    for (int i = 0; i < ST_PART_VERIFYING * 2; i++)
+        st_part_verify_pending(p, 9, 0, 3);
+    st_part_verify_forget(p, 9, 0, 3);
+    assert_false(st_part_verify_behind(p, 9, 0, 4));
+    /* more waiting batches than notes: the extra ones are left to the sequence checks */
+    for (int32_t s = 0; s < ST_PART_VERIFYING + 4; s++)
+        st_part_verify_pending(p, 10, 0, s);
+    assert_true(st_part_verify_behind(p, 10, 0, ST_PART_VERIFYING + 3));
+    /* a note older than ST_PART_VERIFY_PENDING_MS is ignored (its request ended elsewhere) */
+    for (int i = 0; i < ST_PART_VERIFYING; i++)
+        if (p->verifying[i].pid == 10)
+            p->verifying[i].since_ms -= ST_PART_VERIFY_PENDING_MS + 1;
+    assert_false(st_part_verify_behind(p, 10, 0, ST_PART_VERIFYING + 3));
+    fx_close(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -556,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_txnindex_rebuilt),
         cmocka_unit_test(test_follower_follows_markers),
         cmocka_unit_test(test_lso_waiters),
+        cmocka_unit_test(test_verify_notes_keep_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
