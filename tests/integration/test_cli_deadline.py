@@ -87,7 +87,7 @@ class CliDeadlineTest(unittest.TestCase):
             """topic describe answers within --timeout: the dead leader's partitions marked,
             the others with their offsets."""
             r, took = self.cli("topic", "describe", TOPIC, "-b", alive, "--timeout", "4s")
-            self.assertLess(took, 4 + 3, r.stdout + r.stderr)
+            self.assertLess(took, 4 + 2 + 5, r.stdout + r.stderr)  # --timeout, grace, slack
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             rows = {int(ln.split()[0]): ln for ln in r.stdout.splitlines()
                     if ln.split() and ln.split()[0].isdigit()}
@@ -124,7 +124,7 @@ class CliDeadlineTest(unittest.TestCase):
             for cmd in (["topic", "describe", TOPIC], ["group", "list"], ["cluster", "info"]):
                 r, took = self.cli(*cmd, "-b", self.c.nodes[frozen].bootstrap, "--timeout", "3s")
                 self.assertEqual(r.returncode, 1, "%s: %s" % (cmd, r.stdout + r.stderr))
-                self.assertLess(took, 3 + 2 + 3, "%s took %.1f s" % (cmd, took))
+                self.assertLess(took, 3 + 2 + 5, "%s took %.1f s" % (cmd, took))
                 self.assertTrue(r.stderr.strip(), cmd)
             # A command left waiting (on the frozen broker): Ctrl-C ends it at once.
             p = subprocess.Popen([CLI, "topic", "describe", TOPIC, "-b",
@@ -137,7 +137,7 @@ class CliDeadlineTest(unittest.TestCase):
                 t0 = time.monotonic()
                 p.send_signal(signal.SIGINT)
                 out, err = p.communicate(timeout=10)
-                self.assertLess(time.monotonic() - t0, 3)
+                self.assertLess(time.monotonic() - t0, 5)
                 self.assertEqual(p.returncode, 128 + signal.SIGINT, err)
                 self.assertIn("interrupted", err)
             finally:
