@@ -24,6 +24,11 @@ release: deps
 deb: release
 	@scripts/mkdeb.sh $(BUILD)
 
+# Installs the .deb into a fresh Debian root (mmdebstrap) and, where podman is installed, builds
+# and runs the container image (scripts/deploy-test.sh; root, Debian's archive; minutes).
+deploy-test: release
+	@BUILD=$(BUILD) scripts/deploy-test.sh
+
 run: release
 	@mkdir -p data
 	./$(BUILD)/strata-server $(if $(SMP),--smp $(SMP)) --set log.dirs=./data $(ARGS)
