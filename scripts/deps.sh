@@ -9,7 +9,8 @@ pkgs=(gcc make cmake pkg-config python3 liburing-dev librdkafka-dev zlib1g-dev
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev kcat python3-confluent-kafka python3-kafka fio
          python3-snappy python3-lz4 python3-zstandard
-         prometheus nats-server libfuse3-dev fuse3 openssl dpkg-dev python3-yaml)
+         prometheus nats-server libfuse3-dev fuse3 openssl dpkg-dev python3-yaml
+         golang-go)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
