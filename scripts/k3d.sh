@@ -3,7 +3,7 @@
 #   scripts/k3d.sh up      create cluster "strata" (3 agents: the chart's anti-affinity puts one
 #                          broker per node), build and import the image, install the chart, wait
 #                          for the 3 brokers to be ready
-#   scripts/k3d.sh test    produce and consume through the client Service (kcat in a pod)
+#   scripts/k3d.sh test    produce and consume through the client Service (the image's strata tool)
 #   scripts/k3d.sh down    delete the cluster
 # Needs k3d, kubectl, helm and docker or podman on the machine (not on this project's build
 # machines, which have no container registry: there it is documented, not run).
@@ -32,8 +32,11 @@ up)
   kubectl get pods -l app.kubernetes.io/name=strata -o wide
   ;;
 test)
-  kubectl run kcat --rm -i --restart=Never --image=docker.io/edenhill/kcat:1.7.1 -- \
-    -b strata:9092 -L
+  kubectl exec strata-0 -- env STRATA_BROKERS=strata:9092 strata cluster health
+  seq 1 100 | kubectl exec -i strata-0 -- env STRATA_BROKERS=strata:9092 strata produce k3d-test >/dev/null
+  n=$(kubectl exec strata-1 -- env STRATA_BROKERS=strata:9092 strata consume k3d-test -n 100 | wc -l)
+  [ "$n" -eq 100 ] && echo "k3d.sh: 100 produced, 100 consumed" ||
+    { echo "k3d.sh: consumed $n of 100" >&2; exit 1; }
   ;;
 down)
   k3d cluster delete "$cluster"
