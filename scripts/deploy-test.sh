@@ -37,12 +37,12 @@ wait_http() {  # url seconds
   done
   return 1
 }
-produce_consume() {  # bootstrap topic: 50 records out, the same 50 back
-  local bs=$1 topic=$2 got
-  seq 1 50 | kcat -P -b "$bs" -t "$topic" -X acks=all -X message.timeout.ms=20000 || return 1
-  got=$(kcat -C -b "$bs" -t "$topic" -o beginning -c 50 -e -q -X fetch.wait.max.ms=100 \
+produce_consume() {  # bootstrap topic [total]: 50 records out, then all `total` (50) back
+  local bs=$1 topic=$2 total=${3:-50} got
+  seq 1 50 | kcat -P -b "$bs" -t "$topic" -X acks=all -X message.timeout.ms=30000 || return 1
+  got=$(kcat -C -b "$bs" -t "$topic" -o beginning -c "$total" -e -q -X fetch.wait.max.ms=100 \
     -m 30 2>/dev/null | wc -l)
-  [ "$got" -eq 50 ] || { say "consumed $got of 50 from $topic"; return 1; }
+  [ "$got" -eq "$total" ] || { say "consumed $got of $total from $topic"; return 1; }
 }
 
 deb_part() {
