@@ -10,8 +10,9 @@ deploy/entrypoint.sh reads set by the pod spec. The kustomize base (deploy/k8s/b
 the chart's current rendering. Then deploy/entrypoint.sh runs with the environment each pod
 would get (its fieldRefs resolved) and a fake strata-server on PATH that prints its arguments:
 the node id, the voters, the listeners and the advertised name must follow from the ordinal.
-Last, the entrypoint starts the real broker as PID 1 of a new PID namespace (as in a container)
-from STRATA_* variables alone, and SIGTERM stops it cleanly.
+Last, the entrypoint starts the real broker as pod strata-0 of a one-voter set would (a private
+/etc/hosts stands in for the cluster DNS), as PID 1 of a new PID namespace: it must accept the
+derived command line, register under its headless name, and stop cleanly on SIGTERM.
 """
 
 import json
@@ -350,7 +351,10 @@ class K8sTest(unittest.TestCase):
             self.assertEqual(r.stdout, "", bad)
 
     def test_entrypoint_runs_broker_as_pid1(self):
-        """The real broker through the entrypoint, PID 1 of its own PID namespace."""
+        """The real broker through the entrypoint as pod strata-0 of 1 would run it: the
+        derived command line must be one strata-server accepts. PID 1 of its own PID
+        namespace, with a private /etc/hosts naming the pod's headless name (no cluster DNS
+        here); SIGTERM stops it cleanly."""
         server = harness.server_binary()
         bindir = os.path.join(self.tmp, "realbin")
         os.makedirs(bindir, exist_ok=True)
@@ -358,16 +362,26 @@ class K8sTest(unittest.TestCase):
         if not os.path.exists(link):
             os.symlink(server, link)
         data = tempfile.mkdtemp(prefix="data-", dir=self.tmp)
-        kport, aport = harness.free_port(), harness.free_port()
+        kport, cport, aport = harness.free_port(), harness.free_port(), harness.free_port()
+        fqdn = "strata-0.strata-headless.kafka.svc.cluster.local"
         env = harness.sanitizer_env({
-            "PATH": bindir + ":/usr/bin:/bin", "STRATA_LOG_DIRS": data,
-            "STRATA_LISTENERS": "PLAINTEXT://127.0.0.1:%d" % kport,
-            "STRATA_ADMIN_LISTEN": "127.0.0.1:%d" % aport, "STRATA_CONFIG_FILE": "/nonexistent"})
-        cmd = ["sh", ENTRYPOINT, "--smp", "1"]
-        pidns = subprocess.run(["unshare", "--pid", "--fork", "true"],
-                               capture_output=True).returncode == 0
-        if pidns:
-            cmd = ["unshare", "--pid", "--fork", "--kill-child"] + cmd
+            "PATH": bindir + ":/usr/bin:/bin", "STRATA_CONFIG_FILE": "/nonexistent",
+            "STRATA_K8S_REPLICAS": "1", "STRATA_K8S_HEADLESS": "strata-headless",
+            "STRATA_K8S_NAMESPACE": "kafka", "STRATA_K8S_POD_NAME": "strata-0",
+            "STRATA_K8S_CLUSTER_DOMAIN": "cluster.local", "STRATA_K8S_KAFKA_PORT": str(kport),
+            "STRATA_K8S_CONTROLLER_PORT": str(cport), "STRATA_K8S_ADMIN_PORT": str(aport),
+            "STRATA_K8S_DATA_DIR": data, "STRATA_K8S_LISTENER_PROTOCOL": "PLAINTEXT"})
+        hosts = os.path.join(self.tmp, "hosts")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost %s\n" % fqdn)
+        wrap = ('mount --bind "$0" /etc/hosts && exec sh "$1" --smp 1')
+        cmd = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation",
+               "private", "sh", "-c", wrap, hosts, ENTRYPOINT]
+        probe = subprocess.run(["unshare", "--pid", "--fork", "--mount", "--propagation",
+                                "private", "sh", "-c", 'mount --bind "$0" /etc/hosts', hosts],
+                               capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("no PID and mount namespaces here: %s" % probe.stderr.decode()[-200:])
         log = open(os.path.join(self.tmp, "pid1.log"), "w+")
         p = subprocess.Popen(cmd, env=env, stdout=log, stderr=log)
         try:
@@ -376,14 +390,20 @@ class K8sTest(unittest.TestCase):
                                             timeout=2) as r:
                     return r.status == 200
             harness.wait_until(ready, 30, "the broker behind the entrypoint to be ready")
+            with urllib.request.urlopen("http://127.0.0.1:%d/v1/cluster" % aport, timeout=5) as r:
+                cl = json.load(r)
+            self.assertEqual(cl["node_id"], 1)
+            self.assertTrue(cl["quorum"]["voter"])
+            harness.wait_until(lambda: [b for b in json.load(urllib.request.urlopen(
+                "http://127.0.0.1:%d/v1/cluster" % aport, timeout=5))["brokers"]
+                if b["host"] == fqdn and b["port"] == kport and not b["fenced"]],
+                30, "broker 1 registered as %s:%d" % (fqdn, kport))
             # The process that serves: the broker itself (exec), PID 1 inside the namespace.
-            target = p.pid
-            if pidns:
-                with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
-                    (target,) = [int(x) for x in f.read().split()]
-                with open("/proc/%d/status" % target) as f:
-                    nspid = [ln.split()[1:] for ln in f if ln.startswith("NSpid:")][0]
-                self.assertEqual(nspid[-1], "1")
+            with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                (target,) = [int(x) for x in f.read().split()]
+            with open("/proc/%d/status" % target) as f:
+                nspid = [ln.split()[1:] for ln in f if ln.startswith("NSpid:")][0]
+            self.assertEqual(nspid[-1], "1")
             with open("/proc/%d/comm" % target) as f:
                 self.assertEqual(f.read().strip(), "strata-server")
             os.kill(target, signal.SIGTERM)
@@ -392,7 +412,6 @@ class K8sTest(unittest.TestCase):
             out = log.read()
             self.assertEqual(rc, 0, out[-2000:])
             self.assertIn("stopped cleanly", out)
-            print("pid namespace: %s" % pidns)
         finally:
             if p.poll() is None:
                 p.kill()
