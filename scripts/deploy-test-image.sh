@@ -79,6 +79,8 @@ CONF
   podman rm -f "$ctr" >/dev/null; ctr=
 
   compose_part "$img"
+  # Drop the previous builds' stages (the base and the last image stay for the next run).
+  podman image prune -f >/dev/null 2>&1 || true
 }
 
 compose_part() {
