@@ -44,7 +44,8 @@ VARIANTS = {
     "five": {"replicas": 5, "storage": {"storageClassName": "fast"}},
     "secure": {"tls": {"enabled": True}, "sasl": {"enabled": True},
                "serviceMonitor": {"enabled": True, "labels": {"release": "kps"}}},
-    "one": {"replicas": 1, "smp": 2},
+    "one": {"replicas": 1, "smp": 2,
+            "config": {"log.retention.ms": "604800000", "num.partitions": 7}},
 }
 
 # What the entrypoint reads from the pod (the STRATA_K8S_* block of its header), and the
@@ -189,6 +190,10 @@ class K8sTest(unittest.TestCase):
                      if ln and not ln.startswith("#"))
         self.assertFalse({"node.id", "controller.quorum.voters", "advertised.listeners",
                           "listeners", "log.dirs"} & set(props))
+        # Every value as the broker reads it: no e-notation from a number Helm read as a float.
+        for k, v in values.get("config", {}).items():
+            self.assertEqual(props[k], str(v), k)
+        self.assertFalse([k for k, v in props.items() if re.fullmatch(r"[0-9.]+e\+[0-9]+", v)])
         self.assertTrue(tmpl["spec"]["securityContext"]["runAsNonRoot"])
         # PDB: one broker down at a time, over exactly the brokers.
         pdb = one(docs, "PodDisruptionBudget")

@@ -124,14 +124,12 @@ func yamlKey(k string) string {
 	return k
 }
 
-// numbers turns JSON numbers into int64 where integral (as Helm 3 reads YAML integers, so
-// 604800000 prints as such, not as 6.048e+08), float64 otherwise.
+// numbers turns JSON numbers into float64, as Helm 3 reads values (YAML through JSON): a
+// template printing a large number gets Helm's e-notation (604800000 prints 6.048e+08), so
+// the chart's tests see what Helm would render.
 func numbers(v interface{}) interface{} {
 	switch x := v.(type) {
 	case json.Number:
-		if i, err := x.Int64(); err == nil {
-			return i
-		}
 		f, _ := x.Float64()
 		return f
 	case map[string]interface{}:
