@@ -4,11 +4,9 @@
 # nofile/nproc limits cannot be raised): both are set for this test only, in $work.
 # Images live in /var/tmp/strata-podman (kept, so a rerun reuses the base and the layers).
 
-image_part() {
-  if ! command -v podman >/dev/null; then
-    say "skipped image: podman is not installed (apt-get install podman runc podman-compose)"
-    skipped=$((skipped + 1)); return
-  fi
+# podman's configuration for this test ($work) and the base image, made once.
+base_img=localhost/strata-base:bookworm
+podman_setup() {
   need mmdebstrap mmdebstrap; need kcat kcat; need curl curl
   export CONTAINERS_CONF=$work/containers.conf CONTAINERS_STORAGE_CONF=$work/storage.conf
   local lim=16384
@@ -26,7 +24,7 @@ driver = "overlay"
 graphroot = "/var/tmp/strata-podman/root"
 runroot = "/var/tmp/strata-podman/run"
 CONF
-  local base=localhost/strata-base:bookworm img=localhost/strata:deploy-test t0
+  local base=$base_img t0
   # The base: bookworm minbase from Debian's archive, trimmed as bookworm-slim is (no docs, man
   # pages, locales), with the sources the official image has (backports added by the build).
   if ! podman image exists "$base"; then
@@ -37,11 +35,20 @@ CONF
         --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
         bookworm "$work/base.tar" "deb $mirror bookworm main" "deb $mirror bookworm-updates main" \
         >"$work/base.log" 2>&1 || ! podman import "$work/base.tar" "$base" >/dev/null; then
-      tail -5 "$work/base.log"; bad "base image"; return
+      tail -5 "$work/base.log"; bad "base image"; return 1
     fi
     rm -f "$work/base.tar"
     say "base image from mmdebstrap in $(( $(date +%s) - t0 )) s"
   fi
+}
+
+image_part() {
+  if ! command -v podman >/dev/null; then
+    say "skipped image: podman is not installed (apt-get install podman runc podman-compose)"
+    skipped=$((skipped + 1)); return
+  fi
+  podman_setup || return
+  local img=localhost/strata:deploy-test t0 base=$base_img
   t0=$(date +%s)
   if ! nice podman build --format docker --build-arg "BASE=$base" -f "$src/deploy/Containerfile" \
       -t "$img" "$src" >"$work/build.log" 2>&1; then
@@ -163,4 +170,62 @@ print(next(p["leader"] for p in parts if p["topic"] == "compose-test"))')
     tail -5 "$work/compose.log"; bad "compose: brokers not ready"
   fi
   compose down -v >/dev/null 2>&1
+}
+
+# The unit under a real systemd: a container (podman --systemd=always) of the mmdebstrap base
+# with systemd and the .deb installed by apt-get; systemd must start strata.service from
+# postinst's enablement, see READY=1 (ActiveState active, StatusText "serving"), restart it
+# after a SIGKILL (Restart=on-failure), and stop it cleanly.
+systemd_part() {
+  if ! command -v podman >/dev/null; then
+    say "skipped systemd: podman is not installed"; skipped=$((skipped + 1)); return
+  fi
+  podman_setup || return
+  local deb img=localhost/strata-systemd:deploy-test i st
+  deb=$("$src/scripts/mkdeb.sh" "$build" "$work/sd") || { bad "mkdeb.sh"; return; }
+  cat >"$work/sd/Containerfile" <<CF
+FROM $base_img
+COPY $(basename "$deb") /tmp/
+RUN echo 'deb $mirror bookworm-backports main' >/etc/apt/sources.list.d/bp.list && \\
+    apt-get update -qq && export DEBIAN_FRONTEND=noninteractive && \\
+    apt-get install -y -qq --no-install-recommends systemd systemd-sysv >/dev/null && \\
+    apt-get install -y -qq -t bookworm-backports libraft0 >/dev/null && \\
+    apt-get install -y -qq /tmp/$(basename "$deb") >/dev/null && rm -rf /var/lib/apt/lists/*
+CMD ["/sbin/init"]
+CF
+  if ! podman build -t "$img" "$work/sd" >"$work/sd.log" 2>&1; then
+    tail -10 "$work/sd.log"; bad "systemd image"; return
+  fi
+  ctr=strata-systemd-test-$$
+  podman run -d --name "$ctr" --systemd=always "$img" >/dev/null || { bad "run systemd"; return; }
+  prop() { podman exec "$ctr" systemctl show -p "$1" --value strata 2>/dev/null; }
+  for ((i = 0; i < 300; i++)); do
+    st=$(prop ActiveState); [ "$st" = active ] || [ "$st" = failed ] && break; sleep 0.1
+  done
+  if [ "$(prop ActiveState)" = active ] && [ "$(prop StatusText)" = serving ]; then
+    ok "systemd started strata.service (Type=notify: READY=1, status \"serving\")"
+    podman exec "$ctr" sh -c 'strata topic create sd-test >/dev/null &&
+        seq 1 50 | strata produce sd-test >/dev/null &&
+        [ "$(strata consume sd-test -n 50 | wc -l)" -eq 50 ]' &&
+      ok "produce and consume through the unit's broker" || bad "produce/consume under systemd"
+    local pid1 pid2
+    pid1=$(prop MainPID)
+    podman exec "$ctr" systemctl kill -s KILL strata
+    for ((i = 0; i < 100; i++)); do
+      pid2=$(prop MainPID)
+      [ "$(prop NRestarts)" -ge 1 ] 2>/dev/null && [ "$(prop ActiveState)" = active ] &&
+        [ "$pid2" != "$pid1" ] && [ "$pid2" != 0 ] && break
+      sleep 0.1
+    done
+    [ "$(prop NRestarts)" = 1 ] && [ "$(prop ActiveState)" = active ] &&
+      ok "SIGKILL: Restart=on-failure brought it back" || bad "no restart after SIGKILL"
+    podman exec "$ctr" systemctl stop strata
+    [ "$(prop ActiveState)" = inactive ] && [ "$(prop Result)" = success ] &&
+      podman exec "$ctr" journalctl -u strata --no-pager | grep -q "stopped cleanly" &&
+      ok "systemctl stop: clean stop, logged to the journal" || bad "systemctl stop"
+  else
+    podman exec "$ctr" systemctl status strata --no-pager 2>&1 | tail -15
+    bad "strata.service not active under systemd ($(prop ActiveState))"
+  fi
+  podman rm -f "$ctr" >/dev/null; ctr=
 }

@@ -7,14 +7,17 @@
 #   image  (only where podman is installed) deploy/Containerfile built from a base that mmdebstrap
 #          makes from the archive (no registry is reachable); one broker produced to and consumed
 #          from through a published port.
-# Usage: scripts/deploy-test.sh [deb] [image]   (default: both). BUILD: the release build (build).
+#   systemd (podman too) the .deb installed with apt-get in a container that runs systemd: the
+#          unit started by systemd (READY=1), restarted after SIGKILL, stopped cleanly.
+# Usage: scripts/deploy-test.sh [deb] [systemd] [image]   (default: all). BUILD: the release
+# build (build).
 # Needs root (chroot, mounts) and Debian's archive. Prints a closing "N passed, N failed" line.
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$src/build}
 [ "${build#/}" = "$build" ] && build=$src/$build
 mirror=${STRATA_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(deb image)
+parts=("$@"); [ ${#parts[@]} -eq 0 ] && parts=(deb systemd image)
 work=$(mktemp -d /var/tmp/strata-deploy-test.XXXXXX)
 passed=0 failed=0 skipped=0
 cleanup() {
@@ -107,9 +110,8 @@ deb_part() {
 for p in "${parts[@]}"; do
   case $p in
   deb) deb_part ;;
-  image) if [ -f "$src/scripts/deploy-test-image.sh" ]; then
-           . "$src/scripts/deploy-test-image.sh"; image_part
-         else say "skipped image: no image test"; skipped=$((skipped + 1)); fi ;;
+  image) . "$src/scripts/deploy-test-image.sh"; image_part ;;
+  systemd) . "$src/scripts/deploy-test-image.sh"; systemd_part ;;
   *) echo "deploy-test: unknown part '$p'" >&2; exit 2 ;;
   esac
 done
