@@ -17,6 +17,8 @@
 # Variables this script reads (the pod spec sets the STRATA_K8S_* ones):
 #   STRATA_CONFIG_FILE        properties file (default /etc/strata/strata.properties)
 #   STRATA_SERVER_BIN         the broker (default strata-server on PATH)
+#   STRATA_ENTRYPOINT_RESOLVE_WAIT  seconds to wait for every voter's name to resolve before
+#                             starting the broker (default 120; 0: do not wait)
 #   STRATA_K8S_REPLICAS       voters: the StatefulSet's replicas (unset: not in Kubernetes)
 #   STRATA_K8S_HEADLESS       the headless Service's name
 #   STRATA_K8S_NAMESPACE      the pod's namespace (downward API: metadata.namespace)
@@ -70,11 +72,33 @@ if [ -n "${STRATA_K8S_REPLICAS:-}" ]; then
     add --set; add "log.dirs=${STRATA_K8S_DATA_DIR:-/var/lib/strata}"
 fi
 
+# Wait for the voters' names to resolve (the broker resolves them once, at start, and exits when
+# one does not): a pod's headless record, a compose service's name, appear only once that pod or
+# container exists, and peers start together.
+voters=${STRATA_CONTROLLER_QUORUM_VOTERS:-${voters:-}}
+wait_s=${STRATA_ENTRYPOINT_RESOLVE_WAIT:-120}
+case $wait_s in '' | *[!0-9]*) fail "STRATA_ENTRYPOINT_RESOLVE_WAIT='$wait_s' (seconds)" ;; esac
+if [ -n "$voters" ] && [ "$wait_s" -gt 0 ]; then
+    deadline=$(($(date +%s) + wait_s))
+    for v in $(echo "$voters" | tr ',' ' '); do
+        host=${v#*@}
+        host=${host%:*}
+        until getent ahostsv4 "$host" >/dev/null 2>&1; do
+            if [ "$(date +%s)" -ge "$deadline" ]; then
+                echo "strata-entrypoint: voter $host does not resolve after ${wait_s}s;" \
+                    "starting anyway" >&2
+                break 2
+            fi
+            sleep 1
+        done
+    done
+fi
+
 # STRATA_<SETTING> variables, sorted so the command line does not depend on the environment's
 # order. Values may hold any character but a newline.
 env | sed -n 's/^\(STRATA_[A-Z0-9_]*\)=.*/\1/p' | LC_ALL=C sort | while read -r var; do
     case $var in
-    STRATA_CONFIG_FILE | STRATA_SERVER_BIN | STRATA_K8S_*) continue ;;
+    STRATA_CONFIG_FILE | STRATA_SERVER_BIN | STRATA_ENTRYPOINT_* | STRATA_K8S_*) continue ;;
     esac
     key=$(printf '%s' "${var#STRATA_}" | sed 's/___/-/g; s/__/\x01/g; s/_/./g; s/\x01/_/g' |
         tr 'A-Z' 'a-z')

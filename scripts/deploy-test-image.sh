@@ -143,13 +143,17 @@ sys.exit(0 if sum(not b["fenced"] for b in d["brokers"]) == 3 else 1)'
     # Kill the partition's leader outright; the other two keep a quorum, elect a new leader
     # from the ISR and still meet min.insync.replicas=2.
     local lead victim rest=() alive
-    lead=$(curl -fsS "http://127.0.0.1:${aports[1]}/v1/partitions?topic=compose-test" |
-      python3 -c '
+    for ((i = 0; i < 50; i++)); do  # the admin API's view may trail the metadata a moment
+      lead=$(curl -fsS "http://127.0.0.1:${aports[1]}/v1/partitions?topic=compose-test" |
+        python3 -c '
 import json, sys
 d = json.load(sys.stdin)
 parts = d if isinstance(d, list) else next(v for v in d.values() if isinstance(v, list))
-print(next(p["leader"] for p in parts if p["topic"] == "compose-test"))')
-    case $lead in 1 | 2 | 3) ;; *) say "leader of compose-test: '$lead'"; lead=1 ;; esac
+print(next(p["leader"] for p in parts if p["topic"] == "compose-test"))' 2>/dev/null)
+      case $lead in 1 | 2 | 3) break ;; esac
+      sleep 0.1
+    done
+    case $lead in 1 | 2 | 3) ;; *) say "leader of compose-test unknown ('$lead'): killing 1"; lead=1 ;; esac
     victim=$(cname "$lead")
     podman kill "$victim" >/dev/null
     # Bootstrap from the two left (a killed container's address stops answering at all, and

@@ -273,7 +273,7 @@ class K8sTest(unittest.TestCase):
 
     def run_entrypoint(self, env, args=(), bindir=None):
         bindir = bindir or fake_server(self.tmp)
-        full = {"PATH": bindir + ":/usr/bin:/bin"}
+        full = {"PATH": bindir + ":/usr/bin:/bin", "STRATA_ENTRYPOINT_RESOLVE_WAIT": "0"}
         full.update(env)
         r = subprocess.run(["sh", ENTRYPOINT] + list(args), env=full, capture_output=True,
                            text=True, timeout=30)
@@ -343,6 +343,15 @@ class K8sTest(unittest.TestCase):
         argv = json.loads(r.stdout)
         self.assertEqual(sets_of(argv)["log.dirs"], "/elsewhere")
         self.assertLess(argv.index("log.dirs=/var/lib/strata"), argv.index("log.dirs=/elsewhere"))
+        # Voters whose names do not resolve: waited for, bounded, then the broker starts anyway.
+        t0 = time.monotonic()
+        r = self.run_entrypoint({"STRATA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093,"
+                                 "2@strata-nowhere.invalid:9093",
+                                 "STRATA_ENTRYPOINT_RESOLVE_WAIT": "2"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreaterEqual(time.monotonic() - t0, 1.0)
+        self.assertIn("voter strata-nowhere.invalid does not resolve after 2s", r.stderr)
+        self.assertNotIn("entrypoint.resolve.wait", r.stdout)
         # A pod name without an ordinal, an ordinal past the replicas, a missing headless name.
         for bad in ({"HOSTNAME": "strata"}, {"HOSTNAME": "strata-3"},
                     {"HOSTNAME": "strata-x"}, {"HOSTNAME": "strata-0", "STRATA_K8S_HEADLESS": ""}):
