@@ -9,7 +9,7 @@ SIM_SEEDS  ?= 20000
 # "Entering directory" lines.
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps release run cluster test chaos fuzz bench format clean
+.PHONY: all deps release deb deploy-test run cluster test chaos fuzz bench format clean
 
 all: release
 
@@ -19,6 +19,15 @@ deps:
 release: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSTRATA_TESTS=OFF -DSTRATA_SANITIZE=OFF >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The Debian package from the release build (scripts/mkdeb.sh, deploy/debian/): build/deb/.
+deb: release
+	@scripts/mkdeb.sh $(BUILD)
+
+# Installs the .deb into a fresh Debian root (mmdebstrap) and, where podman is installed, builds
+# and runs the container image (scripts/deploy-test.sh; root, Debian's archive; minutes).
+deploy-test: release
+	@BUILD=$(BUILD) scripts/deploy-test.sh
 
 run: release
 	@mkdir -p data

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef ST_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #include "admin/admin.h"
 #include "base/clock.h"
@@ -48,6 +51,21 @@ static int default_smp(void)
 }
 
 static int run(int argc, char **argv, st_config_t *cfgp, char **sets);
+
+/*
+ * Tells systemd (Type=notify) where the broker stands: READY=1 once it serves, STOPPING=1 when
+ * a signal starts the shutdown. A no-op outside systemd (no NOTIFY_SOCKET) or without libsystemd.
+ */
+static void notify(const char *state)
+{
+#ifdef ST_HAVE_SYSTEMD
+    int rc = sd_notify(0, state);
+    if (rc < 0)
+        ST_WARN("sd_notify(%s): %s", state, strerror(-rc));
+#else
+    (void)state;
+#endif
+}
 
 /*
  * Request frames of more than 128 KiB (a producer's batches) are malloc'd per request. glibc
@@ -215,6 +233,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
             STRATA_VERSION, cfgp->listen_host, b->listen_port, cfgp->advertised_host,
             cfgp->advertised_port ? cfgp->advertised_port : b->listen_port, smp, cfgp->log_dirs,
             b->cluster_id, (long long)cfgp->node_id);
+    notify("READY=1\nSTATUS=serving");
     int sig = 0;
     /* SIGHUP: the TLS listeners load their certificate files again (as when they change). */
     while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) {
@@ -222,6 +241,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
         st_broker_reload_tls(b);
     }
     ST_INFO("received %s, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    notify("STOPPING=1");
     st_broker_stop(b);
     st_broker_join(b);
     st_admin_destroy(admin);
