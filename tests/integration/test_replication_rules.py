@@ -439,6 +439,22 @@ class RulesTest(unittest.TestCase):
                     % (last, self.ends(topic)))
         return last[to]
 
+    def wait_leader_hw(self, topic, want, timeout):
+        """Waits (bounded) until partition 0's leader answers ListOffsets(latest) >= want; at
+        the end the caller's checks say what is missing, so a timeout is not an error here."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                ld = self.part(topic)["leader"]
+                if ld >= 1 and self.c.node(ld).alive():
+                    with kwire.Conn.to(self.c.node(ld).bootstrap, 5) as conn:
+                        err, hw = list_offset(conn, topic, 0, -1)
+                    if not err and hw >= want:
+                        return
+            except (AssertionError, OSError, EOFError):
+                pass
+            time.sleep(0.1)
+
     def read_all(self, topic, timeout=20):
         """Every record of partition 0 from its log start to its high watermark, as its leader
         serves them now: ({offset: value}, (log start, high watermark)). Raw Fetch requests
@@ -628,6 +644,10 @@ class RulesTest(unittest.TestCase):
         c.sigcont(B)
         self.wait_part(topic, lambda q: sorted(q["isr"]) == sorted(q["replicas"])
                        and q["leader"] >= 1, 40, "every replica of %s back in the ISR" % topic)
+        # the new leader's high watermark starts at its own (10) and moves once its followers
+        # fetched from it: what is acknowledged must become readable, in bounded time (not at
+        # once: the metadata's full ISR above is the old leader's word)
+        self.wait_leader_hw(topic, 20, 20)
         got, marks = self.read_all(topic)
         lost = sorted(o for v, o in acked.items() if got.get(o) != v)
         if lost or a_end < 20:
