@@ -67,6 +67,16 @@ class CliDeadlineTest(unittest.TestCase):
     def test_leader_down_and_interrupt(self):
         r, _ = self.cli("topic", "create", TOPIC, "-p", "3", "-r", "1", "-b", self.boot)
         self.assertEqual(r.returncode, 0, r.stderr)
+
+        def everywhere():
+            """Every broker's metadata has the topic, each partition led (a creation reaches
+            the brokers' views one after another)."""
+            for n in self.c.nodes:
+                parts = self.c.metadata(n, [TOPIC])["topics"].get(TOPIC, {}).get("partitions")
+                if not parts or len(parts) != 3 or any(p["leader"] < 1 for p in parts.values()):
+                    return False
+            return True
+        wait_until(everywhere, 30, "the new topic in every broker's metadata")
         r, _ = self.cli("produce", TOPIC, "--message", "one", "-b", self.boot)
         self.assertEqual(r.returncode, 0, r.stderr)
         # The broker leading partition 0 (not the controller, so the others stay a quorum).
