@@ -135,12 +135,9 @@ static bool prod_verify(st_part_t *part, prod_part_t *pp)
     /* round 1: the batch's note of waiting goes (partition.h), whatever follows */
     if (pp->verify != VERIFY_NO)
         st_part_verify_forget(part, pp->pid, pp->epoch, pp->seq);
-    if (!st_part_txn_verify_needed(part, pp->records, len, &pid, &epoch, &guard))
+    int32_t seq;
+    if (!st_part_txn_verify_needed(part, pp->records, len, &pid, &epoch, &seq, &guard))
         return false; /* not a transaction's first batch here (or not transactional) */
-    int64_t bpid;
-    int16_t bepoch;
-    int32_t seq = -1;
-    st_part_batch_producer(pp->records, len, &bpid, &bepoch, &seq);
     if (pp->verify == VERIFY_NO) {
         pp->verify = VERIFY_ASK;
         pp->guard = guard;

@@ -455,9 +455,9 @@ void st_parts_clean_tick(st_parts_t *t);
 
 /* Whether records (a produce's batches for p) open a transaction of their producer here: the
  * first batch is transactional and its producer has no ongoing transaction in p at that
- * epoch. When true, fills *pid, *epoch and *guard. */
+ * epoch. When true, fills *pid, *epoch, *seq (the batch's first sequence) and *guard. */
 bool st_part_txn_verify_needed(const st_part_t *p, const uint8_t *records, size_t len, int64_t *pid,
-                               int16_t *epoch, uint32_t *guard);
+                               int16_t *epoch, int32_t *seq, uint32_t *guard);
 /* After a verification: no marker of pid was written in p since *guard was taken. */
 bool st_part_txn_guard_holds(const st_part_t *p, int64_t pid, uint32_t guard);
 /*
@@ -477,8 +477,5 @@ bool st_part_txn_guard_holds(const st_part_t *p, int64_t pid, uint32_t guard);
 void st_part_verify_pending(st_part_t *p, int64_t pid, int16_t epoch, int32_t seq);
 bool st_part_verify_behind(const st_part_t *p, int64_t pid, int16_t epoch, int32_t seq);
 void st_part_verify_forget(st_part_t *p, int64_t pid, int16_t epoch, int32_t seq);
-/* The producer id, epoch and first sequence of records' first batch: false when it has none. */
-bool st_part_batch_producer(const uint8_t *records, size_t len, int64_t *pid, int16_t *epoch,
-                            int32_t *seq);
 
 #endif

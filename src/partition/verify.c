@@ -7,7 +7,7 @@
 #include "storage/batch.h"
 
 bool st_part_txn_verify_needed(const st_part_t *p, const uint8_t *records, size_t len, int64_t *pid,
-                               int16_t *epoch, uint32_t *guard)
+                               int16_t *epoch, int32_t *seq, uint32_t *guard)
 {
     st_batch_hdr_t h;
     if (!p->log || len < ST_BATCH_HEADER_SIZE || st_batch_parse_hdr(records, len, &h) ||
@@ -18,6 +18,7 @@ bool st_part_txn_verify_needed(const st_part_t *p, const uint8_t *records, size_
         return false; /* its transaction is open here already: the coordinator added it */
     *pid = h.producer_id;
     *epoch = h.producer_epoch;
+    *seq = h.base_sequence;
     *guard = p->marker_gen[(uint64_t)h.producer_id % ST_PART_VERIFY_BUCKETS];
     return true;
 }
@@ -25,19 +26,6 @@ bool st_part_txn_verify_needed(const st_part_t *p, const uint8_t *records, size_
 bool st_part_txn_guard_holds(const st_part_t *p, int64_t pid, uint32_t guard)
 {
     return p->marker_gen[(uint64_t)pid % ST_PART_VERIFY_BUCKETS] == guard;
-}
-
-bool st_part_batch_producer(const uint8_t *records, size_t len, int64_t *pid, int16_t *epoch,
-                            int32_t *seq)
-{
-    st_batch_hdr_t h;
-    if (!records || len < ST_BATCH_HEADER_SIZE || st_batch_parse_hdr(records, len, &h) ||
-        h.producer_id < 0)
-        return false;
-    *pid = h.producer_id;
-    *epoch = h.producer_epoch;
-    *seq = h.base_sequence;
-    return true;
 }
 
 static bool live(const st_part_t *p, int i, int64_t now)
