@@ -240,12 +240,16 @@ int st_log_roll_to(st_log_t *log, int64_t base)
     int rc = st_segment_flush_indexes(a, true);
     if (rc < 0)
         return rc;
-    /* With a journal the segment's bytes may be durable only there. The new segment's name
-     * must not reach the disk before them: recovery would take it for the log end and skip
-     * the journal's entries below it as already held (a hole). So they are synced now; one
-     * blocking fdatasync per roll, of at most a few seconds' worth (journal.c syncs segments
+    /* The new segment's name must not reach the disk before the bytes of this one: recovery
+     * takes the last segment's name for the log end, so a power cut that lost this segment's
+     * unsynced tail would leave a hole below it (offsets the log claims and holds nowhere: a
+     * follower would never fetch them, a leader would serve around them; the replication
+     * simulation's seed 282 found it once followers could read past the durable end). With a
+     * journal the bytes may be durable only there, and recovery would skip the journal's
+     * entries below the new name as already held. So they are synced now; one blocking
+     * fdatasync per roll, of what the flush policy has not synced yet (journal.c syncs segments
      * lazily but steadily). A round in flight may be syncing it still: synced here too. */
-    if (log->jl.j && a->size > 0 && (a->log_dirty || log->sync_pending > 0)) {
+    if (a->size > 0 && (a->log_dirty || log->sync_pending > 0)) {
         if ((rc = st_file_sync_now(a->log)) < 0)
             return rc;
         a->log_dirty = false;
