@@ -406,6 +406,7 @@ void st_broker_destroy(st_broker_t *b)
     free(b->tls);
     free(b->listeners);
     free(b->shards);
+    free(b->fetchers); /* the array replication_start made (each fetcher its references freed) */
     free(b);
 }
 

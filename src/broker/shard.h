@@ -90,8 +90,10 @@ struct st_broker {
     /* the metadata quorum (this node alone without controller.quorum.voters) and the state it
      * last published (taken by shard 0) */
     struct st_quorum *quorum;
-    struct st_fetcher *fetcher; /* the follower fetcher (replica/fetcher.h), cluster only */
-    struct st_client *client;   /* the inter-broker client (replica/client.h): markers */
+    /* the follower fetchers (replica/fetcher.h), one per shard, each fetching the partitions
+     * its shard follows: cluster only; published whole by st_krepl_start */
+    struct st_fetcher **fetchers;
+    struct st_client *client; /* the inter-broker client (replica/client.h): markers */
     _Atomic(st_md_t *) quorum_md;
     _Atomic(struct json_t *) quorum_seed; /* an upgrade's records until the quorum takes them */
     _Atomic int quorum_stopped; /* st_broker_stop stopped it: no state will come any more */

@@ -18,10 +18,12 @@
  * first tells the partition where the follower's durable log ends — the offset it fetches from
  * (st_part_follower_fetch: validated against the leader epochs first, KIP-320; then the high
  * watermark and acks=all waits move on it) — then reads up
- * to the leader's durable log end, past the high watermark (st_part_read_replica); the answer's
- * high_watermark is the leader's, which the follower adopts. With nothing to read it waits for
- * the leader's durable end to move (st_part_add_replica_waiter), not the high watermark, so new
- * records reach the followers at once. Consumers (replica_id < 0) read up to the high watermark.
+ * to the leader's log end, durable here or not, past the high watermark (st_part_read_replica:
+ * the followers' fetch and sync overlap the leader's own); the answer's high_watermark is the
+ * leader's, which the follower adopts. With nothing to read it waits for the log end to move or
+ * the high watermark to change (st_part_add_replica_waiter), so new records reach the followers
+ * as they are appended and a follower learns the high watermark without waiting max_wait. Consumers
+ * (replica_id < 0) read up to the high watermark.
  *
  * In a cluster a partition this broker does not lead (or leads but has not opened yet) is
  * NOT_LEADER_OR_FOLLOWER, and current_leader_epoch is checked against the snapshot's leader epoch
@@ -91,7 +93,9 @@ typedef struct {
     st_txn_aborted_t *aborted; /* read_committed: the aborted transactions the read overlaps
                                   (malloc'd on the owner, freed on the origin) */
     int naborted;
-    int64_t durable;  /* a follower's fetch: the leader's durable end its read saw */
+    int64_t end_seen; /* a follower's fetch: the leader's log end its read saw */
+    int64_t hw_first; /* a follower's fetch: the high watermark its first read saw */
+    bool hw_known;    /* hw_first is set */
     fetch_rel_t *rel; /* non-NULL when the read returned bytes */
     uint8_t *conv;    /* v0-3: the records converted down (malloc'd), sent instead of rel */
     st_kp_fetch_resp_partition_t *out;
@@ -173,7 +177,7 @@ static int16_t fetch_read_replica(st_part_t *p, int32_t replica, fetch_part_t *f
                                fp->replica_log_start, st_mono_ms(), &fp->div);
     rd->hw = st_part_hw(p);
     rd->log_start = st_part_log_start(p);
-    fp->durable = st_part_durable_end(p);
+    fp->end_seen = st_part_log_end(p);
     if (e || fp->div.epoch >= 0)
         return e;
     e = st_part_read_replica(p, fp->fetch_offset, fp->max_bytes, rd);
@@ -252,9 +256,10 @@ typedef struct {
     int waiter;
     uint8_t topic_id[16];
     int32_t partition;
-    int32_t replica_id; /* >= 0: a follower's fetch, waiting on the durable end */
+    int32_t replica_id; /* >= 0: a follower's fetch, waiting on the log end and the hw */
     bool committed;     /* read_committed: waiting on the last stable offset */
-    int64_t seen;       /* the high watermark (durable end, LSO) the fetch's last read saw */
+    int64_t seen;       /* the high watermark (log end, LSO) the fetch's last read saw */
+    int64_t seen_hw;    /* a follower's fetch: the high watermark its last read saw */
 } fetch_reg_t;
 
 static void fetch_reg_on_owner(st_msg_t *m)
@@ -264,7 +269,7 @@ static void fetch_reg_on_owner(st_msg_t *m)
     st_part_t *p = st_parts_get(&s->parts, g->topic_id, g->partition);
     bool ok = p && st_part_online(p) && !st_kleader_local(s, p);
     if (ok && g->replica_id >= 0 && !st_kleader_follower_local(p, g->replica_id))
-        st_part_add_replica_waiter(p, g->waiter, g->seen);
+        st_part_add_replica_waiter(p, g->waiter, g->seen, g->seen_hw);
     else if (ok && g->replica_id < 0 && g->committed)
         st_part_add_lso_waiter(p, g->waiter, g->seen);
     else if (ok && g->replica_id < 0)
@@ -327,11 +332,12 @@ static void fetch_wait(st_fetch_t *f)
         g->partition = fp->partition;
         g->replica_id = f->replica_id;
         /* Wait for data past what this round saw: the high watermark its read stopped at (a
-         * follower's: the durable end). (The fetch offset would be wrong whenever some data is
-         * there already: the owner would see data past it and wake the fetch at once, round
-         * after round.) */
+         * follower's: the log end, and the high watermark too). (The fetch offset would be wrong
+         * whenever some data is there already: the owner would see data past it and wake the fetch
+         * at once, round after round.) */
         g->committed = f->replica_id < 0 && f->req.isolation_level == 1;
-        g->seen = f->replica_id >= 0 ? fp->durable : g->committed ? fp->lso : fp->hw;
+        g->seen = f->replica_id >= 0 ? fp->end_seen : g->committed ? fp->lso : fp->hw;
+        g->seen_hw = fp->hw;
         st_mesh_send(s->b->mesh, s->id, fp->owner, &g->msg, fetch_reg_on_owner);
     }
     f->waiting = true;
@@ -350,16 +356,25 @@ static void fetch_gathered(void *arg)
 {
     st_fetch_t *f = arg;
     int64_t bytes = 0;
-    bool error = false;
+    bool error = false, hw_moved = false;
     for (int i = 0; i < f->nparts; i++) {
-        if (f->parts[i].rel)
-            bytes += f->parts[i].rel->read.bytes;
-        if (f->parts[i].error || f->parts[i].div.epoch >= 0)
+        fetch_part_t *fp = &f->parts[i];
+        if (fp->rel)
+            bytes += fp->rel->read.bytes;
+        if (fp->error || fp->div.epoch >= 0)
             error = true; /* answered at once (a diverging follower too) */
+        /* a follower learns a new high watermark at once (its records become readable there,
+         * its transactions' markers stable), not at max_wait */
+        if (f->replica_id >= 0 && !fp->error) {
+            hw_moved |= fp->hw_known && fp->hw != fp->hw_first;
+            if (!fp->hw_known)
+                fp->hw_first = fp->hw;
+            fp->hw_known = true;
+        }
     }
     bool stopping = atomic_load_explicit(&f->r->shard->b->stopping, memory_order_relaxed);
-    if (f->final || error || stopping || bytes >= f->req.min_bytes || f->req.max_wait_ms <= 0 ||
-        st_mono_ns() >= f->deadline_ns) {
+    if (f->final || error || stopping || hw_moved || bytes >= f->req.min_bytes ||
+        f->req.max_wait_ms <= 0 || st_mono_ns() >= f->deadline_ns) {
         fetch_respond(f);
         return;
     }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,14 +109,15 @@ static void hook_job(void *arg, int shard, const uint8_t topic_id[16], int32_t p
 {
     st_broker_t *b = arg;
     krepl_job_t *j = calloc(1, sizeof *j);
+    st_fetcher_t *f = b->fetchers[shard]; /* the fetcher of the shard the partition is on */
     if (!j) {
         free(records);
         if (want_position)
-            st_fetcher_position(b->fetcher, topic_id, partition, leader_epoch, -1, -1, -1, -ENOMEM);
+            st_fetcher_position(f, topic_id, partition, leader_epoch, -1, -1, -1, -ENOMEM);
         return;
     }
     j->call.fn = job_run;
-    j->f = b->fetcher;
+    j->f = f;
     st_fetcher_ref(j->f);
     memcpy(j->topic_id, topic_id, 16);
     j->partition = partition;
@@ -132,7 +134,8 @@ static st_fetcher_t *link_fetcher(st_kshard_t *s)
 {
     if (atomic_load(&s->b->quorum_stopped))
         return NULL; /* stopping: the fetcher may be gone (replica_link.h) */
-    return __atomic_load_n(&s->b->fetcher, __ATOMIC_ACQUIRE);
+    st_fetcher_t **fs = __atomic_load_n(&s->b->fetchers, __ATOMIC_ACQUIRE);
+    return fs ? fs[s->id] : NULL;
 }
 
 static void follow_one(void *arg, st_part_t *p)
@@ -142,15 +145,15 @@ static void follow_one(void *arg, st_part_t *p)
         st_krepl_follow(s, p, s->md);
 }
 
-/* On each shard once the fetcher exists: follow what the shard's roles already say (a
- * snapshot adopted before b->fetcher was set followed nothing). */
+/* On each shard once the fetchers exist: follow what the shard's roles already say (a
+ * snapshot adopted before b->fetchers was set followed nothing). */
 static void resync_run(st_kshard_t *s, st_ext_call_t *c)
 {
     free(c);
     st_parts_each(&s->parts, follow_one, s);
 }
 
-/* On each shard after the fetcher stopped: drops the shard's reference. */
+/* On each shard after its fetcher stopped: drops the shard's reference. */
 typedef struct release_call {
     st_ext_call_t call;
     st_fetcher_t *f;
@@ -169,13 +172,26 @@ int st_krepl_start(st_broker_t *b, char *err, size_t errlen)
     static st_fetcher_hooks_t hooks = {.job = hook_job};
     st_fetcher_hooks_t h = hooks;
     h.arg = b;
-    st_fetcher_t *f;
-    int rc = st_fetcher_start(&f, b->cfg, &h, err, errlen);
-    if (rc)
-        return rc;
-    for (int i = 0; i < b->nshards; i++)
-        st_fetcher_ref(f); /* each shard's, dropped by release_run */
-    __atomic_store_n(&b->fetcher, f, __ATOMIC_RELEASE);
+    /* One fetcher (thread, connection per leader) per shard, as DESIGN.md says: a shard's
+     * followed partitions are fetched, appended and synced without waiting on another shard's,
+     * and replication scales with the shards (each leader sees one connection per follower
+     * shard, which its listener spreads over its own shards). */
+    st_fetcher_t **fs = calloc((size_t)b->nshards, sizeof *fs);
+    if (!fs) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (int i = 0; i < b->nshards; i++) {
+        int rc = st_fetcher_start(&fs[i], b->cfg, &h, err, errlen);
+        if (rc) {
+            while (i-- > 0)
+                st_fetcher_stop(fs[i]);
+            free(fs);
+            return rc;
+        }
+        st_fetcher_ref(fs[i]); /* its shard's, dropped by release_run */
+    }
+    __atomic_store_n(&b->fetchers, fs, __ATOMIC_RELEASE);
     for (int i = 0; i < b->nshards; i++) {
         st_ext_call_t *c = calloc(1, sizeof *c);
         if (!c)
@@ -188,18 +204,21 @@ int st_krepl_start(st_broker_t *b, char *err, size_t errlen)
 
 void st_krepl_stop(st_broker_t *b)
 {
-    st_fetcher_t *f = __atomic_load_n(&b->fetcher, __ATOMIC_ACQUIRE);
-    if (!f)
+    st_fetcher_t **fs = __atomic_load_n(&b->fetchers, __ATOMIC_ACQUIRE);
+    if (!fs)
         return;
-    st_fetcher_stop(f); /* joins; drops the broker's own reference */
+    for (int i = 0; i < b->nshards; i++)
+        st_fetcher_stop(fs[i]); /* joins; drops the broker's own reference */
     for (int i = 0; i < b->nshards; i++) {
         release_call_t *r = calloc(1, sizeof *r);
         if (!r)
             continue; /* that shard's reference stays: a leak, never a freed fetcher in use */
         r->call.fn = release_run;
-        r->f = f;
+        r->f = fs[i];
         st_broker_post(b, i, &r->call);
     }
+    /* the array stays (a shard may read it until it sees quorum_stopped): st_broker_destroy
+     * frees it */
 }
 
 /* ---- following ---- */

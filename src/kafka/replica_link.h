@@ -1,6 +1,7 @@
 /*
- * replica_link.h — the follower fetcher (replica/fetcher.h) tied to the shards: starts and
- * stops it with the broker, tells it which partitions this broker follows and from whom, and
+ * replica_link.h — the follower fetchers (replica/fetcher.h) tied to the shards: one per shard
+ * (each fetches what its shard follows, over its own connection to each leader); starts and
+ * stops them with the broker, tells each which partitions its shard follows and from whom, and
  * runs what it asks of a partition (append the leader's batches, truncate, take the leader's
  * high watermark) on the partition's owner shard, answering with the durable position.
  *
@@ -11,7 +12,7 @@
  * follows at the job's leader epoch: the metadata moved on and the fetcher has been, or will
  * be, told.
  *
- * Lifetime: the broker's reference to the fetcher (b->fetcher) is dropped only once every
+ * Lifetime: a shard's reference to its fetcher (b->fetchers[shard]) is dropped only once the
  * shard has run a release call posted after the fetcher stopped, and each job holds its own,
  * so a shard never reaches a freed fetcher. st_krepl_follow / _unfollow do nothing once the
  * quorum has stopped (no new follow after replication_stop).

@@ -369,6 +369,7 @@ bool st_part_write_marker(st_part_t *p, int64_t pid, int16_t epoch, bool commit,
         return false;
     }
     st_part_note_marker(p, pid, epoch, commit, coordinator_epoch, info.base_offset, now);
+    st_part_appended(p);
     p->bytes_in += sizeof b;
     res->appended_bytes = sizeof b;
     res->base_offset = info.base_offset;
@@ -439,6 +440,7 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, i
             return false;
         }
         record_producers(p, records, len, info.base_offset);
+        st_part_appended(p); /* the followers fetch it now, while it syncs here */
         p->records_in += (uint64_t)info.records;
         p->bytes_in += (uint64_t)len;
         res->appended_bytes = (int64_t)len;

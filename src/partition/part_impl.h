@@ -36,7 +36,7 @@ typedef struct st_part_repl {
     int64_t leader_start;          /* follower: the leader's log start from its last answer (-1) */
     int64_t durable_start;         /* follower: the log start known durable (the one reported) */
     struct st_repl_wait *del_head; /* leader: DeleteRecords waiting for the low watermark */
-    int64_t durable_seen;          /* the durable end replica fetches were last woken for */
+    int64_t end_seen;              /* leader: the log end replica fetches were last woken for */
     struct st_repl_wait *acks_head, *acks_tail; /* leader: acks=all waiting for the ISR */
 } st_part_repl_t;
 
@@ -44,15 +44,16 @@ struct st_part {
     uint8_t topic_id[16];
     int32_t index;
     char *topic;
-    st_log_t *log;           /* NULL: offline (open_err) or deleted */
-    st_parts_t *parts;       /* the owning table */
-    int64_t hw;              /* high watermark */
-    uint64_t waiters[4];     /* bitmap of shards (up to 256) with fetches waiting */
-    uint64_t lso_waiters[4]; /* the same for read_committed fetches (the LSO) */
-    int64_t lso;             /* the last stable offset as last computed (st_part_update_hw) */
-    int pending_durable;     /* durability callbacks outstanding (they hold the partition) */
-    bool dead;               /* deleted: freed once pending_durable drops to 0 */
-    int open_err;            /* offline (log NULL): why its log could not be opened */
+    st_log_t *log;               /* NULL: offline (open_err) or deleted */
+    st_parts_t *parts;           /* the owning table */
+    int64_t hw;                  /* high watermark */
+    uint64_t waiters[4];         /* bitmap of shards (up to 256) with fetches waiting */
+    uint64_t lso_waiters[4];     /* the same for read_committed fetches (the LSO) */
+    uint64_t replica_waiters[4]; /* the same for followers' fetches (log end, high watermark) */
+    int64_t lso;                 /* the last stable offset as last computed (st_part_update_hw) */
+    int pending_durable;         /* durability callbacks outstanding (they hold the partition) */
+    bool dead;                   /* deleted: freed once pending_durable drops to 0 */
+    int open_err;                /* offline (log NULL): why its log could not be opened */
     uint64_t records_in, bytes_in, records_out, bytes_out;
     st_pstate_t pstate; /* idempotent producers (rebuilt from the log at open) */
     /* markers written, by producer id bucket (verify.c: a produce verified with the

@@ -377,6 +377,7 @@ static void wake_waiters(st_part_t *p)
 {
     wake_set(p, p->waiters);
     wake_set(p, p->lso_waiters);
+    wake_set(p, p->replica_waiters);
 }
 
 void st_parts_delete(st_parts_t *t, st_part_t *p)
@@ -461,7 +462,7 @@ bool st_part_stats(st_part_t *p, st_part_stats_t *out)
         out->leads = true;
         out->replicas = rp->role.nreplicas;
         out->isr = rp->role.nisr;
-        int64_t end = st_part_durable_end(p);
+        int64_t end = st_log_end_offset(p->log);
         for (int i = 0; i < rp->role.nreplicas; i++) {
             if (rp->role.replicas[i] == rp->role.self)
                 continue;
@@ -496,11 +497,6 @@ void st_part_update_hw(st_part_t *p)
     int64_t local = hw_of(p->log);
     int64_t hw = st_part_repl_hw(p, local);
     bool wake = hw != p->hw;
-    /* replica fetches wait for the durable end, which moves ahead of the high watermark */
-    if (p->repl.on && p->repl.role.leader && local != p->repl.durable_seen) {
-        p->repl.durable_seen = local;
-        wake = true;
-    }
     p->hw = hw;
     st_pstate_hw_moved(&p->pstate, hw);
     int64_t lso = st_part_lso(p);
@@ -514,18 +510,31 @@ void st_part_update_hw(st_part_t *p)
     if (p->repl.on && !p->repl.role.leader && p->repl.leader_start > st_log_start_offset(p->log))
         st_part_follow_start(p);
     st_part_repl_moved(p);
-    if (wake)
+    if (wake) {
         wake_set(p, p->waiters);
+        wake_set(p, p->replica_waiters); /* followers learn the high watermark at once */
+    }
+    st_part_appended(p);
 }
 
-void st_part_add_replica_waiter(st_part_t *p, int waiter, int64_t seen_end)
+void st_part_appended(st_part_t *p)
 {
-    if (p->log && hw_of(p->log) != seen_end) {
+    /* replica fetches wait for the log end, which moves ahead of the durable end */
+    if (p->log && p->repl.on && p->repl.role.leader &&
+        st_log_end_offset(p->log) != p->repl.end_seen) {
+        p->repl.end_seen = st_log_end_offset(p->log);
+        wake_set(p, p->replica_waiters);
+    }
+}
+
+void st_part_add_replica_waiter(st_part_t *p, int waiter, int64_t seen_end, int64_t seen_hw)
+{
+    if (p->log && (st_log_end_offset(p->log) != seen_end || p->hw != seen_hw)) {
         st_parts_config_t *cfg = &p->parts->cfg;
         cfg->wake(cfg->wake_arg, waiter, p->topic_id, p->index);
         return;
     }
-    p->waiters[waiter / 64] |= 1ull << (waiter % 64);
+    p->replica_waiters[waiter / 64] |= 1ull << (waiter % 64);
 }
 
 void st_part_add_waiter(st_part_t *p, int waiter, int64_t seen_hw)

@@ -382,6 +382,8 @@ int st_part_truncate(st_part_t *p, int64_t offset, int32_t end_epoch);
 int st_part_restart_at(st_part_t *p, int64_t offset);
 /* The log start offset (-1 offline). */
 int64_t st_part_log_start(const st_part_t *p);
+/* The log end offset, durable or not (-1 offline). */
+int64_t st_part_log_end(const st_part_t *p);
 /* The log start a follower reports to its leader: the one known durable (a crash can bring an
  * unsynced start back, and the leader's DeleteRecords counts on what followers report); a
  * leader's or a single broker's own log start. -1 offline. */
@@ -404,10 +406,16 @@ int64_t st_part_low_watermark(const st_part_t *p);
 int64_t st_part_durable_end(const st_part_t *p);
 /* The latest leader epoch in the log (-1: none). */
 int32_t st_part_latest_epoch(const st_part_t *p);
-/* Leader: a replica's Fetch read: up to the durable log end, past the high watermark. */
+/* Leader: a replica's Fetch read: up to the log end, durable here or not, past the high
+ * watermark (the followers' fetch and sync overlap the leader's own sync; the high watermark
+ * stays the smallest durable end over the ISR, this replica's included: docs/replication.md). */
 int16_t st_part_read_replica(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out);
-/* Marks shard `waiter` as waiting for the durable end to pass `seen_end` (replica fetches). */
-void st_part_add_replica_waiter(st_part_t *p, int waiter, int64_t seen_end);
+/* Marks shard `waiter` as waiting for the log end to pass `seen_end` or the high watermark to
+ * leave `seen_hw` (replica fetches: new records, or a high watermark the followers learn at
+ * once); wakes it now if either moved already. */
+void st_part_add_replica_waiter(st_part_t *p, int waiter, int64_t seen_end, int64_t seen_hw);
+/* Leader: records were appended: wakes the replica fetches waiting on the log end. */
+void st_part_appended(st_part_t *p);
 
 /* ---- fetch waiters ---- */
 

@@ -51,7 +51,7 @@ int16_t st_part_read_committed(st_part_t *p, int64_t offset, int32_t max_bytes, 
 
 int16_t st_part_read_replica(st_part_t *p, int64_t offset, int32_t max_bytes, st_part_read_t *out)
 {
-    return read_upto(p, offset, max_bytes, p->log ? st_part_durable_end(p) : 0, out);
+    return read_upto(p, offset, max_bytes, p->log ? st_log_end_offset(p->log) : 0, out);
 }
 
 /* The epoch ListOffsets and OffsetForLeaderEpoch report: 0 before any append. */

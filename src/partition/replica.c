@@ -360,10 +360,9 @@ int16_t st_part_follower_fetch(st_part_t *p, int32_t replica, int64_t offset, in
         return ST_KERR_OFFSET_OUT_OF_RANGE;
     r->pos[k] = offset;
     r->start[k] = log_start;
-    /* Caught up: it reached the end its previous fetch saw (Kafka's rule). A follower reads
-     * only up to the leader's durable end, so that is the end it is measured against: a leader
-     * whose own syncs are slow must not push healthy followers out of the ISR. */
-    int64_t end = st_part_durable_end(p);
+    /* Caught up: it reached the end its previous fetch saw (Kafka's rule: the log end, which
+     * a follower reads up to). */
+    int64_t end = st_log_end_offset(p->log);
     if (offset >= r->target[k] || offset >= end)
         r->caught_up_ms[k] = now_ms;
     r->target[k] = end;
@@ -503,6 +502,11 @@ int st_part_restart_at(st_part_t *p, int64_t offset)
 int64_t st_part_log_start(const st_part_t *p)
 {
     return p->log ? st_log_start_offset(p->log) : -1;
+}
+
+int64_t st_part_log_end(const st_part_t *p)
+{
+    return p->log ? st_log_end_offset(p->log) : -1;
 }
 
 int64_t st_part_durable_start(const st_part_t *p)

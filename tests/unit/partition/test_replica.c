@@ -496,8 +496,11 @@ static void test_isr_change_due(void **state)
     fx_close(f);
 }
 
-/* 4b. A leader whose own syncs are slow: its followers read only up to its durable end, so
- * reaching that end is caught up, and they stay in the ISR however far its log end runs ahead. */
+/* 4b. Followers read up to the leader's log end, synced on the leader or not, so its sync and
+ * theirs overlap; the high watermark stays the smallest durable end over the ISR with the
+ * leader's own included: an acks=all append whose bytes every follower has synced still waits
+ * for the leader's sync. Caught up is measured against the log end: a follower that stays at
+ * the leader's durable end while the log end runs ahead leaves the ISR. */
 static void test_slow_leader_keeps_followers(void **state)
 {
     (void)state;
@@ -511,31 +514,91 @@ static void test_slow_leader_keeps_followers(void **state)
     assert_true(produce(f, 3, ST_ACKS_LEADER, &res, &a));
     settle(f);
     assert_int_equal(st_part_durable_end(p), 3);
-    /* More records whose sync never completes while the followers fetch. */
+    fetched(p, 2, 3, t0 + 1);
+    fetched(p, 3, 3, t0 + 1);
+    assert_int_equal(p->hw, 3);
+    /* More records whose sync has not completed here: a follower's read gets them. */
     answer_t b = {0, 0};
-    assert_true(produce(f, 4, ST_ACKS_LEADER, &res, &b));
+    assert_true(produce(f, 4, ST_ACKS_ALL, &res, &b));
     assert_int_equal(log_end(f), 7);
     assert_int_equal(st_part_durable_end(p), 3);
+    st_part_read_t rd;
+    assert_int_equal(st_part_read_replica(p, 3, 1 << 20, &rd), 0);
+    assert_int_equal(rd.read.next_offset, 7);
+    st_log_read_release(&rd.read);
+    /* Both followers have them durably: the high watermark still waits for the leader. */
     int32_t isr[ST_PART_MAX_REPLICAS];
     int16_t nisr = -1;
     for (int64_t t = t0 + 10; t <= t0 + 3 * LAG_MS; t += LAG_MS / 4) {
-        fetched(p, 2, 3, t);
-        fetched(p, 3, 3, t);
+        fetched(p, 2, 7, t);
+        fetched(p, 3, 7, t);
         assert_false(st_part_isr_change_due(p, t, LAG_MS, RETRY_MS, isr, &nisr));
+        assert_int_equal(p->hw, 3);
+        assert_int_equal(b.calls, 0);
     }
     assert_int_equal(nisr, -1);
-    /* A follower that stays below the durable end does leave. */
+    /* The leader's sync completes: the high watermark moves and the append is answered. */
+    settle(f);
+    assert_int_equal(st_part_durable_end(p), 7);
+    assert_int_equal(p->hw, 7);
+    assert_int_equal(b.calls, 1);
+    assert_int_equal(b.err, 0);
+    /* A follower that stays at the old durable end while the log end is past it leaves. */
+    answer_t c = {0, 0};
+    assert_true(produce(f, 2, ST_ACKS_LEADER, &res, &c));
+    assert_int_equal(log_end(f), 9);
     int64_t t1 = t0 + 3 * LAG_MS;
     for (int64_t t = t1 + LAG_MS / 4; t <= t1 + 2 * LAG_MS; t += LAG_MS / 4) {
-        fetched(p, 2, 3, t);
-        fetched(p, 3, 1, t);
+        fetched(p, 2, 9, t);
+        fetched(p, 3, 7, t);
     }
     assert_true(st_part_isr_change_due(p, t1 + 2 * LAG_MS, LAG_MS, RETRY_MS, isr, &nisr));
     assert_int_equal(nisr, 2);
     assert_int_equal(isr[0], 1);
     assert_int_equal(isr[1], 2);
     settle(f);
-    assert_int_equal(b.calls, 1);
+    assert_int_equal(c.calls, 1);
+    fx_close(f);
+}
+
+/* 4c. A follower's waiting fetch wakes when records are appended (before they are synced
+ * here) and when the high watermark moves (it learns it at once); it does not wake for a sync
+ * alone that moves nothing it waits on. */
+static void test_replica_waiter_wakes(void **state)
+{
+    (void)state;
+    fx_t *f = fx_open();
+    st_part_t *p = f->p;
+    st_part_role_t r = role_of(SELF, SELF, 5, 1, 2, ISR_ALL, 3);
+    st_part_set_role(p, &r);
+    int64_t t0 = st_mono_ms();
+    st_part_append_res_t res;
+    answer_t a = {0, 0};
+    /* a waiter that saw another end or high watermark is woken at once */
+    f->wakes = 0;
+    st_part_add_replica_waiter(p, 1, log_end(f) + 1, p->hw);
+    assert_int_equal(f->wakes, 1);
+    st_part_add_replica_waiter(p, 1, log_end(f), p->hw + 1);
+    assert_int_equal(f->wakes, 2);
+    /* an append wakes it, with its sync still pending */
+    f->wakes = 0;
+    st_part_add_replica_waiter(p, 1, log_end(f), p->hw);
+    assert_int_equal(f->wakes, 0);
+    assert_true(produce(f, 3, ST_ACKS_ALL, &res, &a));
+    assert_int_equal(st_part_durable_end(p), 0);
+    assert_int_equal(f->wakes, 1);
+    /* the sync alone moves neither the end nor the high watermark (the followers hold it) */
+    st_part_add_replica_waiter(p, 1, log_end(f), p->hw);
+    settle(f);
+    assert_int_equal(p->hw, 0);
+    assert_int_equal(f->wakes, 1);
+    /* the followers' positions move the high watermark: it wakes */
+    fetched(p, 2, 3, t0 + 1);
+    assert_int_equal(f->wakes, 1);
+    fetched(p, 3, 3, t0 + 1);
+    assert_int_equal(p->hw, 3);
+    assert_int_equal(f->wakes, 2);
+    assert_int_equal(a.calls, 1);
     fx_close(f);
 }
 
@@ -1286,6 +1349,7 @@ int main(void)
         cmocka_unit_test(test_losing_leadership),
         cmocka_unit_test(test_isr_change_due),
         cmocka_unit_test(test_slow_leader_keeps_followers),
+        cmocka_unit_test(test_replica_waiter_wakes),
         cmocka_unit_test(test_follower),
         cmocka_unit_test(test_follower_producer_state),
         cmocka_unit_test(test_epoch_at_election),

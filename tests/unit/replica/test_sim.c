@@ -212,8 +212,9 @@ typedef struct broker {
     bool clock_pauses; /* this freeze pauses the broker's clock (else the clock jumps) */
     int64_t clock_lag; /* ms the broker's clock is behind the simulation's */
     int64_t down_until;
-    st_md_t *md;     /* the newest metadata it applied (NULL: none yet) */
-    bool registered; /* its md names this incarnation */
+    int64_t crash_at; /* a crash drawn when it served a follower unsynced records (0: none) */
+    st_md_t *md;      /* the newest metadata it applied (NULL: none yet) */
+    bool registered;  /* its md names this incarnation */
     int64_t last_hb, last_reg;
     /* follower */
     bool following;
@@ -374,6 +375,10 @@ typedef struct sim {
     double p_loss, p_dup, p_slow;
     /* fault rates of this seed */
     double p_crash, p_freeze, p_cut, p_pref, p_delete, p_reassign, p_cancel;
+    /* p_ahead: a leader that answers a follower with records it has not synced crashes within
+     * a few steps (before or after the follower syncs them); p_all: every broker loses power
+     * at once */
+    double p_ahead, p_all;
     /* clients */
     producer_t pr[NPRODUCERS];
     pipe_prod_t pp;
@@ -405,6 +410,10 @@ typedef struct sim {
     /* stats */
     uint64_t n_acked, n_crash, n_freeze, n_unclean, n_elect, n_truncate, n_reassign, n_moved,
         n_cancel, n_deleted_dup;
+    /* crashes of a leader while a follower held, durably, records the leader had not synced
+     * (followers read up to the leader's log end): the state where that rule could lose or
+     * resurrect records */
+    uint64_t n_ahead_crash;
 } sim_t;
 
 /* ---- trace and failure ---- */
@@ -1245,6 +1254,9 @@ static void leader_on_fetch(sim_t *s, broker_t *b, const msg_t *m)
     if (!err && div.epoch < 0) {
         st_part_read_t rd;
         err = st_part_read_replica(p, m->fetch_offset, m->max_bytes, &rd);
+        if (!err && rd.read.bytes > 0 && rd.read.next_offset > st_part_durable_end(p) &&
+            !s->healed && !b->crash_at && chance(&s->r, s->p_ahead))
+            b->crash_at = s->now + rnd_in(&s->r, 0, 8) * TICK_MS;
         if (!err && rd.read.bytes > 0) {
             int64_t want = rd.read.bytes;
             r->data = malloc((size_t)want);
@@ -1698,6 +1710,7 @@ static void b_stop(sim_t *s, broker_t *b, bool graceful)
     }
     b->dying = false;
     b->up = false;
+    b->crash_at = 0;
     b->p = NULL;
     b->inc = 0;
     b->frozen = false;
@@ -2239,13 +2252,42 @@ static void client_on_msg(sim_t *s, const msg_t *m)
 
 /* ---- faults ---- */
 
+/* Whether b leads and an up follower holds durably records past b's durable end. */
+static bool follower_ahead(sim_t *s, const broker_t *b)
+{
+    if (!b->p || !b->p->log || !b->p->repl.on || !b->p->repl.role.leader)
+        return false;
+    const st_part_role_t *ro = &b->p->repl.role;
+    int64_t d = st_part_durable_end(b->p);
+    for (int i = 0; i < ro->nreplicas; i++) {
+        const broker_t *o = &s->b[ro->replicas[i]];
+        if (o != b && o->up && o->p && o->p->log && st_part_durable_end(o->p) > d)
+            return true;
+    }
+    return false;
+}
+
 static void fault_step(sim_t *s)
 {
     rng_t *r = &s->r;
+    bool all = chance(r, s->p_all);
+    if (all)
+        ev(s, "FAULT: power loss of every broker");
+    for (int i = 1; i <= NB; i++) {
+        broker_t *v = &s->b[i];
+        if (!v->up || !(all || (v->crash_at && s->now >= v->crash_at)))
+            continue;
+        ev(s, "FAULT: crash b%d%s", v->id, all ? "" : " (it served unsynced records)");
+        s->n_ahead_crash += follower_ahead(s, v);
+        b_stop(s, v, false);
+        v->down_until = s->now + rnd_in(r, 1, 100) * TICK_MS;
+        s->n_crash++;
+    }
     broker_t *b = &s->b[rnd_in(r, 1, NB)];
     if (b->up && chance(r, s->p_crash)) {
         bool graceful = chance(r, 0.25);
         ev(s, "FAULT: %s b%d", graceful ? "graceful restart of" : "crash", b->id);
+        s->n_ahead_crash += !graceful && follower_ahead(s, b);
         b_stop(s, b, graceful);
         b->down_until = s->now + rnd_in(r, 1, 100) * TICK_MS;
         s->n_crash++;
@@ -2423,8 +2465,18 @@ static void final_check(sim_t *s)
             a++;
         while (k < n && v[k].last < lstart)
             k++;
-        CHECK(s, n - k == ln - a, "replica %d holds %zu batches from %" PRId64 ", the leader %zu",
-              b->id, n - k, start, ln - a);
+        if (n - k != ln - a) {
+            size_t j = 0; /* the first batch where they differ, for the report */
+            while (k + j < n && a + j < ln && v[k + j].base == lv[a + j].base &&
+                   v[k + j].last == lv[a + j].last)
+                j++;
+            CHECK(s, false,
+                  "replica %d holds %zu batches from %" PRId64 ", the leader %zu; first "
+                  "difference: replica %" PRId64 "..%" PRId64 ", leader %" PRId64 "..%" PRId64,
+                  b->id, n - k, start, ln - a, k + j < n ? v[k + j].base : -1,
+                  k + j < n ? v[k + j].last : -1, a + j < ln ? lv[a + j].base : -1,
+                  a + j < ln ? lv[a + j].last : -1);
+        }
         for (; k < n; k++, a++)
             CHECK(s,
                   v[k].base == lv[a].base && v[k].last == lv[a].last && v[k].crc == lv[a].crc &&
@@ -2508,6 +2560,8 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
     s->p_delete = (double)rnd_in(r, 0, 40) / 10000;
     s->p_reassign = chance(r, 0.6) ? (double)rnd_in(r, 0, 40) / 10000 * g_moves : 0;
     s->p_cancel = (double)rnd_in(r, 0, 50) / 10000;
+    s->p_ahead = chance(r, 0.3) ? 0 : (double)rnd_in(r, 0, 100) / 1000;
+    s->p_all = chance(r, 0.5) ? 0 : (double)rnd_in(r, 0, 10) / 10000;
     s->unclean_set = chance(r, 0.7);
     s->unclean_default = chance(r, 0.5);
     s->unclean = s->unclean_set ? chance(r, 0.3) : s->unclean_default;
@@ -2557,10 +2611,11 @@ static void sim_init(sim_t *s, uint64_t seed, int steps, int verbose, st_loop_t 
     s->pp.gap_epoch = s->pp.forgot_epoch = -1;
     ev(s,
        "seed %" PRIu64 ": loss %.3f dup %.3f slow %.3f crash %.4f freeze %.4f cut %.4f pref "
-       "%.4f delete %.4f reassign %.4f cancel %.4f unclean %d (topic %s, default %d)",
+       "%.4f delete %.4f reassign %.4f cancel %.4f ahead %.3f all %.4f unclean %d (topic %s, "
+       "default %d)",
        seed, s->p_loss, s->p_dup, s->p_slow, s->p_crash, s->p_freeze, s->p_cut, s->p_pref,
-       s->p_delete, s->p_reassign, s->p_cancel, s->unclean, s->unclean_set ? "sets it" : "unset",
-       s->unclean_default);
+       s->p_delete, s->p_reassign, s->p_cancel, s->p_ahead, s->p_all, s->unclean,
+       s->unclean_set ? "sets it" : "unset", s->unclean_default);
 }
 
 static void sim_step(sim_t *s)
@@ -2680,7 +2735,8 @@ int main(int argc, char **argv)
     sim_t *s = calloc(1, sizeof *s);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    uint64_t failed = 0, acked = 0, ran = 0, moves = 0, moved = 0, cancelled = 0, deleted = 0;
+    uint64_t failed = 0, acked = 0, ran = 0, moves = 0, moved = 0, cancelled = 0, deleted = 0,
+             ahead = 0;
     uint64_t pp_acked = 0, pp_conn_fail = 0, pp_bumps = 0, pp_failed = 0, pp_excused = 0,
              pp_gaps = 0, pp_forgot = 0;
     for (uint64_t seed = first; seed < first + nseeds; seed++) {
@@ -2693,6 +2749,7 @@ int main(int argc, char **argv)
         }
         acked += s->n_acked;
         deleted += s->n_deleted_dup;
+        ahead += s->n_ahead_crash;
         moves += s->n_reassign;
         moved += s->n_moved;
         cancelled += s->n_cancel;
@@ -2709,8 +2766,9 @@ int main(int argc, char **argv)
     printf("replication simulation: %" PRIu64 " seed(s) from %" PRIu64 ", %d steps each: %" PRIu64
            " failed; %" PRIu64 " acks=all records checked (%" PRIu64
            " answered for batches DeleteRecords removed); %" PRIu64 " reassignments (%" PRIu64
-           " completed, %" PRIu64 " cancelled); %.1f s\n",
-           ran, first, steps, failed, acked, deleted, moves, moved, cancelled, secs);
+           " completed, %" PRIu64 " cancelled); %" PRIu64
+           " leader crashes with a follower durably ahead of it; %.1f s\n",
+           ran, first, steps, failed, acked, deleted, moves, moved, cancelled, ahead, secs);
     printf("pipelined producer: %" PRIu64 " batches acknowledged, %" PRIu64
            " request timeouts, %" PRIu64 " epoch bumps, %" PRIu64 " batches given up, %" PRIu64
            " fatal errors excused (%" PRIu64 " gaps a leader took, %" PRIu64
