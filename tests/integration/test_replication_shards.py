@@ -67,9 +67,9 @@ class ShardedReplicationTest(unittest.TestCase):
     def setUpClass(cls):
         harness.need_server_binary()
         cls.c = Cluster(3, smp=2, name="repl-shards",
-                        sets=["broker.session.timeout.ms=3000",
-                              "broker.heartbeat.interval.ms=250",
-                              "controller.quorum.election.timeout.ms=500"])
+                        sets={"broker.session.timeout.ms": 3000,
+                              "broker.heartbeat.interval.ms": 250,
+                              "controller.quorum.election.timeout.ms": 500})
         try:
             cls.c.start()
             cls.c.wait_for_quorum(QUORUM_TIMEOUT)
@@ -86,7 +86,7 @@ class ShardedReplicationTest(unittest.TestCase):
             cls.c.close()
 
     def bootstrap(self):
-        return ",".join(self.c.node(n).bootstrap() for n in self.c.running())
+        return ",".join(self.c.node(n).bootstrap for n in self.c.running())
 
     def partitions(self, nid, topic):
         doc = self.c.admin_get(nid, "/v1/partitions?topic=" + topic)
@@ -117,8 +117,16 @@ class ShardedReplicationTest(unittest.TestCase):
         # every broker follows, on each of its two shards, partitions of each other broker
         shard_of = {}
         for nid in c.nodes:
-            parts = self.partitions(nid, topic)
-            self.assertEqual(len(parts), PARTITIONS, parts)
+            parts = {}
+            # the shards publish what the admin API shows about once a second
+
+            def listed():
+                parts.clear()
+                parts.update(self.partitions(nid, topic))
+                return len(parts) == PARTITIONS
+
+            c.wait(listed, 15, "node %d's admin API to list %s's partitions" % (nid, topic),
+                   lambda: repr(parts))
             shard_of[nid] = {i: p["shard"] for i, p in parts.items()}
             self.assertEqual(set(shard_of[nid].values()), {0, 1},
                              "node %d's partitions not on both shards: %s" % (nid, parts))
@@ -165,7 +173,7 @@ class ShardedReplicationTest(unittest.TestCase):
                            for nv in v.values())
 
             c.wait(moved, 30, "every partition led by a broker other than %d" % victim)
-            got = kc.consume_partitions(",".join(c.node(n).bootstrap() for n in c.running()),
+            got = kc.consume_partitions(",".join(c.node(n).bootstrap for n in c.running()),
                                         topic, list(range(PARTITIONS)), RECORDS, timeout=60)
             byp = kc.by_partition(got)
             for part in range(PARTITIONS):
