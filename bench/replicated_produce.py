@@ -80,6 +80,20 @@ def wait_for(cond, timeout, what, interval=0.1):
         time.sleep(interval)
 
 
+def cpu_s(pid):
+    """CPU seconds (user + system) process pid has used so far."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def client_cpu_s():
+    """CPU seconds the finished children (the `strata bench` runs) have used so far."""
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
@@ -237,11 +251,17 @@ def main():
 
         def one(rep, kind, topic, rate_mb=None):
             la = loadavg()
+            b0 = sum(cpu_s(n.pid) for n in c.nodes.values())
+            c0 = client_cpu_s()
             if rate_mb is None:
                 r = bench(cli, bootstrap, topic, args, count=args.count)
             else:
                 r = bench(cli, bootstrap, topic, args, rate_mb=rate_mb)
             check_alive(c)
+            mb = r["messages"] * args.size / MB
+            r["broker_cpu_ms_per_mb"] = (sum(cpu_s(n.pid) for n in c.nodes.values()) - b0) \
+                * 1000 / mb
+            r["client_cpu_ms_per_mb"] = (client_cpu_s() - c0) * 1000 / mb
             isr_min = None
             if topic == "rf3":
                 st = topic_state(c, 1, "rf3")
@@ -323,6 +343,22 @@ def main():
         pr = summarize(paired(kind, key))
         print("| %s | %s | %s | **%.2f** | %.2f (%.2f–%.2f) |" % (
             label, cell(ma), cell(mb), mb[0] / ma[0], pr[0], pr[1], pr[2]))
+    # The bound a shared machine puts on the ratio: at full speed the brokers and the client
+    # share its cores, so RF=3 can go at most as fast as its CPU per MB allows against RF=1's.
+    cpu = {}
+    for t in TOPICS:
+        b = [r["result"]["broker_cpu_ms_per_mb"] for r in runs
+             if r["kind"] == "throughput" and r["topic"] == t]
+        cl = [r["result"]["client_cpu_ms_per_mb"] for r in runs
+              if r["kind"] == "throughput" and r["topic"] == t]
+        if b:
+            cpu[t] = (statistics.median(b), statistics.median(cl))
+    if len(cpu) == 2:
+        tot = {t: v[0] + v[1] for t, v in cpu.items()}
+        print("\nCPU per MB at full speed (median; all three brokers / the client): RF=1 %.1f / "
+              "%.1f ms, RF=3 %.1f / %.1f ms; a machine whose cores are the limit caps "
+              "RF=3/RF=1 at %.2f" % (cpu["rf1"][0], cpu["rf1"][1], cpu["rf3"][0], cpu["rf3"][1],
+                                    tot["rf1"] / tot["rf3"]))
     isr = [r["isr_min"] for r in runs if r["isr_min"] is not None]
     print("\nrf3 smallest ISR seen after a run: %s; load average %.2f at start, %.2f at end; "
           "%d runs per cell" % (min(isr) if isr else "-", meta["loadavg_start"],

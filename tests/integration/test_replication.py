@@ -25,7 +25,8 @@ PowerLossTest runs its own cluster with each node's data on a dropfs mount):
   4  three leader changes of partition 0 within 5 s (reassign to a reordered replica list and
      elect the preferred leader, through the controller)
   5  power loss of one node (5a) and of all nodes at once (5b): SIGSTOP, dropfs cut, kill -9,
-     remount, restart
+     remount, restart; and of a leader whose syncs run 200 ms late (5c), so that its followers,
+     which read up to its log end, hold on disk records the cut takes from it
   6  a follower with a slow disk (POST /v1/debug/sync-delay on its admin API): it leaves the ISR
      while the producer keeps going with the other two, and rejoins once the delay is lifted
   7  rolling restart of all three brokers under load
@@ -64,6 +65,7 @@ STOP_EXTRA_S = 4.0 if CHAOS else 1.5  # scenario 2: stopped this long past the s
 CUT_S = LAG_MS / 1000 + (6 if CHAOS else 2.5)    # scenario 3: how long a cut lasts
 FAILOVER_ROUNDS = 3 if CHAOS else 1   # scenario 4: rounds of three leader changes
 POWER_CUTS = 3 if CHAOS else 1        # scenario 5: rounds of each kind
+SLOW_LEADER_SYNC_MS = 200             # scenario 5c: the leader's syncs this late
 SLOW_SYNC_MS = 2 * LAG_MS             # scenario 6: every sync on the slow follower this late
 ROLLS = 2 if CHAOS else 1             # scenario 7: rolling restarts
 SETTLE_S = 6.0 if CHAOS else 2.0      # load before and after each fault
@@ -884,6 +886,32 @@ class PowerLossTest(ReplicationCase):
             self.wait_isr_full(self.topic, timeout=45)
             self.settle(1.0)
         self.finish("5a (power loss of the leader x%d)" % POWER_CUTS, recover,
+                    "; the cuts dropped %s bytes of unsynced segment data" % dropped)
+
+    def test_5c_power_loss_slow_leader(self):
+        """The leader's syncs run late (sync-delay) while its followers read up to its log end
+        and sync what they read: the power cut takes from the leader records its followers
+        hold on disk. None of them was acknowledged (the high watermark waits for the leader's
+        own sync); the replicas must agree again afterwards, whoever leads."""
+        self.begin("power-slow")
+        c = self.c()
+        recover, dropped = [], []
+        for r in range(POWER_CUTS):
+            victim = self.leader(self.topic)
+            c.admin_post(victim, "/v1/debug/sync-delay?ms=%d" % SLOW_LEADER_SYNC_MS)
+            self.settle(1.0)      # the load runs on with the leader's syncs late
+            t0 = time.monotonic()
+            d = self.power_cut([victim])
+            dropped.append(d[victim])
+            self.assertGreater(d[victim], 0, "the cut of node %d (syncs %d ms late) dropped "
+                               "nothing" % (victim, SLOW_LEADER_SYNC_MS))
+            self.wait_new_leader(self.topic, 0, victim, SESSION_MS / 1000 + 10)
+            recover.append(self.wait_acks_resume(t0, 0, 30))
+            self.power_on([victim])     # a new process: its syncs are on time again
+            self.wait_isr_full(self.topic, timeout=45)
+            self.settle(1.0)
+        self.finish("5c (power loss of a leader whose syncs are %d ms late x%d)"
+                    % (SLOW_LEADER_SYNC_MS, POWER_CUTS), recover,
                     "; the cuts dropped %s bytes of unsynced segment data" % dropped)
 
     def test_5b_power_loss_all_nodes(self):
