@@ -63,6 +63,7 @@ struct st_admin {
     _Atomic int64_t fail_syncs;    /* syncs still to fail, on any shard */
     _Atomic int fail_errno;        /* the error they complete with */
     _Atomic int64_t sync_delay_ms; /* every sync completes this much later (a slow disk) */
+    _Atomic int sync_delay_start;  /* ... or starts this much later (the bytes stay unsynced) */
 #endif
 };
 
@@ -74,6 +75,7 @@ typedef struct {
     fault_shard_t *f; /* a delayed completion: its shard, timer and the sync's result */
     st_timer_t timer;
     int res;
+    int fd; /* a delayed start: a duplicate of the file's descriptor, closed once synced */
 } fault_op_t;
 
 /* Takes one injected failure if any is armed: its (negative) errno, else 0. */
@@ -117,12 +119,46 @@ static void delay_done(void *arg, int res)
     st_loop_timer_start(op->f->loop, &op->timer, atomic_load(&op->f->a->sync_delay_ms));
 }
 
+/* A disk that starts syncing late: the real sync, done. */
+static void start_done(void *arg, int res)
+{
+    fault_op_t *op = arg;
+    st_sync_done_fn done = op->done;
+    void *darg = op->arg;
+    close(op->fd);
+    free(op);
+    done(darg, res);
+}
+
+/* ... and its start, sync_delay_ms after it was asked for (on the duplicate descriptor: the
+ * file may have been closed since). */
+static void start_fire(st_timer_t *t)
+{
+    fault_op_t *op = t->data;
+    int rc = op->f->submit(op->f->ctx, op->fd, start_done, op);
+    if (rc < 0)
+        start_done(op, rc);
+}
+
 /* The wrapped sync hook: the real fdatasync always runs; an armed failure replaces its
  * result, so completion order and timing stay the real ones. */
 static int fault_submit(void *ctx, int fd, st_sync_done_fn done, void *arg)
 {
     fault_shard_t *f = ctx;
     int err = fault_take(f->a);
+    if (err == 0 && atomic_load(&f->a->sync_delay_ms) > 0 && atomic_load(&f->a->sync_delay_start)) {
+        fault_op_t *op = malloc(sizeof *op);
+        if (!op)
+            return -ENOMEM;
+        *op = (fault_op_t){.done = done, .arg = arg, .f = f, .fd = dup(fd)};
+        if (op->fd < 0) {
+            free(op);
+            return -errno;
+        }
+        st_timer_init(&op->timer, start_fire, op);
+        st_loop_timer_start(f->loop, &op->timer, atomic_load(&f->a->sync_delay_ms));
+        return 0;
+    }
     if (err == 0 && atomic_load(&f->a->sync_delay_ms) > 0) {
         fault_op_t *op = malloc(sizeof *op);
         if (!op)
@@ -160,7 +196,8 @@ static void fault_install(st_admin_t *a, st_kshard_t *s)
 }
 
 /* POST /v1/debug/sync-delay?ms=N: every sync completes N ms later than it did (a slow disk;
- * 0 disarms). GET: the delay. */
+ * 0 disarms); with &start=1 every sync starts N ms late instead, so the bytes stay unsynced
+ * that long (what a power cut then takes). GET: the delay. */
 static int delay_request(st_admin_t *a, struct MHD_Connection *c, bool post, char *out, size_t n)
 {
     if (post) {
@@ -169,8 +206,11 @@ static int delay_request(st_admin_t *a, struct MHD_Connection *c, bool post, cha
         long long v = ms ? strtoll(ms, &end, 10) : -1;
         if (!ms || *end || v < 0 || v > 60000)
             return -EINVAL;
+        const char *st = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "start");
+        bool start = st && strcmp(st, "1") == 0;
+        atomic_store(&a->sync_delay_start, start);
         atomic_store(&a->sync_delay_ms, (int64_t)v);
-        ST_WARN("debug: every sync now completes %lld ms late", v);
+        ST_WARN("debug: every sync now %s %lld ms late", start ? "starts" : "completes", v);
     }
     snprintf(out, n, "{\"ms\":%lld}", (long long)atomic_load(&a->sync_delay_ms));
     return 0;
@@ -669,6 +709,7 @@ int st_admin_create(st_admin_t **out, st_broker_t *b)
     a->faults = calloc((size_t)b->nshards, sizeof *a->faults);
     atomic_init(&a->fail_syncs, 0);
     atomic_init(&a->sync_delay_ms, 0);
+    atomic_init(&a->sync_delay_start, 0);
     atomic_init(&a->fail_errno, EIO);
 #endif
     st_admin_add_group_collector(a, st_admin_collect_groups, NULL);

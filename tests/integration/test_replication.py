@@ -889,16 +889,16 @@ class PowerLossTest(ReplicationCase):
                     "; the cuts dropped %s bytes of unsynced segment data" % dropped)
 
     def test_5c_power_loss_slow_leader(self):
-        """The leader's syncs run late (sync-delay) while its followers read up to its log end
-        and sync what they read: the power cut takes from the leader records its followers
-        hold on disk. None of them was acknowledged (the high watermark waits for the leader's
+        """The leader's syncs start 200 ms late (sync-delay, start=1: its bytes stay unsynced that
+        long) while its followers read up to its log end and sync what they read: the power cut
+        takes from the leader records its followers hold on disk. None of them was acknowledged (the high watermark waits for the leader's
         own sync); the replicas must agree again afterwards, whoever leads."""
         self.begin("power-slow")
         c = self.c()
         recover, dropped = [], []
         for r in range(POWER_CUTS):
             victim = self.leader(self.topic)
-            c.admin_post(victim, "/v1/debug/sync-delay?ms=%d" % SLOW_LEADER_SYNC_MS)
+            c.admin_post(victim, "/v1/debug/sync-delay?ms=%d&start=1" % SLOW_LEADER_SYNC_MS)
             self.settle(1.0)      # the load runs on with the leader's syncs late
             t0 = time.monotonic()
             d = self.power_cut([victim])
