@@ -184,8 +184,10 @@ int st_krepl_start(st_broker_t *b, char *err, size_t errlen)
     for (int i = 0; i < b->nshards; i++) {
         int rc = st_fetcher_start(&fs[i], b->cfg, &h, err, errlen);
         if (rc) {
-            while (i-- > 0)
+            while (i-- > 0) { /* no shard has them yet: both references go */
                 st_fetcher_stop(fs[i]);
+                st_fetcher_unref(fs[i]);
+            }
             free(fs);
             return rc;
         }
