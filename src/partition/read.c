@@ -9,7 +9,7 @@
 #include "partition/part_impl.h"
 #include "proto/kerr.h"
 
-/* Reads from offset up to `limit` (the high watermark for consumers, the durable end for
+/* Reads from offset up to `limit` (the high watermark for consumers, the log end for
  * replicas). */
 static int16_t read_upto(st_part_t *p, int64_t offset, int32_t max_bytes, int64_t limit,
                          st_part_read_t *out)

@@ -16,6 +16,7 @@ import os
 import shutil
 import struct
 import sys
+import time
 import unittest
 import urllib.request
 
@@ -39,8 +40,10 @@ def segment_bases(d):
 
 
 def produce(bootstrap, topic, partition, values):
-    """Produce v3, acks=-1, one batch; returns (error, base offset)."""
-    recs = cli_segment.batch(0, [(None, v) for v in values])
+    """Produce v3, acks=-1, one batch stamped now (the default's 2023 stamp is past the
+    default retention.ms: the first housekeeping tick after a restart deleted it, and a read
+    racing that tick found the log empty); returns (error, base offset)."""
+    recs = cli_segment.batch(0, [(None, v) for v in values], base_ts=int(time.time() * 1000))
     with kwire.Conn.to(bootstrap, timeout=15) as c:
         r = c.request(0, 3, produce_v3(topic, partition, recs), timeout=15)
     r.i32()
