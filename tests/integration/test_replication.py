@@ -468,6 +468,10 @@ class ReplicationCase(unittest.TestCase):
         self.w = Workload(self.bootstrap(), self.topic).start()
         self.addCleanup(self.w.stop)
         self.t_begin = time.monotonic()
+        # the producer's first acknowledgement (its metadata, the followers' first fetches of
+        # a new topic: seconds on a loaded machine), then the load runs on before the fault
+        self.c().wait(lambda: self.w.acked_count() > 0 or self.w.fatal, 30,
+                      "a first acknowledged record on %s" % self.topic)
         self.settle()
         self.assertGreater(self.w.acked_count(), 0, "nothing acknowledged before the fault\n%s"
                            % self.c().logs())
