@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "cluster/legacy.h"
 #include "cluster/quorum.h"
+#include "broker/adopt.h"
 #include "broker/connquota.h"
 #include "broker/request.h"
 #include "net/tls.h"
@@ -889,6 +890,7 @@ static void *kshard_main(void *arg)
     s->net = NULL;
     if (s->parts.buckets)
         st_parts_fini(&s->parts);
+    st_broker_adopt_fini(s);
     if (s->env.journal)
         st_journal_close(s->env.journal);
     b->hooks->shard_fini(s);

@@ -150,6 +150,18 @@ static int px_fsync_dir(void *ctx, const char *path)
     return rc;
 }
 
+static int px_syncfs(void *ctx, const char *path)
+{
+    (void)ctx;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    /* Linux reports writeback errors of the file system here since 5.8 */
+    int rc = syncfs(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
 static const st_fs_ops_t px_ops = {
     .open = px_open,
     .close = px_close,
@@ -165,6 +177,7 @@ static const st_fs_ops_t px_ops = {
     .rmdir = px_rmdir,
     .listdir = px_listdir,
     .fsync_dir = px_fsync_dir,
+    .syncfs = px_syncfs,
 };
 
 st_fs_t st_fs_posix(void)

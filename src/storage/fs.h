@@ -49,6 +49,10 @@ typedef struct st_fs_ops {
                    void *arg);
     /* Makes the directory's entries (creations, renames, unlinks) durable. */
     int (*fsync_dir)(void *ctx, const char *path);
+    /* Optional (NULL: -ENOSYS): makes everything written so far on the file system holding
+     * path durable, every file's contents and every directory's entries (Linux syncfs(2)):
+     * one sync standing for many fdatasync and fsync_dir calls (env.h's deferred syncs). */
+    int (*syncfs)(void *ctx, const char *path);
 } st_fs_ops_t;
 
 typedef struct st_fs {
