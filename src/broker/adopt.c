@@ -2,6 +2,7 @@
  * role or deleted (adopt.h). */
 #include "broker/adopt.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@ typedef struct adopt_leg {
     int64_t start_ns, longest_ns;
     int lc_ti; /* the topic whose log settings lc holds (-1: none yet) */
     st_log_config_t lc;
+    int syncing; /* slices whose sync is not back yet */
 } adopt_leg_t;
 
 typedef struct adoption {
@@ -176,12 +178,105 @@ static void fail_add(adopt_leg_t *a, const st_md_topic_t *t, int32_t p, int rc)
     a->fails.n++;
 }
 
+/* The partitions one slice opened, waiting for the sync that makes them durable before they
+ * get their roles (and serve). The sync runs on a thread of its own: syncfs waits for every
+ * dirty byte of the file system, other programs' too, so it may take seconds on a busy
+ * machine; the shard serves meanwhile. */
+typedef struct adopt_sync {
+    st_ext_call_t call; /* first: back on the shard (st_broker_post) */
+    st_kshard_t *s;
+    adopt_leg_t *a;
+    st_fs_t fs;
+    const char *dir;
+    int rc;
+    int n;
+    struct {
+        int ti;
+        int32_t p;
+    } parts[ST_ADOPT_SLICE_MAX];
+} adopt_sync_t;
+
+static void adopt_next(st_kshard_t *s, adopt_leg_t *a);
+
+/* Gives the partitions of a synced slice their roles (a failed sync: reported, and they get
+ * none: they stay unserved until a later state sets it). */
+static void sync_apply(st_kshard_t *s, adopt_sync_t *j)
+{
+    adopt_leg_t *a = j->a;
+    if (j->rc < 0)
+        ST_ERROR("adopting metadata version %lld: the sync of %d partition(s) opened failed (%s)",
+                 (long long)a->md->version, j->n, st_strerror(j->rc));
+    for (int i = 0; i < j->n && s->shutdown_state == 0; i++) {
+        const st_md_topic_t *t = a->md->topics[j->parts[i].ti];
+        st_part_t *part = st_parts_get(&s->parts, t->id, j->parts[i].p);
+        if (j->rc < 0)
+            fail_add(a, t, j->parts[i].p, j->rc);
+        else if (part)
+            set_role(s, part, a->md, t, j->parts[i].p, true);
+    }
+}
+
+/* Shard: a slice's sync is back. */
+static void sync_back(st_kshard_t *s, st_ext_call_t *c)
+{
+    adopt_sync_t *j = (adopt_sync_t *)c;
+    adopt_leg_t *a = j->a;
+    s->syncs_in_flight--;
+    a->syncing--;
+    sync_apply(s, j);
+    free(j);
+    adopt_next(s, a);
+}
+
+static void *sync_main(void *arg)
+{
+    adopt_sync_t *j = arg;
+    j->rc = j->fs.ops->syncfs(j->fs.ctx, j->dir);
+    st_broker_post(j->s->b, j->s->id, &j->call);
+    return NULL;
+}
+
+/* Makes slice j durable: on a thread where the file system's table allows (the real one), else
+ * here. */
+static void sync_start(st_kshard_t *s, adopt_leg_t *a, adopt_sync_t *j)
+{
+    j->call.fn = sync_back;
+    j->s = s;
+    j->a = a;
+    j->fs = s->env.base;
+    j->dir = s->b->cfg->log_dirs;
+    st_fs_t posix = st_fs_posix();
+    if (!j->fs.ops->syncfs) { /* nothing was deferred (storage/env.h) */
+        j->rc = 0;
+        sync_apply(s, j);
+        free(j);
+        return;
+    }
+    pthread_t th;
+    pthread_attr_t at;
+    if (j->fs.ops == posix.ops && pthread_attr_init(&at) == 0) {
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        s->syncs_in_flight++; /* the shutdown waits for it (broker/runtime.c) */
+        a->syncing++;
+        int rc = pthread_create(&th, &at, sync_main, j);
+        pthread_attr_destroy(&at);
+        if (rc == 0)
+            return;
+        s->syncs_in_flight--;
+        a->syncing--;
+    }
+    j->rc = j->fs.ops->syncfs(j->fs.ctx, j->dir);
+    sync_apply(s, j);
+    free(j);
+}
+
 /*
- * One slice of the adoption in progress: partitions opened (created), reconfigured and given
- * their roles from the cursor on, until ST_ADOPT_SLICE_NS of work, under one deferred sync
- * (storage/env.h: what a slice wrote is made durable by one syncfs before the shard serves
- * again, so nothing it opened is promised before). Then the next slice on the loop's next
- * iteration, so the shard keeps serving between slices.
+ * One slice of the adoption in progress, from the cursor on, until ST_ADOPT_SLICE_NS of work
+ * or ST_ADOPT_SLICE_MAX partitions opened: partitions opened (created), their syncs deferred
+ * (storage/env.h) to one for the slice; the others reconfigured and given their roles. An opened partition gets its role once
+ * the slice's sync is back (sync_start): nothing it wrote is promised before it is durable.
+ * Then the next slice on the loop's next iteration, so the shard serves between slices; at
+ * most ST_ADOPT_SYNCS slices wait for their syncs at a time.
  */
 static void adopt_slice(st_task_t *task)
 {
@@ -191,18 +286,22 @@ static void adopt_slice(st_task_t *task)
     const st_broker_hooks_t *h = s->b->hooks;
     int64_t t0 = st_mono_ns(), stop = t0 + ST_ADOPT_SLICE_NS;
     /* a stopping shard opens nothing more: its logs are about to be closed */
-    bool abandon = s->shutdown_state != 0;
-    int32_t opened_from = -1;
-    int opened_ti = a->ti;
-    st_storage_defer_begin(&s->env);
-    while (!abandon && a->ti < a->md->ntopics) {
+    if (s->shutdown_state != 0)
+        a->ti = a->md->ntopics;
+    adopt_sync_t *j = NULL;
+    if (a->ti < a->md->ntopics && (j = calloc(1, sizeof *j)) == NULL) {
+        st_loop_defer(s->loop, &q->task); /* out of memory: again later */
+        return;
+    }
+    bool deferred = false;
+    while (a->ti < a->md->ntopics) {
         const st_md_topic_t *t = a->md->topics[a->ti];
         if (a->pi >= t->npartitions) {
             a->ti++;
             a->pi = 0;
             continue;
         }
-        if (st_mono_ns() >= stop)
+        if (st_mono_ns() >= stop || j->n == ST_ADOPT_SLICE_MAX)
             break;
         const st_md_topic_t *ot = a->old ? st_md_find_id(a->old, t->id) : NULL;
         bool reconf = ot && !configs_equal(ot, t);
@@ -210,37 +309,30 @@ static void adopt_slice(st_task_t *task)
         if (!hosts(s, &t->partitions[p]))
             continue;
         st_part_t *part = st_parts_get(&s->parts, t->id, p);
-        bool fresh = false;
         if (!part) {
             st_part_t *np;
             if (a->lc_ti != a->ti) { /* once per topic: 10,000 partitions share one */
                 h->topic_log_config(s->b->cfg, t, &a->lc);
                 a->lc_ti = a->ti;
             }
+            st_storage_defer_begin(&s->env);
             int rc = st_parts_open(&s->parts, t->name, t->id, p, &a->lc, &np);
+            deferred |= s->env.deferred > 0;
+            st_storage_defer_take(&s->env);
             if (rc)
                 fail_add(a, t, p, rc);
-            if (opened_from < 0 || opened_ti != a->ti) {
-                opened_from = p;
-                opened_ti = a->ti;
-            }
-            fresh = true;
             a->opened++;
-        } else if (reconf) {
+            j->parts[j->n].ti = a->ti;
+            j->parts[j->n].p = p;
+            j->n++;
+            continue;
+        }
+        if (reconf) {
             st_log_config_t lc;
             h->topic_log_config(s->b->cfg, t, &lc);
             st_part_reconfigure(part, &lc);
         }
-        if ((part = st_parts_get(&s->parts, t->id, p)) != NULL)
-            set_role(s, part, a->md, t, p, fresh || reconf || a->brokers_changed);
-    }
-    int rc = st_storage_defer_end(&s->env, s->b->cfg->log_dirs);
-    if (rc < 0) {
-        ST_ERROR("adopting metadata version %lld: the sync of what was opened failed (%s): "
-                 "partitions opened since are reported as failed",
-                 (long long)a->md->version, st_strerror(rc));
-        if (opened_from >= 0 && opened_ti < a->md->ntopics)
-            fail_add(a, a->md->topics[opened_ti], opened_from, rc);
+        set_role(s, part, a->md, t, p, reconf || a->brokers_changed);
     }
     int64_t ns = st_mono_ns() - t0;
     q->slices++;
@@ -249,10 +341,30 @@ static void adopt_slice(st_task_t *task)
     a->slices++;
     if (ns > a->longest_ns)
         a->longest_ns = ns;
-    if (abandon || a->ti >= a->md->ntopics)
+    if (j && j->n > 0 && deferred) {
+        sync_start(s, a, j);
+    } else if (j) {
+        j->rc = 0;
+        sync_apply(s, j); /* nothing to make durable (or nothing opened) */
+        free(j);
+    }
+    adopt_next(s, a);
+}
+
+/* What comes after a slice or a sync: the next slice, or once the cursor is at the end and
+ * every sync is back, the end of the adoption. */
+static void adopt_next(st_kshard_t *s, adopt_leg_t *a)
+{
+    st_adopt_q_t *q = s->adopt;
+    if (q->cur != a)
+        return;
+    if (a->ti < a->md->ntopics) {
+        if (a->syncing < ST_ADOPT_SYNCS)
+            st_loop_defer(s->loop, &q->task);
+        return; /* else sync_back calls again */
+    }
+    if (a->syncing == 0)
         adopt_finish(s, a);
-    else
-        st_loop_defer(s->loop, &q->task);
 }
 
 /* Starts adopting a->md on this shard: the snapshot swapped, partitions no longer hosted
@@ -272,6 +384,7 @@ static void adopt_start(st_kshard_t *s, adopt_leg_t *a)
     a->ti = 0;
     a->pi = 0;
     a->lc_ti = -1;
+    a->syncing = 0;
     a->start_ns = st_mono_ns();
     adopt_slice(&q->task);
 }

@@ -222,6 +222,12 @@ int st_storage_defer_end(st_storage_env_t *env, const char *dir)
     return env->base.ops->syncfs(env->base.ctx, dir);
 }
 
+void st_storage_defer_take(st_storage_env_t *env)
+{
+    if (env->defer_depth > 0 && --env->defer_depth == 0)
+        env->deferred = 0;
+}
+
 void st_storage_env_init(st_storage_env_t *env, st_fs_t fs, int max_open_files)
 {
     env->base = fs;

@@ -77,6 +77,10 @@ void st_storage_env_fini(st_storage_env_t *env);
  */
 void st_storage_defer_begin(st_storage_env_t *env);
 int st_storage_defer_end(st_storage_env_t *env, const char *dir);
+/* _end without the sync, for a caller that makes it itself (base.ops->syncfs, on a thread of
+ * its own where base allows) before it promises anything; whether any sync was deferred is
+ * env->deferred before the call. */
+void st_storage_defer_take(st_storage_env_t *env);
 
 /*
  * Syncs one file through env->sync_submit, holding it (a reference and an open descriptor)
