@@ -293,6 +293,10 @@ static void adopt_slice(st_task_t *task)
         st_loop_defer(s->loop, &q->task); /* out of memory: again later */
         return;
     }
+    if (j) {
+        j->s = s;
+        j->a = a;
+    }
     bool deferred = false;
     while (a->ti < a->md->ntopics) {
         const st_md_topic_t *t = a->md->topics[a->ti];

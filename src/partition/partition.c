@@ -128,6 +128,7 @@ void st_parts_fini(st_parts_t *t)
     st_parts_clean_fini(t);
     closing_t *cl = t->count ? calloc(t->count, sizeof *cl) : NULL;
     size_t n = 0;
+    int64_t t0 = st_mono_ns(), t1 = 0, t2 = 0, t3 = 0;
     if (cl)
         st_storage_defer_begin(t->env);
     for (size_t i = 0; i < t->nbuckets; i++)
@@ -141,7 +142,9 @@ void st_parts_fini(st_parts_t *t)
                 close_end(&one);
         }
     if (cl) {
+        t1 = st_mono_ns();
         int rc = st_storage_defer_end(t->env, t->cfg.log_dirs);
+        t2 = st_mono_ns();
         if (rc < 0)
             ST_ERROR("closing %zu partition(s): the sync of %s failed (%s): no clean-shutdown "
                      "markers, the next start recovers them",
@@ -152,11 +155,18 @@ void st_parts_fini(st_parts_t *t)
                 cl[i].rc = rc;
             close_end(&cl[i]);
         }
+        t3 = st_mono_ns();
         if ((rc = st_storage_defer_end(t->env, t->cfg.log_dirs)) < 0)
             ST_WARN("closing partitions: the sync of the clean-shutdown markers failed (%s): "
                     "the next start recovers them",
                     st_strerror(rc));
         free(cl);
+        if (n >= 100)
+            ST_INFO("closed %zu partition(s) in %.2f s: logs %.2f s, sync %.2f s, markers "
+                    "%.2f s, sync %.2f s",
+                    n, (double)(st_mono_ns() - t0) / 1e9, (double)(t1 - t0) / 1e9,
+                    (double)(t2 - t1) / 1e9, (double)(t3 - t2) / 1e9,
+                    (double)(st_mono_ns() - t3) / 1e9);
     }
     free(t->buckets);
     t->buckets = NULL;

@@ -208,7 +208,7 @@ static const st_fs_ops_t d_ops_no_pwrite2 = {
 
 void st_storage_defer_begin(st_storage_env_t *env)
 {
-    if (env->base.ops->syncfs)
+    if (env->defer_ok && env->base.ops->syncfs)
         env->defer_depth++;
 }
 
@@ -232,6 +232,7 @@ void st_storage_env_init(st_storage_env_t *env, st_fs_t fs, int max_open_files)
 {
     env->base = fs;
     env->fs = (st_fs_t){fs.ops->pwrite2 ? &d_ops : &d_ops_no_pwrite2, env};
+    env->defer_ok = false;
     env->defer_depth = 0;
     env->deferred = 0;
     env->now_ms = env_wall_ms;

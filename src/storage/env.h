@@ -42,6 +42,7 @@ typedef void (*st_sync_done_fn)(void *arg, int res);
 typedef struct st_storage_env {
     st_fs_t fs;                   /* every file-system call: base's, syncs deferred (below) */
     st_fs_t base;                 /* the file system given to st_storage_env_init */
+    bool defer_ok;                /* syncs may be deferred (below); false by default */
     int defer_depth;              /* st_storage_defer_begin calls not yet ended */
     uint64_t deferred;            /* syncs deferred since the outermost begin */
     int64_t (*now_ms)(void *ctx); /* wall clock, ms since the epoch */
@@ -71,8 +72,9 @@ void st_storage_env_fini(st_storage_env_t *env);
  * promises nothing of what was written in between (no append acknowledged, no clean-shutdown
  * marker written on the strength of an earlier write) before _end returned 0, and does not
  * return to its loop in between. Syncs through sync_submit are never deferred. Pairs nest: the
- * outermost _end syncs. Without base.ops->syncfs nothing is deferred (each sync is made as
- * before). _end returns 0, or the error of syncfs: then nothing written since _begin is known
+ * outermost _end syncs. Unless the host set env->defer_ok (the broker: where
+ * st_fs_syncfs_durable says syncfs holds, fs.h) and base has syncfs, nothing is deferred (each
+ * sync is made as before). _end returns 0, or the error of syncfs: then nothing written since _begin is known
  * durable. Shard thread (the env's).
  */
 void st_storage_defer_begin(st_storage_env_t *env);

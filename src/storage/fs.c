@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -294,6 +295,23 @@ int st_fs_write_file_atomic(const st_fs_t *fs, const char *dir, const char *name
     if (rc < 0)
         fs->ops->unlink(fs->ctx, tmp);
     return rc;
+}
+
+bool st_fs_syncfs_durable(const char *path)
+{
+    struct statfs st;
+    if (statfs(path, &st) < 0)
+        return false;
+    switch ((unsigned long)st.f_type) {
+    case 0xEF53UL:     /* ext2/3/4 */
+    case 0x58465342UL: /* xfs */
+    case 0x9123683EUL: /* btrfs */
+    case 0xF2F52010UL: /* f2fs */
+    case 0x01021994UL: /* tmpfs */
+        return true;
+    default:
+        return false;
+    }
 }
 
 int st_fs_sync_parent(st_fs_t *fs, const char *path)
