@@ -21,6 +21,12 @@ per run measures:
   6. failover: kill -9 the active controller (Metadata's controller_id), time until the
      others name another controller and until a CreateTopics of a small topic succeeds.
 
+Also, per broker: the longest event-loop iteration and the number over 100 ms
+(strata_shard_loop_iteration_seconds from each node's /metrics, bucket upper bounds) during
+create + produce and from the restart until all led; RSS before the topic, after create +
+produce, after the restart, and the peaks (VmHWM) until the first produce and since the
+restart. Issue 23's targets are printed beside each figure.
+
 Runs --runs times (default 3) on fresh clusters and prints each step's p50/min/max, then a
 Markdown table. Every wait has a deadline; every process it starts is stopped by PID on the
 way out, also on failure. Nodes are tests/integration/cluster.py's (harness.Server), pointed
@@ -367,6 +373,10 @@ def one_run(args, run, log):
                 "%.2fs" % secs if secs is not None else
                 "timed out after %ds" % args.consume_timeout, complete, parts))
 
+        res["hwm_restarted_mib"] = {nid: hwm_mib(n.pid) for nid, n in c.nodes.items()}
+        log("peak RSS since the restart (VmHWM, after produce and consume) MiB %s" % (
+            {k: round(v, 1) for k, v in res["hwm_restarted_mib"].items()}))
+
         # 6. failover
         ctrl = c.wait_for_quorum(timeout=30)
         others = [nid for nid in c.nodes if nid != ctrl]
@@ -430,6 +440,8 @@ STEPS = [
     ("metadata_dir_mib", "metadata log dir, largest node (MiB)", ""),
     ("produce2_s", "after restart: 1 record to every partition, all acked", ""),
     ("consume_s", "after restart: consumer from 0 has every partition's records", ""),
+    ("hwm_restarted_mib", "peak RSS (VmHWM) since the restart, after produce + consume, "
+     "largest broker (MiB)", "< 150"),
     ("failover_controller_s", "kill -9 controller: another named by both", ""),
     ("failover_create_s", "kill -9 controller: small CreateTopics succeeded", ""),
 ]

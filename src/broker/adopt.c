@@ -31,7 +31,8 @@ typedef struct adopt_leg {
     int64_t start_ns, longest_ns, longest_cpu_ns; /* the longest slice: wall, thread CPU */
     int lc_ti; /* the topic whose log settings lc holds (-1: none yet) */
     st_log_config_t lc;
-    int syncing; /* slices whose sync is not back yet */
+    int syncing;                          /* slices whose sync is not back yet */
+    struct adopt_sync *ready, *ready_tail; /* synced slices whose roles are not all set yet */
 } adopt_leg_t;
 
 typedef struct adoption {
@@ -191,7 +192,8 @@ typedef struct adopt_sync {
     st_fs_t fs;
     const char *dir;
     int rc;
-    int n;
+    int n, applied; /* partitions; of them given their roles so far */
+    struct adopt_sync *next; /* the leg's ready list */
     struct {
         int ti;
         int32_t p;
@@ -211,14 +213,18 @@ static int64_t thread_cpu_ns(void)
 }
 
 /* Gives the partitions of a synced slice their roles (a failed sync: reported, and they get
- * none: they stay unserved until a later state sets it). */
-static void sync_apply(st_kshard_t *s, adopt_sync_t *j)
+ * none: they stay unserved until a later state sets it), until `stop` (monotonic ns; a role
+ * may write the epoch file, which a busy disk makes slow). Returns true once all are done. */
+static bool sync_apply(st_kshard_t *s, adopt_sync_t *j, int64_t stop)
 {
     adopt_leg_t *a = j->a;
-    if (j->rc < 0)
+    if (j->rc < 0 && j->applied == 0)
         ST_ERROR("adopting metadata version %lld: the sync of %d partition(s) opened failed (%s)",
                  (long long)a->md->version, j->n, st_strerror(j->rc));
-    for (int i = 0; i < j->n && s->shutdown_state == 0; i++) {
+    while (j->applied < j->n && s->shutdown_state == 0) {
+        if (j->applied > 0 && st_mono_ns() >= stop)
+            return false;
+        int i = j->applied++;
         const st_md_topic_t *t = a->md->topics[j->parts[i].ti];
         st_part_t *part = st_parts_get(&s->parts, t->id, j->parts[i].p);
         if (j->rc < 0)
@@ -226,6 +232,18 @@ static void sync_apply(st_kshard_t *s, adopt_sync_t *j)
         else if (part)
             set_role(s, part, a->md, t, j->parts[i].p, true);
     }
+    return true;
+}
+
+/* The slice's roles are applied by the slices to come (adopt_slice), within their budget. */
+static void sync_ready(adopt_leg_t *a, adopt_sync_t *j)
+{
+    j->next = NULL;
+    if (a->ready_tail)
+        a->ready_tail->next = j;
+    else
+        a->ready = j;
+    a->ready_tail = j;
 }
 
 /* Shard: a slice's sync is back. */
@@ -235,8 +253,7 @@ static void sync_back(st_kshard_t *s, st_ext_call_t *c)
     adopt_leg_t *a = j->a;
     s->syncs_in_flight--;
     a->syncing--;
-    sync_apply(s, j);
-    free(j);
+    sync_ready(a, j);
     adopt_next(s, a);
 }
 
@@ -260,8 +277,7 @@ static void sync_start(st_kshard_t *s, adopt_leg_t *a, adopt_sync_t *j)
     st_fs_t posix = st_fs_posix();
     if (!j->fs.ops->syncfs) { /* nothing was deferred (storage/env.h) */
         j->rc = 0;
-        sync_apply(s, j);
-        free(j);
+        sync_ready(a, j);
         return;
     }
     pthread_t th;
@@ -278,8 +294,7 @@ static void sync_start(st_kshard_t *s, adopt_leg_t *a, adopt_sync_t *j)
         a->syncing--;
     }
     j->rc = j->fs.ops->syncfs(j->fs.ctx, j->dir);
-    sync_apply(s, j);
-    free(j);
+    sync_ready(a, j);
 }
 
 /*
@@ -300,8 +315,17 @@ static void adopt_slice(st_task_t *task)
     /* a stopping shard opens nothing more: its logs are about to be closed */
     if (s->shutdown_state != 0)
         a->ti = a->md->ntopics;
+    /* first the roles of the slices whose syncs are back, in order */
+    while (a->ready && sync_apply(s, a->ready, stop)) {
+        adopt_sync_t *done = a->ready;
+        if (!(a->ready = done->next))
+            a->ready_tail = NULL;
+        free(done);
+    }
     adopt_sync_t *j = NULL;
-    if (a->ti < a->md->ntopics && (j = calloc(1, sizeof *j)) == NULL) {
+    if (a->ready || st_mono_ns() >= stop) {
+        ; /* this slice's budget went to roles */
+    } else if (a->ti < a->md->ntopics && (j = calloc(1, sizeof *j)) == NULL) {
         st_loop_defer(s->loop, &q->task); /* out of memory: again later */
         return;
     }
@@ -310,7 +334,7 @@ static void adopt_slice(st_task_t *task)
         j->a = a;
     }
     bool deferred = false;
-    while (a->ti < a->md->ntopics) {
+    while (j && a->ti < a->md->ntopics) {
         const st_md_topic_t *t = a->md->topics[a->ti];
         if (a->pi >= t->npartitions) {
             a->ti++;
@@ -361,9 +385,10 @@ static void adopt_slice(st_task_t *task)
     }
     if (j && j->n > 0 && deferred) {
         sync_start(s, a, j);
-    } else if (j) {
+    } else if (j && j->n > 0) {
         j->rc = 0;
-        sync_apply(s, j); /* nothing to make durable (or nothing opened) */
+        sync_ready(a, j); /* nothing to make durable */
+    } else {
         free(j);
     }
     adopt_next(s, a);
@@ -376,13 +401,13 @@ static void adopt_next(st_kshard_t *s, adopt_leg_t *a)
     st_adopt_q_t *q = s->adopt;
     if (q->cur != a)
         return;
-    if (a->ti < a->md->ntopics) {
-        if (a->syncing < ST_ADOPT_SYNCS)
-            st_loop_defer(s->loop, &q->task);
-        return; /* else sync_back calls again */
+    if (a->ready || (a->ti < a->md->ntopics && a->syncing < ST_ADOPT_SYNCS)) {
+        st_loop_defer(s->loop, &q->task);
+        return;
     }
-    if (a->syncing == 0)
+    if (a->ti >= a->md->ntopics && a->syncing == 0)
         adopt_finish(s, a);
+    /* else sync_back calls again */
 }
 
 /* Starts adopting a->md on this shard: the snapshot swapped, partitions no longer hosted
@@ -403,6 +428,7 @@ static void adopt_start(st_kshard_t *s, adopt_leg_t *a)
     a->pi = 0;
     a->lc_ti = -1;
     a->syncing = 0;
+    a->ready = a->ready_tail = NULL;
     a->start_ns = st_mono_ns();
     adopt_slice(&q->task);
 }
