@@ -31,7 +31,7 @@ typedef struct adopt_leg {
     int64_t start_ns, longest_ns, longest_cpu_ns; /* the longest slice: wall, thread CPU */
     int lc_ti; /* the topic whose log settings lc holds (-1: none yet) */
     st_log_config_t lc;
-    int syncing;                          /* slices whose sync is not back yet */
+    int syncing;                           /* slices whose sync is not back yet */
     struct adopt_sync *ready, *ready_tail; /* synced slices whose roles are not all set yet */
 } adopt_leg_t;
 
@@ -47,7 +47,7 @@ typedef struct adoption {
 struct st_adopt_q {
     adopt_leg_t *cur;
     adopt_leg_t *head, *tail;
-    st_task_t task; /* the next slice of cur */
+    st_task_t task;              /* the next slice of cur */
     uint64_t slices, longest_ns; /* slices run, the longest one (tests, logs) */
 };
 
@@ -192,7 +192,7 @@ typedef struct adopt_sync {
     st_fs_t fs;
     const char *dir;
     int rc;
-    int n, applied; /* partitions; of them given their roles so far */
+    int n, applied;          /* partitions; of them given their roles so far */
     struct adopt_sync *next; /* the leg's ready list */
     struct {
         int ti;
@@ -300,10 +300,11 @@ static void sync_start(st_kshard_t *s, adopt_leg_t *a, adopt_sync_t *j)
 /*
  * One slice of the adoption in progress, from the cursor on, until ST_ADOPT_SLICE_NS of work
  * or ST_ADOPT_SLICE_MAX partitions opened: partitions opened (created), their syncs deferred
- * (storage/env.h) to one for the slice; the others reconfigured and given their roles. An opened partition gets its role once
- * the slice's sync is back (sync_start): nothing it wrote is promised before it is durable.
- * Then the next slice on the loop's next iteration, so the shard serves between slices; at
- * most ST_ADOPT_SYNCS slices wait for their syncs at a time.
+ * (storage/env.h) to one for the slice; the others reconfigured and given their roles. An opened
+ * partition gets its role once the slice's sync is back (sync_start), from the first slice after
+ * it, within that slice's budget: nothing it wrote is promised before it is durable. Then the next
+ * slice on the loop's next iteration, so the shard serves between slices; at most ST_ADOPT_SYNCS
+ * slices wait for their syncs at a time.
  */
 static void adopt_slice(st_task_t *task)
 {

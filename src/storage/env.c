@@ -150,8 +150,8 @@ static int d_rmdir(void *ctx, const char *path)
     return BASE(ctx)->ops->rmdir(BASE(ctx)->ctx, path);
 }
 
-static int d_listdir(void *ctx, const char *path, int (*cb)(void *arg, const char *name, int is_dir),
-                     void *arg)
+static int d_listdir(void *ctx, const char *path,
+                     int (*cb)(void *arg, const char *name, int is_dir), void *arg)
 {
     return BASE(ctx)->ops->listdir(BASE(ctx)->ctx, path, cb, arg);
 }

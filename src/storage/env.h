@@ -74,8 +74,8 @@ void st_storage_env_fini(st_storage_env_t *env);
  * return to its loop in between. Syncs through sync_submit are never deferred. Pairs nest: the
  * outermost _end syncs. Unless the host set env->defer_ok (the broker: where
  * st_fs_syncfs_durable says syncfs holds, fs.h) and base has syncfs, nothing is deferred (each
- * sync is made as before). _end returns 0, or the error of syncfs: then nothing written since _begin is known
- * durable. Shard thread (the env's).
+ * sync is made as before). _end returns 0, or the error of syncfs: then nothing written since
+ * _begin is known durable. Shard thread (the env's).
  */
 void st_storage_defer_begin(st_storage_env_t *env);
 int st_storage_defer_end(st_storage_env_t *env, const char *dir);

@@ -74,10 +74,10 @@ struct st_journal {
      * (and reopening) n logs costs O(n), not O(n^2) */
     struct jname **gone;
     size_t ngone, gone_cap; /* entries; buckets (a power of two, 0 before the first) */
-    st_log_t *logs;     /* attached logs (jl.next/prev) */
-    int nneeds;         /* of them, those holding needed entries */
-    st_log_t *queue;    /* to join the next round (jl.qnext) */
-    st_log_t *round;    /* in the round in flight (jl.rnext), each holding a reference */
+    st_log_t *logs;         /* attached logs (jl.next/prev) */
+    int nneeds;             /* of them, those holding needed entries */
+    st_log_t *queue;        /* to join the next round (jl.qnext) */
+    st_log_t *round;        /* in the round in flight (jl.rnext), each holding a reference */
     bool in_flight;
     bool want_round; /* a header-only round, to make freed space reusable */
     bool sweeping;
