@@ -21,6 +21,12 @@ per run measures:
   6. failover: kill -9 the active controller (Metadata's controller_id), time until the
      others name another controller and until a CreateTopics of a small topic succeeds.
 
+Also, per broker: the longest event-loop iteration and the number over 100 ms
+(strata_shard_loop_iteration_seconds from each node's /metrics, bucket upper bounds) during
+create + produce and from the restart until all led; RSS before the topic, after create +
+produce, after the restart, and the peaks (VmHWM) until the first produce and since the
+restart. Issue 23's targets are printed beside each figure.
+
 Runs --runs times (default 3) on fresh clusters and prints each step's p50/min/max, then a
 Markdown table. Every wait has a deadline; every process it starts is stopped by PID on the
 way out, also on failure. Nodes are tests/integration/cluster.py's (harness.Server), pointed
@@ -40,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -81,6 +88,64 @@ def rss_mib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def hwm_mib(pid):
+    """The process's peak RSS so far (VmHWM)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def loop_hist(c, nid):
+    """Node `nid`'s event-loop iteration histogram (strata_shard_loop_iteration_seconds,
+    every shard summed): {upper bound in seconds (inf last): cumulative count}."""
+    url = "http://%s:%d/metrics" % (c.nodes[nid].host, c.nodes[nid].admin_port)
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if not line.startswith("strata_shard_loop_iteration_seconds_bucket{"):
+            continue
+        le = line.split('le="', 1)[1].split('"', 1)[0]
+        b = float("inf") if le == "+Inf" else float(le)
+        out[b] = out.get(b, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return out
+
+
+def busy_between(h0, h1):
+    """From two loop_hist snapshots of one node: (iterations longer than 100 ms, upper bound in
+    ms of the bucket of the longest iteration) between them. The metrics snapshot a shard
+    publishes lags by up to its tick (100 ms)."""
+    bounds = sorted(h1)
+    d = {b: h1[b] - h0.get(b, 0) for b in bounds}
+    total = d[bounds[-1]]
+    over = total - max((d[b] for b in bounds if b <= 0.1), default=0)
+    longest = next((b for b in bounds if d[b] == total), bounds[-1])
+    return over, longest * 1000.0
+
+
+def busy_all(c, h0):
+    """busy_between for every node since h0 ({nid: hist}, {} for a fresh process)."""
+    out = {}
+    for nid in c.nodes:
+        try:
+            out[nid] = busy_between(h0.get(nid, {}), loop_hist(c, nid))
+        except (OSError, ValueError, IndexError):
+            out[nid] = (None, None)
+    return out
+
+
+def hists(c):
+    out = {}
+    for nid in c.nodes:
+        try:
+            out[nid] = loop_hist(c, nid)
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
 
 
 def dir_mib(path):
@@ -232,6 +297,8 @@ def one_run(args, run, log):
         log("cluster up in %.2fs, controller %d" % (res["cold_start_s"], ctrl))
 
         # 2. create
+        res["rss_before_mib"] = {nid: rss_mib(n.pid) for nid, n in c.nodes.items()}
+        h0 = hists(c)
         t0 = time.monotonic()
         create_topic(bootstrap, TOPIC, parts, 3, args.step_timeout)
         res["create_answer_s"] = time.monotonic() - t0
@@ -243,6 +310,18 @@ def one_run(args, run, log):
         # 3. produce
         res["produce1_s"], _ = produce_all(bootstrap, parts, b"a", args.step_timeout)
         log("%d records acknowledged in %.2fs" % (parts, res["produce1_s"]))
+        time.sleep(0.3)  # the shards' metrics snapshots lag by up to one tick (100 ms)
+        busy = busy_all(c, h0)
+        res["create_busy_over100"] = {k: v[0] for k, v in busy.items()}
+        res["create_busy_max_ms"] = {k: v[1] for k, v in busy.items()}
+        res["rss_produced_mib"] = {nid: rss_mib(n.pid) for nid, n in c.nodes.items()}
+        res["hwm_produced_mib"] = {nid: hwm_mib(n.pid) for nid, n in c.nodes.items()}
+        log("create + produce: loop iterations > 100 ms per broker %s, longest (bucket bound, "
+            "ms) %s; RSS MiB before the topic %s, after the records %s (peak %s)" % (
+                res["create_busy_over100"], res["create_busy_max_ms"],
+                {k: round(v, 1) for k, v in res["rss_before_mib"].items()},
+                {k: round(v, 1) for k, v in res["rss_produced_mib"].items()},
+                {k: round(v, 1) for k, v in res["hwm_produced_mib"].items()}))
         before = leaders(c, 1)
 
         # 4. stop
@@ -264,6 +343,12 @@ def one_run(args, run, log):
         res["restart_all_led_s"] = max(led.values())
         log("restart: ready lines in %.2fs, all led per broker %s"
             % (res["restart_ready_s"], {k: round(v, 2) for k, v in led.items()}))
+        time.sleep(0.3)  # the metrics snapshots' lag
+        busy = busy_all(c, {})
+        res["restart_busy_over100"] = {k: v[0] for k, v in busy.items()}
+        res["restart_busy_max_ms"] = {k: v[1] for k, v in busy.items()}
+        log("restart until all led: loop iterations > 100 ms per broker %s, longest (bucket "
+            "bound, ms) %s" % (res["restart_busy_over100"], res["restart_busy_max_ms"]))
         res["rss_mib"] = {nid: rss_mib(n.pid) for nid, n in c.nodes.items()}
         res["metadata_dir_mib"] = {nid: dir_mib(n.metadata_dir) for nid, n in c.nodes.items()}
         log("RSS MiB %s, metadata log MiB %s" % (
@@ -287,6 +372,10 @@ def one_run(args, run, log):
             log("consume from 0: %s (%d of %d partitions complete)" % (
                 "%.2fs" % secs if secs is not None else
                 "timed out after %ds" % args.consume_timeout, complete, parts))
+
+        res["hwm_restarted_mib"] = {nid: hwm_mib(n.pid) for nid, n in c.nodes.items()}
+        log("peak RSS since the restart (VmHWM, after produce and consume) MiB %s" % (
+            {k: round(v, 1) for k, v in res["hwm_restarted_mib"].items()}))
 
         # 6. failover
         ctrl = c.wait_for_quorum(timeout=30)
@@ -327,40 +416,59 @@ def one_run(args, run, log):
         c.close()
 
 
+# (key, label, target of issue 23 or ""): scalar keys are seconds of one run; keys holding one
+# value per broker are summarised by the largest broker's value in each run.
 STEPS = [
-    ("cold_start_s", "cold start: 3 brokers + controller on every node"),
-    ("create_answer_s", "CreateTopics answer (%d partitions, RF=3)"),
-    ("create_all_led_s", "... until every broker's Metadata shows all led"),
-    ("produce1_s", "produce 1 record to every partition, all acked"),
-    ("stop_s", "SIGTERM all 3, until all exited"),
-    ("restart_ready_s", "restart: exec until every node logged ready"),
-    ("restart_all_led_s", "restart: exec until every broker shows all led"),
-    ("produce2_s", "after restart: 1 record to every partition, all acked"),
-    ("consume_s", "after restart: consumer from 0 has every partition's records"),
-    ("failover_controller_s", "kill -9 controller: another named by both"),
-    ("failover_create_s", "kill -9 controller: small CreateTopics succeeded"),
+    ("cold_start_s", "cold start: 3 brokers + controller on every node", ""),
+    ("create_answer_s", "CreateTopics answer (%d partitions, RF=3)", "< 15"),
+    ("create_all_led_s", "... until every broker's Metadata shows all led", ""),
+    ("produce1_s", "produce 1 record to every partition, all acked", "< 5"),
+    ("create_busy_max_ms", "create + produce: longest shard loop iteration, any broker "
+     "(ms, bucket bound)", "<= 100"),
+    ("create_busy_over100", "create + produce: loop iterations > 100 ms, worst broker", "0"),
+    ("rss_before_mib", "RSS before the topic, largest broker (MiB)", ""),
+    ("rss_produced_mib", "RSS after create + produce, largest broker (MiB)", "< 150"),
+    ("hwm_produced_mib", "peak RSS (VmHWM) until then, largest broker (MiB)", "< 150"),
+    ("stop_s", "SIGTERM all 3, until all exited", "< 5"),
+    ("restart_ready_s", "restart: exec until every node logged ready", ""),
+    ("restart_all_led_s", "restart: exec until every broker shows all led", "< 10"),
+    ("restart_busy_max_ms", "restart until all led: longest shard loop iteration, any broker "
+     "(ms, bucket bound)", "<= 100"),
+    ("restart_busy_over100", "restart until all led: loop iterations > 100 ms, worst broker",
+     "0"),
+    ("rss_mib", "RSS after restart, largest broker (MiB)", "< 150"),
+    ("metadata_dir_mib", "metadata log dir, largest node (MiB)", ""),
+    ("produce2_s", "after restart: 1 record to every partition, all acked", ""),
+    ("consume_s", "after restart: consumer from 0 has every partition's records", ""),
+    ("hwm_restarted_mib", "peak RSS (VmHWM) since the restart, after produce + consume, "
+     "largest broker (MiB)", "< 150"),
+    ("failover_controller_s", "kill -9 controller: another named by both", ""),
+    ("failover_create_s", "kill -9 controller: small CreateTopics succeeded", ""),
 ]
+
+
+def step_value(r, key):
+    v = r.get(key)
+    if isinstance(v, dict):
+        vals = [x for x in v.values() if x is not None]
+        return max(vals) if vals else None
+    return v
 
 
 def summary(results, parts):
     rows = []
-    for key, label in STEPS:
-        vals = [r[key] for r in results if r.get(key) is not None]
+    for key, label, target in STEPS:
+        vals = [step_value(r, key) for r in results]
+        vals = [v for v in vals if v is not None]
         missing = len(results) - len(vals)
         label = label % parts if "%d" in label else label
+        fmt = "%.0f" if key.endswith("over100") else "%.1f" if key.endswith("_mib") or \
+            key.endswith("_ms") else "%.2f"
         if vals:
-            rows.append((label, "%.2f" % statistics.median(vals), "%.2f" % min(vals),
-                         "%.2f" % max(vals), len(vals), missing))
+            rows.append((label, fmt % statistics.median(vals), fmt % min(vals), fmt % max(vals),
+                         target, len(vals), missing))
         else:
-            rows.append((label, "—", "—", "—", 0, missing))
-    for nid in (1, 2, 3):
-        for key, label, fmt in (("rss_mib", "RSS after restart, broker %d (MiB)", "%.1f"),
-                                ("metadata_dir_mib", "metadata log dir, node %d (MiB)",
-                                 "%.2f")):
-            vals = [r[key][nid] for r in results if key in r]
-            if vals:
-                rows.append((label % nid, fmt % statistics.median(vals), fmt % min(vals),
-                             fmt % max(vals), len(vals), 0))
+            rows.append((label, "—", "—", "—", target, 0, missing))
     return rows
 
 
@@ -406,11 +514,11 @@ def main():
     rows = summary(results, args.partitions)
     print("\n%d run(s), %d partitions, RF=3, 3 combined nodes, --smp 1, acks=all\n"
           % (len(results), args.partitions))
-    print("| step (seconds unless stated) | p50 | min | max |")
-    print("| --- | --- | --- | --- |")
-    for label, p50, lo, hi, n, missing in rows:
+    print("| step (seconds unless stated) | p50 | min | max | target |")
+    print("| --- | --- | --- | --- | --- |")
+    for label, p50, lo, hi, target, n, missing in rows:
         note = "" if not missing else " (%d run(s) timed out)" % missing
-        print("| %s%s | %s | %s | %s |" % (label, note, p50, lo, hi))
+        print("| %s%s | %s | %s | %s | %s |" % (label, note, p50, lo, hi, target))
     print("\nper run: stop exit statuses %s; consumer partitions complete %s; leaders moved "
           "by the restart %s; partitions whose record from before the restart was not on "
           "their leader after it %s" % (

@@ -7,11 +7,17 @@
  *     -> a fan-out leg on every shard (broker/fanout.h), in the order states are adopted:
  *          swap the shard's snapshot -> hooks->md_adopted
  *          -> each open partition this broker no longer hosts: hooks->partition_gone, deleted
- *          -> each partition it hosts on this shard: opened if new (an open failure is
- *             recorded: the partition is offline), reconfigured when its topic's configs
- *             changed, given its role (leader or follower, epochs, replicas, ISR:
- *             st_part_set_role) -> hooks->partition_role
+ *          -> each partition it hosts on this shard, in slices of ST_ADOPT_SLICE_NS of work
+ *             (the shard serves between them: 10,000 partitions take seconds to open): opened
+ *             if new (an open failure is recorded: the partition is offline), the slice's
+ *             opens under one deferred sync (storage/env.h) made on a thread of its own
+ *             (syncfs), an opened partition getting its role only once that sync is back;
+ *             reconfigured when its topic's configs changed; given its role (leader or
+ *             follower, epochs, replicas, ISR: st_part_set_role) -> hooks->partition_role,
+ *             skipped when the role, the brokers and the configs are what they were
  *     -> back on shard 0, once every shard is done: done(s0, arg, md, fails)
+ *   A leg reaching a shard whose previous adoption is still in slices waits for it (states
+ *   are adopted in order). A stopping shard opens nothing more.
  *
  * Threads: st_broker_adopt and done on shard 0; the legs and the hooks on each shard.
  */
@@ -40,7 +46,18 @@ typedef struct st_adopt_fails {
 typedef void (*st_adopt_done_fn)(st_kshard_t *s0, void *arg, const st_md_t *md,
                                  const st_adopt_fails_t *fails);
 
+/* Work of one slice of an adoption on a shard before it serves again (then its deferred sync,
+ * a few milliseconds). */
+#define ST_ADOPT_SLICE_NS (20 * 1000 * 1000)
+/* Partitions one slice opens at most, and slices waiting for their syncs at a time. */
+#define ST_ADOPT_SLICE_MAX 256
+#define ST_ADOPT_SYNCS     2
+
 /* Shard 0: every shard adopts md (takes its one reference). */
 void st_broker_adopt(st_kshard_t *s0, st_md_t *md, st_adopt_done_fn done, void *arg);
+/* On each shard at its end: frees its adoption queue. */
+void st_broker_adopt_fini(st_kshard_t *s);
+/* The shard's adoption slices so far and the longest one (ns). */
+void st_broker_adopt_stats(const st_kshard_t *s, uint64_t *slices, uint64_t *longest_ns);
 
 #endif

@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "cluster/legacy.h"
 #include "cluster/quorum.h"
+#include "broker/adopt.h"
 #include "broker/connquota.h"
 #include "broker/request.h"
 #include "net/tls.h"
@@ -825,6 +826,13 @@ static void *kshard_main(void *arg)
     s->env.writeback_submit = writeback_submit;
     s->env.writeback_ctx = s;
     const st_config_t *cfg = b->cfg;
+    /* opening and closing many partitions defer their syncs to one syncfs where it holds
+     * (storage/env.h); elsewhere (a FUSE mount, NFS) each sync is made as before */
+    s->env.defer_ok = b->fs.ops == st_fs_posix().ops && st_fs_syncfs_durable(cfg->log_dirs);
+    if (s->id == 0)
+        ST_INFO("%s: partitions opened and closed in batches %s", cfg->log_dirs,
+                s->env.defer_ok ? "under one syncfs each"
+                                : "with their own syncs (syncfs is not known to hold here)");
     if (cfg->log_journal_bytes > 0) {
         st_journal_t *j;
         rc = st_journal_open(&s->env, cfg->log_dirs, s->id, cfg->log_journal_bytes, &j);
@@ -890,6 +898,7 @@ static void *kshard_main(void *arg)
     s->net = NULL;
     if (s->parts.buckets)
         st_parts_fini(&s->parts);
+    st_broker_adopt_fini(s);
     if (s->env.journal)
         st_journal_close(s->env.journal);
     b->hooks->shard_fini(s);

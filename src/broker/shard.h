@@ -29,6 +29,7 @@
 
 typedef struct st_broker st_broker_t;
 typedef struct st_kshard st_kshard_t;
+typedef struct st_adopt_q st_adopt_q_t; /* broker/adopt.c */
 
 /* Called on every shard's thread once before it serves and then from its housekeeping tick
  * (every 100 ms): the admin module publishes the shard's metrics snapshot from here. */
@@ -53,7 +54,8 @@ struct st_kshard {
     pthread_t thread;
     st_loop_t *loop;
     st_net_t *net;
-    st_md_t *md; /* this shard's current snapshot */
+    st_md_t *md;         /* this shard's current snapshot */
+    st_adopt_q_t *adopt; /* the adoptions in progress and waiting (broker/adopt.h) */
     st_storage_env_t env;
     st_parts_t parts;
     int syncs_in_flight;   /* fdatasyncs and write-outs submitted, not completed (shutdown waits) */

@@ -141,7 +141,8 @@ struct st_parts {
 
 void st_parts_init(st_parts_t *t, st_loop_t *loop, st_storage_env_t *env,
                    const st_parts_config_t *cfg);
-/* Closes every log cleanly and writes the producer state snapshots (shutdown). */
+/* Closes every log cleanly and writes the producer state snapshots (shutdown), under two
+ * deferred syncs (storage/env.h): everything but the clean-shutdown markers, then the markers. */
 void st_parts_fini(st_parts_t *t);
 st_part_t *st_parts_get(const st_parts_t *t, const uint8_t topic_id[16], int32_t index);
 /* Opens (creating) the log of partition `index` of topic (name, id) with settings lc. When the

@@ -40,7 +40,11 @@
 typedef void (*st_sync_done_fn)(void *arg, int res);
 
 typedef struct st_storage_env {
-    st_fs_t fs;                   /* every file-system call */
+    st_fs_t fs;                   /* every file-system call: base's, syncs deferred (below) */
+    st_fs_t base;                 /* the file system given to st_storage_env_init */
+    bool defer_ok;                /* syncs may be deferred (below); false by default */
+    int defer_depth;              /* st_storage_defer_begin calls not yet ended */
+    uint64_t deferred;            /* syncs deferred since the outermost begin */
     int64_t (*now_ms)(void *ctx); /* wall clock, ms since the epoch */
     void *now_ctx;
     int (*sync_submit)(void *ctx, int fd, st_sync_done_fn done, void *arg);
@@ -58,6 +62,27 @@ typedef struct st_storage_env {
 void st_storage_env_init(st_storage_env_t *env, st_fs_t fs, int max_open_files);
 /* Every log of this env must be closed first. */
 void st_storage_env_fini(st_storage_env_t *env);
+
+/*
+ * Deferred syncs. Between st_storage_defer_begin(env) and st_storage_defer_end(env, dir), the
+ * synchronous syncs made through env->fs (fdatasync and fsync_dir: those of st_log_open,
+ * st_log_close, st_fs_write_file_atomic and their kin, several per log) are not made one by
+ * one: _end makes everything durable with one syncfs of the file system holding dir. For
+ * opening or closing many logs at once (broker/adopt.c, partition.h st_parts_fini): the caller
+ * promises nothing of what was written in between (no append acknowledged, no clean-shutdown
+ * marker written on the strength of an earlier write) before _end returned 0, and does not
+ * return to its loop in between. Syncs through sync_submit are never deferred. Pairs nest: the
+ * outermost _end syncs. Unless the host set env->defer_ok (the broker: where
+ * st_fs_syncfs_durable says syncfs holds, fs.h) and base has syncfs, nothing is deferred (each
+ * sync is made as before). _end returns 0, or the error of syncfs: then nothing written since
+ * _begin is known durable. Shard thread (the env's).
+ */
+void st_storage_defer_begin(st_storage_env_t *env);
+int st_storage_defer_end(st_storage_env_t *env, const char *dir);
+/* _end without the sync, for a caller that makes it itself (base.ops->syncfs, on a thread of
+ * its own where base allows) before it promises anything; whether any sync was deferred is
+ * env->deferred before the call. */
+void st_storage_defer_take(st_storage_env_t *env);
 
 /*
  * Syncs one file through env->sync_submit, holding it (a reference and an open descriptor)

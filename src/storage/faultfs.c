@@ -3,11 +3,12 @@
  *
  * Invariants:
  *   1. A name maps to at most one inode; an inode with no name lives while a descriptor is open.
- *   2. An inode's durable image changes only in fdatasync (and st_faultfs_put).
+ *   2. An inode's durable image changes only in fdatasync, syncfs (and st_faultfs_put).
  *   3. Descriptor numbers grow and are never reused; a descriptor from before a crash is dead.
  *   4. dnames is what a crash leaves of the names: an entry of directory d changes there only
  *      in fsync_dir(d) (entries directly under the root, which is not modelled, and directory
- *      renames change there at once), in st_faultfs_put, and in a crash.
+ *      renames change there at once), in syncfs (every entry), in st_faultfs_put, and in a
+ *      crash.
  */
 #include "storage/faultfs.h"
 
@@ -593,6 +594,35 @@ static int ff_fsync_dir(void *ctx, const char *path)
     return 0;
 }
 
+/* Everything becomes durable: every named file's contents, every name (syncfs(2)). */
+static int ff_syncfs(void *ctx, const char *path)
+{
+    (void)path;
+    st_faultfs_t *f = ctx;
+    int rc = ff_fault(f, ST_FAULT_SYNCFS);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < f->nnames; i++) {
+        ff_inode_t *ino = f->names[i].ino;
+        if (!ino)
+            continue;
+        uint8_t *d = malloc(ino->len ? ino->len : 1);
+        if (!d)
+            return -ENOMEM;
+        if (ino->len)
+            memcpy(d, ino->data, ino->len);
+        free(ino->dur);
+        ino->dur = d;
+        ino->dur_len = ino->len;
+    }
+    while (f->ndnames)
+        ff_ddel_at(f, &f->dnames[f->ndnames - 1]);
+    for (size_t i = 0; i < f->nnames; i++)
+        if ((rc = ff_dset(f, f->names[i].path, f->names[i].ino)) < 0)
+            return rc;
+    return 0;
+}
+
 static const st_fs_ops_t ff_ops = {
     .open = ff_open,
     .close = ff_close,
@@ -607,6 +637,7 @@ static const st_fs_ops_t ff_ops = {
     .rmdir = ff_rmdir,
     .listdir = ff_listdir,
     .fsync_dir = ff_fsync_dir,
+    .syncfs = ff_syncfs,
 };
 
 st_faultfs_t *st_faultfs_create(uint64_t seed)

@@ -12,7 +12,8 @@
  *                           descriptor dies; all calls fail with EIO until st_faultfs_restart()
  *
  * Model of durability: file contents are durable only through fdatasync; a directory's entries
- * (create, rename, unlink, mkdir, rmdir) only through fsync_dir of that directory, except
+ * (create, rename, unlink, mkdir, rmdir) only through fsync_dir of that directory (syncfs makes
+ * both durable for every file and directory at once), except
  * entries directly under the root (not modelled) and directory renames, durable at once. A
  * crash keeps the durable names (dropping any whose directory did not survive) and, per file,
  * the durable image or, by mode: a random prefix of a grown tail (torn write), a grown tail of
@@ -44,6 +45,7 @@ typedef enum {
     ST_FAULT_MKDIR,
     ST_FAULT_LISTDIR,
     ST_FAULT_FSYNC_DIR,
+    ST_FAULT_SYNCFS,
     ST_FAULT__COUNT
 } st_fault_op_t;
 

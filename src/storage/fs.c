@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -150,6 +151,18 @@ static int px_fsync_dir(void *ctx, const char *path)
     return rc;
 }
 
+static int px_syncfs(void *ctx, const char *path)
+{
+    (void)ctx;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    /* Linux reports writeback errors of the file system here since 5.8 */
+    int rc = syncfs(fd) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
 static const st_fs_ops_t px_ops = {
     .open = px_open,
     .close = px_close,
@@ -165,6 +178,7 @@ static const st_fs_ops_t px_ops = {
     .rmdir = px_rmdir,
     .listdir = px_listdir,
     .fsync_dir = px_fsync_dir,
+    .syncfs = px_syncfs,
 };
 
 st_fs_t st_fs_posix(void)
@@ -281,6 +295,23 @@ int st_fs_write_file_atomic(const st_fs_t *fs, const char *dir, const char *name
     if (rc < 0)
         fs->ops->unlink(fs->ctx, tmp);
     return rc;
+}
+
+bool st_fs_syncfs_durable(const char *path)
+{
+    struct statfs st;
+    if (statfs(path, &st) < 0)
+        return false;
+    switch ((unsigned long)st.f_type) {
+    case 0xEF53UL:     /* ext2/3/4 */
+    case 0x58465342UL: /* xfs */
+    case 0x9123683EUL: /* btrfs */
+    case 0xF2F52010UL: /* f2fs */
+    case 0x01021994UL: /* tmpfs */
+        return true;
+    default:
+        return false;
+    }
 }
 
 int st_fs_sync_parent(st_fs_t *fs, const char *path)

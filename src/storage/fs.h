@@ -16,6 +16,7 @@
 #ifndef ST_STORAGE_FS_H
 #define ST_STORAGE_FS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -49,6 +50,10 @@ typedef struct st_fs_ops {
                    void *arg);
     /* Makes the directory's entries (creations, renames, unlinks) durable. */
     int (*fsync_dir)(void *ctx, const char *path);
+    /* Optional (NULL: -ENOSYS): makes everything written so far on the file system holding
+     * path durable, every file's contents and every directory's entries (Linux syncfs(2)):
+     * one sync standing for many fdatasync and fsync_dir calls (env.h's deferred syncs). */
+    int (*syncfs)(void *ctx, const char *path);
 } st_fs_ops_t;
 
 typedef struct st_fs {
@@ -74,6 +79,12 @@ int st_fs_read_file(const st_fs_t *fs, const char *path, size_t max, uint8_t **d
  * directory sync. For small metadata files; blocks, so only at open/close or on a helper. */
 int st_fs_write_file_atomic(const st_fs_t *fs, const char *dir, const char *name, const void *data,
                             size_t len);
+
+/* Whether syncfs(2) on the file system holding path makes everything written there durable:
+ * true for the local file systems known to (ext4, xfs, btrfs, f2fs; tmpfs, which keeps
+ * nothing anyway), false elsewhere: Linux does not pass syncfs to a FUSE daemon, for one, so a
+ * FUSE file system would take it for nothing. */
+bool st_fs_syncfs_durable(const char *path);
 
 /* Syncs the directory holding path (makes its entry for path durable). */
 int st_fs_sync_parent(st_fs_t *fs, const char *path);

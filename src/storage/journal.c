@@ -70,11 +70,14 @@ struct st_journal {
     bool pinned;          /* entries a failed close left: kept for replay, never overwritten */
     int64_t pin_pos;
     uint64_t pin_seq;
-    struct jname *gone; /* logs that wrote entries and were closed since (by name) */
-    st_log_t *logs;     /* attached logs (jl.next/prev) */
-    int nneeds;         /* of them, those holding needed entries */
-    st_log_t *queue;    /* to join the next round (jl.qnext) */
-    st_log_t *round;    /* in the round in flight (jl.rnext), each holding a reference */
+    /* logs that wrote entries and were closed since (by name): a hash set, so that closing
+     * (and reopening) n logs costs O(n), not O(n^2) */
+    struct jname **gone;
+    size_t ngone, gone_cap; /* entries; buckets (a power of two, 0 before the first) */
+    st_log_t *logs;         /* attached logs (jl.next/prev) */
+    int nneeds;             /* of them, those holding needed entries */
+    st_log_t *queue;        /* to join the next round (jl.qnext) */
+    st_log_t *round;        /* in the round in flight (jl.rnext), each holding a reference */
     bool in_flight;
     bool want_round; /* a header-only round, to make freed space reusable */
     bool sweeping;
@@ -96,8 +99,61 @@ struct st_journal {
 
 typedef struct jname {
     struct jname *next;
+    uint64_t hash;
     char name[];
 } jname_t;
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static jname_t *gone_find(const st_journal_t *j, const char *name, uint64_t h)
+{
+    if (!j->gone_cap)
+        return NULL;
+    for (jname_t *n = j->gone[h & (j->gone_cap - 1)]; n; n = n->next)
+        if (n->hash == h && strcmp(n->name, name) == 0)
+            return n;
+    return NULL;
+}
+
+/* Adds name to the set (once). Out of memory: left out, as before (the log's fence is then
+ * not rewritten at its next open; replay skips its entries by the fence it has). */
+static void gone_add(st_journal_t *j, const char *name)
+{
+    uint64_t h = name_hash(name);
+    if (gone_find(j, name, h))
+        return;
+    if (j->ngone + 1 > j->gone_cap) {
+        size_t cap = j->gone_cap ? j->gone_cap * 2 : 64;
+        jname_t **b = calloc(cap, sizeof *b);
+        if (!b && !j->gone_cap)
+            return;
+        if (b) { /* else longer chains */
+            for (size_t i = 0; i < j->gone_cap; i++)
+                for (jname_t *n = j->gone[i], *next; n; n = next) {
+                    next = n->next;
+                    n->next = b[n->hash & (cap - 1)];
+                    b[n->hash & (cap - 1)] = n;
+                }
+            free(j->gone);
+            j->gone = b;
+            j->gone_cap = cap;
+        }
+    }
+    jname_t *n = malloc(sizeof *n + strlen(name) + 1);
+    if (!n)
+        return;
+    n->hash = h;
+    strcpy(n->name, name);
+    n->next = j->gone[h & (j->gone_cap - 1)];
+    j->gone[h & (j->gone_cap - 1)] = n;
+    j->ngone++;
+}
 
 static int64_t used(const st_journal_t *j)
 {
@@ -113,11 +169,12 @@ static const char *log_name(const st_log_t *log)
 
 static void journal_free(st_journal_t *j)
 {
-    while (j->gone) {
-        jname_t *n = j->gone;
-        j->gone = n->next;
-        free(n);
-    }
+    for (size_t i = 0; i < j->gone_cap; i++)
+        for (jname_t *n = j->gone[i], *next; n; n = next) {
+            next = n->next;
+            free(n);
+        }
+    free(j->gone);
     if (j->fd >= 0)
         j->env->fs.ops->close(j->env->fs.ctx, j->fd);
     free(j->path);
@@ -493,15 +550,7 @@ void st_journal_detach(st_log_t *log, bool close_ok)
         }
     }
     if (jl->last_seq != 0 && jl->last_seq >= jl->fence_seq) {
-        const char *name = log_name(log);
-        jname_t *n = j->gone;
-        while (n && strcmp(n->name, name) != 0)
-            n = n->next;
-        if (!n && (n = malloc(sizeof *n + strlen(name) + 1))) {
-            strcpy(n->name, name);
-            n->next = j->gone;
-            j->gone = n;
-        }
+        gone_add(j, log_name(log));
     }
     bool was_tail = jl->has_need && jl->need_pos <= j->tail;
     if (jl->has_need)
@@ -613,10 +662,7 @@ int st_journal_prepare(st_log_t *log)
     if (!j || j->closed)
         return 0;
     const char *name = log_name(log);
-    jname_t *n = j->gone;
-    while (n && strcmp(n->name, name) != 0)
-        n = n->next;
-    if (n)
+    if (gone_find(j, name, name_hash(name)))
         return write_fence(j, log, j->next_seq);
     uint64_t run = 0, seq = 0;
     st_fs_t *fs = &log->env->fs;

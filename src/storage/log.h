@@ -102,6 +102,16 @@ int st_log_open(st_storage_env_t *env, const char *dir, const st_log_config_t *c
  * Syncs still in flight in the host keep a reference; their done() may arrive later safely.
  */
 int st_log_close(st_log_t *log);
+/*
+ * st_log_close in two steps, for closing many logs under one deferred sync (env.h): _begin
+ * writes out and syncs everything but the clean-shutdown marker and returns the result; the
+ * log stays open (nothing may be appended to it). _end(log, rc) leaves the marker when rc is
+ * 0 (the caller's rc: _begin's, or the deferred sync's when that failed), then frees the log
+ * as st_log_close does and returns its result. Between the two, every log's writes must be
+ * made durable (st_storage_defer_end) before the markers are written.
+ */
+int st_log_close_begin(st_log_t *log);
+int st_log_close_end(st_log_t *log, int rc);
 /* Deletes every file of the log and its directory, then frees it (DeleteTopics). The
  * directory is first renamed to "<dir>.<hex>-delete" and that rename synced, so a crash never
  * leaves the old records under the partition's name (st_storage_sweep_deleted removes the

@@ -59,6 +59,11 @@ struct st_log {
     /* leader epochs */
     st_epoch_entry_t *epochs;
     int nepochs, capepochs;
+    /* what the epoch file holds since this log's last write of it: its bytes' CRC-32C and
+     * length (epochs_written false: unknown) */
+    bool epochs_written;
+    uint32_t epochs_crc;
+    size_t epochs_len;
 
     uint8_t topic_id[16];
     bool has_topic_id;

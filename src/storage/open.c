@@ -75,9 +75,16 @@ static void load_partition_metadata(st_log_t *log)
     free(d);
 }
 
-/* mkdir -p; each directory created is made durable in its parent before going on. */
+/* mkdir -p; each directory created is made durable in its parent before going on. The
+ * directory itself first: it or its parent exists but at a first start (one call, not one per
+ * component of the path, for each of thousands of partitions opened). */
 static int mkdir_p(st_fs_t *fs, const char *dir)
 {
+    int rc = fs->ops->mkdir(fs->ctx, dir);
+    if (rc == -EEXIST)
+        return 0;
+    if (rc == 0)
+        return st_fs_sync_parent(fs, dir);
     char p[PATH_MAX];
     size_t n = strlen(dir);
     if (n >= sizeof p)
@@ -87,7 +94,7 @@ static int mkdir_p(st_fs_t *fs, const char *dir)
         if (p[i] == '/' || p[i] == 0) {
             char c = p[i];
             p[i] = 0;
-            int rc = fs->ops->mkdir(fs->ctx, p);
+            rc = fs->ops->mkdir(fs->ctx, p);
             if (rc < 0 && rc != -EEXIST)
                 return rc;
             if (rc == 0 && (rc = st_fs_sync_parent(fs, p)) < 0)
@@ -387,6 +394,11 @@ static void log_release(st_log_t *log)
 
 int st_log_close(st_log_t *log)
 {
+    return st_log_close_end(log, st_log_close_begin(log));
+}
+
+int st_log_close_begin(st_log_t *log)
+{
     int rc = 0, r;
     st_clean_abort(log);
     for (int i = 0; i < log->nsegs; i++) {
@@ -417,6 +429,12 @@ int st_log_close(st_log_t *log)
     }
     if (rc == 0 && (r = st_log_epochs_write(log, true)) < 0)
         rc = r;
+    return rc;
+}
+
+int st_log_close_end(st_log_t *log, int rc)
+{
+    int r;
     if (rc == 0) {
         char p[PATH_MAX];
         st_fs_t *fs = &log->env->fs;

@@ -508,10 +508,83 @@ static void test_empty_files(void **state)
     tenv_fini(&b.t);
 }
 
+static bool exists(tenv_t *t, const char *path)
+{
+    int fd = t->env.fs.ops->open(t->env.fs.ctx, path, ST_FS_RDONLY);
+    if (fd >= 0)
+        t->env.fs.ops->close(t->env.fs.ctx, fd);
+    return fd >= 0;
+}
+
+/* Deferred syncs (env.h): an open or a close under st_storage_defer_begin makes nothing durable
+ * until _end's syncfs; a crash before it loses what they wrote, one after it nothing. */
+static void test_deferred_syncs(void **state)
+{
+    (void)state;
+    built_t b;
+    build(&b, 90, 5, 1 << 20);
+    tenv_t *t = &b.t;
+    t->env.defer_ok = true;
+    /* a log created under deferral, then a crash before the sync: its directory is gone */
+    st_log_t *nl;
+    st_storage_defer_begin(&t->env);
+    assert_int_equal(st_log_open(&t->env, "/data/d-0", &b.c, &nl), 0);
+    assert_true(t->env.deferred > 0);
+    assert_true(exists(t, "/data/d-0/00000000000000000000.log"));
+    st_storage_defer_take(&t->env);
+    st_faultfs_crash(t->ff, false);
+    st_log_close(nl); /* frees it; the disk answers EIO */
+    st_faultfs_restart(t->ff);
+    assert_false(exists(t, "/data/d-0/00000000000000000000.log"));
+    /* the same with the sync: there after the crash */
+    st_storage_defer_begin(&t->env);
+    assert_int_equal(st_log_open(&t->env, "/data/d-0", &b.c, &nl), 0);
+    assert_int_equal(st_storage_defer_end(&t->env, "/data"), 0);
+    assert_int_equal(t->env.deferred, 0);
+    st_faultfs_crash(t->ff, false);
+    st_log_close(nl);
+    st_faultfs_restart(t->ff);
+    assert_true(exists(t, "/data/d-0/00000000000000000000.log"));
+    /* a close in two passes: no marker before the markers' sync, one after */
+    st_log_t *log = reopen(&b);
+    assert_false(exists(t, DIR "/" ST_META_CLEAN_FILE));
+    st_storage_defer_begin(&t->env);
+    assert_int_equal(st_log_close_begin(log), 0);
+    assert_int_equal(st_storage_defer_end(&t->env, "/data"), 0);
+    st_storage_defer_begin(&t->env);
+    assert_int_equal(st_log_close_end(log, 0), 0);
+    assert_true(exists(t, DIR "/" ST_META_CLEAN_FILE));
+    st_storage_defer_take(&t->env);
+    st_faultfs_crash(t->ff, false);
+    st_faultfs_restart(t->ff);
+    assert_false(exists(t, DIR "/" ST_META_CLEAN_FILE));
+    log = reopen(&b); /* unclean: checked, every batch there */
+    assert_int_equal(st_log_end_offset(log), b.ends[4]);
+    assert_int_equal(check_readable(log), 5);
+    st_storage_defer_begin(&t->env);
+    assert_int_equal(st_log_close_begin(log), 0);
+    assert_int_equal(st_storage_defer_end(&t->env, "/data"), 0);
+    st_storage_defer_begin(&t->env);
+    assert_int_equal(st_log_close_end(log, 0), 0);
+    assert_int_equal(st_storage_defer_end(&t->env, "/data"), 0);
+    st_faultfs_crash(t->ff, false);
+    st_faultfs_restart(t->ff);
+    assert_true(exists(t, DIR "/" ST_META_CLEAN_FILE));
+    /* without defer_ok nothing is deferred */
+    t->env.defer_ok = false;
+    st_storage_defer_begin(&t->env);
+    log = reopen(&b);
+    assert_int_equal(t->env.deferred, 0);
+    assert_int_equal(st_storage_defer_end(&t->env, "/data"), 0);
+    st_log_close(log);
+    tenv_fini(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_torn_tail),
+        cmocka_unit_test(test_deferred_syncs),
         cmocka_unit_test(test_bit_flips),
         cmocka_unit_test(test_garbage_and_zero_tail),
         cmocka_unit_test(test_index_missing),
