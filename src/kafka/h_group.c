@@ -718,6 +718,10 @@ void st_kh_offset_fetch(st_kreq_t *r)
             st_kp_offset_fetch_req_group_t *g = &f->req.groups[i];
             int32_t nt = !g->topics && g->topics_count <= 0 ? -1 : g->topics_count;
             rc = offset_fetch_group_init(r, &f->groups[i], g->group_id, g->topics, NULL, nt);
+            /* v9+: a consumer group's member gives its id and epoch (KIP-848) */
+            f->groups[i].o.member_id = g->member_id;
+            f->groups[i].o.generation = g->member_epoch;
+            f->groups[i].o.check_member = r->api_version >= 9 && g->member_id.len >= 0;
         }
     }
     for (int i = 0; i < f->ngroups; i++)
