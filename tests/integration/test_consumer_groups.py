@@ -262,6 +262,14 @@ class WireTest(harness.ServerTestCase):
             groups = list_groups(c, ["consumer"])
             self.assertEqual(groups[g][1:], ("consumer", "Stable", "consumer"))
             self.assertNotIn(g, list_groups(c, ["classic"]))
+            cli = os.environ.get("STRATA_CLI")
+            if cli:
+                out = subprocess.run([cli, "group", "describe", g, "-b", self.bootstrap],
+                                     capture_output=True, text=True, timeout=30)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                self.assertIn("protocol:         consumer (KIP-848)", out.stdout)
+                self.assertIn("group epoch:      2", out.stdout)
+                self.assertRegex(out.stdout, r"\nm1 +2 .* %s/0,%s/1 +%s/0,%s/1\n" % ((t,) * 4))
             # the previous epoch is still accepted with owned partitions inside the assignment
             r = heartbeat(c, g, "m1", 1, owned={tid: [0]})
             self.assertEqual((r["error"], r["epoch"]), (NONE, 2))
