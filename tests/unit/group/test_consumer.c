@@ -166,7 +166,8 @@ static void test_reconcile_revoke_then_move(void **state)
     assert_int_equal(other.state, ST_GMS_STABLE);
     assert_true(st_gtpset_eq(&other.assigned, &t2));
     st_gtpset_t *all[] = {&cur.assigned, &cur.revoking, &other.assigned, &other.revoking,
-                          &target,       &owned_all,   &owned_kept,     &t2};
+                          &target,       &owned_all,   &owned_kept,     &t2,
+                          &holder};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         st_gtpset_free(all[i]);
 }
