@@ -203,15 +203,15 @@ static int committed_partitions(rd_kafka_t *rk, rd_kafka_queue_t *q, const char 
 }
 
 /* "t/0,t/1" of a described assignment, into buf. */
-static const char *cg_parts(char *buf, size_t n, const st_kstr_t *names, const int32_t *const *parts,
-                            const int32_t *counts, int32_t ntopics)
+static const char *cg_parts(char *buf, size_t n, const st_kstr_t *names,
+                            const int32_t *const *parts, const int32_t *counts, int32_t ntopics)
 {
     size_t at = 0;
     buf[0] = 0;
     for (int32_t t = 0; t < ntopics; t++)
         for (int32_t k = 0; k < counts[t] && at < n; k++)
-            at += (size_t)snprintf(buf + at, n - at, "%s%.*s/%d", at ? "," : "",
-                                   (int)names[t].len, names[t].ptr, parts[t][k]);
+            at += (size_t)snprintf(buf + at, n - at, "%s%.*s/%d", at ? "," : "", (int)names[t].len,
+                                   names[t].ptr, parts[t][k]);
     if (!buf[0])
         snprintf(buf, n, "-");
     return buf;
@@ -245,8 +245,8 @@ static int consumer_describe(const char *group, rd_kafka_topic_partition_list_t 
     st_kp_find_coordinator_resp_t fr;
     if (ST_CLI_KCALL(&boot, FIND_COORDINATOR, find_coordinator, v, &fq, &arena, &fr))
         goto out;
-    int16_t err = v >= 4 ? (fr.coordinators_count ? fr.coordinators[0].error_code : -1)
-                         : fr.error_code;
+    int16_t err =
+        v >= 4 ? (fr.coordinators_count ? fr.coordinators[0].error_code : -1) : fr.error_code;
     if (err) {
         st_cli_errorf("no coordinator for group '%s' now: %s", group, st_kerr_name(err));
         goto out;
@@ -268,8 +268,7 @@ static int consumer_describe(const char *group, rd_kafka_topic_partition_list_t 
     dq.group_ids = &key;
     dq.group_ids_count = 1;
     st_kp_consumer_group_describe_resp_t dr;
-    if (ST_CLI_KCALL(&coord, CONSUMER_GROUP_DESCRIBE, consumer_group_describe, v, &dq, &arena,
-                     &dr))
+    if (ST_CLI_KCALL(&coord, CONSUMER_GROUP_DESCRIBE, consumer_group_describe, v, &dq, &arena, &dr))
         goto out;
     const st_kp_consumer_group_describe_resp_group_t *g = dr.groups_count ? dr.groups : NULL;
     if (!g || g->error_code) {

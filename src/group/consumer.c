@@ -105,8 +105,7 @@ static void *re_compile(st_kstr_t s)
 {
     int err;
     PCRE2_SIZE off;
-    return pcre2_compile((PCRE2_SPTR)(s.len ? s.ptr : ""), (PCRE2_SIZE)s.len, 0, &err, &off,
-                         NULL);
+    return pcre2_compile((PCRE2_SPTR)(s.len ? s.ptr : ""), (PCRE2_SIZE)s.len, 0, &err, &off, NULL);
 }
 
 /* Whether the whole of name matches (Kafka's Pattern.matcher(topic).matches()). */
@@ -293,9 +292,9 @@ static int add(st_gbatch_t *b, int16_t version, st_gstr_t group, const st_gstr_t
     st_buf_t k;
     st_buf_init(&k);
     key_of(&k, version, group, member);
-    int rc = k.oom || (v && v->oom) ? -ENOMEM
-                                    : st_gbatch_add(b, k.data, k.len, v ? v->data : NULL,
-                                                    v ? (int32_t)v->len : -1);
+    int rc = k.oom || (v && v->oom)
+                 ? -ENOMEM
+                 : st_gbatch_add(b, k.data, k.len, v ? v->data : NULL, v ? (int32_t)v->len : -1);
     st_buf_fini(&k);
     if (v)
         st_buf_fini(v);
@@ -1120,15 +1119,14 @@ describe_tps(const st_gcoord_t *c, st_arena_t *a, const st_gtpset_t *s, int32_t 
     return v;
 }
 
-void st_gcoord_consumer_describe(st_gcoord_t *c, int32_t partition, int16_t version,
-                                 st_arena_t *a, st_kp_consumer_group_describe_resp_group_t *out)
+void st_gcoord_consumer_describe(st_gcoord_t *c, int32_t partition, int16_t version, st_arena_t *a,
+                                 st_kp_consumer_group_describe_resp_group_t *out)
 {
     (void)version;
     out->group_state = st_kstr("Dead");
     out->assignor_name = ST_KSTR_EMPTY;
     st_ggroup_t *g;
-    out->error_code =
-        st_group_lookup(c, partition, out->group_id, ST_KERR_GROUP_ID_NOT_FOUND, &g);
+    out->error_code = st_group_lookup(c, partition, out->group_id, ST_KERR_GROUP_ID_NOT_FOUND, &g);
     if (!out->error_code && g->type != G_TYPE_CONSUMER)
         out->error_code = ST_KERR_GROUP_ID_NOT_FOUND;
     if (out->error_code) {
@@ -1141,8 +1139,8 @@ void st_gcoord_consumer_describe(st_gcoord_t *c, int32_t partition, int16_t vers
     out->group_state = st_kstr(st_cgroup_state(g));
     out->group_epoch = cg->group_epoch;
     out->assignment_epoch = cg->assignment_epoch;
-    out->assignor_name = cg->assignor.ptr ? answer_str(a, cg->assignor)
-                                          : answer_kstr(a, group_assignor(c, g));
+    out->assignor_name =
+        cg->assignor.ptr ? answer_str(a, cg->assignor) : answer_kstr(a, group_assignor(c, g));
     out->members = st_arena_zalloc(a, (size_t)cg->nmembers * sizeof *out->members + 1);
     if (!out->members)
         return;
@@ -1166,12 +1164,14 @@ void st_gcoord_consumer_describe(st_gcoord_t *c, int32_t partition, int16_t vers
             describe_tps(c, a, &m->cur.assigned, &o->assignment.topic_partitions_count);
         /* the target's struct type is a twin of the assignment's: copied field by field */
         int32_t n;
-        st_kp_consumer_group_describe_resp_topic_partition_t *t = describe_tps(c, a, &m->target, &n);
+        st_kp_consumer_group_describe_resp_topic_partition_t *t =
+            describe_tps(c, a, &m->target, &n);
         o->target_assignment.topic_partitions =
             st_arena_zalloc(a, (size_t)n * sizeof *o->target_assignment.topic_partitions + 1);
         for (int32_t k = 0; t && o->target_assignment.topic_partitions && k < n; k++) {
             st_kp_consumer_group_describe_resp_target_topic_partition_t *x =
-                &o->target_assignment.topic_partitions[o->target_assignment.topic_partitions_count++];
+                &o->target_assignment
+                     .topic_partitions[o->target_assignment.topic_partitions_count++];
             x->topic_id = t[k].topic_id;
             x->topic_name = t[k].topic_name;
             x->partitions = t[k].partitions;

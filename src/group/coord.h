@@ -105,7 +105,7 @@ typedef struct st_gcoord_config {
                   st_gcoord_appended_t *out, void (*done)(void *arg, int res), void *arg);
     void *ctx;
     /* KIP-848 consumer groups */
-    int32_t consumer_session_timeout_ms;   /* group.consumer.session.timeout.ms */
+    int32_t consumer_session_timeout_ms;    /* group.consumer.session.timeout.ms */
     int32_t consumer_heartbeat_interval_ms; /* group.consumer.heartbeat.interval.ms */
     const char *consumer_assignors;         /* group.consumer.assignors, comma-separated; the
                                                first is the default (NULL: "uniform,range") */
@@ -177,8 +177,8 @@ void st_gcoord_consumer_heartbeat(st_gcoord_t *c, int32_t partition,
                                   st_kp_consumer_group_heartbeat_resp_t *resp,
                                   st_gcoord_done_fn done, void *arg);
 /* ConsumerGroupDescribe for one group (out->group_id set by the caller). */
-void st_gcoord_consumer_describe(st_gcoord_t *c, int32_t partition, int16_t version,
-                                 st_arena_t *a, st_kp_consumer_group_describe_resp_group_t *out);
+void st_gcoord_consumer_describe(st_gcoord_t *c, int32_t partition, int16_t version, st_arena_t *a,
+                                 st_kp_consumer_group_describe_resp_group_t *out);
 
 /* ---- offsets ---- */
 

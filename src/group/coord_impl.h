@@ -146,17 +146,17 @@ typedef struct st_gcgroup {
     int32_t assignment_epoch; /* epoch of the target assignment */
     st_gcmember_t **members;
     int nmembers, cap;
-    int64_t md_version;      /* topics version the subscriptions were resolved at */
-    uint64_t subs_hash;      /* hash of (id, partitions) of every subscribed topic */
-    st_gstr_t assignor;      /* the assignor of the last target assignment */
+    int64_t md_version; /* topics version the subscriptions were resolved at */
+    uint64_t subs_hash; /* hash of (id, partitions) of every subscribed topic */
+    st_gstr_t assignor; /* the assignor of the last target assignment */
 } st_gcgroup_t;
 
 struct st_ggroup {
     st_gcoord_t *c;
     st_gstr_t id;
     int32_t partition;
-    int type;          /* G_TYPE_*; a consumer group keeps state G_EMPTY or G_STABLE here */
-    st_gcgroup_t *cg;  /* G_TYPE_CONSUMER: its members and epochs */
+    int type;         /* G_TYPE_*; a consumer group keeps state G_EMPTY or G_STABLE here */
+    st_gcgroup_t *cg; /* G_TYPE_CONSUMER: its members and epochs */
     int state;
     st_gstr_t protocol_type; /* null until a member joined (or loaded) */
     st_gstr_t protocol;      /* null: none selected */

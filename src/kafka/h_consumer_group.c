@@ -79,8 +79,7 @@ void st_kh_consumer_group_heartbeat(st_kreq_t *r)
     /* READ on the group (Kafka's check); topics are not checked per heartbeat */
     if (st_kauthz_on(r) &&
         (h->req.group_id.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP,
-                                               h->req.group_id.ptr,
-                                               (size_t)h->req.group_id.len))) {
+                                               h->req.group_id.ptr, (size_t)h->req.group_id.len))) {
         h->resp.error_code = r->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
         ST_KREQ_RESPOND(r, consumer_group_heartbeat, &h->resp);
         return;
@@ -103,8 +102,8 @@ typedef struct {
 static void cg_describe_exec(st_kshard_t *s, st_kgroup_call_t *g)
 {
     st_kp_consumer_group_describe_resp_group_t *out = g->item;
-    st_gcoord_consumer_describe(st_kgroup_coord(s), g->partition, g->ctx->r->api_version,
-                                &g->arena, out);
+    st_gcoord_consumer_describe(st_kgroup_coord(s), g->partition, g->ctx->r->api_version, &g->arena,
+                                out);
     st_kgroup_call_return(g);
 }
 

@@ -7,8 +7,8 @@ types and ConsumerGroupDescribe.
 
 With real librdkafka consumers (group.protocol=consumer; Debian's librdkafka is 2.0.2, which
 does not speak ConsumerGroupHeartbeat, so the workers load a librdkafka >= 2.4 from
-$STRATA_RDKAFKA_LIB, .cache/librdkafka/src-v2.15.0/src or /work/rdkcache/src, and these tests
-skip without one): 4 consumers over 12 partitions, one killed with SIGKILL and one added, each
+$STRATA_RDKAFKA_LIB or .cache/librdkafka/src-v2.15.0/src — scripts/rdkafka-suite.sh --build-only
+builds it there — and these tests skip without one): 4 consumers over 12 partitions, one killed with SIGKILL and one added, each
 partition owned by one member at a time, nothing consumed twice, the others consuming
 throughout; a regex subscription picking up a topic created later; committed offsets fetched;
 a coordinator restart keeping the group (same member ids and epochs)."""
@@ -49,8 +49,7 @@ SETS = {
 def rdkafka_lib():
     """A directory holding a librdkafka.so.1 that speaks KIP-848 (2.4+), or None."""
     cands = [os.environ.get("STRATA_RDKAFKA_LIB"),
-             os.path.join(SRC, ".cache", "librdkafka", "src-v2.15.0", "src"),
-             "/work/rdkcache/src"]
+             os.path.join(SRC, ".cache", "librdkafka", "src-v2.15.0", "src")]
     for d in cands:
         if not d or not os.path.exists(os.path.join(d, "librdkafka.so.1")):
             continue

@@ -129,7 +129,9 @@ static bool held_set(void *ctx, const st_gtp_t *tp)
 static void test_reconcile_revoke_then_move(void **state)
 {
     (void)state;
-    st_gcur_t cur = {.epoch = 1, .prev_epoch = 0, .state = ST_GMS_STABLE,
+    st_gcur_t cur = {.epoch = 1,
+                     .prev_epoch = 0,
+                     .state = ST_GMS_STABLE,
                      .assigned = tps(4, (int[]){0, 1, 2, 3})};
     st_gtpset_t target = tps(2, (int[]){0, 1}), none = {0};
     st_gtpset_t owned_all = tps(4, (int[]){0, 1, 2, 3}), owned_kept = tps(2, (int[]){0, 1});
@@ -165,9 +167,9 @@ static void test_reconcile_revoke_then_move(void **state)
     assert_int_equal(st_greconcile(&other, 2, &t2, NULL, held_set, &holder), 1);
     assert_int_equal(other.state, ST_GMS_STABLE);
     assert_true(st_gtpset_eq(&other.assigned, &t2));
-    st_gtpset_t *all[] = {&cur.assigned, &cur.revoking, &other.assigned, &other.revoking,
-                          &target,       &owned_all,   &owned_kept,     &t2,
-                          &holder};
+    st_gtpset_t *all[] = {&cur.assigned,   &cur.revoking, &other.assigned,
+                          &other.revoking, &target,       &owned_all,
+                          &owned_kept,     &t2,           &holder};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         st_gtpset_free(all[i]);
 }
@@ -200,8 +202,7 @@ typedef struct {
     int done;
 } hb_t;
 
-static hb_t *hb(fx_t *f, const char *member, int32_t epoch, bool join, const int *owned,
-                int nowned)
+static hb_t *hb(fx_t *f, const char *member, int32_t epoch, bool join, const int *owned, int nowned)
 {
     static hb_t h;
     st_kp_consumer_group_heartbeat_req_t q;
