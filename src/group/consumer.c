@@ -1337,6 +1337,26 @@ void st_cgroup_loaded(st_gcoord_t *c, st_ggroup_t *g)
     g->state = g->cg->nmembers > 0 ? G_STABLE : G_EMPTY;
 }
 
+int st_cgroup_to_classic(st_gcoord_t *c, st_ggroup_t *g)
+{
+    if (!g->cg || g->cg->nmembers > 0)
+        return -1;
+    st_gbatch_t b;
+    st_gbatch_init(&b, st_wall_ms(), c->cfg.max_batch_bytes);
+    st_gwrite_t *w = st_cgroup_add_tombstones(&b, g) || c->closed
+                         ? NULL
+                         : st_group_write_new(c, g->partition, g, NULL);
+    if (w)
+        st_group_write(c, &b, w);
+    st_gbatch_fini(&b);
+    st_cgroup_free(c, g);
+    g->type = G_TYPE_CLASSIC;
+    gstr_free(&g->protocol_type);
+    g->generation = 0;
+    ST_INFO("group %.*s: empty consumer group becomes a classic group", ST_GSTR_ARG(g->id));
+    return 0;
+}
+
 void st_cgroup_drain(st_gcoord_t *c, st_ggroup_t *g)
 {
     for (int i = 0; g->cg && i < g->cg->nmembers; i++) {

@@ -166,7 +166,8 @@ void st_gcoord_delete_group(st_gcoord_t *c, int32_t partition, st_kstr_t group_i
  *
  * A group id is a classic group or a consumer group, never both: ConsumerGroupHeartbeat on a
  * classic group with members answers GROUP_ID_NOT_FOUND (an empty classic group, offsets only,
- * becomes a consumer group), JoinGroup on a consumer group INCONSISTENT_GROUP_PROTOCOL.
+ * becomes a consumer group), JoinGroup on a consumer group with members
+ * INCONSISTENT_GROUP_PROTOCOL (an empty one becomes a classic group).
  * Diagram and rules of the protocol in consumer.c; the assignors and the reconciliation in
  * assign.h. */
 

@@ -389,6 +389,10 @@ void st_cgroup_load_record(st_gcoord_t *c, int32_t partition, int16_t key_versio
 void st_cgroup_loaded(st_gcoord_t *c, st_ggroup_t *g);
 /* Frees the coordinator's copy of the broker's topics (st_gcoord_destroy). */
 void st_cgroup_topics_free(st_gcoord_t *c);
+/* An empty consumer group becomes a classic one (Kafka's maybeDeleteEmptyConsumerGroup, when a
+ * classic member joins): its consumer-group records get tombstones, its offsets stay. 0, or
+ * -1 when it has members (it stays a consumer group). */
+int st_cgroup_to_classic(st_gcoord_t *c, st_ggroup_t *g);
 /* Shutdown: g's member timers stop. */
 void st_cgroup_drain(st_gcoord_t *c, st_ggroup_t *g);
 /* Tombstones for every consumer-group key of g (DeleteGroups). */

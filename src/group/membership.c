@@ -225,8 +225,8 @@ void st_gcoord_join(st_gcoord_t *c, int32_t partition, const st_kp_join_group_re
         done(arg);
         return;
     }
-    if (g->type == G_TYPE_CONSUMER) {
-        /* a classic member cannot join a consumer group (no online migration here) */
+    if (g->type == G_TYPE_CONSUMER && st_cgroup_to_classic(c, g)) {
+        /* a classic member cannot join a consumer group with members (no online migration) */
         resp->error_code = ST_KERR_INCONSISTENT_GROUP_PROTOCOL;
         done(arg);
         return;

@@ -35,7 +35,7 @@ WORKER = os.path.join(HERE, "cg_worker.py")
 HB, DESCRIBE, COMMIT, JOIN, LIST = 68, 69, 8, 11, 16
 NONE, INVALID_REQUEST, FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR = 0, 42, 110, 112
 STALE_MEMBER_EPOCH, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID = 113, 23, 25
-INVALID_REGULAR_EXPRESSION = 128
+INVALID_REGULAR_EXPRESSION, MEMBER_ID_REQUIRED, GROUP_ID_NOT_FOUND = 128, 79, 69
 
 SETS = {
     "group.consumer.min.session.timeout.ms": "1000",
@@ -217,6 +217,11 @@ class WireTest(harness.ServerTestCase):
             self.assertEqual((r["error"], r["epoch"]), (NONE, -1))
             d = describe(c, g)
             self.assertEqual((d["error"], d["state"], d["members"]), (NONE, "Empty", []))
+            # empty, it becomes a classic group when a classic member comes (Kafka's
+            # maybeDeleteEmptyConsumerGroup): JoinGroup v5 asks for a member id
+            self.assertEqual(join_v5(c, g), MEMBER_ID_REQUIRED)
+            self.assertEqual(describe(c, g)["error"], GROUP_ID_NOT_FOUND)
+            self.assertEqual(list_groups(c)[g][3], "classic")
 
     def test_revocation_before_reassignment(self):
         """m2 gets a partition m1 held only after m1's heartbeat no longer owns it."""
