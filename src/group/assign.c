@@ -68,6 +68,37 @@ int st_gtpset_add(st_gtpset_t *s, st_kuuid_t topic, int32_t partition)
     return 0;
 }
 
+int st_gtpset_push(st_gtpset_t *s, st_kuuid_t topic, int32_t partition)
+{
+    if (s->n == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 8;
+        st_gtp_t *v = realloc(s->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = (st_gtp_t){topic, partition};
+    return 0;
+}
+
+static int tp_qcmp(const void *a, const void *b)
+{
+    return st_gtp_cmp(a, b);
+}
+
+void st_gtpset_normalize(st_gtpset_t *s)
+{
+    if (s->n < 2)
+        return;
+    qsort(s->v, (size_t)s->n, sizeof *s->v, tp_qcmp);
+    int k = 1;
+    for (int i = 1; i < s->n; i++)
+        if (st_gtp_cmp(&s->v[i], &s->v[k - 1]))
+            s->v[k++] = s->v[i];
+    s->n = k;
+}
+
 bool st_gtpset_has(const st_gtpset_t *s, st_kuuid_t topic, int32_t partition)
 {
     st_gtp_t tp = {topic, partition};
@@ -161,9 +192,10 @@ int st_gassign_uniform(st_gassign_member_t *m, int n)
         st_gtpset_clear(&m[i].out);
         for (int t = 0; t < m[i].ntopics; t++)
             for (int32_t p = 0; p < m[i].topics[t]->partitions; p++)
-                if (st_gtpset_add(&all, m[i].topics[t]->id, p))
+                if (st_gtpset_push(&all, m[i].topics[t]->id, p))
                     goto out;
     }
+    st_gtpset_normalize(&all);
     owner = malloc(((size_t)all.n + 1) * sizeof *owner);
     count = calloc((size_t)n + 1, sizeof *count);
     if (!owner || !count)
@@ -218,8 +250,9 @@ int st_gassign_uniform(st_gassign_member_t *m, int n)
             }
         }
     }
+    /* all is sorted: each member's output comes out sorted too */
     for (int k = 0; k < all.n; k++)
-        if (owner[k] >= 0 && st_gtpset_add(&m[owner[k]].out, all.v[k].topic, all.v[k].partition))
+        if (owner[k] >= 0 && st_gtpset_push(&m[owner[k]].out, all.v[k].topic, all.v[k].partition))
             goto out;
     rc = 0;
 out:
@@ -310,9 +343,10 @@ static int next(st_gcur_t *cur, int32_t target_epoch, const st_gtpset_t *target,
         st_gtpset_move(&n.revoking, &revoke);
     } else {
         for (int i = 0; i < give.n && !rc; i++)
-            rc = st_gtpset_add(&keep, give.v[i].topic, give.v[i].partition);
+            rc = st_gtpset_push(&keep, give.v[i].topic, give.v[i].partition);
         if (rc)
             goto out;
+        st_gtpset_normalize(&keep);
         n.state = unreleased ? ST_GMS_UNRELEASED : ST_GMS_STABLE;
         n.epoch = target_epoch;
         n.prev_epoch = target_epoch != cur->epoch ? cur->epoch : cur->prev_epoch;

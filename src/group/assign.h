@@ -49,6 +49,10 @@ void st_gtpset_clear(st_gtpset_t *s);
 /* Adds tp (keeps the order; nothing when present). 0 or -ENOMEM. */
 int st_gtpset_add(st_gtpset_t *s, st_kuuid_t topic, int32_t partition);
 bool st_gtpset_has(const st_gtpset_t *s, st_kuuid_t topic, int32_t partition);
+/* Bulk building: st_gtpset_push appends without keeping the order (0 or -ENOMEM), then
+ * st_gtpset_normalize sorts and drops duplicates, in O(n log n) for n pushed. */
+int st_gtpset_push(st_gtpset_t *s, st_kuuid_t topic, int32_t partition);
+void st_gtpset_normalize(st_gtpset_t *s);
 bool st_gtpset_eq(const st_gtpset_t *a, const st_gtpset_t *b);
 /* *dst = a copy of src. 0 or -ENOMEM (dst left empty). */
 int st_gtpset_copy(st_gtpset_t *dst, const st_gtpset_t *src);

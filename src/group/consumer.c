@@ -337,12 +337,13 @@ static int read_tps(st_kreader_t *r, st_gtpset_t *out)
             int32_t p;
             if (st_kreader_i32(r, &p))
                 return ST_E_CORRUPT;
-            if (st_gtpset_add(out, id, p))
+            if (st_gtpset_push(out, id, p))
                 return -ENOMEM;
         }
         if (st_kreader_skip_tags(r))
             return ST_E_CORRUPT;
     }
+    st_gtpset_normalize(out);
     return 0;
 }
 
@@ -882,8 +883,9 @@ void st_gcoord_consumer_heartbeat(st_gcoord_t *c, int32_t partition,
     bool has_owned = q->topic_partitions_count >= 0;
     for (int32_t i = 0; has_owned && i < q->topic_partitions_count && !rc; i++)
         for (int32_t k = 0; k < q->topic_partitions[i].partitions_count && !rc; k++)
-            rc = st_gtpset_add(&owned, q->topic_partitions[i].topic_id,
-                               q->topic_partitions[i].partitions[k]);
+            rc = st_gtpset_push(&owned, q->topic_partitions[i].topic_id,
+                                q->topic_partitions[i].partitions[k]);
+    st_gtpset_normalize(&owned);
 
     /* 1. the member */
     st_gcmember_t *m = NULL;

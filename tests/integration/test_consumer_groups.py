@@ -210,6 +210,11 @@ class WireTest(harness.ServerTestCase):
             m = r["member_id"]
             self.assertEqual(heartbeat(c, g, m, 7)["error"], FENCED_MEMBER_EPOCH)
             self.assertEqual(heartbeat(c, g, "nobody", 1)["error"], UNKNOWN_MEMBER_ID)
+            # a hostile owned list (200,000 partitions of an unknown topic) is answered at once
+            t0 = time.monotonic()
+            r = heartbeat(c, g, m, 1, owned={uuid.uuid4(): list(range(200000, 0, -1))})
+            self.assertEqual((r["error"], r["epoch"]), (NONE, 1))
+            self.assertLess(time.monotonic() - t0, 5)
             # a classic member cannot join it
             self.assertEqual(join_v5(c, g), INCONSISTENT_GROUP_PROTOCOL)
             # leave
