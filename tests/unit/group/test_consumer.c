@@ -202,6 +202,8 @@ typedef struct {
     int done;
 } hb_t;
 
+static int32_t hb_rebalance_ms = 60000; /* the rebalance timeout joins ask for */
+
 static hb_t *hb(fx_t *f, const char *member, int32_t epoch, bool join, const int *owned, int nowned)
 {
     static hb_t h;
@@ -214,7 +216,7 @@ static hb_t *hb(fx_t *f, const char *member, int32_t epoch, bool join, const int
     q.member_id = st_kstr(member);
     q.member_epoch = epoch;
     if (join) {
-        q.rebalance_timeout_ms = 60000;
+        q.rebalance_timeout_ms = hb_rebalance_ms;
         q.subscribed_topic_names = names;
         q.subscribed_topic_names_count = 1;
         q.topic_partitions_count = 0;
@@ -338,6 +340,30 @@ static void test_session_expiry_fences(void **state)
     assert_int_equal(hb(f, "m1", 1, false, NULL, 0)->resp.error_code, ST_KERR_UNKNOWN_MEMBER_ID);
 }
 
+/* A member that does not revoke within its rebalance timeout is fenced; the partitions go on. */
+static void test_revocation_deadline_fences(void **state)
+{
+    fx_t *f = *state;
+    cfg_consumer(f, 60000);
+    hb_rebalance_ms = 100;
+    assert_int_equal(assigned_count(hb(f, "m1", 0, true, NULL, 0)), 10);
+    hb_rebalance_ms = 60000;
+    assert_int_equal(hb(f, "m2", 0, true, NULL, 0)->resp.member_epoch, 2);
+    int all[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    hb_t *h = hb(f, "m1", 1, false, all, 10);
+    assert_int_equal(h->resp.member_epoch, 1);
+    assert_int_equal(assigned_count(h), 5); /* asked to give 5 up, it never does */
+    volatile int never = 0;
+    run_until(f, &never, 400);
+    st_kp_consumer_group_describe_resp_group_t g = describe_cg(f);
+    assert_int_equal(g.members_count, 1);
+    assert_int_equal(g.group_epoch, 3);
+    h = hb(f, "m2", 2, false, NULL, 0);
+    assert_int_equal(h->resp.member_epoch, 3);
+    assert_int_equal(assigned_count(h), 10);
+    assert_int_equal(hb(f, "m1", 1, false, all, 10)->resp.error_code, ST_KERR_UNKNOWN_MEMBER_ID);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_reconcile_revoke_then_move),
         cmocka_unit_test_setup_teardown(test_heartbeats_and_reload, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_session_expiry_fences, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_revocation_deadline_fences, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
