@@ -1189,11 +1189,13 @@ int16_t st_cgroup_check_member(st_gcoord_t *c, st_ggroup_t *g, st_kstr_t member_
                                bool commit)
 {
     (void)c;
-    if (epoch < 0 && member_id.len <= 0) {
-        /* outside the group (an admin, a consumer without group management): a commit only
-         * while the group has no member (Kafka's validateOffsetCommit) */
-        return commit && g->cg && g->cg->nmembers > 0 ? ST_KERR_UNKNOWN_MEMBER_ID : 0;
-    }
+    /* outside the group (an admin, a consumer without group management): a commit without an
+     * epoch only while the group has no member (Kafka's validateOffsetCommit), a fetch
+     * without a member id and epoch always (validateOffsetFetch) */
+    if (commit && epoch < 0 && (!g->cg || g->cg->nmembers == 0))
+        return 0;
+    if (!commit && epoch < 0 && member_id.len < 0)
+        return 0;
     st_gcmember_t *m = st_cgroup_member_find(g, member_id);
     if (!m)
         return ST_KERR_UNKNOWN_MEMBER_ID;

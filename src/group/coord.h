@@ -206,6 +206,8 @@ typedef struct st_goffsets {
     int16_t producer_epoch;      /* transactional commit */
     bool all;                    /* fetch: every offset of the group (parts allocated from `a`) */
     bool require_stable;         /* fetch: UNSTABLE_OFFSET_COMMIT where one is pending */
+    int16_t version;             /* commit: the OffsetCommit version (v9+: GROUP_ID_NOT_FOUND
+                                    for a missing group with a generation) */
     bool check_member;           /* fetch (v9+): member_id and generation (the member epoch)
                                     are checked against a consumer group's member */
     int n;

@@ -204,12 +204,13 @@ void st_gcoord_commit(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_gc
     else if (o->group_id.len <= 0)
         err = ST_KERR_INVALID_GROUP_ID;
     else if (!(g = st_group_find(c, o->group_id))) {
-        if (o->generation < 0 && o->member_id.len <= 0) {
+        /* Kafka's validateOffsetCommit: without a generation, a simple group is made */
+        if (o->generation < 0) {
             g = st_group_create(c, o->group_id, partition);
             if (!g)
                 err = ST_KERR_UNKNOWN_SERVER_ERROR;
         } else {
-            err = ST_KERR_ILLEGAL_GENERATION;
+            err = o->version >= 9 ? ST_KERR_GROUP_ID_NOT_FOUND : ST_KERR_ILLEGAL_GENERATION;
         }
     }
     if (!err && g->type == G_TYPE_CONSUMER) {

@@ -417,6 +417,7 @@ void st_kh_offset_commit(st_kreq_t *r)
     c->o.member_id = c->req.member_id;
     c->o.group_instance_id = c->req.group_instance_id;
     c->o.generation = c->req.generation_id_or_member_epoch;
+    c->o.version = r->api_version;
     c->o.retention_ms = r->api_version >= 2 && r->api_version <= 4 ? c->req.retention_time_ms : -1;
     for (int k = 0; k < c->o.n; k++) {
         const st_kp_offset_commit_req_partition_t *qp = c->q[k].req_partition;
