@@ -36,6 +36,7 @@ HB, DESCRIBE, COMMIT, JOIN, LIST = 68, 69, 8, 11, 16
 NONE, INVALID_REQUEST, FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR = 0, 42, 110, 112
 STALE_MEMBER_EPOCH, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID = 113, 23, 25
 INVALID_REGULAR_EXPRESSION, MEMBER_ID_REQUIRED, GROUP_ID_NOT_FOUND = 128, 79, 69
+UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID = 111, 82
 
 SETS = {
     "group.consumer.min.session.timeout.ms": "1000",
@@ -284,6 +285,39 @@ class WireTest(harness.ServerTestCase):
             self.assertEqual((r["error"], r["epoch"]), (NONE, 2))
             for m in ("m1", "m2"):
                 self.assertEqual(heartbeat(c, g, m, -1)["error"], NONE)
+
+
+    def test_static_member(self):
+        """Epoch -2 keeps the slot and its partitions; the instance comes back under a new
+        member id with its assignment; another process with the same instance id while the
+        slot is held is refused."""
+        t = self.unique("s")
+        kc.create_topic(self.bootstrap, t, 3)
+        g = self.unique("g")
+        with coordinator_conn(self.bootstrap) as c:
+            r = heartbeat(c, g, "a1", 0, [t], rebalance_timeout=30000, instance="i1")
+            self.assertEqual((r["error"], r["epoch"]), (NONE, 1))
+            (tid, parts), = r["assignment"].items()
+            self.assertEqual(parts, {0, 1, 2})
+            r = heartbeat(c, g, "a2", 0, [t], rebalance_timeout=30000, instance="i1")
+            self.assertEqual(r["error"], UNRELEASED_INSTANCE_ID)
+            self.assertEqual(heartbeat(c, g, "zz", 1, instance="i1")["error"],
+                             FENCED_INSTANCE_ID)
+            r = heartbeat(c, g, "a1", -2, instance="i1")
+            self.assertEqual((r["error"], r["epoch"]), (NONE, -2))
+            d = describe(c, g)
+            self.assertEqual([(m["member_id"], m["epoch"], m["instance_id"], m["assignment"])
+                              for m in d["members"]], [("a1", -2, "i1", {t: [0, 1, 2]})])
+            # another member meanwhile gets nothing: the slot still holds the partitions
+            r = heartbeat(c, g, "b1", 0, [t], rebalance_timeout=30000)
+            self.assertEqual(sum(len(p) for p in r["assignment"].values()), 0)
+            r = heartbeat(c, g, "a3", 0, [t], rebalance_timeout=30000, instance="i1")
+            self.assertEqual(r["error"], NONE)
+            self.assertTrue(r["assignment"][tid] <= {0, 1, 2} and r["assignment"][tid])
+            d = describe(c, g)
+            self.assertEqual(sorted(m["member_id"] for m in d["members"]), ["a3", "b1"])
+            self.assertEqual(heartbeat(c, g, "a3", -1, instance="i1")["error"], NONE)
+            self.assertEqual(heartbeat(c, g, "b1", -1)["error"], NONE)
 
 
 # ---- real consumers ---------------------------------------------------------------------
