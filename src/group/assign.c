@@ -229,10 +229,12 @@ int st_gassign_uniform(st_gassign_member_t *m, int n)
             count[best]++;
         }
     }
-    /* 3. balance: move a partition while another subscribed member has two fewer */
+    /* 3. balance: move a partition while another subscribed member has two fewer; the highest
+     * partitions move first, so an overloaded member keeps its lowest ones (what Kafka's
+     * uniform assignor gives in the homogeneous case, and librdkafka's suite expects) */
     for (int round = 0, moved = 1; moved && round <= all.n; round++) {
         moved = 0;
-        for (int k = 0; k < all.n; k++) {
+        for (int k = all.n - 1; k >= 0; k--) {
             int a = owner[k], best = -1;
             if (a < 0)
                 continue;

@@ -75,6 +75,35 @@ static void test_uniform_balanced_and_sticky(void **state)
         st_gtpset_free(&prev[i]);
 }
 
+/* What Kafka's uniform assignor gives (librdkafka's 0113 x_incremental_rebalances expects it):
+ * 6 partitions, members joining one by one keep their lowest partitions. */
+static void test_uniform_as_kafka(void **state)
+{
+    (void)state;
+    st_gtopic_t t6 = topic_a;
+    t6.partitions = 6;
+    const st_gtopic_t *ts[] = {&t6};
+    st_gassign_member_t m[3] = {{{"c0", 2}, ts, 1, NULL, {0}},
+                                {{"c1", 2}, ts, 1, NULL, {0}},
+                                {{"c2", 2}, ts, 1, NULL, {0}}};
+    st_gtpset_t prev[3] = {{0}};
+    for (int n = 1; n <= 3; n++) {
+        for (int i = 0; i < n; i++)
+            m[i].current = &prev[i];
+        assert_int_equal(st_gassign_uniform(m, n), 0);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(st_gtpset_copy(&prev[i], &m[i].out), 0);
+    }
+    const int want[3][2] = {{0, 1}, {3, 4}, {2, 5}};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(m[i].out.n, 2);
+        for (int k = 0; k < 2; k++)
+            assert_true(st_gtpset_has(&m[i].out, t6.id, want[i][k]));
+        st_gtpset_free(&m[i].out);
+        st_gtpset_free(&prev[i]);
+    }
+}
+
 static void test_uniform_heterogeneous(void **state)
 {
     (void)state;
@@ -368,6 +397,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uniform_balanced_and_sticky),
+        cmocka_unit_test(test_uniform_as_kafka),
         cmocka_unit_test(test_uniform_heterogeneous),
         cmocka_unit_test(test_range_copartitioned),
         cmocka_unit_test(test_reconcile_revoke_then_move),
