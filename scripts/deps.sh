@@ -5,7 +5,7 @@ set -euo pipefail
 what=${1:-build}
 pkgs=(gcc make cmake pkg-config python3 liburing-dev librdkafka-dev zlib1g-dev
       libsnappy-dev liblz4-dev libzstd-dev libssl-dev libinih-dev libjansson-dev
-      libmicrohttpd-dev libcmocka-dev libsystemd-dev)
+      libmicrohttpd-dev libcmocka-dev libsystemd-dev libpcre2-dev)
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev kcat python3-confluent-kafka python3-kafka fio
          python3-snappy python3-lz4 python3-zstandard

@@ -89,6 +89,12 @@ def default_expr(f):
     raise AssertionError(t)
 
 
+def nullable_struct(f):
+    """A single struct field that may be null (Kafka writes an int8 marker before it: -1 null,
+    1 present); its C struct carries `<name>_null` beside the struct."""
+    return f.struct is not None and not f.is_array and f.nullable is not None
+
+
 def nonzero_default(f):
     """True when memset(0) does not already give the default."""
     if f.is_array:
@@ -111,6 +117,8 @@ def is_default_expr(f, e):
     """C expression: the value e (an lvalue of the field) equals the field's default."""
     if f.is_array:
         return '%s_count %s 0' % (e, '<' if f.default == 'null' else '==')
+    if nullable_struct(f) and f.default == 'null':
+        return '%s_null' % e
     if f.struct is not None:
         return '%s_is_default(v, &%s)' % (f.struct.prefix, e)
     t = f.typ
@@ -142,6 +150,8 @@ def struct_min_size(api, s, v):
             continue
         if f.is_array:
             n += 1 if flex else 4
+        elif nullable_struct(f) and vin(f.nullable, v):
+            n += 1
         elif f.struct is not None:
             n += struct_min_size(api, f.struct, v)
         elif f.typ == 'string':
@@ -298,6 +308,8 @@ def gen_header(apis):
                         o('    int32_t %s_count;' % f.name)
                     else:
                         o('    %s %s; /* %s */' % (ct, f.name, doc))
+                    if nullable_struct(f):
+                        o('    bool %s_null; /* %s is null */' % (f.name, f.name))
                 o('} %s;' % s.ctype)
                 o()
             for s in walk(top):
@@ -371,6 +383,16 @@ def gen_decode_field(o, a, f, R, ind):
         o(ind + '                return rc;')
         o(ind + '    }')
         o(ind + '}')
+    elif f.struct and nullable_struct(f):
+        o(ind + '%s_null = false;' % e)
+        o(ind + 'if (%s) {' % nl)
+        o(ind + '    int8_t marker;')
+        o(ind + '    if ((rc = st_kreader_i8(%s, &marker)) < 0)' % R)
+        o(ind + '        return rc;')
+        o(ind + '    %s_null = marker < 0;' % e)
+        o(ind + '}')
+        o(ind + 'if (!%s_null && (rc = %s_decode(%s, v, &%s)) < 0)' % (e, f.struct.prefix, R, e))
+        o(ind + '    return rc;')
     elif f.struct:
         o(ind + 'if ((rc = %s_decode(%s, v, &%s)) < 0)' % (f.struct.prefix, R, e))
         o(ind + '    return rc;')
@@ -408,6 +430,11 @@ def gen_encode_field(o, a, f, ind):
         else:
             writer_stmt(o, f, fl, 'false', e + '[i]', ind + '    ')
         o(ind + '}')
+    elif f.struct and nullable_struct(f):
+        o(ind + 'if (%s)' % nl)
+        o(ind + '    st_kwriter_i8(w, %s_null ? -1 : 1);' % e)
+        o(ind + 'if ((!(%s) || !%s_null) && (rc = %s_encode(w, v, &%s)) < 0)' % (nl, e, f.struct.prefix, e))
+        o(ind + '    return rc;')
     elif f.struct:
         o(ind + 'if ((rc = %s_encode(w, v, &%s)) < 0)' % (f.struct.prefix, e))
         o(ind + '    return rc;')
@@ -494,6 +521,8 @@ def gen_struct(o, a, s, need_isdef, public_prefix):
             o('    o->%s_count = -1;' % f.name)
         elif f.struct:
             o('    st_kp_%s_init(&o->%s);' % (f.struct.prefix, f.name))
+            if nullable_struct(f) and f.default == 'null':
+                o('    o->%s_null = true;' % f.name)
         else:
             o('    o->%s = %s;' % (f.name, default_expr(f)))
     o('}')
@@ -606,6 +635,11 @@ def gen_struct(o, a, s, need_isdef, public_prefix):
                 o(ind + '    }')
                 o(ind + '    st_kfmt_raw(b, "]");')
                 o(ind + '}')
+            elif nullable_struct(f):
+                o(ind + 'if (%s_null)' % e)
+                o(ind + '    st_kfmt_raw(b, "null");')
+                o(ind + 'else')
+                fmt_value(o, f, e, ind + '    ')
             else:
                 fmt_value(o, f, e, ind)
         guarded(o, vcond(a, f.versions), '    ', body)
@@ -637,6 +671,9 @@ def gen_struct(o, a, s, need_isdef, public_prefix):
                 o(ind + '        }')
                 o(ind + '    }')
                 o(ind + '}')
+            elif nullable_struct(fd):
+                fill_value(o, fd, e, ind)
+                o(ind + '%s_null = f->nulls && (%s);' % (e, nl))
             elif nullable_here:
                 o(ind + 'if (f->nulls && (%s)) {' % nl)
                 o(ind + '    %s.len = -1;' % e)

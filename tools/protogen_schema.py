@@ -215,8 +215,8 @@ def check_struct(api, s, outer):
         if f.nullable is not None and f.prim and f.typ not in ('string', 'bytes', 'records') \
                 and not f.is_array:
             raise SchemaError('%s: only strings, bytes, records and arrays are nullable' % w)
-        if f.struct is not None and not f.is_array and f.nullable is not None:
-            raise SchemaError('%s: struct fields cannot be nullable' % w)
+        if f.struct is not None and not f.is_array and f.nullable is not None and f.tag is not None:
+            raise SchemaError('%s: a nullable struct field cannot be tagged' % w)
         d = f.default
         if d is not None:
             if f.is_array or f.struct is not None:

@@ -6,14 +6,22 @@
  * never joins it (so looking at a group does not disturb it). `seek` commits new offsets the
  * same way, and only for a group with no members: moving a live group's offsets under its
  * consumers would be overwritten by their next commit, or worse, not.
+ *
+ * A KIP-848 consumer group is no classic group (DescribeGroups answers Dead): `describe` then
+ * asks its coordinator with ConsumerGroupDescribe (kreq.h, which librdkafka 2.0 lacks) and shows
+ * the protocol, the group and assignment epochs, and per member its epoch, its current
+ * assignment and its target.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "cli/cmds.h"
 #include "cli/common.h"
+#include "cli/kreq.h"
+#include "proto/kerr.h"
 
 int st_cli_group_list(int argc, char **argv)
 {
@@ -194,6 +202,129 @@ static int committed_partitions(rd_kafka_t *rk, rd_kafka_queue_t *q, const char 
     return rc;
 }
 
+/* "t/0,t/1" of a described assignment, into buf. */
+static const char *cg_parts(char *buf, size_t n, const st_kstr_t *names,
+                            const int32_t *const *parts, const int32_t *counts, int32_t ntopics)
+{
+    size_t at = 0;
+    buf[0] = 0;
+    for (int32_t t = 0; t < ntopics; t++)
+        for (int32_t k = 0; k < counts[t] && at < n; k++)
+            at += (size_t)snprintf(buf + at, n - at, "%s%.*s/%d", at ? "," : "", (int)names[t].len,
+                                   names[t].ptr, parts[t][k]);
+    if (!buf[0])
+        snprintf(buf, n, "-");
+    return buf;
+}
+
+/* ConsumerGroupDescribe from the group's coordinator: prints the group and adds its members'
+ * partitions to `parts`. 1 when it is a consumer group, 0 when not (or the broker does not
+ * serve the API), -1 after printing an error. */
+static int consumer_describe(const char *group, rd_kafka_topic_partition_list_t *parts)
+{
+    int64_t deadline = st_mono_ms() + st_cli_common.timeout_ms;
+    st_cli_kconn_t boot = {.fd = -1}, coord = {.fd = -1};
+    st_arena_t arena;
+    st_arena_init(&arena, 16384);
+    int rc = -1;
+    char *list = strdup(st_cli_common.brokers), *save = NULL;
+    int open = -1;
+    for (char *b = strtok_r(list, ",", &save); b && open; b = strtok_r(NULL, ",", &save))
+        open = st_cli_kconn_open(&boot, b, deadline);
+    free(list);
+    if (open)
+        goto out;
+    int16_t v = st_cli_kconn_version(&boot, ST_KP_API_FIND_COORDINATOR, 1, 4);
+    if (v < 0)
+        goto out;
+    st_kp_find_coordinator_req_t fq = {0};
+    st_kstr_t key = st_kstr(group);
+    fq.key = key;
+    fq.coordinator_keys = &key;
+    fq.coordinator_keys_count = 1;
+    st_kp_find_coordinator_resp_t fr;
+    if (ST_CLI_KCALL(&boot, FIND_COORDINATOR, find_coordinator, v, &fq, &arena, &fr))
+        goto out;
+    int16_t err =
+        v >= 4 ? (fr.coordinators_count ? fr.coordinators[0].error_code : -1) : fr.error_code;
+    if (err) {
+        st_cli_errorf("no coordinator for group '%s' now: %s", group, st_kerr_name(err));
+        goto out;
+    }
+    st_kstr_t host = v >= 4 ? fr.coordinators[0].host : fr.host;
+    int32_t port = v >= 4 ? fr.coordinators[0].port : fr.port;
+    char hp[300];
+    snprintf(hp, sizeof hp, "%.*s:%d", (int)host.len, host.ptr, port);
+    if (st_cli_kconn_open(&coord, hp, deadline))
+        goto out;
+    if (coord.vmax[ST_KP_API_CONSUMER_GROUP_DESCRIBE] < 0) {
+        rc = 0; /* a broker without KIP-848 */
+        goto out;
+    }
+    v = st_cli_kconn_version(&coord, ST_KP_API_CONSUMER_GROUP_DESCRIBE, 0, 1);
+    if (v < 0)
+        goto out;
+    st_kp_consumer_group_describe_req_t dq = {0};
+    dq.group_ids = &key;
+    dq.group_ids_count = 1;
+    st_kp_consumer_group_describe_resp_t dr;
+    if (ST_CLI_KCALL(&coord, CONSUMER_GROUP_DESCRIBE, consumer_group_describe, v, &dq, &arena, &dr))
+        goto out;
+    const st_kp_consumer_group_describe_resp_group_t *g = dr.groups_count ? dr.groups : NULL;
+    if (!g || g->error_code) {
+        rc = 0; /* not a consumer group */
+        goto out;
+    }
+    printf("group:            %s\nprotocol:         consumer (KIP-848)\nstate:            %.*s\n"
+           "assignor:         %.*s\ngroup epoch:      %d\nassignment epoch: %d\n"
+           "members:          %d\n",
+           group, (int)g->group_state.len, g->group_state.ptr, (int)g->assignor_name.len,
+           g->assignor_name.ptr, g->group_epoch, g->assignment_epoch, g->members_count);
+    if (g->members_count)
+        printf("\n%-24s %6s %-16s %-16s %-30s %s\n", "MEMBER", "EPOCH", "CLIENT-ID", "HOST",
+               "ASSIGNMENT", "TARGET");
+    for (int32_t i = 0; i < g->members_count; i++) {
+        const st_kp_consumer_group_describe_resp_member_t *m = &g->members[i];
+        enum { MAXT = 64 };
+        st_kstr_t names[MAXT];
+        const int32_t *pp[MAXT];
+        int32_t counts[MAXT];
+        int32_t na = m->assignment.topic_partitions_count < MAXT
+                         ? m->assignment.topic_partitions_count
+                         : MAXT;
+        for (int32_t t = 0; t < na; t++) {
+            names[t] = m->assignment.topic_partitions[t].topic_name;
+            pp[t] = m->assignment.topic_partitions[t].partitions;
+            counts[t] = m->assignment.topic_partitions[t].partitions_count;
+            char topic[256];
+            snprintf(topic, sizeof topic, "%.*s", (int)names[t].len, names[t].ptr);
+            for (int32_t k = 0; k < counts[t]; k++)
+                if (!rd_kafka_topic_partition_list_find(parts, topic, pp[t][k]))
+                    rd_kafka_topic_partition_list_add(parts, topic, pp[t][k]);
+        }
+        char cur[512], tgt[512];
+        cg_parts(cur, sizeof cur, names, pp, counts, na);
+        int32_t nt = m->target_assignment.topic_partitions_count < MAXT
+                         ? m->target_assignment.topic_partitions_count
+                         : MAXT;
+        for (int32_t t = 0; t < nt; t++) {
+            names[t] = m->target_assignment.topic_partitions[t].topic_name;
+            pp[t] = m->target_assignment.topic_partitions[t].partitions;
+            counts[t] = m->target_assignment.topic_partitions[t].partitions_count;
+        }
+        cg_parts(tgt, sizeof tgt, names, pp, counts, nt);
+        printf("%-24.*s %6d %-16.*s %-16.*s %-30s %s\n", (int)m->member_id.len, m->member_id.ptr,
+               m->member_epoch, (int)m->client_id.len, m->client_id.ptr, (int)m->client_host.len,
+               m->client_host.ptr, cur, tgt);
+    }
+    rc = 1;
+out:
+    st_cli_kconn_close(&boot);
+    st_cli_kconn_close(&coord);
+    st_arena_fini(&arena);
+    return rc;
+}
+
 int st_cli_group_describe(int argc, char **argv)
 {
     static const char usage[] = "group describe GROUP [--topic T]...";
@@ -221,6 +352,16 @@ int st_cli_group_describe(int argc, char **argv)
     if (!dev)
         goto done;
     rd_kafka_consumer_group_state_t state = rd_kafka_ConsumerGroupDescription_state(d);
+    int consumer = 0;
+    if (state == RD_KAFKA_CONSUMER_GROUP_STATE_DEAD &&
+        (consumer = consumer_describe(group, parts)) < 0) {
+        rd_kafka_event_destroy(dev);
+        goto done;
+    }
+    if (consumer) {
+        rd_kafka_event_destroy(dev);
+        goto offsets;
+    }
     size_t nm = rd_kafka_ConsumerGroupDescription_member_count(d);
     const char *assignor = rd_kafka_ConsumerGroupDescription_partition_assignor(d);
     printf("group:       %s\nstate:       %s\nassignor:    %s\nmembers:     %zu\n", group,
@@ -248,6 +389,7 @@ int st_cli_group_describe(int argc, char **argv)
         printf("%s\n", a && a->cnt ? "" : "-");
     }
     rd_kafka_event_destroy(dev);
+offsets:
     if (committed_partitions(rk, q, group, parts) < 0 || widen_to_topics(rk, parts) < 0 ||
         add_topics(rk, &topics, parts, true) < 0)
         goto done;

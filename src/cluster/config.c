@@ -828,6 +828,34 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
     if (c->group_min_session_timeout_ms > c->group_max_session_timeout_ms)
         return st_cfg_fail(err, errlen,
                            "group.min.session.timeout.ms is above group.max.session.timeout.ms");
+    /* KIP-848's bounds, as Kafka checks them at start-up */
+    if (c->group_consumer_session_timeout_ms < c->group_consumer_min_session_timeout_ms ||
+        c->group_consumer_session_timeout_ms > c->group_consumer_max_session_timeout_ms)
+        return st_cfg_fail(err, errlen,
+                           "group.consumer.session.timeout.ms must be within "
+                           "group.consumer.min.session.timeout.ms and "
+                           "group.consumer.max.session.timeout.ms");
+    if (c->group_consumer_heartbeat_interval_ms < c->group_consumer_min_heartbeat_interval_ms ||
+        c->group_consumer_heartbeat_interval_ms > c->group_consumer_max_heartbeat_interval_ms)
+        return st_cfg_fail(err, errlen,
+                           "group.consumer.heartbeat.interval.ms must be within "
+                           "group.consumer.min.heartbeat.interval.ms and "
+                           "group.consumer.max.heartbeat.interval.ms");
+    if (c->group_consumer_heartbeat_interval_ms >= c->group_consumer_session_timeout_ms)
+        return st_cfg_fail(err, errlen,
+                           "group.consumer.heartbeat.interval.ms must be below "
+                           "group.consumer.session.timeout.ms");
+    for (const char *p = c->group_consumer_assignors;;) {
+        p += strspn(p, ", ");
+        size_t n = strcspn(p, ", ");
+        if (!n)
+            break;
+        if (!((n == 7 && !strncmp(p, "uniform", 7)) || (n == 5 && !strncmp(p, "range", 5))))
+            return st_cfg_fail(err, errlen,
+                               "group.consumer.assignors: unknown assignor '%.*s' (uniform, range)",
+                               (int)n, p);
+        p += n;
+    }
     /* Kafka's log.dirs is a comma-separated list; this broker keeps one directory (no JBOD
      * yet): one entry (spaces and empty entries dropped) is taken, more are refused rather
      * than made into a directory whose name has a comma in it. */

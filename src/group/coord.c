@@ -166,6 +166,7 @@ void st_group_free(st_gcoord_t *c, st_ggroup_t *g)
         st_group_member_free(c, g->members[i]);
     for (int i = 0; i < g->npending; i++)
         gstr_free(&g->pending[i].member_id);
+    st_cgroup_free(c, g);
     st_group_txns_free(g);
     st_gofftab_fini(&g->offs);
     free(g->pending);
@@ -195,10 +196,12 @@ void st_gcoord_describe(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, i
         return;
     }
     st_ggroup_t *g = st_group_find(c, group_id);
-    if (!g || g->state == G_DEAD) {
+    if (!g || g->state == G_DEAD || g->type != G_TYPE_CLASSIC) {
+        /* a consumer group is no classic group (Kafka: Dead, GROUP_ID_NOT_FOUND from v6) */
         if (version >= 6) {
             out->error_code = ST_KERR_GROUP_ID_NOT_FOUND;
-            out->error_message = st_kstr("Group does not exist");
+            out->error_message = st_kstr(g && g->state != G_DEAD ? "Group is not a classic group."
+                                                                 : "Group does not exist");
         }
         return;
     }
@@ -244,20 +247,23 @@ void st_gcoord_list(st_gcoord_t *c, const st_kstr_t *states, int nstates, const 
     *out = st_arena_zalloc(a, c->ngroups * sizeof **out + 1);
     if (!*out)
         return;
-    if (ntypes > 0 && !filter_has(types, ntypes, "classic"))
-        return;
     for (size_t i = 0; i < c->nbuckets; i++)
         for (st_ggroup_t *g = c->buckets[i]; g; g = g->next) {
             if (g->state == G_DEAD)
                 continue;
-            if (nstates > 0 && !filter_has(states, nstates, state_names[g->state]))
+            bool consumer = g->type == G_TYPE_CONSUMER;
+            const char *type = consumer ? "consumer" : "classic";
+            const char *state = consumer ? st_cgroup_state(g) : state_names[g->state];
+            if (ntypes > 0 && !filter_has(types, ntypes, type))
+                continue;
+            if (nstates > 0 && !filter_has(states, nstates, state))
                 continue;
             st_kp_list_groups_resp_group_t *o = &(*out)[(*n)++];
             st_kp_list_groups_resp_group_init(o);
             o->group_id = answer_str(a, g->id);
             o->protocol_type = answer_str0(a, g->protocol_type);
-            o->group_state = st_kstr(state_names[g->state]);
-            o->group_type = st_kstr("classic");
+            o->group_state = st_kstr(state);
+            o->group_type = st_kstr(type);
         }
 }
 
@@ -275,6 +281,7 @@ static void group_unload(st_gcoord_t *c, st_ggroup_t *g)
     }
     while (g->nmembers > 0)
         st_group_member_free(c, g->members[--g->nmembers]);
+    st_cgroup_free(c, g);  /* the next load rebuilds it from the log */
     st_group_txns_free(g); /* the next load rebuilds them from the log */
     g->state = G_DEAD;
     g->unloaded = true;
@@ -334,6 +341,11 @@ int st_gcoord_create(st_gcoord_t **out, st_loop_t *loop, const st_gcoord_config_
     }
     for (int32_t i = 0; i < c->cfg.num_partitions; i++)
         c->epochs[i] = -1;
+    c->topics_version = -1;
+    if (c->cfg.consumer_session_timeout_ms <= 0)
+        c->cfg.consumer_session_timeout_ms = 45000;
+    if (c->cfg.consumer_heartbeat_interval_ms <= 0)
+        c->cfg.consumer_heartbeat_interval_ms = 5000;
     st_timer_init(&c->expire_timer, st_group_expire_tick, c);
     st_loop_timer_start(loop, &c->expire_timer, c->cfg.expire_check_ms);
     *out = c;
@@ -349,6 +361,7 @@ void st_gcoord_drain(st_gcoord_t *c)
     for (size_t i = 0; i < c->nbuckets; i++)
         for (st_ggroup_t *g = c->buckets[i]; g; g = g->next) {
             st_loop_timer_stop(c->loop, &g->join_timer);
+            st_cgroup_drain(c, g);
             for (int k = 0; k < g->nmembers; k++) {
                 st_gmember_t *m = g->members[k];
                 st_loop_timer_stop(c->loop, &m->session_timer);
@@ -373,6 +386,7 @@ void st_gcoord_destroy(st_gcoord_t *c)
         c->unloaded->writes = NULL;
         st_group_free(c, c->unloaded);
     }
+    st_cgroup_topics_free(c);
     free(c->buckets);
     free(c->epochs);
     free(c->logs);

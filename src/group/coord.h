@@ -68,6 +68,7 @@
 #include <stdint.h>
 
 #include "base/arena.h"
+#include "group/assign.h"
 #include "io/loop.h"
 #include "proto/kafka_gen.h"
 #include "storage/log.h"
@@ -103,6 +104,16 @@ typedef struct st_gcoord_config {
     int (*append)(void *ctx, int32_t partition, uint8_t *data, size_t len,
                   st_gcoord_appended_t *out, void (*done)(void *arg, int res), void *arg);
     void *ctx;
+    /* KIP-848 consumer groups */
+    int32_t consumer_session_timeout_ms;    /* group.consumer.session.timeout.ms */
+    int32_t consumer_heartbeat_interval_ms; /* group.consumer.heartbeat.interval.ms */
+    const char *consumer_assignors;         /* group.consumer.assignors, comma-separated; the
+                                               first is the default (NULL: "uniform,range") */
+    /* The version of the broker's topic metadata (it changes with every topic created or
+     * deleted) and, when it changed, the topics themselves: *out a malloc'd array, names
+     * malloc'd too, freed by the coordinator. NULL: no topics (unit tests without them). */
+    int64_t (*topics_version)(void *ctx);
+    int (*topics)(void *ctx, st_gtopic_t **out, int *n);
 } st_gcoord_config_t;
 
 typedef void (*st_gcoord_done_fn)(void *arg);
@@ -151,6 +162,25 @@ void st_gcoord_list(st_gcoord_t *c, const st_kstr_t *states, int nstates, const 
 void st_gcoord_delete_group(st_gcoord_t *c, int32_t partition, st_kstr_t group_id, int16_t *error,
                             st_gcoord_done_fn done, void *arg);
 
+/* ---- consumer groups (KIP-848) ----
+ *
+ * A group id is a classic group or a consumer group, never both: ConsumerGroupHeartbeat on a
+ * classic group with members answers GROUP_ID_NOT_FOUND (an empty classic group, offsets only,
+ * becomes a consumer group), JoinGroup on a consumer group with members
+ * INCONSISTENT_GROUP_PROTOCOL (an empty one becomes a classic group).
+ * Diagram and rules of the protocol in consumer.c; the assignors and the reconciliation in
+ * assign.h. */
+
+/* ConsumerGroupHeartbeat: answered (done) once the records the heartbeat changed are durable. */
+void st_gcoord_consumer_heartbeat(st_gcoord_t *c, int32_t partition,
+                                  const st_kp_consumer_group_heartbeat_req_t *req, int16_t version,
+                                  st_kstr_t client_id, st_kstr_t client_host, st_arena_t *a,
+                                  st_kp_consumer_group_heartbeat_resp_t *resp,
+                                  st_gcoord_done_fn done, void *arg);
+/* ConsumerGroupDescribe for one group (out->group_id set by the caller). */
+void st_gcoord_consumer_describe(st_gcoord_t *c, int32_t partition, int16_t version, st_arena_t *a,
+                                 st_kp_consumer_group_describe_resp_group_t *out);
+
 /* ---- offsets ---- */
 
 typedef struct st_goffset {
@@ -176,6 +206,10 @@ typedef struct st_goffsets {
     int16_t producer_epoch;      /* transactional commit */
     bool all;                    /* fetch: every offset of the group (parts allocated from `a`) */
     bool require_stable;         /* fetch: UNSTABLE_OFFSET_COMMIT where one is pending */
+    int16_t version;             /* commit: the OffsetCommit version (v9+: GROUP_ID_NOT_FOUND
+                                    for a missing group with a generation) */
+    bool check_member;           /* fetch (v9+): member_id and generation (the member epoch)
+                                    are checked against a consumer group's member */
     int n;
     st_goffset_t *parts;
     int16_t error; /* group-level result (fetch, offset delete) */

@@ -28,11 +28,14 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "group/assign.h"
 #include "group/coord.h"
 #include "group/records.h"
 #include "proto/kerr.h"
 
 enum { G_EMPTY, G_PREPARING, G_COMPLETING, G_STABLE, G_DEAD };
+/* A group id is one type or the other (Kafka's GroupType). */
+enum { G_TYPE_CLASSIC, G_TYPE_CONSUMER };
 typedef struct st_ggroup st_ggroup_t;
 typedef struct st_gwrite st_gwrite_t;
 
@@ -118,10 +121,42 @@ typedef struct st_gpending {
     int64_t deadline_ms; /* monotonic */
 } st_gpending_t;
 
+/* A member of a consumer group (KIP-848, consumer.c). */
+typedef struct st_gcmember {
+    st_ggroup_t *g;
+    st_gstr_t member_id;
+    st_gstr_t instance_id; /* null: dynamic */
+    st_gstr_t rack_id;
+    st_gstr_t client_id, client_host;
+    st_gstr_t *topic_names; /* subscribed_topic_names */
+    int ntopic_names;
+    st_gstr_t regex;           /* subscribed_topic_regex, null: none */
+    void *re;                  /* its compiled form (pcre2_code), NULL: none */
+    st_gstr_t server_assignor; /* null: the group's default */
+    int32_t rebalance_timeout;
+    st_gcur_t cur;      /* current assignment: epoch, state, assigned, pending revocation */
+    st_gtpset_t target; /* its part of the group's target assignment */
+    st_timer_t session_timer;
+    st_timer_t revoke_timer; /* UNREVOKED_PARTITIONS for longer than rebalance_timeout: fenced */
+} st_gcmember_t;
+
+/* A consumer group's own state (consumer.c); g->cg of a G_TYPE_CONSUMER group. */
+typedef struct st_gcgroup {
+    int32_t group_epoch;
+    int32_t assignment_epoch; /* epoch of the target assignment */
+    st_gcmember_t **members;
+    int nmembers, cap;
+    int64_t md_version; /* topics version the subscriptions were resolved at */
+    uint64_t subs_hash; /* hash of (id, partitions) of every subscribed topic */
+    st_gstr_t assignor; /* the assignor of the last target assignment */
+} st_gcgroup_t;
+
 struct st_ggroup {
     st_gcoord_t *c;
     st_gstr_t id;
     int32_t partition;
+    int type;         /* G_TYPE_*; a consumer group keeps state G_EMPTY or G_STABLE here */
+    st_gcgroup_t *cg; /* G_TYPE_CONSUMER: its members and epochs */
     int state;
     st_gstr_t protocol_type; /* null until a member joined (or loaded) */
     st_gstr_t protocol;      /* null: none selected */
@@ -156,6 +191,9 @@ struct st_gcoord {
     bool closed;
     st_timer_t expire_timer;
     st_gtxn_t *txns[ST_GTXN_BUCKETS]; /* every group's open transactions, by producer id */
+    st_gtopic_t *topics;              /* the broker's topics (consumer groups' subscriptions) */
+    int ntopics;
+    int64_t topics_version; /* of the snapshot they came from; -1: never read */
 };
 
 /* ---- writes to the partition log (persist.c) ---- */
@@ -177,6 +215,7 @@ struct st_gwrite {
     bool commits; /* o's parts (those without an error) are offset records being written */
     int64_t pid;  /* TxnOffsetCommit: the producer (-1: not transactional) */
     st_gcoord_appended_t app; /* where the append put the records */
+    void *ctx;                /* the writer's own (a waiting ConsumerGroupHeartbeat) */
     int nassign;              /* sync: the leader's assignment */
     st_gstr_t *assign_ids;
     st_kbytes_t *assign;
@@ -330,6 +369,34 @@ void st_group_try_complete_join(st_gcoord_t *c, st_ggroup_t *g);
 void st_group_remove_member(st_gcoord_t *c, st_ggroup_t *g, st_gmember_t *m);
 /* g->join_timer's callback: the initial delay or the rebalance timeout ran out. */
 void st_group_join_timeout(st_timer_t *t);
+
+/* ---- consumer.c: KIP-848 consumer groups ---- */
+
+/* Frees g->cg (the group is freed or unloaded). */
+void st_cgroup_free(st_gcoord_t *c, st_ggroup_t *g);
+/* The consumer group state name of g (Empty, Assigning, Reconciling, Stable, Dead). */
+const char *st_cgroup_state(const st_ggroup_t *g);
+st_gcmember_t *st_cgroup_member_find(const st_ggroup_t *g, st_kstr_t id);
+/* OffsetCommit / OffsetFetch of a consumer group's member: 0, or the error
+ * (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH; commits outside the group: only while empty). */
+int16_t st_cgroup_check_member(st_gcoord_t *c, st_ggroup_t *g, st_kstr_t member_id, int32_t epoch,
+                               bool commit);
+/* Replays one consumer group record (key versions 3-8) while loading. */
+void st_cgroup_load_record(st_gcoord_t *c, int32_t partition, int16_t key_version,
+                           const uint8_t *key, int32_t key_len, const uint8_t *value,
+                           int32_t value_len);
+/* After a partition's load: sessions started, state derived. */
+void st_cgroup_loaded(st_gcoord_t *c, st_ggroup_t *g);
+/* Frees the coordinator's copy of the broker's topics (st_gcoord_destroy). */
+void st_cgroup_topics_free(st_gcoord_t *c);
+/* An empty consumer group becomes a classic one (Kafka's maybeDeleteEmptyConsumerGroup, when a
+ * classic member joins): its consumer-group records get tombstones, its offsets stay. 0, or
+ * -1 when it has members (it stays a consumer group). */
+int st_cgroup_to_classic(st_gcoord_t *c, st_ggroup_t *g);
+/* Shutdown: g's member timers stop. */
+void st_cgroup_drain(st_gcoord_t *c, st_ggroup_t *g);
+/* Tombstones for every consumer-group key of g (DeleteGroups). */
+int st_cgroup_add_tombstones(st_gbatch_t *b, st_ggroup_t *g);
 
 /* ---- offsets.c ---- */
 

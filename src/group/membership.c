@@ -225,6 +225,12 @@ void st_gcoord_join(st_gcoord_t *c, int32_t partition, const st_kp_join_group_re
         done(arg);
         return;
     }
+    if (g->type == G_TYPE_CONSUMER && st_cgroup_to_classic(c, g)) {
+        /* a classic member cannot join a consumer group with members (no online migration) */
+        resp->error_code = ST_KERR_INCONSISTENT_GROUP_PROTOCOL;
+        done(arg);
+        return;
+    }
     st_gmember_t *self = unknown ? st_group_member_find_static(g, req->group_instance_id)
                                  : st_group_member_find(g, req->member_id);
     if (!group_supports(g, req, self)) {

@@ -204,15 +204,20 @@ void st_gcoord_commit(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_gc
     else if (o->group_id.len <= 0)
         err = ST_KERR_INVALID_GROUP_ID;
     else if (!(g = st_group_find(c, o->group_id))) {
-        if (o->generation < 0 && o->member_id.len <= 0) {
+        /* Kafka's validateOffsetCommit: without a generation, a simple group is made */
+        if (o->generation < 0) {
             g = st_group_create(c, o->group_id, partition);
             if (!g)
                 err = ST_KERR_UNKNOWN_SERVER_ERROR;
         } else {
-            err = ST_KERR_ILLEGAL_GENERATION;
+            err = o->version >= 9 ? ST_KERR_GROUP_ID_NOT_FOUND : ST_KERR_ILLEGAL_GENERATION;
         }
     }
-    if (!err) {
+    if (!err && g->type == G_TYPE_CONSUMER) {
+        /* KIP-848: generation_id_or_member_epoch is the member's epoch */
+        err = g->state == G_DEAD ? ST_KERR_COORDINATOR_NOT_AVAILABLE
+                                 : st_cgroup_check_member(c, g, o->member_id, o->generation, true);
+    } else if (!err) {
         st_gmember_t *m = st_group_member_find(g, o->member_id);
         if (g->state == G_DEAD)
             err = ST_KERR_COORDINATOR_NOT_AVAILABLE;
@@ -309,6 +314,12 @@ void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_are
     st_ggroup_t *g = st_group_find(c, o->group_id);
     if (g && g->state == G_DEAD)
         g = NULL;
+    /* OffsetFetch v9+ of a consumer group's member: its epoch is checked (KIP-848) */
+    if (g && g->type == G_TYPE_CONSUMER && o->check_member &&
+        (o->error = st_cgroup_check_member(c, g, o->member_id, o->generation, false)) != 0) {
+        o->n = o->all ? 0 : o->n;
+        return;
+    }
     if (o->all) {
         o->n = 0;
         o->parts = st_arena_zalloc(a, (g ? g->offs.n : 0) * sizeof *o->parts + 1);
@@ -345,6 +356,13 @@ void st_gcoord_fetch(st_gcoord_t *c, int32_t partition, st_goffsets_t *o, st_are
  * [string]) names topic. */
 static bool subscribes(const st_ggroup_t *g, st_kstr_t topic)
 {
+    if (g->type == G_TYPE_CONSUMER) {
+        for (int i = 0; g->cg && i < g->cg->nmembers; i++)
+            for (int k = 0; k < g->cg->members[i]->ntopic_names; k++)
+                if (kstr_is(topic, g->cg->members[i]->topic_names[k]))
+                    return true;
+        return false;
+    }
     if (!st_kstr_eq(as_kstr(g->protocol_type), "consumer") || !g->protocol.ptr)
         return false;
     for (int i = 0; i < g->nmembers; i++) {
@@ -458,7 +476,9 @@ static int add_tombstones(st_gbatch_t *b, st_ggroup_t *g)
             if (!w->o->parts[i].error)
                 rc = st_group_add_offset_record(b, as_kstr(g->id), w->o->parts[i].topic,
                                                 w->o->parts[i].partition, NULL, 0, NULL);
-    if (!rc)
+    if (!rc && g->type == G_TYPE_CONSUMER)
+        rc = st_cgroup_add_tombstones(b, g);
+    else if (!rc)
         rc = st_group_add_group_record(b, as_kstr(g->id), NULL, 0);
     return rc;
 }
@@ -534,7 +554,8 @@ static void expire_group(st_gcoord_t *c, st_ggroup_t *g, int64_t now)
     /* a group with an open transaction stays (Kafka's cleanupExpiredOffsets) */
     bool gone = !rc && g->offs.n == 0 && !g->txns;
     if (gone)
-        rc = st_group_add_group_record(&b, as_kstr(g->id), NULL, 0);
+        rc = g->type == G_TYPE_CONSUMER ? st_cgroup_add_tombstones(&b, g)
+                                        : st_group_add_group_record(&b, as_kstr(g->id), NULL, 0);
     st_gwrite_t *w = rc || b.total == 0 ? NULL : st_group_write_new(c, g->partition, g, NULL);
     if (!w) {
         st_gbatch_fini(&b);

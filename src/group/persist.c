@@ -286,6 +286,14 @@ static void load_group_value(st_gcoord_t *c, st_ggroup_t *g, const st_grec_t *r)
 static void load_record(st_gcoord_t *c, int32_t partition, const st_batch_record_t *rec,
                         int64_t pid, st_arena_t *a)
 {
+    if (rec->key && rec->key_len >= 2) {
+        int16_t kv = (int16_t)st_be16(rec->key);
+        if (kv >= 3 && kv <= 8) { /* a consumer group's (KIP-848) */
+            st_cgroup_load_record(c, partition, kv, rec->key, rec->key_len, rec->value,
+                                  rec->value_len);
+            return;
+        }
+    }
     st_grec_t r;
     int rc = st_grec_decode(rec->key, rec->key_len, rec->value, rec->value_len, a, &r);
     if (rc) {
@@ -310,7 +318,7 @@ static void load_record(st_gcoord_t *c, int32_t partition, const st_batch_record
                  st_gofftab_set(t ? &t->offs : &g->offs, r.topic, r.partition, r.offset,
                                 r.leader_epoch, r.metadata, r.commit_timestamp, rec->offset) == 0)
             st_gofftab_expire(t ? &t->offs : &g->offs, r.topic, r.partition, r.expire_timestamp);
-    } else {
+    } else if (g->type == G_TYPE_CLASSIC) {
         load_group_value(c, g, &r);
     }
 }
@@ -429,11 +437,12 @@ int st_gcoord_load(st_gcoord_t *c, int32_t partition, st_log_t *log, int32_t epo
             next = g->next;
             if (g->partition != partition)
                 continue;
-            if (g->nmembers == 0 && g->offs.n == 0 && !g->txns && !g->stored) {
+            if (g->nmembers == 0 && g->offs.n == 0 && !g->txns && !g->stored && !g->cg) {
                 st_group_free(c, g);
                 continue;
             }
             ngroups++;
+            st_cgroup_loaded(c, g);
             for (int k = 0; k < g->nmembers; k++)
                 st_group_member_touch(c, g->members[k]);
         }

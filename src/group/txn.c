@@ -197,6 +197,12 @@ static int16_t txn_check(st_gcoord_t *c, int32_t partition, const st_goffsets_t 
     *out = g;
     if (g->state == G_DEAD)
         return ST_KERR_COORDINATOR_NOT_AVAILABLE;
+    if (g->type == G_TYPE_CONSUMER) {
+        /* KIP-848: the generation is the member's epoch; TxnOffsetCommit has no
+         * STALE_MEMBER_EPOCH, Kafka answers ILLEGAL_GENERATION instead */
+        int16_t err = st_cgroup_check_member(c, g, o->member_id, o->generation, true);
+        return err == ST_KERR_STALE_MEMBER_EPOCH ? ST_KERR_ILLEGAL_GENERATION : err;
+    }
     if (o->generation < 0 && g->state == G_EMPTY)
         return 0;
     if (o->generation < 0 && o->member_id.len <= 0 && o->group_instance_id.len < 0)

@@ -76,6 +76,48 @@ static int append(void *ctx, int32_t partition, uint8_t *data, size_t len,
     return 0;
 }
 
+/* st_gcoord_config_t.topics_version and .topics: the shard's snapshot of topic metadata, for
+ * consumer groups' subscriptions (internal topics left out, as Kafka's subscriptions never
+ * see them). */
+static int64_t topics_version(void *ctx)
+{
+    const st_kshard_t *s = ctx;
+    return s->md ? s->md->version : -1;
+}
+
+static int topics(void *ctx, st_gtopic_t **out, int *n)
+{
+    const st_kshard_t *s = ctx;
+    const st_md_t *md = s->md;
+    *out = NULL;
+    *n = 0;
+    if (!md)
+        return 0;
+    st_gtopic_t *v = calloc((size_t)md->ntopics + 1, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    int k = 0;
+    for (int i = 0; i < md->ntopics; i++) {
+        const st_md_topic_t *t = md->topics[i];
+        if (t->internal)
+            continue;
+        char *name = strdup(t->name);
+        if (!name) {
+            for (int j = 0; j < k; j++)
+                free((char *)v[j].name.ptr);
+            free(v);
+            return -ENOMEM;
+        }
+        v[k].name = (st_kstr_t){name, (int32_t)strlen(name)};
+        memcpy(v[k].id.b, t->id, 16);
+        v[k].partitions = t->npartitions;
+        k++;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
 bool st_kgroup_leads(const st_kshard_t *s, int32_t partition)
 {
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
@@ -146,6 +188,11 @@ static int group_start(st_kshard_t *s)
                               : (int32_t)cfg->offsets_topic_num_partitions,
         .append = append,
         .ctx = s,
+        .consumer_session_timeout_ms = (int32_t)cfg->group_consumer_session_timeout_ms,
+        .consumer_heartbeat_interval_ms = (int32_t)cfg->group_consumer_heartbeat_interval_ms,
+        .consumer_assignors = cfg->group_consumer_assignors,
+        .topics_version = topics_version,
+        .topics = topics,
     };
     int rc = st_gcoord_create(&st_kafka_shard(s)->groups, s->loop, &gc);
     if (rc)

@@ -417,6 +417,7 @@ void st_kh_offset_commit(st_kreq_t *r)
     c->o.member_id = c->req.member_id;
     c->o.group_instance_id = c->req.group_instance_id;
     c->o.generation = c->req.generation_id_or_member_epoch;
+    c->o.version = r->api_version;
     c->o.retention_ms = r->api_version >= 2 && r->api_version <= 4 ? c->req.retention_time_ms : -1;
     for (int k = 0; k < c->o.n; k++) {
         const st_kp_offset_commit_req_partition_t *qp = c->q[k].req_partition;
@@ -718,6 +719,10 @@ void st_kh_offset_fetch(st_kreq_t *r)
             st_kp_offset_fetch_req_group_t *g = &f->req.groups[i];
             int32_t nt = !g->topics && g->topics_count <= 0 ? -1 : g->topics_count;
             rc = offset_fetch_group_init(r, &f->groups[i], g->group_id, g->topics, NULL, nt);
+            /* v9+: a consumer group's member gives its id and epoch (KIP-848) */
+            f->groups[i].o.member_id = g->member_id;
+            f->groups[i].o.generation = g->member_epoch;
+            f->groups[i].o.check_member = r->api_version >= 9 && g->member_id.len >= 0;
         }
     }
     for (int i = 0; i < f->ngroups; i++)

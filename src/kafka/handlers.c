@@ -43,6 +43,8 @@ const st_khandler_t st_khandlers[] = {
     ST_H(LIST_GROUPS, st_kh_list_groups),
     ST_H(DELETE_GROUPS, st_kh_delete_groups),
     ST_H(OFFSET_DELETE, st_kh_offset_delete),
+    ST_H(CONSUMER_GROUP_HEARTBEAT, st_kh_consumer_group_heartbeat),
+    ST_H(CONSUMER_GROUP_DESCRIBE, st_kh_consumer_group_describe),
     ST_H(TXN_OFFSET_COMMIT, st_kh_txn_offset_commit),
     ST_H(ELECT_LEADERS, st_kh_elect_leaders),
     ST_H(ALTER_PARTITION_REASSIGNMENTS, st_kh_alter_partition_reassignments),
@@ -107,9 +109,17 @@ void st_kh_api_versions(st_kreq_t *r)
      * end) until the produce-side verification of KIP-890 lets the level rise. */
     static const st_kp_api_versions_resp_supported_feature_t features[] = {
         {{"transaction.version", 19}, 0, 2},
+        {{"group.version", 13}, 0, 1},
+    };
+    /* group.version 1: KIP-848's consumer groups are on (ConsumerGroupHeartbeat), as Kafka
+     * 4.x finalizes it by default */
+    static const st_kp_api_versions_resp_finalized_feature_t finalized[] = {
+        {{"group.version", 13}, 1, 1},
     };
     resp.supported_features = (st_kp_api_versions_resp_supported_feature_t *)features;
-    resp.supported_features_count = 1;
+    resp.supported_features_count = 2;
+    resp.finalized_features = (st_kp_api_versions_resp_finalized_feature_t *)finalized;
+    resp.finalized_features_count = 1;
     resp.finalized_features_epoch = 0;
     ST_KREQ_RESPOND(r, api_versions, &resp);
 }

@@ -59,6 +59,8 @@ void st_kh_describe_groups(st_kreq_t *r);
 void st_kh_list_groups(st_kreq_t *r);
 void st_kh_delete_groups(st_kreq_t *r);
 void st_kh_offset_delete(st_kreq_t *r);
+void st_kh_consumer_group_heartbeat(st_kreq_t *r);
+void st_kh_consumer_group_describe(st_kreq_t *r);
 void st_kh_txn_offset_commit(st_kreq_t *r);
 void st_kh_elect_leaders(st_kreq_t *r);
 void st_kh_alter_partition_reassignments(st_kreq_t *r);

@@ -280,6 +280,25 @@ def sync_group(c):
     return [r.i16()]
 
 
+def consumer_group_heartbeat(c):
+    """ConsumerGroupHeartbeat v0 (KIP-848) of an unknown member of GROUP (a classic group)."""
+    body = (w.compact_string(GROUP) + w.compact_string("nobody") + w.i32(1)
+            + w.compact_string(None) + w.compact_string(None) + w.i32(-1) + w.uvarint(0)
+            + w.compact_string(None) + w.uvarint(0) + w.TAGS_NONE)
+    r = c.request(68, 0, body, flexible=True)
+    r.i32()
+    return [r.i16()]
+
+
+def consumer_group_describe(c):
+    """ConsumerGroupDescribe v0 of GROUP: each group's error."""
+    r = c.request(69, 0, w.compact_array([GROUP], w.compact_string) + w.boolean(False)
+                  + w.TAGS_NONE, flexible=True)
+    r.i32()
+    n = r.uvarint() - 1
+    return [r.i16() for _ in range(min(n, 1))]
+
+
 def describe_groups(c):
     r = c.request(15, 0, a([GROUP], s))
 
@@ -722,6 +741,11 @@ def matrix():
              Row(describe_groups_ops, [group_acl(READ)], None,
                  allowed_ok=lambda got: got == [(0, (1 << READ) | (1 << DESCRIBE))],
                  denied_ok=lambda got: got == [(GROUP_AUTH, -2 ** 31)], why="operations")],
+        # handleConsumerGroupHeartbeat: READ on the group (GROUP is a classic group: an
+        # allowed principal is told GROUP_ID_NOT_FOUND)
+        68: [Row(consumer_group_heartbeat, [group_acl(READ)], GROUP_AUTH)],
+        # handleConsumerGroupDescribe: DESCRIBE on each group
+        69: [Row(consumer_group_describe, [group_acl(DESCRIBE)], GROUP_AUTH)],
         # handleListGroupsRequest: DESCRIBE on the cluster lists all, else DESCRIBE per group
         16: [Row(list_groups, [group_acl(DESCRIBE)], None, allowed_ok=has(GROUP),
                  denied_ok=lacks(GROUP)),

@@ -546,6 +546,8 @@ static void test_api_table(void **state)
         {61, 0, 0, 0, "DescribeProducers"},
         {65, 0, 0, 0, "DescribeTransactions"},
         {66, 0, 1, 0, "ListTransactions"},
+        {68, 0, 1, 0, "ConsumerGroupHeartbeat"},
+        {69, 0, 1, 0, "ConsumerGroupDescribe"},
     };
     assert_int_equal(st_kp_apis_count, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < st_kp_apis_count; i++) {
