@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/assert.h"
+#include "base/log.h"
 
 void st_fdcache_init(st_fdcache_t *c, st_fs_t fs, int cap)
 {
@@ -24,7 +25,13 @@ void st_fdcache_init(st_fdcache_t *c, st_fs_t fs, int cap)
 
 void st_fdcache_fini(st_fdcache_t *c)
 {
-    ST_ASSERT(c->lru_head == NULL && c->open == 0);
+    /* Every file should be closed by now. One left open (a read still referenced, seen now and
+     * then at a shutdown under load, cause not yet found) is reported rather than aborting a
+     * stop that has closed and synced every log: the process ends and the kernel closes it. */
+    if (c->lru_head != NULL || c->open != 0)
+        ST_ERROR("storage: %d file(s) of a shard still open at its end%s (a leaked reference; "
+                 "the logs were closed and synced)",
+                 c->open, c->lru_head ? ", some idle in the descriptor cache" : "");
 }
 
 static void lru_remove(st_file_t *f)
