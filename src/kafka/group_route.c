@@ -360,3 +360,21 @@ void st_kgroup_txn_marker(st_kshard_t *s, int32_t partition, int64_t pid, bool c
     attach(s, partition, epoch_of(s, partition));
     st_gcoord_txn_marker(st_kgroup_coord(s), partition, pid, commit);
 }
+
+st_kstr_t st_kgroup_client_host(st_kreq_t *r)
+{
+    const char *peer = st_conn_peer(r->conn);
+    const char *colon = peer ? strrchr(peer, ':') : NULL;
+    size_t n = peer ? (colon ? (size_t)(colon - peer) : strlen(peer)) : 0;
+    if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
+        peer++;
+        n -= 2;
+    }
+    char *h = st_arena_alloc(&r->arena, n + 2);
+    if (!h)
+        return ST_KSTR_EMPTY;
+    h[0] = '/';
+    memcpy(h + 1, peer ? peer : "", n);
+    h[n + 1] = 0;
+    return (st_kstr_t){h, (int32_t)n + 1};
+}

@@ -97,4 +97,8 @@ void st_kgroup_calls_free(st_kgroup_call_t *g);
  * in the partition (TxnOffsetCommit). Called by WriteTxnMarkers once the marker is durable. */
 void st_kgroup_txn_marker(st_kshard_t *s, int32_t partition, int64_t pid, bool commit);
 
+/* "/ip" of the connection's peer (brackets of an IPv6 address dropped), as Kafka shows
+ * client hosts in JoinGroup and ConsumerGroupHeartbeat members; in the request's arena. */
+st_kstr_t st_kgroup_client_host(st_kreq_t *r);
+
 #endif

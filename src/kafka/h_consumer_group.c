@@ -46,25 +46,6 @@ static void cg_heartbeat_route(st_kreq_t *r, void *arg)
     st_kgroup_ctx_end(ctx);
 }
 
-/* "/ip" of the connection's peer, as Kafka shows client hosts. */
-static st_kstr_t peer_host(st_kreq_t *r)
-{
-    const char *peer = st_conn_peer(r->conn);
-    const char *colon = peer ? strrchr(peer, ':') : NULL;
-    size_t n = peer ? (colon ? (size_t)(colon - peer) : strlen(peer)) : 0;
-    if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
-        peer++;
-        n -= 2;
-    }
-    char *h = st_arena_alloc(&r->arena, n + 2);
-    if (!h)
-        return ST_KSTR_EMPTY;
-    h[0] = '/';
-    memcpy(h + 1, peer ? peer : "", n);
-    h[n + 1] = 0;
-    return (st_kstr_t){h, (int32_t)n + 1};
-}
-
 void st_kh_consumer_group_heartbeat(st_kreq_t *r)
 {
     cg_heartbeat_t *h = st_arena_zalloc(&r->arena, sizeof *h);
@@ -75,7 +56,7 @@ void st_kh_consumer_group_heartbeat(st_kreq_t *r)
     st_kp_consumer_group_heartbeat_resp_init(&h->resp);
     h->version = r->api_version;
     h->client_id = r->hdr.client_id.len >= 0 ? r->hdr.client_id : ST_KSTR_EMPTY;
-    h->client_host = peer_host(r);
+    h->client_host = st_kgroup_client_host(r);
     /* READ on the group (Kafka's check); topics are not checked per heartbeat */
     if (st_kauthz_on(r) &&
         (h->req.group_id.len < 0 || !st_kauthz(r, ST_ACL_OP_READ, ST_ACL_RES_GROUP,

@@ -163,25 +163,6 @@ static void join_route(st_kreq_t *r, void *arg)
     st_kgroup_ctx_end(ctx);
 }
 
-/* "/ip" of the connection's peer, as Kafka shows client hosts. */
-static st_kstr_t client_host(st_kreq_t *r)
-{
-    const char *peer = st_conn_peer(r->conn);
-    const char *colon = peer ? strrchr(peer, ':') : NULL;
-    size_t n = peer ? (colon ? (size_t)(colon - peer) : strlen(peer)) : 0;
-    if (n >= 2 && peer[0] == '[' && peer[n - 1] == ']') {
-        peer++;
-        n -= 2;
-    }
-    char *h = st_arena_alloc(&r->arena, n + 2);
-    if (!h)
-        return ST_KSTR_EMPTY;
-    h[0] = '/';
-    memcpy(h + 1, peer ? peer : "", n);
-    h[n + 1] = 0;
-    return (st_kstr_t){h, (int32_t)n + 1};
-}
-
 /* With ACLs on: whether the principal may READ group_id (the group APIs' check); false
  * answers GROUP_AUTHORIZATION_FAILED, which the caller sends. */
 static bool group_read(st_kreq_t *r, st_kstr_t group_id)
@@ -203,7 +184,7 @@ void st_kh_join_group(st_kreq_t *r)
     st_kp_join_group_resp_init(&j->resp);
     j->version = r->api_version;
     j->client_id = r->hdr.client_id.len >= 0 ? r->hdr.client_id : ST_KSTR_EMPTY;
-    j->client_host = client_host(r);
+    j->client_host = st_kgroup_client_host(r);
     if (!group_read(r, j->req.group_id)) {
         j->resp.error_code = r->error_code = ST_KERR_GROUP_AUTHORIZATION_FAILED;
         ST_KREQ_RESPOND(r, join_group, &j->resp);

@@ -574,7 +574,6 @@ void st_part_update_hw(st_part_t *p)
         wake_set(p, p->waiters);
         wake_set(p, p->replica_waiters); /* followers learn the high watermark at once */
     }
-    st_part_appended(p);
 }
 
 void st_part_appended(st_part_t *p)
