@@ -484,6 +484,11 @@ static void adopted(void *arg)
     st_md_unref(ad->md);
     free(ad->legs);
     free(ad);
+    st_broker_t *b = s->b;
+    if (atomic_fetch_sub_explicit(&b->adopting, 1, memory_order_acq_rel) == 1 &&
+        atomic_load_explicit(&b->stopping, memory_order_acquire))
+        for (int i = 0; i < b->nshards; i++) /* a stop waits on this (runtime.c) */
+            st_loop_wake(b->shards[i]->loop);
 }
 
 void st_broker_adopt(st_kshard_t *s, st_md_t *md, st_adopt_done_fn done, void *arg)
@@ -493,6 +498,7 @@ void st_broker_adopt(st_kshard_t *s, st_md_t *md, st_adopt_done_fn done, void *a
     adoption_t *ad = calloc(1, sizeof *ad);
     adopt_leg_t *legs = calloc((size_t)b->nshards, sizeof *legs);
     ST_ASSERT(ad && legs);
+    atomic_fetch_add_explicit(&b->adopting, 1, memory_order_acq_rel);
     *ad = (adoption_t){.legs = legs, .md = md, .done = done, .arg = arg};
     st_fanout_begin(&ad->fan, b->mesh, s->id, adopt_run, adopted, ad);
     for (int i = 0; i < b->nshards; i++) {

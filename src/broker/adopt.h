@@ -53,7 +53,9 @@ typedef void (*st_adopt_done_fn)(st_kshard_t *s0, void *arg, const st_md_t *md,
 #define ST_ADOPT_SLICE_MAX 256
 #define ST_ADOPT_SYNCS     2
 
-/* Shard 0: every shard adopts md (takes its one reference). */
+/* Shard 0: every shard adopts md (takes its one reference). Until it is done on every shard
+ * (done called), b->adopting counts it: a stopping shard keeps its logs open until then, and the
+ * last one done wakes every shard. */
 void st_broker_adopt(st_kshard_t *s0, st_md_t *md, st_adopt_done_fn done, void *arg);
 /* On each shard at its end: frees its adoption queue. */
 void st_broker_adopt_fini(st_kshard_t *s);

@@ -498,8 +498,11 @@ static void kshard_drained(void *arg)
 static void kshard_shutdown_step(st_kshard_t *s)
 {
     st_broker_t *b = s->b;
+    /* Every shard drained: shard 0 starts no adoption any more (it does before it drains), but
+     * one begun may still be in any shard's queue or mesh ring; it runs on open logs. */
     if (s->shutdown_state == 2 &&
-        atomic_load_explicit(&b->drained, memory_order_acquire) == b->nshards) {
+        atomic_load_explicit(&b->drained, memory_order_acquire) == b->nshards &&
+        atomic_load_explicit(&b->adopting, memory_order_acquire) == 0) {
         st_parts_fini(&s->parts);
         if (s->env.journal)
             st_journal_close(s->env.journal); /* every log synced: nothing to replay */

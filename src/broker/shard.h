@@ -103,6 +103,8 @@ struct st_broker {
     _Atomic int stopping;
     _Atomic int drained; /* shards with no connection left (shutdown barrier 1) */
     _Atomic int closed;  /* shards whose logs are closed (shutdown barrier 2) */
+    _Atomic int adopting; /* adoptions begun and not yet done on every shard (broker/adopt.h):
+                           * no shard closes its logs under one */
     _Atomic int started;
     _Atomic int failed;
     const struct st_broker_hooks *hooks; /* the protocol layer's (runtime.h) */
