@@ -72,9 +72,9 @@ if [ -n "${STRATA_K8S_REPLICAS:-}" ]; then
     add --set; add "log.dirs=${STRATA_K8S_DATA_DIR:-/var/lib/strata}"
 fi
 
-# Wait for the voters' names to resolve (the broker resolves them once, at start, and exits when
-# one does not): a pod's headless record, a compose service's name, appear only once that pod or
-# container exists, and peers start together.
+# Wait for the voters' names to resolve: a pod's headless record, a compose service's name,
+# appear only once that pod or container exists, and peers start together. The broker would
+# start without them too (it looks them up again every second) but logs each failed lookup.
 voters=${STRATA_CONTROLLER_QUORUM_VOTERS:-${voters:-}}
 wait_s=${STRATA_ENTRYPOINT_RESOLVE_WAIT:-120}
 case $wait_s in '' | *[!0-9]*) fail "STRATA_ENTRYPOINT_RESOLVE_WAIT='$wait_s' (seconds)" ;; esac

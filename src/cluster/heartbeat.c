@@ -4,6 +4,7 @@
  */
 #include "cluster/heartbeat.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "cluster/metadata.h"
 
 static json_t *alter_json(const st_rec_alter_t *a)
@@ -238,6 +240,57 @@ static void link_recv(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct 
         l->recv(l->arg, buf->base, (size_t)n);
 }
 
+static bool same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+    return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+/* A voter's address from a lookup's result: logged when it changes (or first appears). */
+static void voter_learn(st_hb_voter_t *v, const struct addrinfo *res)
+{
+    struct sockaddr_in a;
+    memcpy(&a, res->ai_addr, sizeof a);
+    if (v->known && same_addr(&a, &v->addr))
+        return;
+    char now[INET_ADDRSTRLEN] = "?", was[INET_ADDRSTRLEN] = "?";
+    uv_ip4_name(&a, now, sizeof now);
+    if (v->known) {
+        uv_ip4_name(&v->addr, was, sizeof was);
+        ST_INFO("heartbeats: voter %d (%s) is at %s now (was %s)", (int)v->id, v->host, now, was);
+    } else if (v->link->timer_up) {
+        ST_INFO("heartbeats: voter %d (%s) resolves to %s", (int)v->id, v->host, now);
+    }
+    v->addr = a;
+    v->known = true;
+}
+
+static void voter_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
+{
+    st_hb_voter_t *v = g->data;
+    v->resolving = false;
+    if (status == 0 && res && !v->link->closing)
+        voter_learn(v, res);
+    /* a failed lookup keeps the last address: a name server's hiccup is not a move */
+    if (res)
+        uv_freeaddrinfo(res);
+}
+
+static void resolve_tick(uv_timer_t *t)
+{
+    st_hb_link_t *l = t->data;
+    for (int i = 0; i < l->nvoters; i++) {
+        st_hb_voter_t *v = &l->voters[i];
+        if (v->resolving)
+            continue;
+        char port[16];
+        snprintf(port, sizeof port, "%d", v->port);
+        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM};
+        v->gai.data = v;
+        if (uv_getaddrinfo(t->loop, &v->gai, voter_resolved, v->host, port, &hints) == 0)
+            v->resolving = true;
+    }
+}
+
 int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *c, st_hb_recv_fn recv,
                     void *arg, char *err, size_t errlen)
 {
@@ -249,18 +302,24 @@ int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *c, st_h
     if (c->quorum_local)
         return 0; /* a local quorum's one node takes its own heartbeats: no socket, no voters */
     for (int i = 0; i < l->nvoters; i++) {
+        st_hb_voter_t *v = &l->voters[i];
+        *v = (st_hb_voter_t){.id = c->voters[i].id, .host = c->voters[i].host,
+                             .port = c->voters[i].port, .link = l};
         struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
         char port[16];
-        snprintf(port, sizeof port, "%d", c->voters[i].port);
-        if (getaddrinfo(c->voters[i].host, port, &hints, &res) || !res) {
-            snprintf(err, errlen, "controller.quorum.voters: cannot resolve %s (IPv4)",
-                     c->voters[i].host);
-            return ST_E_CONFIG;
-        }
-        memcpy(&l->voter_addr[i], res->ai_addr, sizeof l->voter_addr[i]);
-        l->voter_id[i] = c->voters[i].id;
-        freeaddrinfo(res);
+        snprintf(port, sizeof port, "%d", v->port);
+        if (getaddrinfo(v->host, port, &hints, &res) == 0 && res)
+            voter_learn(v, res);
+        else
+            ST_WARN("controller.quorum.voters: %s does not resolve (IPv4) yet; heartbeats to "
+                    "voter %d wait until it does", v->host, (int)v->id);
+        if (res)
+            freeaddrinfo(res);
     }
+    uv_timer_init(loop, &l->resolve);
+    l->resolve.data = l;
+    l->timer_up = true;
+    uv_timer_start(&l->resolve, resolve_tick, ST_HB_RESOLVE_MS, ST_HB_RESOLVE_MS);
     struct sockaddr_in sa;
     int rc = uv_ip4_addr(c->controller_host, c->role_controller ? c->controller_port : 0, &sa);
     if (rc)
@@ -280,13 +339,24 @@ int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *c, st_h
 void st_hb_link_send(st_hb_link_t *l, int32_t leader, const char *data, size_t len)
 {
     uv_buf_t b = uv_buf_init((char *)data, (unsigned)len);
-    for (int i = 0; i < l->nvoters; i++)
-        if (leader < 0 || l->voter_id[i] == leader)
-            uv_udp_try_send(&l->udp, &b, 1, (const struct sockaddr *)&l->voter_addr[i]);
+    for (int i = 0; i < l->nvoters; i++) {
+        const st_hb_voter_t *v = &l->voters[i];
+        if (v->known && (leader < 0 || v->id == leader))
+            uv_udp_try_send(&l->udp, &b, 1, (const struct sockaddr *)&v->addr);
+    }
 }
 
 void st_hb_link_close(st_hb_link_t *l)
 {
+    l->closing = true;
+    if (l->timer_up) {
+        uv_timer_stop(&l->resolve);
+        uv_close((uv_handle_t *)&l->resolve, NULL);
+        l->timer_up = false;
+    }
+    for (int i = 0; i < l->nvoters; i++)
+        if (l->voters[i].resolving) /* its callback still runs, with UV_ECANCELED */
+            uv_cancel((uv_req_t *)&l->voters[i].gai);
     uv_close((uv_handle_t *)&l->udp, NULL);
 }
 

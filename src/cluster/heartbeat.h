@@ -42,7 +42,11 @@
  * CONTROLLER host:port and receives on it, a broker-only node binds an ephemeral port and only
  * sends; a heartbeat goes to the active controller's address, or to every voter while the
  * sender knows no leader. Datagrams are fire-and-forget (uv_udp_try_send): the next one, an
- * interval later, says the same again.
+ * interval later, says the same again. Voter names are looked up again every
+ * ST_HB_RESOLVE_MS (asynchronously, uv_getaddrinfo): a voter that comes back at a new address
+ * (a restarted container or pod) gets this node's heartbeats there within that time, well
+ * inside a broker session; one that does not resolve yet (its pod not scheduled) gets none
+ * until it does, and the node starts all the same (as Kafka's KRaft client does).
  *
  * Threads: the codec from any thread (pure functions); a link on its loop's thread.
  */
@@ -124,23 +128,39 @@ bool st_hb_peer_differs(const st_hb_peer_t *p, const st_md_broker_t *b);
 /* Called on the loop's thread with each datagram received (untrusted: st_hb_decode it). */
 typedef void (*st_hb_recv_fn)(void *arg, const void *data, size_t len);
 
+#define ST_HB_RESOLVE_MS 1000
+
+typedef struct st_hb_voter {
+    int32_t id;
+    const char *host; /* the config's */
+    int port;
+    bool known;                /* addr holds its last resolved address (IPv4) */
+    bool resolving;            /* gai in flight */
+    struct sockaddr_in addr;
+    uv_getaddrinfo_t gai;
+    struct st_hb_link *link;
+} st_hb_voter_t;
+
 typedef struct st_hb_link {
     uv_udp_t udp;
+    uv_timer_t resolve; /* every ST_HB_RESOLVE_MS: the voters' names again */
+    bool timer_up, closing;
     int nvoters;
-    int32_t voter_id[16];
-    struct sockaddr_in voter_addr[16]; /* resolved at open (IPv4) */
+    st_hb_voter_t voters[16];
     st_hb_recv_fn recv;
     void *arg;
 } st_hb_link_t;
 
 /* Loop thread: sets up the socket (st_hb_link_close it afterwards, even when this fails),
- * resolves the voters of cfg and binds (a voter: its CONTROLLER host:port, receiving into
- * recv). 0, or ST_E_CONFIG with one line in err. */
+ * resolves the voters of cfg (those that do not resolve yet are looked up again later) and
+ * binds (a voter: its CONTROLLER host:port, receiving into recv). 0, or ST_E_CONFIG with one
+ * line in err. */
 int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *cfg, st_hb_recv_fn recv,
                     void *arg, char *err, size_t errlen);
 /* Loop thread: sends one datagram to voter `leader`, or to every voter when leader is -1. */
 void st_hb_link_send(st_hb_link_t *l, int32_t leader, const char *data, size_t len);
-/* Loop thread: closes the socket (its close completes on the loop). */
+/* Loop thread: closes the socket and the lookups (their ends complete on the loop; the link's
+ * memory must outlive the loop's run). */
 void st_hb_link_close(st_hb_link_t *l);
 
 #endif
