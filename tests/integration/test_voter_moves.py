@@ -42,7 +42,7 @@ import harness  # noqa: E402
 import kclients as kc  # noqa: E402
 from cluster import ANY, Cluster  # noqa: E402
 
-SESSION_MS = 2000
+SESSION_MS = 3000
 HEARTBEAT_MS = 250
 VOTERS = 3
 WRAP = 'mount --bind "$0" /etc/hosts && exec "$@"'
