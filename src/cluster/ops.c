@@ -155,6 +155,49 @@ static bool place(const st_ctl_rules_t *r, const st_md_t *md, st_md_topic_t *t, 
     return true;
 }
 
+/* The partitions of t from `from` on as it->assign names them (KRaft's manual assignment):
+ * every broker named must be registered; the ISR is those not fenced, the leader its first. */
+static bool place_assigned(const st_md_t *md, st_md_topic_t *t, int32_t from, st_ctl_item_t *it)
+{
+    for (int32_t i = from; i < t->npartitions; i++) {
+        st_md_partition_t *p = &t->partitions[i];
+        const int32_t *ids = &it->assign[(size_t)(i - from) * (size_t)it->assign_rf];
+        p->nreplicas = it->assign_rf;
+        p->nisr = 0;
+        for (int k = 0; k < it->assign_rf; k++) {
+            if (!st_md_broker(md, ids[k])) {
+                st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                                 "The manual partition assignment includes broker %d, but no "
+                                 "such broker is registered.",
+                                 (int)ids[k]);
+                return false;
+            }
+            p->replicas[k] = ids[k];
+            if (st_md_broker_live(md, ids[k]))
+                p->isr[p->nisr++] = ids[k];
+        }
+        if (p->nisr == 0) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                             "All brokers specified in the manual partition assignment for "
+                             "partition %d are fenced.",
+                             (int)i);
+            return false;
+        }
+        p->leader = p->isr[0];
+        p->leader_epoch = p->partition_epoch = 0;
+    }
+    return true;
+}
+
+static bool assignment_refused(st_ctl_item_t *it)
+{
+    if (!it->bad_assignment)
+        return false;
+    st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT, "%s",
+                     it->bad_why ? it->bad_why : "Malformed replica assignment.");
+    return true;
+}
+
 static bool ctl_create(const st_ctl_rules_t *r, st_md_t *md, st_ctl_item_t *it)
 {
     char msg[200];
@@ -167,11 +210,8 @@ static bool ctl_create(const st_ctl_rules_t *r, st_md_t *md, st_ctl_item_t *it)
         st_ctl_item_fail(it, ST_KERR_TOPIC_ALREADY_EXISTS, "Topic '%s' already exists.", it->name);
         return false;
     }
-    if (it->bad_assignment) {
-        st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                         "Replica assignments must name this broker only%s", "");
+    if (assignment_refused(it))
         return false;
-    }
     int32_t internal_n = 0;
     int internal_rf = -1;
     bool known = r->internal && r->internal(r->arg, it->name, &internal_n, &internal_rf);
@@ -183,8 +223,8 @@ static bool ctl_create(const st_ctl_rules_t *r, st_md_t *md, st_ctl_item_t *it)
         it->rf = -1;
     }
     int32_t n = it->assigned >= 0 ? it->assigned : it->count < 0 ? r->num_partitions : it->count;
-    int rf = it->rf < 0 ? r->default_rf : it->rf;
-    if (it->internal) {
+    int rf = it->assign ? it->assign_rf : it->rf < 0 ? r->default_rf : it->rf;
+    if (it->internal && !it->assign) {
         /* an internal topic: its own replication factor, but never more than the brokers
          * alive now, so a cluster still starting (or a single broker) works */
         int live = st_rec_live_brokers(md);
@@ -226,7 +266,7 @@ static bool ctl_create(const st_ctl_rules_t *r, st_md_t *md, st_ctl_item_t *it)
             return false;
         }
     }
-    if (!place(r, md, t, 0, it)) {
+    if (!(it->assign ? place_assigned(md, t, 0, it) : place(r, md, t, 0, it))) {
         st_md_topic_free(t);
         return false;
     }
@@ -411,16 +451,28 @@ static bool decide_item(const st_ctl_rules_t *r, st_md_t *md, int kind, st_ctl_i
             st_ctl_item_fail(it, ST_KERR_INVALID_PARTITIONS, "Too many partitions%s", "");
             return false;
         }
-        if (it->bad_assignment) {
+        if (assignment_refused(it))
+            return false;
+        if (it->assign && it->assigned != it->count - t->npartitions) {
             st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
-                             "Replica assignments must name this broker only%s", "");
+                             "Increasing the number of partitions by %d but %d assignments "
+                             "provided.",
+                             (int)(it->count - t->npartitions), (int)it->assigned);
+            return false;
+        }
+        if (it->assign && it->assign_rf != t->replication_factor) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_REPLICA_ASSIGNMENT,
+                             "Inconsistent replication factor between partitions, partition 0 "
+                             "has %d while partitions [%d] have replication factors [%d], "
+                             "respectively.",
+                             (int)t->replication_factor, (int)t->npartitions, (int)it->assign_rf);
             return false;
         }
         {
             int32_t old = t->npartitions;
             if (st_md_topic_grow(t, it->count))
                 return false;
-            return place(r, md, t, old, it);
+            return it->assign ? place_assigned(md, t, old, it) : place(r, md, t, old, it);
         }
     case ST_CTL_ALTER_CONFIGS:
         return apply_configs(r, t, it) == 0;

@@ -73,7 +73,12 @@ typedef struct st_ctl_item {
     int32_t count;    /* partitions (create: -1 = num.partitions; grow: new total) */
     int16_t rf;       /* replication factor (-1 = default) */
     int32_t assigned; /* create: partitions given by explicit assignments, or -1 */
-    bool bad_assignment;
+    /* create and grow: explicit replica assignments, assign_rf broker ids per partition (the
+     * preferred leader first) for the partitions created, in order; NULL: placed here */
+    const int32_t *assign;
+    int16_t assign_rf;
+    bool bad_assignment; /* the assignments are malformed: refused, bad_why says how */
+    const char *bad_why;
     int ncfg;
     const st_ctl_cfg_t *cfg;
     bool replace_configs; /* AlterConfigs: the given set replaces all overrides */

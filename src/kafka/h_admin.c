@@ -176,6 +176,96 @@ static void create_topics_done(st_kshard_t *s, st_ctl_op_t *op)
     ST_KREQ_RESPOND(r, create_topics, resp);
 }
 
+/* One partition's broker list of an explicit assignment into ids[at*rf..]: false (with why)
+ * when it does not have rf distinct ids. */
+static bool assignment_row(int32_t *ids, int32_t at, int16_t rf, const int32_t *brokers,
+                           int32_t n, const char **why)
+{
+    if (n != rf) {
+        *why = n < 1 ? "An assignment lists no broker."
+                     : "Every partition's assignment must list the same number of brokers.";
+        return false;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        for (int32_t j = 0; j < k; j++)
+            if (brokers[j] == brokers[k]) {
+                *why = "An assignment lists a broker more than once.";
+                return false;
+            }
+        ids[(size_t)at * (size_t)rf + (size_t)k] = brokers[k];
+    }
+    return true;
+}
+
+/* The explicit assignments of a CreateTopics entry into it (assign, assign_rf, assigned):
+ * partitions 0..n-1 once each, as Kafka requires, num_partitions and replication_factor -1. */
+static void create_assignments(st_kreq_t *r, st_ctl_item_t *it,
+                               const st_kp_create_topics_req_topic_t *q)
+{
+    int32_t n = q->assignments_count;
+    int16_t rf = (int16_t)(q->assignments[0].broker_ids_count > ST_MD_MAX_REPLICAS
+                               ? ST_MD_MAX_REPLICAS + 1
+                               : q->assignments[0].broker_ids_count);
+    int32_t *ids = st_arena_zalloc(&r->arena, (size_t)n * (size_t)(rf > 0 ? rf : 1) * sizeof *ids);
+    bool *seen = st_arena_zalloc(&r->arena, (size_t)n * sizeof *seen);
+    it->assigned = n;
+    it->bad_assignment = true;
+    if (!ids || !seen) {
+        it->bad_why = "Out of memory.";
+        return;
+    }
+    if (q->num_partitions != -1 || q->replication_factor != -1) {
+        it->bad_why = "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                      "Both cannot be used at the same time.";
+        return;
+    }
+    if (rf > ST_MD_MAX_REPLICAS) {
+        it->bad_why = "An assignment lists more than 16 brokers.";
+        return;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        const st_kp_create_topics_req_assignment_t *as = &q->assignments[k];
+        int32_t at = as->partition_index;
+        if (at < 0 || at >= n || seen[at]) {
+            it->bad_why = "Partitions should be a consecutive 0-based integer sequence.";
+            return;
+        }
+        seen[at] = true;
+        if (!assignment_row(ids, at, rf, as->broker_ids, as->broker_ids_count, &it->bad_why))
+            return;
+    }
+    it->bad_assignment = false;
+    it->assign = ids;
+    it->assign_rf = rf;
+}
+
+/* The same for CreatePartitions: one broker list per partition added, in order. */
+static void grow_assignments(st_kreq_t *r, st_ctl_item_t *it,
+                             const st_kp_create_partitions_req_topic_t *q)
+{
+    int32_t n = q->assignments_count;
+    int32_t first = q->assignments[0].broker_ids_count;
+    int16_t rf = (int16_t)(first > ST_MD_MAX_REPLICAS ? ST_MD_MAX_REPLICAS + 1 : first);
+    int32_t *ids = st_arena_zalloc(&r->arena, (size_t)n * (size_t)(rf > 0 ? rf : 1) * sizeof *ids);
+    it->assigned = n;
+    it->bad_assignment = true;
+    if (!ids) {
+        it->bad_why = "Out of memory.";
+        return;
+    }
+    if (rf > ST_MD_MAX_REPLICAS) {
+        it->bad_why = "An assignment lists more than 16 brokers.";
+        return;
+    }
+    for (int32_t k = 0; k < n; k++)
+        if (!assignment_row(ids, k, rf, q->assignments[k].broker_ids,
+                            q->assignments[k].broker_ids_count, &it->bad_why))
+            return;
+    it->bad_assignment = false;
+    it->assign = ids;
+    it->assign_rf = rf;
+}
+
 void st_kh_create_topics(st_kreq_t *r)
 {
     st_kp_create_topics_req_t *req = st_arena_zalloc(&r->arena, sizeof *req);
@@ -196,7 +286,6 @@ void st_kh_create_topics(st_kreq_t *r)
     a->op.validate_only = req->validate_only;
     a->op.cb = create_topics_done;
     st_kthrottle_mutation_begin(r, &a->mq, 6);
-    int32_t self = (int32_t)r->shard->b->cfg->node_id;
     /* With ACLs on: CREATE on the cluster, or on each topic (Kafka's check) */
     bool create_any = st_kauthz_quiet(r, ST_ACL_OP_CREATE, ST_ACL_RES_CLUSTER, ST_ACL_CLUSTER_NAME,
                                       strlen(ST_ACL_CLUSTER_NAME));
@@ -242,17 +331,8 @@ void st_kh_create_topics(st_kreq_t *r)
         it->name = name ? name : "";
         it->count = q->num_partitions;
         it->rf = q->replication_factor;
-        if (q->assignments_count > 0) {
-            it->assigned = q->assignments_count;
-            for (int k = 0; k < q->assignments_count; k++) {
-                st_kp_create_topics_req_assignment_t *as = &q->assignments[k];
-                if (as->partition_index != k || as->broker_ids_count != 1 ||
-                    as->broker_ids[0] != self)
-                    it->bad_assignment = true;
-            }
-            if (q->num_partitions != -1 || q->replication_factor != -1)
-                it->bad_assignment = true;
-        }
+        if (q->assignments_count > 0)
+            create_assignments(r, it, q);
         it->ncfg = ncfg;
         it->cfg = cfg;
     }
@@ -391,7 +471,6 @@ void st_kh_create_partitions(st_kreq_t *r)
     a->op.validate_only = req->validate_only;
     a->op.cb = create_partitions_done;
     st_kthrottle_mutation_begin(r, &a->mq, 3);
-    int32_t self = (int32_t)r->shard->b->cfg->node_id;
     for (int i = 0; i < req->topics_count; i++) {
         st_kp_create_partitions_req_topic_t *q = &req->topics[i];
         resp->results[i].name = q->name;
@@ -422,9 +501,8 @@ void st_kh_create_partitions(st_kreq_t *r)
         st_ctl_item_t *it = admin_take(a, i);
         it->name = name ? name : "";
         it->count = q->count;
-        for (int k = 0; k < q->assignments_count; k++)
-            if (q->assignments[k].broker_ids_count != 1 || q->assignments[k].broker_ids[0] != self)
-                it->bad_assignment = true;
+        if (q->assignments_count > 0)
+            grow_assignments(r, it, q);
     }
     admin_submit(r, a);
 }

@@ -80,9 +80,29 @@ class TopicsConfluentTest(ServerTestCase):
             self.assertEqual(err(bad), KafkaError.TOPIC_EXCEPTION, "name %r" % bad)
         self.assertEqual(err(self.unique("cfg"), config={"no.such.config": "1"}),
                          KafkaError.INVALID_CONFIG)
+        # Explicit replica assignments: this broker (id 0) is the only one registered.
+        def assigned(topic, assignment):
+            fs = a.create_topics([NewTopic(topic, len(assignment),
+                                           replica_assignment=assignment)], request_timeout=15)
+            try:
+                fs[topic].result(timeout=20)
+            except Exception as e:
+                return e.args[0].code(), e.args[0].str()
+            return None
+        good = self.unique("asg")
+        self.assertIsNone(assigned(good, [[0], [0]]))
+        kc.wait_topic(self.bootstrap, good, 2, a)
+        refused = [self.unique("asg-unknown"), self.unique("asg-twice")]
+        code, why = assigned(refused[0], [[0], [7]])
+        self.assertEqual(code, KafkaError.INVALID_REPLICA_ASSIGNMENT)
+        self.assertIn("broker 7, but no such broker is registered", why)
+        code, why = assigned(refused[1], [[0, 0]])
+        self.assertEqual(code, KafkaError.INVALID_REPLICA_ASSIGNMENT)
+        self.assertIn("more than once", why)
         # None of the refused topics exists.
         names = set(a.list_topics(timeout=10).topics)
         self.assertFalse({"bad name", "..", "a" * 250} & names)
+        self.assertFalse(set(refused) & names)
 
     def test_add_partitions_keeps_data(self):
         from confluent_kafka import KafkaError

@@ -17,8 +17,8 @@ voter address it resolved at start is gone. What must hold afterwards:
   - the quorum still elects: kill -9 the active controller, and the two voters left elect one
     of themselves (they reach each other at the new addresses) that every survivor agrees on,
     with no survivor fenced;
-  - records produced with acks=all to a topic replicated on every broker left (the broker-only
-    node in every ISR) are acknowledged.
+  - records produced with acks=all to a partition the broker-only node leads (an explicit
+    replica assignment naming it first), replicated on the two voters left, are acknowledged.
 
 It starts with voter 3's name missing from the file (its pod not scheduled yet): the others
 start and elect with two voters, and 3 joins once its name appears.
@@ -179,25 +179,27 @@ class VoterMovesTest(unittest.TestCase):
                ctrl not in self.fenced(c.controller_id() or left[0])[1], 30,
                "broker %d fenced after its kill" % ctrl)
 
-        # Records with acks=all to partitions on every broker left, the broker-only node
-        # among them (RF 3 of 3 live brokers: each is in every ISR).
+        # Records with acks=all to a partition the broker-only node leads, replicated on every
+        # broker left (an explicit assignment, 4 first: the preferred leader).
         from confluent_kafka import Producer
         from confluent_kafka.admin import NewTopic
         boot = c.nodes[4].bootstrap
         a = kc.admin(boot)
         topic = "moves-%d" % os.getpid()
-        a.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+        others = [n for n in left if n != 4]
+        a.create_topics([NewTopic(topic, 1, replica_assignment=[[4] + others])])[topic].result(30)
 
         def led():
             t = a.list_topics(topic, timeout=5).topics.get(topic)
-            return (t is not None and t.error is None and len(t.partitions) == 3 and
-                    all(p.leader in left for p in t.partitions.values()) and t.partitions)
-        md = c.wait(led, 30, "every partition of %s led" % topic)
-        self.assertTrue(all(4 in md[i].replicas for i in md), {i: md[i].replicas for i in md})
+            return (t is not None and t.error is None and len(t.partitions) == 1 and
+                    t.partitions[0].leader == 4 and t.partitions[0])
+        part = c.wait(led, 30, "partition 0 of %s led by broker 4" % topic)
+        self.assertEqual(list(part.replicas), [4] + others)
+        self.assertEqual(sorted(part.isrs), sorted([4] + others))
         p = Producer({"bootstrap.servers": boot, "acks": "all", "message.timeout.ms": 30000})
         got = []
         for i in range(3):
-            p.produce(topic, value=b"moved", partition=i, on_delivery=lambda e, m: got.append(e))
+            p.produce(topic, value=b"moved %d" % i, on_delivery=lambda e, m: got.append(e))
         self.assertEqual(p.flush(40), 0)
         self.assertEqual(got, [None] * 3)
 

@@ -325,6 +325,81 @@ static void test_reassign_checks(void **state)
     st_md_unref(md);
 }
 
+/* Explicit replica assignments (CreateTopics / CreatePartitions): the brokers named, in order;
+ * the ISR those not fenced; refusals name the broker or the partition. */
+static void test_manual_assignment(void **state)
+{
+    (void)state;
+    st_md_t *md = brokers(2);
+    st_md_broker_t fenced = {.node_id = 3, .host = "h", .port = 9003, .incarnation = 3,
+                             .fenced = true};
+    assert_int_equal(st_md_put_broker(md, &fenced), 0);
+    const int32_t ids[] = {2, 1, 3, 2};
+    st_ctl_item_t it = create_item("m", -1, -1);
+    it.assigned = 2;
+    it.assign = ids;
+    it.assign_rf = 2;
+    assert_int_equal(run(md, ST_CTL_CREATE, &it, false), 1);
+    assert_int_equal(it.error, 0);
+    const st_md_topic_t *t = st_md_find(md, "m", 1);
+    assert_int_equal(t->npartitions, 2);
+    assert_int_equal(t->replication_factor, 2);
+    const st_md_partition_t *p0 = &t->partitions[0], *p1 = &t->partitions[1];
+    assert_int_equal(p0->replicas[0], 2);
+    assert_int_equal(p0->replicas[1], 1);
+    assert_int_equal(p0->leader, 2);
+    assert_int_equal(p0->nisr, 2);
+    assert_int_equal(p1->replicas[0], 3);
+    assert_int_equal(p1->replicas[1], 2);
+    assert_int_equal(p1->nisr, 1); /* 3 is fenced: not in the ISR, not the leader */
+    assert_int_equal(p1->isr[0], 2);
+    assert_int_equal(p1->leader, 2);
+
+    const int32_t unknown[] = {1, 9};
+    st_ctl_item_t u = create_item("u", -1, -1);
+    u.assigned = 1;
+    u.assign = unknown;
+    u.assign_rf = 2;
+    assert_int_equal(run(md, ST_CTL_CREATE, &u, false), 0);
+    assert_int_equal(u.error, ST_KERR_INVALID_REPLICA_ASSIGNMENT);
+    assert_non_null(strstr(u.message, "broker 9, but no such broker is registered"));
+    const int32_t only_fenced[] = {3};
+    st_ctl_item_t f = create_item("f", -1, -1);
+    f.assigned = 1;
+    f.assign = only_fenced;
+    f.assign_rf = 1;
+    assert_int_equal(run(md, ST_CTL_CREATE, &f, false), 0);
+    assert_non_null(strstr(f.message, "partition 0 are fenced"));
+    st_ctl_item_t bad = create_item("b", -1, -1);
+    bad.bad_assignment = true;
+    bad.bad_why = "Partitions should be a consecutive 0-based integer sequence.";
+    assert_int_equal(run(md, ST_CTL_CREATE, &bad, false), 0);
+    assert_int_equal(bad.error, ST_KERR_INVALID_REPLICA_ASSIGNMENT);
+    assert_string_equal(bad.message, bad.bad_why);
+    assert_null(st_md_find(md, "u", 1));
+    assert_null(st_md_find(md, "f", 1));
+    assert_null(st_md_find(md, "b", 1));
+
+    /* growing: one list per partition added, of the topic's replication factor */
+    const int32_t more[] = {1, 3};
+    st_ctl_item_t g = {.name = "m", .count = 3, .assigned = 1, .assign = more, .assign_rf = 2};
+    assert_int_equal(run(md, ST_CTL_CREATE_PARTITIONS, &g, false), 1);
+    t = st_md_find(md, "m", 1);
+    assert_int_equal(t->npartitions, 3);
+    assert_int_equal(t->partitions[2].replicas[0], 1);
+    assert_int_equal(t->partitions[2].replicas[1], 3);
+    assert_int_equal(t->partitions[2].nisr, 1);
+    const int32_t one[] = {1};
+    st_ctl_item_t g1 = {.name = "m", .count = 4, .assigned = 1, .assign = one, .assign_rf = 1};
+    assert_int_equal(run(md, ST_CTL_CREATE_PARTITIONS, &g1, false), 0);
+    assert_non_null(strstr(g1.message, "Inconsistent replication factor"));
+    st_ctl_item_t g2 = {.name = "m", .count = 5, .assigned = 1, .assign = more, .assign_rf = 2};
+    assert_int_equal(run(md, ST_CTL_CREATE_PARTITIONS, &g2, false), 0);
+    assert_non_null(strstr(g2.message, "by 2 but 1 assignments"));
+    assert_int_equal(st_md_find(md, "m", 1)->npartitions, 3);
+    st_md_unref(md);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -336,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_configs),
         cmocka_unit_test(test_elect),
         cmocka_unit_test(test_reassign_checks),
+        cmocka_unit_test(test_manual_assignment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
