@@ -268,6 +268,7 @@ static void voter_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res
 {
     st_hb_voter_t *v = g->data;
     v->resolving = false;
+    v->link->lookup_busy = false;
     if (status == 0 && res && !v->link->closing)
         voter_learn(v, res);
     /* a failed lookup keeps the last address: a name server's hiccup is not a move */
@@ -275,20 +276,22 @@ static void voter_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res
         uv_freeaddrinfo(res);
 }
 
+/* One voter's name per tick, in turn, and never two lookups at once: a lookup holds one of
+ * libuv's pool threads (four), which the quorum's log also uses, for as long as a slow name
+ * server takes. */
 static void resolve_tick(uv_timer_t *t)
 {
     st_hb_link_t *l = t->data;
-    for (int i = 0; i < l->nvoters; i++) {
-        st_hb_voter_t *v = &l->voters[i];
-        if (v->resolving)
-            continue;
-        char port[16];
-        snprintf(port, sizeof port, "%d", v->port);
-        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM};
-        v->gai.data = v;
-        if (uv_getaddrinfo(t->loop, &v->gai, voter_resolved, v->host, port, &hints) == 0)
-            v->resolving = true;
-    }
+    if (l->lookup_busy || l->nvoters == 0)
+        return;
+    st_hb_voter_t *v = &l->voters[l->next_lookup];
+    l->next_lookup = (l->next_lookup + 1) % l->nvoters;
+    char port[16];
+    snprintf(port, sizeof port, "%d", v->port);
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM};
+    v->gai.data = v;
+    if (uv_getaddrinfo(t->loop, &v->gai, voter_resolved, v->host, port, &hints) == 0)
+        v->resolving = l->lookup_busy = true;
 }
 
 int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *c, st_hb_recv_fn recv,

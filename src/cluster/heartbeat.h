@@ -42,10 +42,10 @@
  * CONTROLLER host:port and receives on it, a broker-only node binds an ephemeral port and only
  * sends; a heartbeat goes to the active controller's address, or to every voter while the
  * sender knows no leader. Datagrams are fire-and-forget (uv_udp_try_send): the next one, an
- * interval later, says the same again. Voter names are looked up again every
- * ST_HB_RESOLVE_MS (asynchronously, uv_getaddrinfo): a voter that comes back at a new address
- * (a restarted container or pod) gets this node's heartbeats there within that time, well
- * inside a broker session; one that does not resolve yet (its pod not scheduled) gets none
+ * interval later, says the same again. Voter names are looked up again, one every
+ * ST_HB_RESOLVE_MS in turn (asynchronously, uv_getaddrinfo; 1.5 s for each of three voters):
+ * a voter that comes back at a new address (a restarted container or pod) gets this node's
+ * heartbeats there within that time, well inside a broker session; one that does not resolve yet (its pod not scheduled) gets none
  * until it does, and the node starts all the same (as Kafka's KRaft client does).
  *
  * Threads: the codec from any thread (pure functions); a link on its loop's thread.
@@ -128,7 +128,7 @@ bool st_hb_peer_differs(const st_hb_peer_t *p, const st_md_broker_t *b);
 /* Called on the loop's thread with each datagram received (untrusted: st_hb_decode it). */
 typedef void (*st_hb_recv_fn)(void *arg, const void *data, size_t len);
 
-#define ST_HB_RESOLVE_MS 1000
+#define ST_HB_RESOLVE_MS 500 /* one voter's name per tick, in turn */
 
 typedef struct st_hb_voter {
     int32_t id;
@@ -143,8 +143,10 @@ typedef struct st_hb_voter {
 
 typedef struct st_hb_link {
     uv_udp_t udp;
-    uv_timer_t resolve; /* every ST_HB_RESOLVE_MS: the voters' names again */
+    uv_timer_t resolve; /* every ST_HB_RESOLVE_MS: the next voter's name again */
     bool timer_up, closing;
+    bool lookup_busy; /* one lookup at a time, the voters in turn */
+    int next_lookup;
     int nvoters;
     st_hb_voter_t voters[16];
     st_hb_recv_fn recv;
