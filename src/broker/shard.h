@@ -101,8 +101,8 @@ struct st_broker {
     _Atomic int quorum_stopped; /* st_broker_stop stopped it: no state will come any more */
     struct st_ctl *ctl;         /* the controller's ops on shard 0 (kafka/controller.h) */
     _Atomic int stopping;
-    _Atomic int drained; /* shards with no connection left (shutdown barrier 1) */
-    _Atomic int closed;  /* shards whose logs are closed (shutdown barrier 2) */
+    _Atomic int drained;  /* shards with no connection left (shutdown barrier 1) */
+    _Atomic int closed;   /* shards whose logs are closed (shutdown barrier 2) */
     _Atomic int adopting; /* adoptions begun and not yet done on every shard (broker/adopt.h):
                            * no shard closes its logs under one */
     _Atomic int started;

@@ -306,8 +306,8 @@ int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *c, st_h
         return 0; /* a local quorum's one node takes its own heartbeats: no socket, no voters */
     for (int i = 0; i < l->nvoters; i++) {
         st_hb_voter_t *v = &l->voters[i];
-        *v = (st_hb_voter_t){.id = c->voters[i].id, .host = c->voters[i].host,
-                             .port = c->voters[i].port, .link = l};
+        *v = (st_hb_voter_t){
+            .id = c->voters[i].id, .host = c->voters[i].host, .port = c->voters[i].port, .link = l};
         struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
         char port[16];
         snprintf(port, sizeof port, "%d", v->port);
@@ -315,7 +315,8 @@ int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *c, st_h
             voter_learn(v, res);
         else
             ST_WARN("controller.quorum.voters: %s does not resolve (IPv4) yet; heartbeats to "
-                    "voter %d wait until it does", v->host, (int)v->id);
+                    "voter %d wait until it does",
+                    v->host, (int)v->id);
         if (res)
             freeaddrinfo(res);
     }

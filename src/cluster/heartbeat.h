@@ -45,8 +45,9 @@
  * interval later, says the same again. Voter names are looked up again, one every
  * ST_HB_RESOLVE_MS in turn (asynchronously, uv_getaddrinfo; 1.5 s for each of three voters):
  * a voter that comes back at a new address (a restarted container or pod) gets this node's
- * heartbeats there within that time, well inside a broker session; one that does not resolve yet (its pod not scheduled) gets none
- * until it does, and the node starts all the same (as Kafka's KRaft client does).
+ * heartbeats there within that time, well inside a broker session; one that does not resolve yet
+ * (its pod not scheduled) gets none until it does, and the node starts all the same (as Kafka's
+ * KRaft client does).
  *
  * Threads: the codec from any thread (pure functions); a link on its loop's thread.
  */
@@ -134,8 +135,8 @@ typedef struct st_hb_voter {
     int32_t id;
     const char *host; /* the config's */
     int port;
-    bool known;                /* addr holds its last resolved address (IPv4) */
-    bool resolving;            /* gai in flight */
+    bool known;     /* addr holds its last resolved address (IPv4) */
+    bool resolving; /* gai in flight */
     struct sockaddr_in addr;
     uv_getaddrinfo_t gai;
     struct st_hb_link *link;

@@ -178,8 +178,8 @@ static void create_topics_done(st_kshard_t *s, st_ctl_op_t *op)
 
 /* One partition's broker list of an explicit assignment into ids[at*rf..]: false (with why)
  * when it does not have rf distinct ids. */
-static bool assignment_row(int32_t *ids, int32_t at, int16_t rf, const int32_t *brokers,
-                           int32_t n, const char **why)
+static bool assignment_row(int32_t *ids, int32_t at, int16_t rf, const int32_t *brokers, int32_t n,
+                           const char **why)
 {
     if (n != rf) {
         *why = n < 1 ? "An assignment lists no broker."

@@ -331,8 +331,8 @@ static void test_manual_assignment(void **state)
 {
     (void)state;
     st_md_t *md = brokers(2);
-    st_md_broker_t fenced = {.node_id = 3, .host = "h", .port = 9003, .incarnation = 3,
-                             .fenced = true};
+    st_md_broker_t fenced = {
+        .node_id = 3, .host = "h", .port = 9003, .incarnation = 3, .fenced = true};
     assert_int_equal(st_md_put_broker(md, &fenced), 0);
     const int32_t ids[] = {2, 1, 3, 2};
     st_ctl_item_t it = create_item("m", -1, -1);
