@@ -573,7 +573,9 @@ static int stop_all(bk_t *bs, int n, int64_t timeout_ms, bool verbose)
                 if (!b->gone_ms)
                     b->gone_ms = now;
                 if (now - b->gone_ms >= EXIT_FILE_WAIT_MS) {
-                    b->done = true; /* no monitor's word: not started by `strata cluster start` */
+                    /* no monitor's word: not started by `strata cluster start` (or its
+                     * monitor was killed); gone is all there is to know, not a failure */
+                    b->done = b->clean = true;
                     snprintf(b->how, sizeof b->how, "exit status unknown (no server.exit)");
                     continue;
                 }
@@ -1096,7 +1098,7 @@ int st_cli_cluster_status(int argc, char **argv)
     int unfenced = 0;
     for (int i = 0; i < l.n; i++) {
         bk_t *b = &bs[i];
-        char pid[16] = "-", kafka[80], ctrl[80], admin[80], md[200];
+        char pid[16] = "-", kafka[80], ctrl[80], admin[80], md[200], last[96] = "";
         if (b->live)
             snprintf(pid, sizeof pid, "%d", (int)b->pid);
         snprintf(kafka, sizeof kafka, "%s:%d", l.host, st_cli_local_kafka_port(&l, b->id));
@@ -1105,9 +1107,11 @@ int st_cli_cluster_status(int argc, char **argv)
         st_cli_reg_t r = ref ? st_cli_view_reg(&ref->view, b->id) : ST_CLI_REG_NONE;
         if (ref && r == ST_CLI_REG_UNFENCED && b->live)
             unfenced++;
-        snprintf(md, sizeof md, "%s%s%s", ref ? st_cli_reg_name(r) : "-",
+        if (!b->live && b->exited)
+            snprintf(last, sizeof last, " (its server ended: %s)", b->how);
+        snprintf(md, sizeof md, "%s%s%s%s", ref ? st_cli_reg_name(r) : "-",
                  st_cli_local_is_voter(&l, b->id) ? ", voter" : "",
-                 b->live && !b->view_ok ? " (its admin API does not answer)" : "");
+                 b->live && !b->view_ok ? " (its admin API does not answer)" : "", last);
         printf("%-7d %-8s %-8s %-21s %-21s %-21s %s\n", b->id, b->live ? "running" : "stopped", pid,
                kafka, ctrl, admin, md);
     }

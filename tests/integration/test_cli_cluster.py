@@ -11,7 +11,8 @@ directory on free ports (--kafka-port, --admin-port: never the default 9092 and 
 - a start whose broker 2 cannot listen (its Kafka port held by the test) exits 1 well within
   its --timeout, naming broker 2 and its log's "Address already in use", and leaves no process.
 - a broker that never answers (a stand-in that sleeps, via --server) makes start time out,
-  naming it; Ctrl-C ends a start at once; stop reports a broker killed by a signal (exit 1).
+  naming it; Ctrl-C ends a start at once, leaving the brokers; one killed -9 shows in status
+  as stopped with how its server ended; stop reports a broker killed by a signal (exit 1).
 - a pid file naming a live process that is not the broker is taken for stale: status says
   stopped, stop removes it and exits 0.
 
@@ -279,14 +280,15 @@ class ClusterCommands(unittest.TestCase):
         harness.wait_until(lambda: not pids_under(self.dir, monitors=True), 5,
                            "the monitors of %s to end" % self.dir)
 
-    def fake_server(self, fake_id):
-        """A --server that runs the real strata-server except for broker fake_id, which only
-        sleeps (with the broker's arguments, so it passes for the broker)."""
+    def fake_server(self, *fake_ids):
+        """A --server that runs the real strata-server except for the brokers fake_ids, which
+        only sleep (with the broker's arguments, so each passes for the broker)."""
         path = os.path.join(self.tmp, "fake-server")
+        pattern = "|".join('*" node.id=%d "*' % i for i in fake_ids)
         with open(path, "w") as f:
-            f.write('#!/bin/sh\ncase " $* " in\n  *" node.id=%d "*) exec /usr/bin/python3 -c '
+            f.write('#!/bin/sh\ncase " $* " in\n  %s) exec /usr/bin/python3 -c '
                     '"import time; time.sleep(600)" "$@";;\nesac\nexec %s "$@"\n'
-                    % (fake_id, self.server))
+                    % (pattern, self.server))
         os.chmod(path, 0o755)
         return path
 
@@ -304,16 +306,16 @@ class ClusterCommands(unittest.TestCase):
         self.assertIn("%s/2/server.log" % self.dir, r.stderr)     # its tail (empty here)
         self.assertEqual(pids_under(self.dir), [])
 
-        # Ctrl-C while it waits: ends at once, the brokers left as they are; stop then reports
-        # the stand-in killed by SIGTERM (a signal: exit 1).
-        self.server = self.fake_server(1)
-        p = subprocess.Popen([CLI, *self.start_args(1, kport, aport, "--timeout", "60s")],
+        # Ctrl-C while it waits: ends at once, the brokers left as they are.
+        self.server = self.fake_server(1, 2)
+        p = subprocess.Popen([CLI, *self.start_args(2, kport, aport, "--timeout", "60s")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=self.env)
         line = p.stdout.readline()
-        self.assertIn("starting 1 broker(s)", line)
-        harness.wait_until(lambda: os.path.exists(os.path.join(self.dir, "1", "server.pid")),
-                           10, "broker 1's pid file")
+        self.assertIn("starting 2 broker(s)", line)
+        pidfile = {i: os.path.join(self.dir, str(i), "server.pid") for i in (1, 2)}
+        harness.wait_until(lambda: all(os.path.exists(f) for f in pidfile.values()), 10,
+                           "the brokers' pid files")
         t0 = time.monotonic()
         p.send_signal(signal.SIGINT)
         rc = p.wait(10)
@@ -323,11 +325,29 @@ class ClusterCommands(unittest.TestCase):
         self.assertEqual(rc, 130, err)
         self.assertLess(time.monotonic() - t0, 5)
         self.assertIn("interrupted", err)
-        self.assertEqual(len(pids_under(self.dir)), 1)      # broker 1, left running
+        self.assertEqual(len(pids_under(self.dir)), 2)      # left running
+
+        # Broker 2 dies on its own (kill -9): status says how its server ended, exits 1.
+        with open(pidfile[2]) as f:
+            os.kill(int(f.read()), signal.SIGKILL)
+        harness.wait_until(lambda: os.path.exists(os.path.join(self.dir, "2", "server.exit")),
+                           10, "broker 2's monitor to write server.exit")
+        r = self.cli("cluster", "status", "-d", self.dir, "--timeout", "2s", timeout=30)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, re.compile(r"^1\s+running\s+\d+\s.*its admin API does not "
+                                              r"answer", re.M))
+        self.assertRegex(r.stdout, re.compile(r"^2\s+stopped\s+-\s.*its server ended: killed "
+                                              r"by signal 9", re.M))
+
+        # stop: broker 1's stand-in dies of the SIGTERM (a signal: exit 1); broker 2's pid
+        # file is stale.
         r = self.cli("cluster", "stop", "-d", self.dir, "--timeout", "10s", timeout=40)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertRegex(r.stdout, r"broker 1 \(pid \d+\): stopped, killed by signal 15")
+        self.assertIn("broker 2: not running (removed the stale pid file", r.stdout)
+        self.assertIn("did not exit cleanly", r.stderr)
         self.assertEqual(pids_under(self.dir), [])
+        self.no_monitors()
 
     def test_stale_pid_file(self):
         kport, aport = pick_layout(1)
