@@ -9,7 +9,7 @@ SIM_SEEDS  ?= 20000
 # "Entering directory" lines.
 MAKEFLAGS  += --no-print-directory
 
-.PHONY: all deps release deb deploy-test run cluster test chaos fuzz bench format clean
+.PHONY: all deps release deb deploy-test run cluster cluster-status cluster-stop test chaos fuzz bench format clean
 
 all: release
 
@@ -33,9 +33,18 @@ run: release
 	@mkdir -p data
 	./$(BUILD)/strata-server $(if $(SMP),--smp $(SMP)) --set log.dirs=./data $(ARGS)
 
-# Three brokers on this machine, in the background (scripts/cluster.sh: ports, data, stop).
+# Three brokers on this machine (N=5 for five), in the background, waiting until every one is
+# registered and unfenced: `strata cluster start` (ports, data under ./data-cluster; docs/cli.md).
+# Stop with `make cluster-stop` (or build/strata cluster stop).
+CLUSTER_N ?= $(N)
 cluster: release
-	@STRATA_SERVER=./$(BUILD)/strata-server scripts/cluster.sh start
+	@./$(BUILD)/strata cluster start --server ./$(BUILD)/strata-server $(if $(CLUSTER_N),-n $(CLUSTER_N)) $(CLUSTER_ARGS)
+
+cluster-status:
+	@./$(BUILD)/strata cluster status
+
+cluster-stop:
+	@./$(BUILD)/strata cluster stop
 
 # The release build (gcc) is built too, so a warning only gcc sees cannot break `make run`.
 test: release

@@ -7,6 +7,9 @@
 
 int st_cli_cluster_info(int argc, char **argv);
 int st_cli_cluster_health(int argc, char **argv);
+int st_cli_cluster_start(int argc, char **argv);
+int st_cli_cluster_stop(int argc, char **argv);
+int st_cli_cluster_status(int argc, char **argv);
 
 int st_cli_topic_create(int argc, char **argv);
 int st_cli_topic_list(int argc, char **argv);

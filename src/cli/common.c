@@ -89,21 +89,27 @@ void st_cli_catch_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
+void st_cli_watchdog(int64_t ms, const char *msg)
+{
+    int n = snprintf(deadline_msg, sizeof deadline_msg, "%s\n", msg);
+    deadline_len = n < 0                             ? 0
+                   : (size_t)n < sizeof deadline_msg ? (size_t)n
+                                                     : sizeof deadline_msg - 1;
+    struct itimerval it = {.it_value = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
 /* Arms the whole command's deadline: --timeout, and a little grace for the library's own
  * timeouts to report first. */
 static void arm_deadline(void)
 {
-    int n = snprintf(deadline_msg, sizeof deadline_msg,
-                     "strata: no answer within --timeout (%lld ms) from %s — is a broker or a "
-                     "partition's leader down? `strata cluster health` tells; raise --timeout "
-                     "to wait longer\n",
-                     (long long)st_cli_common.timeout_ms, st_cli_common.brokers);
-    deadline_len = n < 0                             ? 0
-                   : (size_t)n < sizeof deadline_msg ? (size_t)n
-                                                     : sizeof deadline_msg - 1;
-    int64_t ms = st_cli_common.timeout_ms + DEADLINE_GRACE_MS;
-    struct itimerval it = {.it_value = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000}};
-    setitimer(ITIMER_REAL, &it, NULL);
+    char msg[sizeof deadline_msg];
+    snprintf(msg, sizeof msg,
+             "strata: no answer within --timeout (%lld ms) from %s — is a broker or a "
+             "partition's leader down? `strata cluster health` tells; raise --timeout "
+             "to wait longer",
+             (long long)st_cli_common.timeout_ms, st_cli_common.brokers);
+    st_cli_watchdog(st_cli_common.timeout_ms + DEADLINE_GRACE_MS, msg);
 }
 
 int64_t st_cli_time_left_ms(void)

@@ -43,6 +43,10 @@ extern volatile sig_atomic_t st_cli_stop;
 extern bool st_cli_bounded;
 
 void st_cli_catch_signals(void);
+/* Arms the watchdog on its own: after ms, msg (one line, no newline) goes to stderr and the
+ * process exits 1; ms 0 disarms it. For a command that keeps its own deadlines (cluster start,
+ * stop, status) as a last resort. st_cli_time_left_ms assumes st_cli_parse armed it. */
+void st_cli_watchdog(int64_t ms, const char *msg);
 /* What is left of a request-style command's deadline, in ms (--timeout otherwise): the
  * timeout to give each library call so the command as a whole keeps to it. */
 int64_t st_cli_time_left_ms(void);

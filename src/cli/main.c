@@ -22,6 +22,11 @@ typedef struct command {
 static const command_t commands[] = {
     {"cluster", "info", st_cli_cluster_info, "brokers, controller and cluster id", 0},
     {"cluster", "health", st_cli_cluster_health, "are all brokers up and partitions led", 0},
+    {"cluster", "start", st_cli_cluster_start,
+     "run N brokers on this machine, wait till all are up", 0},
+    {"cluster", "stop", st_cli_cluster_stop, "stop the brokers `cluster start` started", 0},
+    {"cluster", "status", st_cli_cluster_status, "the local brokers: running, pids, fenced or not",
+     0},
     {"topic", "create", st_cli_topic_create, "create a topic", 0},
     {"topic", "list", st_cli_topic_list, "list topics", 0},
     {"topic", "describe", st_cli_topic_describe, "partitions, leaders, offsets, configs", 0},
