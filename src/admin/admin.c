@@ -390,17 +390,54 @@ static int64_t max_fds(void)
 
 /* ---- the HTTP side ----------------------------------------------------------------------- */
 
-static bool is_ready(st_admin_t *a)
+/* Ready: every shard serves (and has published its first snapshot) and, in a cluster, the
+ * newest metadata a shard holds shows this broker registered at its incarnation and unfenced:
+ * it caught up with the metadata log and the controller hears its heartbeats (Kafka's RUNNING
+ * state). A fenced broker leads nothing; a rolling restart must not move on past it. why: the
+ * first condition not met, or NULL. */
+static bool is_ready(st_admin_t *a, const char **why)
 {
     st_broker_t *b = a->b;
-    if (atomic_load(&a->startup_ns) < 0 || atomic_load(&b->stopping) || atomic_load(&b->failed))
+    *why = NULL;
+    if (atomic_load(&a->startup_ns) < 0 || atomic_load(&b->stopping) || atomic_load(&b->failed) ||
+        atomic_load(&b->started) < b->nshards) {
+        *why = "not serving";
         return false;
-    if (atomic_load(&b->started) < b->nshards)
-        return false;
-    for (int i = 0; i < b->nshards; i++)
-        if (!atomic_load(&a->slots[i].cur))
+    }
+    /* the shard snapshot with the newest metadata, held while it is read */
+    st_admin_snap_t *best = NULL;
+    for (int i = 0; i < b->nshards; i++) {
+        st_admin_snap_t *sn = st_admin_slot_acquire(&a->slots[i]);
+        if (!sn) {
+            st_admin_snap_unref(best);
+            *why = "not serving";
             return false;
-    return true;
+        }
+        if (sn->md && (!best || !best->md || sn->md->version > best->md->version)) {
+            st_admin_snap_unref(best);
+            best = sn;
+        } else {
+            st_admin_snap_unref(sn);
+        }
+    }
+    bool ok = true;
+    st_quorum_t *q = __atomic_load_n(&b->quorum, __ATOMIC_ACQUIRE);
+    st_quorum_info_t qi = {0};
+    if (q)
+        st_quorum_info(q, &qi);
+    if (q && !qi.local && !st_quorum_alone(q)) {
+        const st_md_t *md = best ? best->md : NULL;
+        const st_md_broker_t *me = md ? st_md_broker(md, (int32_t)b->cfg->node_id) : NULL;
+        if (!me || !md->self_incarnation || me->incarnation != md->self_incarnation) {
+            ok = false;
+            *why = "not registered with the controller yet";
+        } else if (me->fenced) {
+            ok = false;
+            *why = "fenced by the controller (catching up, or its heartbeats are not heard)";
+        }
+    }
+    st_admin_snap_unref(best);
+    return ok;
 }
 
 typedef struct {
@@ -435,7 +472,8 @@ static int view_take(st_admin_t *a, view_hold_t *h, bool process)
     v->version = STRATA_VERSION;
     v->cluster_id = b->cluster_id;
     v->node_id = (int32_t)b->cfg->node_id;
-    v->ready = is_ready(a);
+    const char *why;
+    v->ready = is_ready(a, &why);
     v->now_ns = st_mono_ns();
     v->start_time_seconds = a->start_wall_s;
     v->uptime_seconds = (double)(v->now_ns - a->start_mono_ns) / 1e9;
@@ -637,9 +675,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return reply_str(c, MHD_HTTP_METHOD_NOT_ALLOWED, JSON_TYPE,
                          "{\"error\":\"method not allowed\"}");
     if (strcmp(url, "/v1/status/ready") == 0) {
-        bool ok = is_ready(a);
-        return reply_str(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, JSON_TYPE,
-                         ok ? "{\"ready\":true}" : "{\"ready\":false}");
+        const char *why;
+        bool ok = is_ready(a, &why);
+        char body[200];
+        snprintf(body, sizeof body, ok ? "{\"ready\":true}" : "{\"ready\":false,\"reason\":\"%s\"}",
+                 why ? why : "");
+        return reply_str(c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, JSON_TYPE, body);
     }
     if (strcmp(url, "/") == 0 || strcmp(url, "/v1/openapi.json") == 0) {
         const char *accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");

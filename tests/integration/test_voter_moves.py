@@ -20,6 +20,10 @@ voter address it resolved at start is gone. What must hold afterwards:
   - records produced with acks=all to a partition the broker-only node leads (an explicit
     replica assignment naming it first), replicated on the two voters left, are acknowledged.
 
+Before the quorum forms, voter 1 alone serves Kafka but is not ready (/v1/status/ready answers
+503, "not registered with the controller yet"): readiness in a cluster means registered and
+unfenced, Kafka's RUNNING, so a rolling restart waits for it.
+
 It starts with voter 3's name missing from the file (its pod not scheduled yet): the others
 start and elect with two voters, and 3 joins once its name appears.
 
@@ -31,11 +35,14 @@ Needs mount namespaces (unshare --mount, bind mounts; root in CI): skipped (exit
 probe cannot make one.
 """
 
+import json
 import os
 import subprocess
 import sys
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -50,6 +57,16 @@ WRAP = 'mount --bind "$0" /etc/hosts && exec "$@"'
 
 def name_of(nid):
     return "b%d.strata.test" % nid
+
+
+def ready(node):
+    """(HTTP status, JSON body) of node's /v1/status/ready."""
+    url = "http://%s:%d/v1/status/ready" % (node.host, node.admin_port)
+    try:
+        with urllib.request.urlopen(url, timeout=3) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
 
 
 def can_unshare(hosts):
@@ -142,9 +159,17 @@ class VoterMovesTest(unittest.TestCase):
         # among two voters, and reach 3 once its name appears.
         self.unnamed = {3}
         self.write_hosts()
-        c.start(order=[1, 2, 4])
+        # Voter 1 alone serves Kafka but has no quorum to register with: not ready (a rolling
+        # restart or a Service must not count it), and says why.
+        c.start(order=[1])
+        code, body = ready(c.nodes[1])
+        self.assertEqual((code, body.get("ready")), (503, False), body)
+        self.assertIn("not registered", body.get("reason", ""))
+        c.start(order=[2, 4])
         c.wait_for_quorum(timeout=60)
         self.wait_all_unfenced([1, 2, 4])
+        c.wait(lambda: all(ready(c.nodes[n])[0] == 200 for n in (1, 2, 4)), 10,
+               "brokers 1, 2 and 4 ready once registered and unfenced")
         self.assertIn("b3.strata.test does not resolve (IPv4) yet", c.nodes[4].server.stderr_text())
         self.unnamed = set()
         self.write_hosts()
