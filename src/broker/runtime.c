@@ -286,10 +286,20 @@ int st_broker_create(st_broker_t **out, const st_config_t *cfg, int nshards,
         rc = -EINVAL;
         goto fail;
     }
-    rc = load_identity(b, err, errlen);
+    /* The ports before the data directory: a broker that cannot serve writes nothing there (no
+     * meta.properties, no new cluster id). The CONTROLLER port is bound by the quorum later;
+     * one already taken is refused here too. */
+    rc = broker_listen(b, err, errlen);
     if (rc)
         goto fail;
-    rc = broker_listen(b, err, errlen);
+    if (cfg->role_controller && !cfg->quorum_local && cfg->controller_port > 0 &&
+        st_net_probe_port(cfg->controller_host, cfg->controller_port) == -EADDRINUSE) {
+        snprintf(err, errlen, "cannot listen on %s:%d (CONTROLLER): %s", cfg->controller_host,
+                 cfg->controller_port, strerror(EADDRINUSE));
+        rc = -EADDRINUSE;
+        goto fail;
+    }
+    rc = load_identity(b, err, errlen);
     if (rc)
         goto fail;
     b->shards = calloc((size_t)nshards, sizeof *b->shards);

@@ -22,6 +22,7 @@
 #include "broker/protolog.h"
 #include "broker/runtime.h"
 #include "kafka/serve.h"
+#include "net/conn.h"
 
 static void usage(FILE *f)
 {
@@ -188,6 +189,14 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
     int rc = st_kafka_init(cfgp);
     if (rc) {
         fprintf(stderr, "strata-server: cannot register the coordinators: %s\n", st_strerror(rc));
+        return 1;
+    }
+    /* A taken admin port stops the start before the data directory is touched (the broker
+     * binds its own ports first); the admin API binds it for real once the broker exists. */
+    if (cfgp->admin_port > 0 &&
+        st_net_probe_port(cfgp->admin_host, cfgp->admin_port) == -EADDRINUSE) {
+        fprintf(stderr, "strata-server: cannot listen on %s:%d (admin.listen): %s\n",
+                cfgp->admin_host, cfgp->admin_port, strerror(EADDRINUSE));
         return 1;
     }
     rc = st_broker_create(&b, cfgp, smp, &st_kafka_hooks, err, sizeof err);

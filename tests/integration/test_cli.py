@@ -122,6 +122,11 @@ class CliTest(unittest.TestCase):
         # Start-up log lines may come first; the line that ends the run must say why.
         self.assertIn(str(port), lines[-1], "the last line should name port %d\n%s"
                       % (port, out))
+        # Refused before the data directory was touched: no cluster id made for nothing.
+        data = os.path.join(self.tmp, "data")
+        self.assertFalse(os.path.exists(os.path.join(data, "meta.properties")),
+                         "meta.properties written by a broker that could not listen\n%s" % out)
+        self.assertNotIn("new cluster id", r.stderr, out)
 
     def test_kafka_port_in_use(self):
         self.port_in_use("kafka")

@@ -85,6 +85,20 @@ class ClusterConfigTest(unittest.TestCase):
                             "node.id=4", "controller.quorum.voters")
         self.assertIn("not among", line)
 
+    def test_controller_port_in_use(self):
+        # Refused before the data directory is touched: no meta.properties, no cluster id.
+        import socket
+        busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        busy.bind(("127.0.0.1", self.ctrl[0]))
+        busy.listen(1)
+        try:
+            self.refused({"node.id": "1", "controller.quorum.voters": self.voters,
+                          "listeners": self.listeners(0)},
+                         "127.0.0.1:%d" % self.ctrl[0], "CONTROLLER", "in use")
+        finally:
+            busy.close()
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "data", "meta.properties")))
+
     def test_voter_id_twice(self):
         voters = "1@127.0.0.1:%d,1@127.0.0.1:%d" % (self.ctrl[0], self.ctrl[1])
         self.refused({"node.id": "1", "controller.quorum.voters": voters,
