@@ -180,8 +180,10 @@ enum {
     X(num_partitions, "num.partitions", INT, "1", 1, 100000, "partitions of auto-created topics")  \
     X(default_replication_factor, "default.replication.factor", INT, "1", 1, 32767,                \
       "replication factor of auto-created topics")                                                 \
-    X(log_segment_bytes, "log.segment.bytes", INT, "1073741824", 14, 2147483647,                   \
-      "roll a segment at this size")                                                               \
+    X(log_segment_bytes, "log.segment.bytes", INT, "1073741824", 1048576, 2147483647,              \
+      "roll a segment at this size (at least 1 MiB, as Kafka 4)")                                  \
+    X(internal_log_segment_bytes, "internal.log.segment.bytes", INT, "-1", -1, 2147483647,         \
+      "tests only: when set (>= 14), replaces log.segment.bytes without its 1 MiB floor")          \
     X(log_roll_ms, "log.roll.ms", INT, "604800000", 1, INT64_MAX, "roll a segment at this age")    \
     X(log_retention_ms, "log.retention.ms", INT, "604800000", -1, INT64_MAX,                       \
       "delete segments older than this (-1: keep)")                                                \

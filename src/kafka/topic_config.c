@@ -28,6 +28,8 @@ const st_tcfg_desc_t st_tcfg_table[] = {
      "with write caching: sync data at least this often"},
     {"index.interval.bytes", ST_TCFG_INT, "log.index.interval.bytes", NULL, 0, INT32_MAX, NULL,
      "bytes between offset index entries"},
+    {"internal.segment.bytes", ST_TCFG_INT, NULL, "-1", -1, INT32_MAX, NULL,
+     "tests only: when set (>= 14), replaces segment.bytes without its 1 MiB floor"},
     {"max.compaction.lag.ms", ST_TCFG_LONG, "log.cleaner.max.compaction.lag.ms", NULL, 1, L, NULL,
      "longest a message stays uncompacted"},
     {"max.message.bytes", ST_TCFG_INT, "message.max.bytes", NULL, 0, INT32_MAX, NULL,
@@ -47,8 +49,8 @@ const st_tcfg_desc_t st_tcfg_table[] = {
      "delete old segments past this size (-1: keep)"},
     {"retention.ms", ST_TCFG_LONG, "log.retention.ms", NULL, -1, L, NULL,
      "delete segments older than this (-1: keep)"},
-    {"segment.bytes", ST_TCFG_INT, "log.segment.bytes", NULL, 14, INT32_MAX, NULL,
-     "roll a segment at this size"},
+    {"segment.bytes", ST_TCFG_INT, "log.segment.bytes", NULL, 1048576, INT32_MAX, NULL,
+     "roll a segment at this size (at least 1 MiB, as Kafka 4)"},
     {"segment.index.bytes", ST_TCFG_INT, NULL, "10485760", 4, INT32_MAX, NULL,
      "largest offset index of a segment"},
     {"segment.jitter.ms", ST_TCFG_LONG, NULL, "0", 0, L, NULL, "random jitter on segment.ms"},
@@ -179,6 +181,12 @@ void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_
 {
     st_log_config_default(out);
     out->segment_bytes = st_tcfg_int(cfg, t, "segment.bytes");
+    /* tests' small segments (Kafka 4's internal.segment.bytes): a topic's own, else the
+     * broker's internal.log.segment.bytes, neither held to the 1 MiB floor */
+    const char *small = t ? st_md_topic_config(t, "internal.segment.bytes") : NULL;
+    long long v = small ? atoll(small) : cfg->internal_log_segment_bytes;
+    if (v >= 14 && (small || !(t && st_md_topic_config(t, "segment.bytes"))))
+        out->segment_bytes = v;
     out->segment_ms = st_tcfg_int(cfg, t, "segment.ms");
     out->retention_ms = st_tcfg_int(cfg, t, "retention.ms");
     out->retention_bytes = st_tcfg_int(cfg, t, "retention.bytes");

@@ -30,7 +30,7 @@ from test_produce_wire import parse_v3, produce_v3  # noqa: E402
 
 NONE, OUT_OF_ORDER, NOT_LEADER_OR_FOLLOWER = 0, 45, 6
 SEGMENT = 16384
-COMPACT = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT),
+COMPACT = {"cleanup.policy": "compact", "internal.segment.bytes": str(SEGMENT),
            "min.cleanable.dirty.ratio": "0.01"}
 
 

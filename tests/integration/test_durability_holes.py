@@ -197,7 +197,7 @@ class DurabilityHolesTest(unittest.TestCase):
         self.assertIn('strata_partition_offline{topic="half",partition="1"} 0', metrics())
 
     def test_damaged_synced_segment_is_reported_not_cut(self):
-        s = self.start(**{"log.segment.bytes": "600", "log.retention.ms": "-1"})
+        s = self.start(**{"internal.log.segment.bytes": "600", "log.retention.ms": "-1"})
         kc.create_topic(s.bootstrap, "rot", 2)
         for i in range(30):
             for p in (0, 1):

@@ -370,7 +370,7 @@ class PowerLossTest(unittest.TestCase):
         os.makedirs(mnt)
         self.fs = DropFS(backing, mnt, os.path.join(self.tmp, "dropfs.log"),
                          ["--trace"] if os.environ.get("STRATA_DROPFS_TRACE") else [])
-        sets = {"log.segment.bytes": str(SEGMENT_BYTES), "num.partitions": "2",
+        sets = {"internal.log.segment.bytes": str(SEGMENT_BYTES), "num.partitions": "2",
                 "auto.create.topics.enable": "false"}
         if CACHING:
             sets.update({"write.caching": "true", "log.flush.interval.ms": "3600000"})
@@ -472,12 +472,12 @@ class PowerLossTest(unittest.TestCase):
         self.server.start()
         topics = {"pl-base": 3}
         kc.create_topic(self.server.bootstrap, "pl-base", 3,
-                        config={"segment.bytes": str(SEGMENT_BYTES)})
+                        config={"internal.segment.bytes": str(SEGMENT_BYTES)})
         acked, seq = {}, 0
         for r in range(CUTS):
             name = "pl-new-%d" % r        # a topic created during the test, each round
             kc.create_topic(self.server.bootstrap, name, 2,
-                            config={"segment.bytes": str(SEGMENT_BYTES)})
+                            config={"internal.segment.bytes": str(SEGMENT_BYTES)})
             topics[name] = 2
             before = len(acked)
             seq, st = self.produce_round(topics, acked, seq, deadline)
@@ -529,7 +529,7 @@ class PowerLossTest(unittest.TestCase):
         self.server.start()
         t = "pl-compact"
         kc.create_topic(self.server.bootstrap, t, 2,
-                        config={"segment.bytes": "4096", "cleanup.policy": "compact"})
+                        config={"internal.segment.bytes": "4096", "cleanup.policy": "compact"})
         latest, seq, cleaned = {}, 0, 0   # latest: (partition, key) -> (offset, value)
         acked = [0]
         for r in range(3):

@@ -104,6 +104,30 @@ class TopicsConfluentTest(ServerTestCase):
         self.assertFalse({"bad name", "..", "a" * 250} & names)
         self.assertFalse(set(refused) & names)
 
+    def test_segment_bytes_floor(self):
+        # Kafka 4's floor: segment.bytes below 1 MiB is refused (a 4 KiB segment refuses every
+        # batch larger than itself); internal.segment.bytes is the tests' way past it.
+        from confluent_kafka import KafkaError, Producer
+        from confluent_kafka.admin import NewTopic
+        a = kc.admin(self.bootstrap)
+        name = self.unique("small")
+        fs = a.create_topics([NewTopic(name, 1, 1, config={"segment.bytes": "4096"})],
+                             request_timeout=15)
+        with self.assertRaises(Exception) as cm:
+            fs[name].result(timeout=20)
+        self.assertEqual(cm.exception.args[0].code(), KafkaError.INVALID_CONFIG)
+        self.assertIn("segment.bytes", cm.exception.args[0].str())
+        a.create_topics([NewTopic(name, 1, 1, config={"internal.segment.bytes": "2048"})],
+                        request_timeout=15)[name].result(timeout=20)
+        kc.wait_topic(self.bootstrap, name, 1, a)
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, "acks": "all"})
+        for i in range(12):
+            p.produce(name, value=b"v" * 600)
+            p.flush(10)  # one batch each: 12 batches of ~700 bytes over 2 KiB segments
+        d = os.path.join(self.server.data_dir, name + "-0")
+        logs = [f for f in os.listdir(d) if f.endswith(".log")]
+        self.assertGreaterEqual(len(logs), 3, sorted(os.listdir(d)))
+
     def test_add_partitions_keeps_data(self):
         from confluent_kafka import KafkaError
         from confluent_kafka.admin import NewPartitions

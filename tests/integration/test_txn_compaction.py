@@ -39,7 +39,7 @@ from test_compaction import cleaner  # noqa: E402
 ROUNDS = 4
 KEYS = 20
 SEGMENT = 16384
-COMPACT = {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT),
+COMPACT = {"cleanup.policy": "compact", "internal.segment.bytes": str(SEGMENT),
            "min.cleanable.dirty.ratio": "0.01"}
 CLI = os.environ.get("STRATA_CLI") or next(
     (p for p in (os.path.join(harness.SRC, b, "strata") for b in ("build-dev", "build-test",
