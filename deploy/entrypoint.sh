@@ -19,6 +19,7 @@
 #   STRATA_SERVER_BIN         the broker (default strata-server on PATH)
 #   STRATA_ENTRYPOINT_RESOLVE_WAIT  seconds to wait for every voter's name to resolve before
 #                             starting the broker (default 120; 0: do not wait)
+#   RES_OPTIONS               the resolver's options (default here: timeout:1 attempts:2)
 #   STRATA_K8S_REPLICAS       voters: the StatefulSet's replicas (unset: not in Kubernetes)
 #   STRATA_K8S_HEADLESS       the headless Service's name
 #   STRATA_K8S_NAMESPACE      the pod's namespace (downward API: metadata.namespace)
@@ -114,4 +115,9 @@ while IFS= read -r a; do set -- "$@" "$a"; done <"$args_file"
 while [ "$n" -gt 0 ]; do a=$1; shift; set -- "$@" "$a"; n=$((n - 1)); done
 rm -f "$args_file"
 trap - EXIT
+# The resolver's waits, bounded (unless the environment set its own): a peer's name that stops
+# answering (a stopped container on a podman network, a pod gone) must not hold the broker's
+# lookups for glibc's 5 s x 2 tries per name and search domain. One second, two tries.
+RES_OPTIONS=${RES_OPTIONS:-timeout:1 attempts:2}
+export RES_OPTIONS
 exec "$bin" "$@"

@@ -81,9 +81,24 @@ static void keep_freed_frames(void)
     mallopt(M_TRIM_THRESHOLD, 128 << 20);
 }
 
+/*
+ * libuv's thread pool (four threads unless UV_THREADPOOL_SIZE says otherwise, read once at its
+ * first use) runs the quorum's name lookups (libraft's connects, the heartbeats' voter names)
+ * and, where the file system has no kernel AIO (overlayfs in a container), the metadata log's
+ * writes. A lookup of a peer whose name stopped answering (a stopped container on a podman
+ * network) holds a pool thread for the resolver's whole timeout: with four, a few of them could
+ * leave the log's writes waiting, and the controller could not commit the fencing of the very
+ * peer that went away. Sixteen, unless the user chose.
+ */
+static void size_uv_pool(void)
+{
+    setenv("UV_THREADPOOL_SIZE", "16", 0);
+}
+
 int main(int argc, char **argv)
 {
     keep_freed_frames();
+    size_uv_pool();
     st_config_t cfg;
     if (st_config_init(&cfg)) {
         fprintf(stderr, "strata-server: cannot initialise configuration\n");

@@ -420,6 +420,10 @@ class K8sTest(unittest.TestCase):
             self.assertEqual(nspid[-1], "1")
             with open("/proc/%d/comm" % target) as f:
                 self.assertEqual(f.read().strip(), "strata-server")
+            # the resolver's waits bounded for the broker (a vanished peer's name)
+            with open("/proc/%d/environ" % target, "rb") as f:
+                envs = f.read().split(b"\0")
+            self.assertIn(b"RES_OPTIONS=timeout:1 attempts:2", envs)
             os.kill(target, signal.SIGTERM)
             rc = p.wait(timeout=30)
             log.seek(0)
