@@ -783,7 +783,7 @@ static int run_cmd(char *const *argv, int64_t timeout_ms, char *out, size_t outl
         if (exited) {
             /* one more short look for what it wrote last, then stop reading */
             struct pollfd pf[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-            if (poll(pf, 2, 20) <= 0)
+            if (poll(pf, 2, 20) <= 0 || now_ms() >= deadline)
                 break;
             continue;
         }
@@ -808,11 +808,14 @@ static int run_cmd(char *const *argv, int64_t timeout_ms, char *out, size_t outl
     return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
-#define PODMAN_CMD_MS 30000 /* any one podman command but stop */
-#define PODMAN_MIN_MS 1000  /* ... even at the deadline */
-#define PODMAN_ARGV   (8 + 2 * (ST_CLI_LOCAL_PODMAN_NSETS + 4) + 32)
-#define PODMAN_OUT    65536
-#define PODMAN_ERR    8192
+#define PODMAN_CMD_MS  30000 /* any one podman command but stop */
+#define PODMAN_MIN_MS  1000  /* ... even at the deadline */
+#define PODMAN_TAIL_MS 5000  /* podman logs --tail of a broker that is not up */
+/* what pm_down may take beyond its stop timeout: ps, stop's margin, ps, rm, network rm */
+#define PODMAN_DOWN_MS (KILL_WAIT_MS + 5 * PODMAN_CMD_MS)
+#define PODMAN_ARGV    (8 + 2 * (ST_CLI_LOCAL_PODMAN_NSETS + 4) + 32)
+#define PODMAN_OUT     65536
+#define PODMAN_ERR     8192
 
 /* The podman to run: $STRATA_PODMAN, else podman on PATH; 0, or -1 after saying how to get
  * it. */
@@ -1248,7 +1251,7 @@ static int podman_start(const st_cli_local_t *l, const st_cli_strlist_t *extra, 
                     continue;
                 st_cli_local_container(l, b->id, name, sizeof name);
                 fprintf(stderr, "broker %d (container %s): %s\n", b->id, name, why);
-                pm_tail(pm, name, PODMAN_CMD_MS);
+                pm_tail(pm, name, PODMAN_TAIL_MS);
             }
             goto fail;
         }
@@ -1574,7 +1577,9 @@ int st_cli_cluster_start(int argc, char **argv)
                  "strata: cluster start --podman did not end within its deadline; the containers "
                  "may still be running: `strata cluster stop -d %s`",
                  root_opt);
-        st_cli_watchdog(timeout_ms + ABORT_STOP_MS + KILL_WAIT_MS + 4 * PODMAN_CMD_MS, pmsg);
+        st_cli_watchdog(timeout_ms + (int64_t)l.n * PODMAN_TAIL_MS + ABORT_STOP_MS +
+                            PODMAN_DOWN_MS + 10000,
+                        pmsg);
         rc = podman_start(&l, &extra, root, root_opt, timeout_ms, keep);
         st_cli_watchdog(0, "");
         goto out;
@@ -1753,7 +1758,7 @@ int st_cli_cluster_stop(int argc, char **argv)
         snprintf(wmsg, sizeof wmsg,
                  "strata: cluster stop did not end within its deadline (%s, podman project %s)",
                  root, l.project);
-        st_cli_watchdog(timeout_ms + KILL_WAIT_MS + 5 * PODMAN_CMD_MS, wmsg);
+        st_cli_watchdog(timeout_ms + PODMAN_DOWN_MS + 10000, wmsg);
         rc = podman_stop(&l, timeout_ms);
         st_cli_watchdog(0, "");
         return rc;
