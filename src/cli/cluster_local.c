@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -811,11 +812,13 @@ static int run_cmd(char *const *argv, int64_t timeout_ms, char *out, size_t outl
 #define PODMAN_CMD_MS  30000 /* any one podman command but stop */
 #define PODMAN_MIN_MS  1000  /* ... even at the deadline */
 #define PODMAN_TAIL_MS 5000  /* podman logs --tail of a broker that is not up */
-/* what pm_down may take beyond its stop timeout: ps, stop's margin, ps, rm, network rm */
-#define PODMAN_DOWN_MS (KILL_WAIT_MS + 5 * PODMAN_CMD_MS)
-#define PODMAN_ARGV    (8 + 2 * (ST_CLI_LOCAL_PODMAN_NSETS + 4) + 32)
-#define PODMAN_OUT     65536
-#define PODMAN_ERR     8192
+/* what pm_down of n containers may take, stop timeout t each: ps, the stops (t and a margin
+ * each), ps, rm, network rm */
+#define PODMAN_DOWN_MS(n, t)                                                                       \
+    ((int64_t)(n) * ((t) + KILL_WAIT_MS + PODMAN_CMD_MS) + 4 * PODMAN_CMD_MS)
+#define PODMAN_ARGV (40 + 2 * (ST_CLI_LOCAL_PODMAN_NSETS + ST_CLI_LOCAL_MAX) + 64)
+#define PODMAN_OUT  65536
+#define PODMAN_ERR  8192
 
 /* The podman to run: $STRATA_PODMAN, else podman on PATH; 0, or -1 after saying how to get
  * it. */
@@ -901,6 +904,8 @@ static void pm_fail(const pm_t *pm, int rc)
     last = last ? last + 1 : pm->err;
     if (rc == -ETIMEDOUT)
         st_cli_errorf("`%s ...` did not end in time (killed)", pm_what(pm));
+    else if (rc == -EPROTO)
+        st_cli_errorf("`%s ...`: %s", pm_what(pm), pm->err);
     else if (rc < 0)
         st_cli_errorf("`%s ...`: %s", pm_what(pm), strerror(-rc));
     else
@@ -916,8 +921,10 @@ typedef struct ctr {
     int exit_code;
 } ctr_t;
 
-/* Asks `podman ps -a` for the project's containers; fills cs[0..n-1] (broker 1..n). 0, or the
- * failing command's status. */
+/* Asks `podman ps -a --format json` for the project's containers (the JSON, not a template:
+ * {{.State}} is "Up 2 seconds ago" in podman 4.3's ps, "running" in its JSON); fills
+ * cs[0..n-1] (broker 1..n). 0, the failing command's status, or -EPROTO when the answer is not
+ * that JSON (pm->err says so). */
 static int pm_states(pm_t *pm, const st_cli_local_t *l, ctr_t *cs, int n, int64_t timeout_ms)
 {
     char label[128];
@@ -928,16 +935,29 @@ static int pm_states(pm_t *pm, const st_cli_local_t *l, ctr_t *cs, int n, int64_
     pm_add(pm, "--filter");
     pm_add(pm, label);
     pm_add(pm, "--format");
-    pm_add(pm, "{{.Names}} {{.State}} {{.ExitCode}}");
+    pm_add(pm, "json");
     memset(cs, 0, (size_t)n * sizeof *cs);
     int rc = pm_run(pm, timeout_ms);
     if (rc != 0)
         return rc;
-    for (char *save = NULL, *line = strtok_r(pm->out, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        char name[128], state[24];
-        int code = 0;
-        if (sscanf(line, "%127s %23s %d", name, state, &code) < 2)
+    json_error_t je;
+    json_t *arr = json_loads(pm->out, 0, &je);
+    if (!json_is_array(arr)) {
+        snprintf(pm->err, sizeof pm->err, "its answer is not a JSON array (%s)",
+                 arr ? "another JSON value" : je.text);
+        json_decref(arr);
+        return -EPROTO;
+    }
+    size_t k;
+    json_t *o;
+    json_array_foreach(arr, k, o)
+    {
+        json_t *names = json_object_get(o, "Names");
+        const char *name = json_is_array(names) ? json_string_value(json_array_get(names, 0))
+                                                : json_string_value(names);
+        const char *state = json_string_value(json_object_get(o, "State"));
+        json_t *code = json_object_get(o, "ExitCode");
+        if (!name || !state)
             continue;
         for (int i = 1; i <= n; i++) {
             char want[128];
@@ -947,9 +967,10 @@ static int pm_states(pm_t *pm, const st_cli_local_t *l, ctr_t *cs, int n, int64_
             c->exists = true;
             snprintf(c->state, sizeof c->state, "%s", state);
             c->running = !strcmp(state, "running");
-            c->exit_code = code;
+            c->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
         }
     }
+    json_decref(arr);
     return 0;
 }
 
@@ -997,18 +1018,22 @@ static int pm_down(pm_t *pm, const st_cli_local_t *l, int n, int64_t timeout_ms,
     int running = 0, present = 0;
     char secs[24];
     snprintf(secs, sizeof secs, "%lld", (long long)((timeout_ms + 999) / 1000));
-    pm_begin(pm);
-    pm_add(pm, "stop");
-    pm_add(pm, "-t");
-    pm_add(pm, secs);
-    for (int i = 0; i < n; i++)
-        if (cs[i].running) {
-            pm_add(pm, names[i]);
-            running++;
-        }
-    /* podman stops them in parallel: the timeout, SIGKILL after it, and a margin */
-    if (running && (rc = pm_run(pm, timeout_ms + KILL_WAIT_MS + PODMAN_CMD_MS)) != 0)
-        pm_fail(pm, rc);
+    /* One at a time, broker n first, so that every broker stops while the ones it may still
+     * ask (a replica fetcher reconnecting to a leader that just stopped) are there or are gone
+     * for good; each stop is quick when the broker stops cleanly. */
+    for (int i = n - 1; i >= 0; i--) {
+        if (!cs[i].running)
+            continue;
+        running++;
+        pm_begin(pm);
+        pm_add(pm, "stop");
+        pm_add(pm, "-t");
+        pm_add(pm, secs);
+        pm_add(pm, names[i]);
+        /* the timeout, SIGKILL after it, and a margin */
+        if ((rc = pm_run(pm, timeout_ms + KILL_WAIT_MS + PODMAN_CMD_MS)) != 0)
+            pm_fail(pm, rc);
+    }
     bool *was = calloc((size_t)n, sizeof *was);
     for (int i = 0; was && i < n; i++)
         was[i] = cs[i].exists;
@@ -1054,6 +1079,54 @@ out:
 }
 
 /*
+ * The network's IPv4 subnet (`podman network inspect`): *base (host order) and *prefix. Broker
+ * i gets base + 10 + i, and every container names every broker in its /etc/hosts (--add-host
+ * strata-j:IP): the names then resolve without the network's DNS, which stops answering for a
+ * container that stopped, so that a broker stopping after its peers would wait out its
+ * resolver's timeouts (seconds per lookup, past podman stop's -t) before it exits. 0, or -1
+ * after saying why.
+ */
+static int pm_subnet(pm_t *pm, const st_cli_local_t *l, uint32_t *base, int *prefix,
+                     int64_t timeout_ms)
+{
+    pm_begin(pm);
+    pm_add(pm, "network");
+    pm_add(pm, "inspect");
+    pm_add(pm, "--format");
+    pm_add(pm, "{{range .Subnets}}{{.Subnet}} {{end}}");
+    pm_add(pm, l->project);
+    int r = pm_run(pm, timeout_ms);
+    if (r != 0) {
+        pm_fail(pm, r);
+        return -1;
+    }
+    for (char *save = NULL, *w = strtok_r(pm->out, " \n", &save); w;
+         w = strtok_r(NULL, " \n", &save)) {
+        unsigned a, b, cc, d;
+        int p;
+        char tail;
+        if (sscanf(w, "%u.%u.%u.%u/%d%c", &a, &b, &cc, &d, &p, &tail) != 5 || a > 255 || b > 255 ||
+            cc > 255 || d > 255 || p < 1 || p > 30)
+            continue; /* an IPv6 subnet, or not one */
+        uint32_t size = 1u << (32 - p);
+        if (size < (uint32_t)(10 + l->n + 2))
+            continue;
+        *base = ((a << 24) | (b << 16) | (cc << 8) | d) & ~(size - 1);
+        *prefix = p;
+        return 0;
+    }
+    st_cli_errorf("network %s has no IPv4 subnet with room for %d broker(s) (podman network "
+                  "inspect said '%s')",
+                  l->project, l->n, pm->out);
+    return -1;
+}
+
+static void ip_str(uint32_t ip, char *buf, size_t len)
+{
+    snprintf(buf, len, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+}
+
+/*
  * start --podman: l (podman, image, project set), the extra arguments every broker gets,
  * root (the cluster directory, made). Brings up network PROJECT and containers PROJECT-1..n,
  * then waits, as the process mode does, for every admin API to show brokers 1..n registered
@@ -1066,6 +1139,7 @@ static int podman_start(const st_cli_local_t *l, const st_cli_strlist_t *extra, 
     bk_t *bs = calloc((size_t)l->n, sizeof *bs);
     ctr_t *cs = calloc((size_t)l->n, sizeof *cs);
     char(*sets)[ST_CLI_LOCAL_SETLEN] = calloc(ST_CLI_LOCAL_PODMAN_NSETS, ST_CLI_LOCAL_SETLEN);
+    char(*hosts)[40] = NULL;
     int rc = ST_CLI_FAIL, started = 0;
     if (!pm || !bs || !cs || !sets) {
         st_cli_errorf("out of memory");
@@ -1147,12 +1221,27 @@ static int podman_start(const st_cli_local_t *l, const st_cli_strlist_t *extra, 
             goto out;
         }
     }
+    uint32_t net_base;
+    int net_prefix;
+    if (pm_subnet(pm, l, &net_base, &net_prefix, LEFT()) < 0)
+        goto out;
+    hosts = calloc((size_t)l->n, sizeof *hosts);
+    if (!hosts) {
+        st_cli_errorf("out of memory");
+        goto out;
+    }
+    for (int j = 1; j <= l->n; j++) {
+        char ip[20];
+        ip_str(net_base + 10 + (uint32_t)j, ip, sizeof ip);
+        snprintf(hosts[j - 1], sizeof hosts[j - 1], "strata-%d:%s", j, ip);
+    }
     printf("starting %d broker(s) in podman containers %s-1..%d (image %s; %s)\n", l->n, l->project,
            l->n, l->image, root);
     for (int i = 1; i <= l->n; i++) {
         bk_t *b = &bs[i - 1];
         bk_init(b, root, i);
-        char name[128], host[32], alias[40], pk[96], pa[96], vol[160];
+        char name[128], host[32], alias[40], pk[96], pa[96], vol[160], ip[20];
+        ip_str(net_base + 10 + (uint32_t)i, ip, sizeof ip);
         st_cli_local_container(l, i, name, sizeof name);
         snprintf(host, sizeof host, "strata-%d", i);
         snprintf(alias, sizeof alias, "strata-%d", i);
@@ -1160,7 +1249,7 @@ static int podman_start(const st_cli_local_t *l, const st_cli_strlist_t *extra, 
         snprintf(pa, sizeof pa, "%s:%d:9644", l->host, st_cli_local_admin_port(l, i));
         snprintf(vol, sizeof vol, "%s:/var/lib/strata", name);
         int ns = st_cli_local_podman_sets(l, i, sets);
-        if (ns < 0 || 20 + 2 * ns + extra->n >= PODMAN_ARGV) {
+        if (ns < 0 || 30 + 2 * (size_t)(ns + l->n) + extra->n >= PODMAN_ARGV) {
             st_cli_errorf("broker %d: its settings do not fit", i);
             goto fail;
         }
@@ -1177,6 +1266,12 @@ static int podman_start(const st_cli_local_t *l, const st_cli_strlist_t *extra, 
         pm_add(pm, l->project);
         pm_add(pm, "--network-alias");
         pm_add(pm, alias);
+        pm_add(pm, "--ip");
+        pm_add(pm, ip);
+        for (int j = 0; j < l->n; j++) {
+            pm_add(pm, "--add-host");
+            pm_add(pm, hosts[j]);
+        }
         pm_add(pm, "-p");
         pm_add(pm, pk);
         pm_add(pm, "-p");
@@ -1295,6 +1390,7 @@ fail:
                 unclean ? ", not all cleanly" : "");
     }
 out:
+    free(hosts);
     free(sets);
     free(cs);
     free(bs);
@@ -1577,8 +1673,8 @@ int st_cli_cluster_start(int argc, char **argv)
                  "strata: cluster start --podman did not end within its deadline; the containers "
                  "may still be running: `strata cluster stop -d %s`",
                  root_opt);
-        st_cli_watchdog(timeout_ms + (int64_t)l.n * PODMAN_TAIL_MS + ABORT_STOP_MS +
-                            PODMAN_DOWN_MS + 10000,
+        st_cli_watchdog(timeout_ms + (int64_t)l.n * PODMAN_TAIL_MS +
+                            PODMAN_DOWN_MS(l.n, ABORT_STOP_MS) + 10000,
                         pmsg);
         rc = podman_start(&l, &extra, root, root_opt, timeout_ms, keep);
         st_cli_watchdog(0, "");
@@ -1758,7 +1854,7 @@ int st_cli_cluster_stop(int argc, char **argv)
         snprintf(wmsg, sizeof wmsg,
                  "strata: cluster stop did not end within its deadline (%s, podman project %s)",
                  root, l.project);
-        st_cli_watchdog(timeout_ms + PODMAN_DOWN_MS + 10000, wmsg);
+        st_cli_watchdog(PODMAN_DOWN_MS(l.n, timeout_ms) + 10000, wmsg);
         rc = podman_stop(&l, timeout_ms);
         st_cli_watchdog(0, "");
         return rc;

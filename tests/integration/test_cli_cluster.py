@@ -413,15 +413,19 @@ if a[:2] == ["network", "exists"]:
     sys.exit(0 if a[2] in st["nets"] else 1)
 if a[:2] == ["network", "create"]:
     st["nets"].append(a[-1]); save(); print(a[-1]); sys.exit(0)
+if a[:2] == ["network", "inspect"]:
+    print("10.89.7.0/24 fd00::/64 ")
+    sys.exit(0)
 if a[:2] == ["network", "rm"]:
     if a[2] not in st["nets"]:
         sys.stderr.write("Error: unable to find network with name or ID %s: network not found\n"
                          % a[2])
         sys.exit(1)
     st["nets"].remove(a[2]); save(); sys.exit(0)
-if a[0] == "ps":
-    for n, c in sorted(st["ctrs"].items()):
-        print(n, c["state"], c["code"])
+if a[0] == "ps":  # podman 4.3's JSON, the fields the CLI reads
+    print(json.dumps([{"Names": [n], "State": c["state"], "ExitCode": c["code"],
+                       "Labels": {"strata.cluster": a[3].split("=")[-1]}}
+                      for n, c in sorted(st["ctrs"].items())]))
     sys.exit(0)
 if a[0] == "run":
     name = a[a.index("--name") + 1]
@@ -530,13 +534,15 @@ class PodmanMode(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertLess(time.monotonic() - t0, 8)
         label = "label=strata.cluster=sp1"
-        ps = ["ps", "-a", "--filter", label, "--format", "{{.Names}} {{.State}} {{.ExitCode}}"]
+        ps = ["ps", "-a", "--filter", label, "--format", "json"]
 
         def run(i):
             k = kport + 100 * (i - 1)
             return ["run", "-d", "--name", "sp1-%d" % i, "--label", "strata.cluster=sp1",
                     "--hostname", "strata-%d" % i, "--network", "sp1", "--network-alias",
-                    "strata-%d" % i, "-p", "127.0.0.1:%d:9094" % k,
+                    "strata-%d" % i, "--ip", "10.89.7.1%d" % i,
+                    "--add-host", "strata-1:10.89.7.11", "--add-host", "strata-2:10.89.7.12",
+                    "-p", "127.0.0.1:%d:9094" % k,
                     "-p", "127.0.0.1:%d:9644" % (aport + i - 1), "-v", "sp1-%d:/var/lib/strata" % i,
                     "localhost/strata:test",
                     "--set", "node.id=%d" % i, "--set", "process.roles=broker,controller",
@@ -551,14 +557,15 @@ class PodmanMode(unittest.TestCase):
                     "--set", "admin.listen=0.0.0.0:9644", "--set", "log.dirs=/var/lib/strata",
                     "--smp", "1"]
         calls = self.calls()
-        self.assertEqual(calls[:7], [
+        self.assertEqual(calls[:8], [
             ["version", "--format", "{{.Client.Version}}"],
             ["image", "exists", "localhost/strata:test"],
             ps,
             ["network", "exists", "sp1"],
             ["network", "create", "--label", "strata.cluster=sp1", "sp1"],
+            ["network", "inspect", "--format", "{{range .Subnets}}{{.Subnet}} {{end}}", "sp1"],
             run(1), run(2)])
-        self.assertEqual(calls[7:], [ps] * (len(calls) - 7))  # the readiness wait's
+        self.assertEqual(calls[8:], [ps] * (len(calls) - 8))  # the readiness wait's
         self.assertIn("broker 1: container sp1-1, kafka 127.0.0.1:%d, admin http://127.0.0.1:%d, "
                       "voter, controller" % (kport, aport), r.stdout)
         self.assertIn("bootstrap servers: 127.0.0.1:%d,127.0.0.1:%d" % (kport, kport + 100),
@@ -584,7 +591,9 @@ class PodmanMode(unittest.TestCase):
         self.assertEqual(self.calls(), [ps])
         r = self.cli("cluster", "stop", "-d", self.dir, "--timeout", "7s")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertEqual(self.calls(), [ps, ["stop", "-t", "7", "sp1-1", "sp1-2"], ps,
+        # one at a time, the last broker first (stopped together, a broker may wait on its
+        # resolver past -t once the network's DNS went with the others)
+        self.assertEqual(self.calls(), [ps, ["stop", "-t", "7", "sp1-2"], ["stop", "-t", "7", "sp1-1"], ps,
                                         ["rm", "-f", "--ignore", "sp1-1", "sp1-2"],
                                         ["network", "rm", "sp1"]])
         self.assertIn("broker 2 (container sp1-2): stopped, exit status 0", r.stdout)
