@@ -15,6 +15,11 @@ directory on free ports (--kafka-port, --admin-port: never the default 9092 and 
   as stopped with how its server ended; stop reports a broker killed by a signal (exit 1).
 - a pid file naming a live process that is not the broker is taken for stale: status says
   stopped, stop removes it and exits 0.
+- --podman against a stand-in podman on PATH (it records its argv and keeps a pretend state;
+  the test answers /v1/cluster on the admin ports): the exact podman commands of start, status
+  and stop, the mode read back from cluster.conf, a second start refused, a start that times
+  out removing what it made, and the errors (no podman on PATH, no image, podman refused, usage).
+  The real containers are scripts/deploy-test-image.sh's (make deploy-test).
 
 Run by hand with
     STRATA_CLI=build-test/strata STRATA_SERVER=build-test/strata-server \\
