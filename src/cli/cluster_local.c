@@ -1034,9 +1034,10 @@ static int pm_down(pm_t *pm, const st_cli_local_t *l, int n, int64_t timeout_ms,
         if ((rc = pm_run(pm, timeout_ms + KILL_WAIT_MS + PODMAN_CMD_MS)) != 0)
             pm_fail(pm, rc);
     }
-    bool *was = calloc((size_t)n, sizeof *was);
+    /* was[i]: 0 no container, 1 there but not running, 2 running (stopped here) */
+    char *was = calloc((size_t)n, 1);
     for (int i = 0; was && i < n; i++)
-        was[i] = cs[i].exists;
+        was[i] = (char)(cs[i].running ? 2 : cs[i].exists);
     if (running && (rc = pm_states(pm, l, cs, n, PODMAN_CMD_MS)) != 0)
         pm_fail(pm, rc);
     for (int i = 0; i < n; i++) {
@@ -1050,7 +1051,10 @@ static int pm_down(pm_t *pm, const st_cli_local_t *l, int n, int64_t timeout_ms,
         unclean += !clean;
         if (verbose)
             printf("broker %d (container %s): %s, exit status %d\n", i + 1, names[i],
-                   cs[i].running ? "still running" : "stopped", cs[i].exit_code);
+                   cs[i].running ? "still running"
+                   : was[i] == 1 ? "was not running (container exited before)"
+                                 : "stopped",
+                   cs[i].exit_code);
     }
     free(was);
     if (present) {
