@@ -83,7 +83,7 @@ image_part() {
   else
     podman logs "$ctr" 2>&1 | tail -5; bad "stop: exit $ctr_rc"
   fi
-  podman rm -f "$ctr" >/dev/null; ctr=
+  podman rm -f -v "$ctr" >/dev/null; ctr=
 
   compose_part "$img"
   cluster_cli_part "$img"
@@ -105,7 +105,8 @@ compose_part() {
   compose() { podman-compose -p "$proj" -f "$src/deploy/compose.yaml" "$@"; }
   # podman-compose 1.0.3 exits 0 when a container fails to start: the readiness below tells.
   if ! compose up -d >"$work/compose.log" 2>&1; then
-    tail -20 "$work/compose.log"; bad "podman-compose up"; compose down -v >/dev/null 2>&1; return
+    tail -20 "$work/compose.log"; bad "podman-compose up"; compose down -v >/dev/null 2>&1
+    podman network rm "${proj}_default" >/dev/null 2>&1; return
   fi
   local up=1
   for i in 1 2 3; do
@@ -175,6 +176,8 @@ print(next(p["leader"] for p in parts if p["topic"] == "compose-test"))' 2>/dev/
     tail -5 "$work/compose.log"; bad "compose: brokers not ready"
   fi
   compose down -v >/dev/null 2>&1
+  # podman-compose 1.0.3's down leaves the project's network
+  podman network rm "${proj}_default" >/dev/null 2>&1 || true
 }
 
 # `strata cluster start --podman` (src/cli/cluster_local.c) with the image just built: 3 brokers
@@ -294,5 +297,5 @@ CF
     podman exec "$ctr" systemctl status strata --no-pager 2>&1 | tail -15
     bad "strata.service not active under systemd ($(prop ActiveState))"
   fi
-  podman rm -f "$ctr" >/dev/null; ctr=
+  podman rm -f -v "$ctr" >/dev/null; ctr=
 }

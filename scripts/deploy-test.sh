@@ -23,7 +23,7 @@ work=$(mktemp -d /var/tmp/strata-deploy-test.XXXXXX)
 passed=0 failed=0 skipped=0
 cleanup() {
   [ -n "${srv_pid:-}" ] && kill "$srv_pid" 2>/dev/null
-  [ -n "${ctr:-}" ] && podman rm -f "$ctr" >/dev/null 2>&1
+  [ -n "${ctr:-}" ] && podman rm -f -v "$ctr" >/dev/null 2>&1
   rm -rf "$work"
 }
 trap cleanup EXIT
