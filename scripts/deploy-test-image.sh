@@ -83,9 +83,10 @@ image_part() {
   else
     podman logs "$ctr" 2>&1 | tail -5; bad "stop: exit $ctr_rc"
   fi
-  podman rm -f "$ctr" >/dev/null; ctr=
+  podman rm -f -v "$ctr" >/dev/null; ctr=
 
   compose_part "$img"
+  cluster_cli_part "$img"
   # Drop the previous builds' stages (the base and the last image stay for the next run).
   podman image prune -f >/dev/null 2>&1 || true
 }
@@ -104,7 +105,8 @@ compose_part() {
   compose() { podman-compose -p "$proj" -f "$src/deploy/compose.yaml" "$@"; }
   # podman-compose 1.0.3 exits 0 when a container fails to start: the readiness below tells.
   if ! compose up -d >"$work/compose.log" 2>&1; then
-    tail -20 "$work/compose.log"; bad "podman-compose up"; compose down -v >/dev/null 2>&1; return
+    tail -20 "$work/compose.log"; bad "podman-compose up"; compose down -v >/dev/null 2>&1
+    podman network rm "${proj}_default" >/dev/null 2>&1; return
   fi
   local up=1
   for i in 1 2 3; do
@@ -174,6 +176,70 @@ print(next(p["leader"] for p in parts if p["topic"] == "compose-test"))' 2>/dev/
     tail -5 "$work/compose.log"; bad "compose: brokers not ready"
   fi
   compose down -v >/dev/null 2>&1
+  # podman-compose 1.0.3's down leaves the project's network
+  podman network rm "${proj}_default" >/dev/null 2>&1 || true
+}
+
+# `strata cluster start --podman` (src/cli/cluster_local.c) with the image just built: 3 brokers
+# in containers on free host ports, the command's own readiness wait (every broker registered
+# and unfenced), produce and consume from the host through the published EXTERNAL ports (a
+# topic of 3 replicas), `status` exit 0, `stop` exit 0 with every container's exit status 0, and
+# the containers and network gone.
+cluster_cli_part() {
+  local img=$1 proj=strata-dt$$-cli cdir=$work/cluster cli=$build/strata base kport aport t0 out
+  if [ ! -x "$cli" ]; then
+    bad "cluster --podman: no $cli (make release)"; return
+  fi
+  # Kafka base K (K, K+100, K+200 free) and admin base A (A..A+2 free)
+  base=$(python3 -c '
+import random, socket
+def free(p):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", p)); return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+for _ in range(500):
+    k, a = random.randrange(20000, 31000), random.randrange(20000, 31000)
+    ps = [k, k + 100, k + 200, a, a + 1, a + 2]
+    if len(set(ps)) == 6 and all(free(p) for p in ps):
+        print(k, a); break')
+  read -r kport aport <<<"$base"
+  t0=$(date +%s)
+  if out=$("$cli" cluster start --podman -n 3 -d "$cdir" --image "$img" --project "$proj" \
+      --kafka-port "$kport" --admin-port "$aport" --smp 1 --timeout 120s 2>&1); then
+    ok "cluster start --podman: 3 containers registered and unfenced in $(( $(date +%s) - t0 )) s"
+    echo "$out" | sed 's/^/    /'
+  else
+    echo "$out" | tail -30; bad "cluster start --podman"
+    "$cli" cluster stop -d "$cdir" >/dev/null 2>&1
+    podman volume rm -f "$proj-1" "$proj-2" "$proj-3" >/dev/null 2>&1
+    return
+  fi
+  local bs="127.0.0.1:$kport,127.0.0.1:$((kport + 100)),127.0.0.1:$((kport + 200))"
+  "$cli" topic create podman-test -b "$bs" -p 1 -r 3 >/dev/null &&
+    produce_consume "$bs" podman-test &&
+    ok "cluster --podman: produce and consume from the host (replication factor 3)" ||
+    bad "cluster --podman: produce/consume"
+  if out=$("$cli" cluster status -d "$cdir" 2>&1); then
+    ok "cluster status (mode from cluster.conf): exit 0"
+    echo "$out" | sed 's/^/    /'
+  else
+    echo "$out"; bad "cluster status: exit $?"
+  fi
+  t0=$(date +%s)
+  if out=$("$cli" cluster stop -d "$cdir" 2>&1); then
+    ok "cluster stop: exit 0 in $(( $(date +%s) - t0 )) s"
+    echo "$out" | sed 's/^/    /'
+  else
+    echo "$out"; bad "cluster stop"
+  fi
+  [ -z "$(podman ps -a -q --filter "label=strata.cluster=$proj")" ] &&
+    ! podman network exists "$proj" && ok "cluster stop: containers and network gone" ||
+    bad "cluster stop left containers or the network"
+  podman volume rm -f "$proj-1" "$proj-2" "$proj-3" >/dev/null 2>&1
 }
 
 # The unit under a real systemd: a container (podman --systemd=always) of the mmdebstrap base
@@ -231,5 +297,5 @@ CF
     podman exec "$ctr" systemctl status strata --no-pager 2>&1 | tail -15
     bad "strata.service not active under systemd ($(prop ActiveState))"
   fi
-  podman rm -f "$ctr" >/dev/null; ctr=
+  podman rm -f -v "$ctr" >/dev/null; ctr=
 }

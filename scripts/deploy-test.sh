@@ -6,7 +6,8 @@
 #          /var/lib/strata and the conffile, apt-get purge deletes both.
 #   image  (only where podman is installed) deploy/Containerfile built from a base that mmdebstrap
 #          makes from the archive (no registry is reachable); one broker produced to and consumed
-#          from through a published port.
+#          from through a published port; the compose cluster; `strata cluster start --podman`
+#          (3 containers of that image, produce/consume from the host, status, stop).
 #   systemd (podman too) the .deb installed with apt-get in a container that runs systemd: the
 #          unit started by systemd (READY=1), restarted after SIGKILL, stopped cleanly.
 # Usage: scripts/deploy-test.sh [deb] [systemd] [image]   (default: all). BUILD: the release
@@ -22,7 +23,7 @@ work=$(mktemp -d /var/tmp/strata-deploy-test.XXXXXX)
 passed=0 failed=0 skipped=0
 cleanup() {
   [ -n "${srv_pid:-}" ] && kill "$srv_pid" 2>/dev/null
-  [ -n "${ctr:-}" ] && podman rm -f "$ctr" >/dev/null 2>&1
+  [ -n "${ctr:-}" ] && podman rm -f -v "$ctr" >/dev/null 2>&1
   rm -rf "$work"
 }
 trap cleanup EXIT

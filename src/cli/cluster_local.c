@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -39,6 +40,7 @@
 #include "cli/local.h"
 
 #define START_TIMEOUT_MS  60000
+#define PODMAN_START_MS   120000 /* start --podman: from the first podman command */
 #define STOP_TIMEOUT_MS   30000
 #define STATUS_TIMEOUT_MS 5000
 #define KILL_WAIT_MS      5000  /* after SIGKILL, for the process to be gone */
@@ -688,15 +690,824 @@ static char **server_argv(const char *server, const st_cli_local_t *l, const bk_
     return argv;
 }
 
+/* ---- podman --------------------------------------------------------------------------------- */
+
+/*
+ * Runs argv (argv[0] looked up on PATH) with stdin /dev/null, its stdout into out and its
+ * stderr into err (each NUL-terminated, cut at its length), in its own process group. Waits
+ * at most timeout_ms, then SIGKILLs the group. Returns the exit status (128+N when killed by
+ * signal N), 127 when argv[0] could not be run, -ETIMEDOUT after the kill, or -errno.
+ * Output a grandchild keeps writing after the command exits is not waited for.
+ */
+static int run_cmd(char *const *argv, int64_t timeout_ms, char *out, size_t outlen, char *err,
+                   size_t errlen)
+{
+    int po[2], pe[2];
+    out[0] = err[0] = '\0';
+    if (pipe2(po, O_CLOEXEC | O_NONBLOCK) < 0)
+        return -errno;
+    if (pipe2(pe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        int e = -errno;
+        close(po[0]);
+        close(po[1]);
+        return e;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t c = fork();
+    if (c < 0) {
+        int e = -errno;
+        close(po[0]);
+        close(po[1]);
+        close(pe[0]);
+        close(pe[1]);
+        return e;
+    }
+    if (c == 0) {
+        setpgid(0, 0);
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        int sigs[] = {SIGINT, SIGTERM, SIGALRM, SIGPIPE};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+            sigaction(sigs[i], &dfl, NULL);
+        struct itimerval off;
+        memset(&off, 0, sizeof off);
+        setitimer(ITIMER_REAL, &off, NULL);
+        int nullfd = open("/dev/null", O_RDONLY);
+        if (nullfd >= 0)
+            dup2(nullfd, 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close_range(3, ~0U, 0);
+        execvp(argv[0], argv);
+        dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(c, c);
+    close(po[1]);
+    close(pe[1]);
+    int fds[2] = {po[0], pe[0]};
+    char *bufs[2] = {out, err};
+    size_t lens[2] = {outlen, errlen}, got[2] = {0, 0};
+    bool open_[2] = {true, true}, exited = false;
+    int st = 0, rc = 0;
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        for (int k = 0; k < 2; k++) {
+            while (open_[k]) {
+                char tmp[4096];
+                ssize_t n = read(fds[k], tmp, sizeof tmp);
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n < 0 && errno == EAGAIN)
+                    break;
+                if (n <= 0) {
+                    open_[k] = false;
+                    break;
+                }
+                size_t room = lens[k] - 1 - got[k];
+                size_t take = (size_t)n < room ? (size_t)n : room;
+                memcpy(bufs[k] + got[k], tmp, take);
+                got[k] += take;
+                bufs[k][got[k]] = '\0';
+            }
+        }
+        if (!exited) {
+            pid_t w = waitpid(c, &st, WNOHANG);
+            if (w == c)
+                exited = true;
+        }
+        /* done once it exited and its pipes are drained (or left open by a grandchild) */
+        if (exited && (!open_[0] && !open_[1]))
+            break;
+        if (exited) {
+            /* one more short look for what it wrote last, then stop reading */
+            struct pollfd pf[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+            if (poll(pf, 2, 20) <= 0 || now_ms() >= deadline)
+                break;
+            continue;
+        }
+        if (now_ms() >= deadline) {
+            kill(-c, SIGKILL);
+            kill(c, SIGKILL);
+            while (waitpid(c, &st, 0) < 0 && errno == EINTR)
+                ;
+            rc = -ETIMEDOUT;
+            break;
+        }
+        struct pollfd pf[2] = {{open_[0] ? fds[0] : -1, POLLIN, 0},
+                               {open_[1] ? fds[1] : -1, POLLIN, 0}};
+        poll(pf, 2, 50);
+    }
+    close(fds[0]);
+    close(fds[1]);
+    if (rc < 0)
+        return rc;
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+#define PODMAN_CMD_MS  30000 /* any one podman command but stop */
+#define PODMAN_MIN_MS  1000  /* ... even at the deadline */
+#define PODMAN_TAIL_MS 5000  /* podman logs --tail of a broker that is not up */
+/* what pm_down of n containers may take, stop timeout t each: ps, the stops (t and a margin
+ * each), ps, rm, network rm */
+#define PODMAN_DOWN_MS(n, t)                                                                       \
+    ((int64_t)(n) * ((t) + KILL_WAIT_MS + PODMAN_CMD_MS) + 4 * PODMAN_CMD_MS)
+#define PODMAN_ARGV (40 + 2 * (ST_CLI_LOCAL_PODMAN_NSETS + ST_CLI_LOCAL_MAX) + 64)
+#define PODMAN_OUT  65536
+#define PODMAN_ERR  8192
+
+/* The podman to run: $STRATA_PODMAN, else podman on PATH; 0, or -1 after saying how to get
+ * it. */
+static int find_podman(char *out, size_t len)
+{
+    const char *p = getenv("STRATA_PODMAN");
+    if (p && *p) {
+        if (access(p, X_OK) < 0) {
+            st_cli_errorf("cannot run STRATA_PODMAN=%s: %s", p, strerror(errno));
+            return -1;
+        }
+        return fmt(out, len, "%s", p);
+    }
+    const char *path = getenv("PATH");
+    char *copy = strdup(path ? path : "");
+    for (char *save = NULL, *d = copy ? strtok_r(copy, ":", &save) : NULL; d;
+         d = strtok_r(NULL, ":", &save))
+        if (fmt(out, len, "%s/podman", d) == 0 && access(out, X_OK) == 0) {
+            free(copy);
+            return 0;
+        }
+    free(copy);
+    st_cli_errorf("--podman: podman is not installed (not on PATH): install it (apt-get install "
+                  "podman), point STRATA_PODMAN at it, or run the brokers as processes (without "
+                  "--podman)");
+    return -1;
+}
+
+/* One podman command; what it printed in pm->out/pm->err. */
+typedef struct pm {
+    char bin[PATH_MAX];
+    char *argv[PODMAN_ARGV];
+    int argc;
+    char out[PODMAN_OUT];
+    char err[PODMAN_ERR];
+} pm_t;
+
+static void pm_begin(pm_t *pm)
+{
+    pm->argc = 0;
+    pm->argv[pm->argc++] = pm->bin;
+    pm->argv[0] = pm->bin;
+}
+
+static void pm_add(pm_t *pm, const char *a)
+{
+    if (pm->argc < PODMAN_ARGV - 1)
+        pm->argv[pm->argc++] = (char *)a;
+}
+
+/* Runs what pm_begin/pm_add built, bounded by timeout_ms (at least PODMAN_MIN_MS). */
+static int pm_run(pm_t *pm, int64_t timeout_ms)
+{
+    pm->argv[pm->argc] = NULL;
+    int rc = run_cmd(pm->argv, timeout_ms < PODMAN_MIN_MS ? PODMAN_MIN_MS : timeout_ms, pm->out,
+                     sizeof pm->out, pm->err, sizeof pm->err);
+    /* a command's last line of stderr, for a one-line error */
+    size_t n = strlen(pm->err);
+    while (n && (pm->err[n - 1] == '\n' || pm->err[n - 1] == ' '))
+        pm->err[--n] = '\0';
+    return rc;
+}
+
+/* "podman a b c" for messages: the subcommand and its first arguments. */
+static const char *pm_what(const pm_t *pm)
+{
+    static char buf[256];
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < pm->argc && i < 4; i++) {
+        const char *a = i == 0 ? "podman" : pm->argv[i];
+        int n = snprintf(buf + used, sizeof buf - used, "%s%s", i ? " " : "", a);
+        if (n < 0 || (size_t)n >= sizeof buf - used)
+            break;
+        used += (size_t)n;
+    }
+    return buf;
+}
+
+static void pm_fail(const pm_t *pm, int rc)
+{
+    const char *last = strrchr(pm->err, '\n');
+    last = last ? last + 1 : pm->err;
+    if (rc == -ETIMEDOUT)
+        st_cli_errorf("`%s ...` did not end in time (killed)", pm_what(pm));
+    else if (rc == -EPROTO)
+        st_cli_errorf("`%s ...`: %s", pm_what(pm), pm->err);
+    else if (rc < 0)
+        st_cli_errorf("`%s ...`: %s", pm_what(pm), strerror(-rc));
+    else
+        st_cli_errorf("`%s ...` failed (exit status %d)%s%s", pm_what(pm), rc, *last ? ": " : "",
+                      last);
+}
+
+/* A container's state as `podman ps -a` tells it. */
+typedef struct ctr {
+    bool exists;
+    bool running;
+    char state[24]; /* running, exited, created, ... */
+    int exit_code;
+} ctr_t;
+
+/* Asks `podman ps -a --format json` for the project's containers (the JSON, not a template:
+ * {{.State}} is "Up 2 seconds ago" in podman 4.3's ps, "running" in its JSON); fills
+ * cs[0..n-1] (broker 1..n). 0, the failing command's status, or -EPROTO when the answer is not
+ * that JSON (pm->err says so). */
+static int pm_states(pm_t *pm, const st_cli_local_t *l, ctr_t *cs, int n, int64_t timeout_ms)
+{
+    char label[128];
+    snprintf(label, sizeof label, "label=strata.cluster=%s", l->project);
+    pm_begin(pm);
+    pm_add(pm, "ps");
+    pm_add(pm, "-a");
+    pm_add(pm, "--filter");
+    pm_add(pm, label);
+    pm_add(pm, "--format");
+    pm_add(pm, "json");
+    memset(cs, 0, (size_t)n * sizeof *cs);
+    int rc = pm_run(pm, timeout_ms);
+    if (rc != 0)
+        return rc;
+    json_error_t je;
+    json_t *arr = json_loads(pm->out, 0, &je);
+    if (!json_is_array(arr)) {
+        snprintf(pm->err, sizeof pm->err, "its answer is not a JSON array (%s)",
+                 arr ? "another JSON value" : je.text);
+        json_decref(arr);
+        return -EPROTO;
+    }
+    size_t k;
+    json_t *o;
+    json_array_foreach(arr, k, o)
+    {
+        json_t *names = json_object_get(o, "Names");
+        const char *name = json_is_array(names) ? json_string_value(json_array_get(names, 0))
+                                                : json_string_value(names);
+        const char *state = json_string_value(json_object_get(o, "State"));
+        json_t *code = json_object_get(o, "ExitCode");
+        if (!name || !state)
+            continue;
+        for (int i = 1; i <= n; i++) {
+            char want[128];
+            if (st_cli_local_container(l, i, want, sizeof want) < 0 || strcmp(want, name))
+                continue;
+            ctr_t *c = &cs[i - 1];
+            c->exists = true;
+            snprintf(c->state, sizeof c->state, "%s", state);
+            c->running = !strcmp(state, "running");
+            c->exit_code = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+        }
+    }
+    json_decref(arr);
+    return 0;
+}
+
+/* Prints the end of container name's log to stderr (podman logs --tail). */
+static void pm_tail(pm_t *pm, const char *name, int64_t timeout_ms)
+{
+    char lines[16];
+    snprintf(lines, sizeof lines, "%d", TAIL_LINES);
+    pm_begin(pm);
+    pm_add(pm, "logs");
+    pm_add(pm, "--tail");
+    pm_add(pm, lines);
+    pm_add(pm, name);
+    int rc = pm_run(pm, timeout_ms);
+    fprintf(stderr, "  the end of `podman logs %s`%s\n", name, rc ? " (it failed)" : ":");
+    /* podman logs writes the container's stdout to stdout and its stderr to stderr */
+    for (int k = 0; k < 2; k++)
+        for (char *save = NULL, *line = strtok_r(k ? pm->err : pm->out, "\n", &save); line;
+             line = strtok_r(NULL, "\n", &save))
+            fprintf(stderr, "    %s\n", line);
+}
+
+/* Stops and removes the project's containers 1..n and its network (podman stop -t, podman rm
+ * -f, podman network rm); the volumes stay. Prints one line per broker when verbose. Returns
+ * how many did not stop with status 0 (a container that is not there is not counted), -1 when
+ * podman could not list them. */
+static int pm_down(pm_t *pm, const st_cli_local_t *l, int n, int64_t timeout_ms, bool verbose)
+{
+    ctr_t *cs = calloc((size_t)n, sizeof *cs);
+    char(*names)[128] = calloc((size_t)n, sizeof *names);
+    int unclean = 0, rc;
+    if (!cs || !names) {
+        free(cs);
+        free(names);
+        st_cli_errorf("out of memory");
+        return -1;
+    }
+    for (int i = 1; i <= n; i++)
+        st_cli_local_container(l, i, names[i - 1], sizeof names[i - 1]);
+    if ((rc = pm_states(pm, l, cs, n, PODMAN_CMD_MS)) != 0) {
+        pm_fail(pm, rc);
+        unclean = -1;
+        goto out;
+    }
+    int running = 0, present = 0;
+    char secs[24];
+    snprintf(secs, sizeof secs, "%lld", (long long)((timeout_ms + 999) / 1000));
+    /* One at a time, broker n first, so that every broker stops while the ones it may still
+     * ask (a replica fetcher reconnecting to a leader that just stopped) are there or are gone
+     * for good; each stop is quick when the broker stops cleanly. */
+    for (int i = n - 1; i >= 0; i--) {
+        if (!cs[i].running)
+            continue;
+        running++;
+        pm_begin(pm);
+        pm_add(pm, "stop");
+        pm_add(pm, "-t");
+        pm_add(pm, secs);
+        pm_add(pm, names[i]);
+        /* the timeout, SIGKILL after it, and a margin */
+        if ((rc = pm_run(pm, timeout_ms + KILL_WAIT_MS + PODMAN_CMD_MS)) != 0)
+            pm_fail(pm, rc);
+    }
+    /* was[i]: 0 no container, 1 there but not running, 2 running (stopped here) */
+    char *was = calloc((size_t)n, 1);
+    for (int i = 0; was && i < n; i++)
+        was[i] = (char)(cs[i].running ? 2 : cs[i].exists);
+    if (running && (rc = pm_states(pm, l, cs, n, PODMAN_CMD_MS)) != 0)
+        pm_fail(pm, rc);
+    for (int i = 0; i < n; i++) {
+        if (!was || !was[i]) {
+            if (verbose)
+                printf("broker %d (container %s): no such container\n", i + 1, names[i]);
+            continue;
+        }
+        present++;
+        bool clean = !cs[i].running && cs[i].exit_code == 0;
+        unclean += !clean;
+        if (verbose)
+            printf("broker %d (container %s): %s, exit status %d\n", i + 1, names[i],
+                   cs[i].running ? "still running"
+                   : was[i] == 1 ? "was not running (container exited before)"
+                                 : "stopped",
+                   cs[i].exit_code);
+    }
+    free(was);
+    if (present) {
+        pm_begin(pm);
+        pm_add(pm, "rm");
+        pm_add(pm, "-f");
+        pm_add(pm, "--ignore");
+        for (int i = 0; i < n; i++)
+            pm_add(pm, names[i]);
+        if ((rc = pm_run(pm, PODMAN_CMD_MS)) != 0) {
+            pm_fail(pm, rc);
+            unclean++;
+        }
+    }
+    pm_begin(pm);
+    pm_add(pm, "network");
+    pm_add(pm, "rm");
+    pm_add(pm, l->project);
+    rc = pm_run(pm, PODMAN_CMD_MS);
+    if (rc != 0 && !strstr(pm->err, "not found") && !strstr(pm->err, "no such"))
+        pm_fail(pm, rc);
+out:
+    free(cs);
+    free(names);
+    return unclean;
+}
+
+/*
+ * The network's IPv4 subnet (`podman network inspect`): *base (host order) and *prefix. Broker
+ * i gets base + 10 + i, and every container names every broker in its /etc/hosts (--add-host
+ * strata-j:IP): the names then resolve without the network's DNS, which stops answering for a
+ * container that stopped, so that a broker stopping after its peers would wait out its
+ * resolver's timeouts (seconds per lookup, past podman stop's -t) before it exits. 0, or -1
+ * after saying why.
+ */
+static int pm_subnet(pm_t *pm, const st_cli_local_t *l, uint32_t *base, int *prefix,
+                     int64_t timeout_ms)
+{
+    pm_begin(pm);
+    pm_add(pm, "network");
+    pm_add(pm, "inspect");
+    pm_add(pm, "--format");
+    pm_add(pm, "{{range .Subnets}}{{.Subnet}} {{end}}");
+    pm_add(pm, l->project);
+    int r = pm_run(pm, timeout_ms);
+    if (r != 0) {
+        pm_fail(pm, r);
+        return -1;
+    }
+    for (char *save = NULL, *w = strtok_r(pm->out, " \n", &save); w;
+         w = strtok_r(NULL, " \n", &save)) {
+        unsigned a, b, cc, d;
+        int p;
+        char tail;
+        if (sscanf(w, "%u.%u.%u.%u/%d%c", &a, &b, &cc, &d, &p, &tail) != 5 || a > 255 || b > 255 ||
+            cc > 255 || d > 255 || p < 1 || p > 30)
+            continue; /* an IPv6 subnet, or not one */
+        uint32_t size = 1u << (32 - p);
+        if (size < (uint32_t)(10 + l->n + 2))
+            continue;
+        *base = ((a << 24) | (b << 16) | (cc << 8) | d) & ~(size - 1);
+        *prefix = p;
+        return 0;
+    }
+    st_cli_errorf("network %s has no IPv4 subnet with room for %d broker(s) (podman network "
+                  "inspect said '%s')",
+                  l->project, l->n, pm->out);
+    return -1;
+}
+
+static void ip_str(uint32_t ip, char *buf, size_t len)
+{
+    snprintf(buf, len, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+}
+
+/*
+ * start --podman: l (podman, image, project set), the extra arguments every broker gets,
+ * root (the cluster directory, made). Brings up network PROJECT and containers PROJECT-1..n,
+ * then waits, as the process mode does, for every admin API to show brokers 1..n registered
+ * and unfenced; timeout_ms bounds it all from the first podman command.
+ */
+static int podman_start(const st_cli_local_t *l, const st_cli_strlist_t *extra, const char *root,
+                        const char *root_opt, int64_t timeout_ms, bool keep)
+{
+    pm_t *pm = calloc(1, sizeof *pm);
+    bk_t *bs = calloc((size_t)l->n, sizeof *bs);
+    ctr_t *cs = calloc((size_t)l->n, sizeof *cs);
+    char(*sets)[ST_CLI_LOCAL_SETLEN] = calloc(ST_CLI_LOCAL_PODMAN_NSETS, ST_CLI_LOCAL_SETLEN);
+    char(*hosts)[40] = NULL;
+    int rc = ST_CLI_FAIL, started = 0;
+    if (!pm || !bs || !cs || !sets) {
+        st_cli_errorf("out of memory");
+        goto out;
+    }
+    if (find_podman(pm->bin, sizeof pm->bin) < 0)
+        goto out;
+    int64_t deadline = now_ms() + timeout_ms;
+#define LEFT() (deadline - now_ms() < PODMAN_CMD_MS ? deadline - now_ms() : PODMAN_CMD_MS)
+    /* podman itself works here (a sandbox may refuse it: say so now, not per container) */
+    pm_begin(pm);
+    pm_add(pm, "version");
+    pm_add(pm, "--format");
+    pm_add(pm, "{{.Client.Version}}");
+    int r = pm_run(pm, LEFT());
+    if (r != 0) {
+        pm_fail(pm, r);
+        goto out;
+    }
+    pm_begin(pm);
+    pm_add(pm, "image");
+    pm_add(pm, "exists");
+    pm_add(pm, l->image);
+    if ((r = pm_run(pm, LEFT())) == 1) {
+        st_cli_errorf("--podman: no image %s: build it from the repository root with `podman "
+                      "build -f deploy/Containerfile -t %s .` (or `make deploy-test`, which builds "
+                      "localhost/strata:deploy-test), or pass --image",
+                      l->image, ST_CLI_LOCAL_IMAGE);
+        goto out;
+    } else if (r != 0) {
+        pm_fail(pm, r);
+        goto out;
+    }
+    /* refuse a project whose containers exist (a cluster started before and not stopped) */
+    if ((r = pm_states(pm, l, cs, l->n, LEFT())) != 0) {
+        pm_fail(pm, r);
+        goto out;
+    }
+    int there = 0;
+    for (int i = 0; i < l->n; i++)
+        if (cs[i].exists) {
+            char name[128];
+            st_cli_local_container(l, i + 1, name, sizeof name);
+            if (!there++)
+                fprintf(stderr, "strata: containers of project %s are there already:\n",
+                        l->project);
+            fprintf(stderr, "  %s: %s\n", name, cs[i].state);
+        }
+    if (there) {
+        fprintf(stderr,
+                "stop them first with `strata cluster stop -d %s`, or start another with "
+                "--project NAME and other ports (--kafka-port, --admin-port)\n",
+                root_opt);
+        goto out;
+    }
+    char conf[512], cpath[PATH_MAX + 16];
+    int mr = -ENAMETOOLONG;
+    if (st_cli_local_conf_format(l, conf, sizeof conf) < 0 ||
+        fmt(cpath, sizeof cpath, "%s/%s", root, ST_CLI_LOCAL_CONF) < 0 ||
+        (mr = write_atomic(cpath, conf)) < 0) {
+        st_cli_errorf("cannot write %s/%s: %s", root, ST_CLI_LOCAL_CONF, strerror(-mr));
+        goto out;
+    }
+    char label[128];
+    snprintf(label, sizeof label, "strata.cluster=%s", l->project);
+    pm_begin(pm);
+    pm_add(pm, "network");
+    pm_add(pm, "exists");
+    pm_add(pm, l->project);
+    if ((r = pm_run(pm, LEFT())) != 0) {
+        pm_begin(pm);
+        pm_add(pm, "network");
+        pm_add(pm, "create");
+        pm_add(pm, "--label");
+        pm_add(pm, label);
+        pm_add(pm, l->project);
+        if ((r = pm_run(pm, LEFT())) != 0) {
+            pm_fail(pm, r);
+            goto out;
+        }
+    }
+    uint32_t net_base;
+    int net_prefix;
+    if (pm_subnet(pm, l, &net_base, &net_prefix, LEFT()) < 0)
+        goto out;
+    hosts = calloc((size_t)l->n, sizeof *hosts);
+    if (!hosts) {
+        st_cli_errorf("out of memory");
+        goto out;
+    }
+    for (int j = 1; j <= l->n; j++) {
+        char ip[20];
+        ip_str(net_base + 10 + (uint32_t)j, ip, sizeof ip);
+        snprintf(hosts[j - 1], sizeof hosts[j - 1], "strata-%d:%s", j, ip);
+    }
+    printf("starting %d broker(s) in podman containers %s-1..%d (image %s; %s)\n", l->n, l->project,
+           l->n, l->image, root);
+    for (int i = 1; i <= l->n; i++) {
+        bk_t *b = &bs[i - 1];
+        bk_init(b, root, i);
+        char name[128], host[32], alias[40], pk[96], pa[96], vol[160], ip[20];
+        ip_str(net_base + 10 + (uint32_t)i, ip, sizeof ip);
+        st_cli_local_container(l, i, name, sizeof name);
+        snprintf(host, sizeof host, "strata-%d", i);
+        snprintf(alias, sizeof alias, "strata-%d", i);
+        snprintf(pk, sizeof pk, "%s:%d:9094", l->host, st_cli_local_kafka_port(l, i));
+        snprintf(pa, sizeof pa, "%s:%d:9644", l->host, st_cli_local_admin_port(l, i));
+        snprintf(vol, sizeof vol, "%s:/var/lib/strata", name);
+        int ns = st_cli_local_podman_sets(l, i, sets);
+        if (ns < 0 || 30 + 2 * (size_t)(ns + l->n) + extra->n >= PODMAN_ARGV) {
+            st_cli_errorf("broker %d: its settings do not fit", i);
+            goto fail;
+        }
+        pm_begin(pm);
+        pm_add(pm, "run");
+        pm_add(pm, "-d");
+        pm_add(pm, "--name");
+        pm_add(pm, name);
+        pm_add(pm, "--label");
+        pm_add(pm, label);
+        pm_add(pm, "--hostname");
+        pm_add(pm, host);
+        pm_add(pm, "--network");
+        pm_add(pm, l->project);
+        pm_add(pm, "--network-alias");
+        pm_add(pm, alias);
+        pm_add(pm, "--ip");
+        pm_add(pm, ip);
+        for (int j = 0; j < l->n; j++) {
+            pm_add(pm, "--add-host");
+            pm_add(pm, hosts[j]);
+        }
+        pm_add(pm, "-p");
+        pm_add(pm, pk);
+        pm_add(pm, "-p");
+        pm_add(pm, pa);
+        pm_add(pm, "-v");
+        pm_add(pm, vol);
+        pm_add(pm, l->image);
+        for (int k = 0; k < ns; k++) {
+            pm_add(pm, "--set");
+            pm_add(pm, sets[k]);
+        }
+        for (size_t k = 0; k < extra->n; k++)
+            pm_add(pm, extra->v[k]);
+        if ((r = pm_run(pm, LEFT())) != 0) {
+            pm_fail(pm, r);
+            /* a container podman made but could not start is still there: remove it too */
+            started = i;
+            goto fail;
+        }
+        started = i;
+    }
+
+    for (int64_t last_ps = 0;;) {
+        int up = 0, dead = 0;
+        if (now_ms() - last_ps >= 1000) {
+            if ((r = pm_states(pm, l, cs, l->n, LEFT())) != 0) {
+                pm_fail(pm, r);
+                goto fail;
+            }
+            last_ps = now_ms();
+        }
+        for (int i = 0; i < l->n; i++) {
+            bk_t *b = &bs[i];
+            if (cs[i].exists && !cs[i].running && strcmp(cs[i].state, "created")) {
+                b->live = false;
+                b->exited = true;
+                snprintf(b->how, sizeof b->how, "container %s, exit status %d", cs[i].state,
+                         cs[i].exit_code);
+                dead++;
+                continue;
+            }
+            b->live = cs[i].running;
+            if (!b->live) {
+                b->view_ok = false;
+                continue;
+            }
+            int64_t left = deadline - now_ms();
+            ask_view(b, l, left < 500 ? 500 : left > 1000 ? 1000 : left);
+            if (b->view_ok && st_cli_view_complete(&b->view, l->n))
+                up++;
+        }
+        if (up == l->n)
+            break;
+        if (dead || now_ms() >= deadline) {
+            const bk_t *ref = ref_view(bs, l->n);
+            if (dead)
+                fprintf(stderr,
+                        "strata: cluster start: %d container(s) exited before the cluster was "
+                        "up:\n",
+                        dead);
+            else
+                fprintf(stderr,
+                        "strata: cluster start: not every broker registered and unfenced within "
+                        "%lld ms (--timeout):\n",
+                        (long long)timeout_ms);
+            for (int i = 0; i < l->n; i++) {
+                bk_t *b = &bs[i];
+                char why[600], name[128];
+                not_up_reason(b, ref, l->n, why, sizeof why);
+                bool ok = b->live && b->view_ok && st_cli_view_complete(&b->view, l->n);
+                if (ok || (dead && !b->exited))
+                    continue;
+                st_cli_local_container(l, b->id, name, sizeof name);
+                fprintf(stderr, "broker %d (container %s): %s\n", b->id, name, why);
+                pm_tail(pm, name, PODMAN_TAIL_MS);
+            }
+            goto fail;
+        }
+        nap(POLL_MS);
+    }
+#undef LEFT
+    const bk_t *ref = ref_view(bs, l->n);
+    int32_t ctrl = ref ? ref->view.controller_id : -1;
+    for (int i = 0; i < l->n; i++) {
+        const bk_t *b = &bs[i];
+        char name[128];
+        st_cli_local_container(l, b->id, name, sizeof name);
+        printf("broker %d: container %s, kafka %s:%d, admin http://%s:%d, %s%s\n", b->id, name,
+               l->host, st_cli_local_kafka_port(l, b->id), l->host,
+               st_cli_local_admin_port(l, b->id),
+               st_cli_local_is_voter(l, b->id) ? "voter" : "broker only",
+               b->id == ctrl ? ", controller" : "");
+    }
+    char boot[ST_CLI_LOCAL_MAX * 24];
+    st_cli_local_bootstrap(l, boot, sizeof boot);
+    printf("controller: broker %d\n"
+           "bootstrap servers: %s\n"
+           "status: strata cluster status -d %s   stop: strata cluster stop -d %s   logs: "
+           "podman logs %s-<id>\n",
+           (int)ctrl, boot, root_opt, root_opt, l->project);
+    rc = ST_CLI_OK;
+    goto out;
+
+fail:
+    rc = ST_CLI_FAIL;
+    if (started && keep) {
+        fprintf(stderr,
+                "strata: the containers started are left running (--keep); stop them with "
+                "`strata cluster stop -d %s`\n",
+                root_opt);
+    } else if (started) {
+        int unclean = pm_down(pm, l, l->n, ABORT_STOP_MS, false);
+        fprintf(stderr,
+                "strata: stopped and removed the containers this start began%s (--keep leaves "
+                "them running)\n",
+                unclean ? ", not all cleanly" : "");
+    }
+out:
+    free(hosts);
+    free(sets);
+    free(cs);
+    free(bs);
+    free(pm);
+    return rc;
+}
+
+/* stop for a podman cluster (cluster.conf says mode=podman). */
+static int podman_stop(const st_cli_local_t *l, int64_t timeout_ms)
+{
+    pm_t *pm = calloc(1, sizeof *pm);
+    if (!pm) {
+        st_cli_errorf("out of memory");
+        return ST_CLI_FAIL;
+    }
+    if (find_podman(pm->bin, sizeof pm->bin) < 0) {
+        free(pm);
+        return ST_CLI_FAIL;
+    }
+    int unclean = pm_down(pm, l, l->n, timeout_ms, true);
+    free(pm);
+    if (unclean < 0)
+        return ST_CLI_FAIL;
+    printf("removed the containers and network %s; the data stays in the volumes %s-1..%d "
+           "(`podman volume rm` them to start afresh)\n",
+           l->project, l->project, l->n);
+    if (unclean)
+        st_cli_errorf("%d container(s) did not stop cleanly (exit status above)", unclean);
+    return unclean ? ST_CLI_FAIL : ST_CLI_OK;
+}
+
+/* status for a podman cluster: each container's state and the admin APIs' view. */
+static int podman_status(const st_cli_local_t *l, const char *root, int64_t timeout_ms)
+{
+    pm_t *pm = calloc(1, sizeof *pm);
+    bk_t *bs = calloc((size_t)l->n, sizeof *bs);
+    ctr_t *cs = calloc((size_t)l->n, sizeof *cs);
+    int rc = ST_CLI_FAIL, r;
+    if (!pm || !bs || !cs) {
+        st_cli_errorf("out of memory");
+        goto out;
+    }
+    if (find_podman(pm->bin, sizeof pm->bin) < 0)
+        goto out;
+    int64_t deadline = now_ms() + timeout_ms;
+    if ((r = pm_states(pm, l, cs, l->n, timeout_ms)) != 0) {
+        pm_fail(pm, r);
+        goto out;
+    }
+    int running = 0;
+    for (int i = 0; i < l->n; i++) {
+        bk_t *b = &bs[i];
+        bk_init(b, root, i + 1);
+        b->live = cs[i].running;
+        if (!b->live)
+            continue;
+        running++;
+        int64_t left = deadline - now_ms();
+        ask_view(b, l, left < 500 ? 500 : left > 2000 ? 2000 : left);
+    }
+    const bk_t *ref = ref_view(bs, l->n);
+    printf("%-7s %-8s %-24s %-21s %-21s %s\n", "BROKER", "STATE", "CONTAINER", "KAFKA", "ADMIN",
+           "METADATA");
+    int unfenced = 0;
+    for (int i = 0; i < l->n; i++) {
+        bk_t *b = &bs[i];
+        char name[128], kafka[80], admin[80], md[200], state[40], last[64] = "";
+        st_cli_local_container(l, b->id, name, sizeof name);
+        snprintf(kafka, sizeof kafka, "%s:%d", l->host, st_cli_local_kafka_port(l, b->id));
+        snprintf(admin, sizeof admin, "%s:%d", l->host, st_cli_local_admin_port(l, b->id));
+        snprintf(state, sizeof state, "%s", cs[i].exists ? cs[i].state : "absent");
+        if (cs[i].exists && !cs[i].running && strcmp(cs[i].state, "created"))
+            snprintf(last, sizeof last, " (exit status %d)", cs[i].exit_code);
+        st_cli_reg_t reg = ref ? st_cli_view_reg(&ref->view, b->id) : ST_CLI_REG_NONE;
+        if (ref && reg == ST_CLI_REG_UNFENCED && b->live)
+            unfenced++;
+        snprintf(md, sizeof md, "%s%s%s%s", ref ? st_cli_reg_name(reg) : "-",
+                 st_cli_local_is_voter(l, b->id) ? ", voter" : "",
+                 b->live && !b->view_ok ? " (its admin API does not answer)" : "", last);
+        printf("%-7d %-8s %-24s %-21s %-21s %s\n", b->id, state, name, kafka, admin, md);
+    }
+    if (ref && ref->view.controller_id >= 0)
+        printf("controller: broker %d (as broker %d sees it)\n", (int)ref->view.controller_id,
+               ref->id);
+    else if (ref)
+        printf("controller: none known (as broker %d sees it)\n", ref->id);
+    else
+        printf("controller: unknown (no broker's admin API answered)\n");
+    printf("%d of %d container(s) running, %d registered and unfenced (podman project %s, image "
+           "%s; %s)\n",
+           running, l->n, unfenced, l->project, l->image, root);
+    for (int i = 0; i < l->n; i++)
+        if (bs[i].live && !bs[i].view_ok)
+            fprintf(stderr, "strata: broker %d: %s\n", bs[i].id, bs[i].why);
+    rc = running == l->n && unfenced == l->n ? ST_CLI_OK : ST_CLI_FAIL;
+out:
+    free(cs);
+    free(bs);
+    free(pm);
+    return rc;
+}
+
 int st_cli_cluster_start(int argc, char **argv)
 {
     static const char usage[] =
         "cluster start [-n N] [-d DIR] [--server PATH] [--kafka-port PORT] [--admin-port PORT] "
-        "[--smp N] [--set K=V ...] [--arg ARG ...] [--timeout DURATION] [--keep]";
+        "[--smp N] [--set K=V ...] [--arg ARG ...] [--timeout DURATION] [--keep] [--podman "
+        "[--image IMAGE] [--project NAME]]";
     st_cli_strlist_t pos = {0}, sets = {0}, args = {0}, extra = {0};
     int64_t n = 3, kport = ST_CLI_LOCAL_KAFKA_PORT, aport = ST_CLI_LOCAL_ADMIN_PORT, smp = 0;
-    const char *dir_opt = NULL, *server_opt = NULL, *timeout_str = NULL;
-    bool keep = false;
+    const char *dir_opt = NULL, *server_opt = NULL, *timeout_str = NULL, *image_opt = NULL,
+               *project_opt = NULL;
+    bool keep = false, podman = false;
     const st_cli_opt_t opts[] = {
         {'n', "nodes", ST_CLI_OPT_INT, &n, "N", "how many brokers (default 3; 1..99)"},
         {'d', "dir", ST_CLI_OPT_STR, &dir_opt, "DIR",
@@ -718,6 +1529,14 @@ int st_cli_cluster_start(int argc, char **argv)
          "how long to wait for every broker to be registered and unfenced (default 60s)"},
         {0, "keep", ST_CLI_OPT_FLAG, &keep, NULL,
          "leave the brokers running when start fails (default: stop them)"},
+        {0, "podman", ST_CLI_OPT_FLAG, &podman, NULL,
+         "run each broker in a podman container of IMAGE (deploy/Containerfile) instead of a "
+         "process"},
+        {0, "image", ST_CLI_OPT_STR, &image_opt, "IMAGE",
+         "--podman: the image (default $STRATA_IMAGE or " ST_CLI_LOCAL_IMAGE ")"},
+        {0, "project", ST_CLI_OPT_STR, &project_opt, "NAME",
+         "--podman: containers NAME-<id>, network NAME, volumes NAME-<id> (default "
+         "" ST_CLI_LOCAL_PROJECT ")"},
         ST_CLI_OPT_END,
     };
     int rc = st_cli_parse(argc, argv, usage,
@@ -725,7 +1544,9 @@ int st_cli_cluster_start(int argc, char **argv)
                           "background, each\nwith its own ports and DIR/<id>/ (data/, "
                           "server.log, server.pid), and waits until\nevery broker is registered "
                           "with the controller and unfenced. Brokers 1..3 vote in\nthe metadata "
-                          "quorum. Refuses a DIR whose brokers are running.",
+                          "quorum. Refuses a DIR whose brokers are running. With --podman the "
+                          "brokers are\npodman containers on the same host ports (DIR keeps "
+                          "cluster.conf only).",
                           opts, false, &pos, 0, 0);
     char *env_args = NULL;
     bk_t *bs = NULL;
@@ -735,7 +1556,8 @@ int st_cli_cluster_start(int argc, char **argv)
     if (rc >= 0)
         goto out;
     int64_t timeout_ms;
-    if ((rc = duration_opt(usage, timeout_str, START_TIMEOUT_MS, &timeout_ms)) >= 0)
+    if ((rc = duration_opt(usage, timeout_str, podman ? PODMAN_START_MS : START_TIMEOUT_MS,
+                           &timeout_ms)) >= 0)
         goto out;
     rc = ST_CLI_FAIL;
     if (smp < 0 || smp > 256) {
@@ -759,8 +1581,34 @@ int st_cli_cluster_start(int argc, char **argv)
         rc = st_cli_usage_error(usage, "%s", err);
         goto out;
     }
-    char server[PATH_MAX];
-    if (find_server(server_opt, server, sizeof server) < 0)
+    if (!podman && (image_opt || project_opt)) {
+        rc = st_cli_usage_error(usage, "--image and --project go with --podman");
+        goto out;
+    }
+    if (podman && server_opt) {
+        rc = st_cli_usage_error(usage, "--podman runs the image's strata-server, not --server");
+        goto out;
+    }
+    if (podman) {
+        l.podman = true;
+        const char *img = image_opt ? image_opt : getenv("STRATA_IMAGE");
+        if (img && *img && fmt(l.image, sizeof l.image, "%s", img) < 0) {
+            rc = st_cli_usage_error(usage, "--image: too long");
+            goto out;
+        }
+        if (project_opt) {
+            if (!st_cli_local_project_ok(project_opt)) {
+                rc = st_cli_usage_error(usage,
+                                        "--project wants 1..40 of [A-Za-z0-9_.-], starting with "
+                                        "a letter or digit, not '%s'",
+                                        project_opt);
+                goto out;
+            }
+            snprintf(l.project, sizeof l.project, "%s", project_opt);
+        }
+    }
+    char server[PATH_MAX] = "";
+    if (!podman && find_server(server_opt, server, sizeof server) < 0)
         goto out;
     /* what every broker gets after the layout's settings */
     char smp_s[24];
@@ -823,7 +1671,20 @@ int st_cli_cluster_start(int argc, char **argv)
                 root_opt);
         goto out;
     }
-    char conf[256], cpath[PATH_MAX + 16];
+    if (podman) {
+        char pmsg[PATH_MAX + 128];
+        snprintf(pmsg, sizeof pmsg,
+                 "strata: cluster start --podman did not end within its deadline; the containers "
+                 "may still be running: `strata cluster stop -d %s`",
+                 root_opt);
+        st_cli_watchdog(timeout_ms + (int64_t)l.n * PODMAN_TAIL_MS +
+                            PODMAN_DOWN_MS(l.n, ABORT_STOP_MS) + 10000,
+                        pmsg);
+        rc = podman_start(&l, &extra, root, root_opt, timeout_ms, keep);
+        st_cli_watchdog(0, "");
+        goto out;
+    }
+    char conf[512], cpath[PATH_MAX + 16];
     if (st_cli_local_conf_format(&l, conf, sizeof conf) < 0 ||
         fmt(cpath, sizeof cpath, "%s/%s", root, ST_CLI_LOCAL_CONF) < 0 ||
         (mr = write_atomic(cpath, conf)) < 0) {
@@ -989,12 +1850,24 @@ int st_cli_cluster_stop(int argc, char **argv)
     if ((rc = duration_opt(usage, timeout_str, STOP_TIMEOUT_MS, &timeout_ms)) >= 0)
         return rc;
     const char *root = root_dir(dir_opt);
+    st_cli_local_t l;
+    if (load_layout(root, -1, -1, -1, &l) < 0)
+        return ST_CLI_FAIL;
+    char wmsg[PATH_MAX + 128];
+    if (l.podman) {
+        snprintf(wmsg, sizeof wmsg,
+                 "strata: cluster stop did not end within its deadline (%s, podman project %s)",
+                 root, l.project);
+        st_cli_watchdog(PODMAN_DOWN_MS(l.n, timeout_ms) + 10000, wmsg);
+        rc = podman_stop(&l, timeout_ms);
+        st_cli_watchdog(0, "");
+        return rc;
+    }
     bk_t *bs = calloc(ST_CLI_LOCAL_MAX, sizeof *bs);
     if (!bs) {
         st_cli_errorf("out of memory");
         return ST_CLI_FAIL;
     }
-    char wmsg[PATH_MAX + 128];
     snprintf(wmsg, sizeof wmsg, "strata: cluster stop did not end within its deadline (%s)", root);
     st_cli_watchdog(timeout_ms + KILL_WAIT_MS + EXIT_FILE_WAIT_MS + 10000, wmsg);
     int n = 0, stale = 0;
@@ -1067,6 +1940,16 @@ int st_cli_cluster_status(int argc, char **argv)
     st_cli_local_t l;
     if (load_layout(root, n, kport, aport, &l) < 0)
         return ST_CLI_USAGE;
+    if (l.podman) {
+        char pmsg[PATH_MAX + 128];
+        snprintf(pmsg, sizeof pmsg,
+                 "strata: cluster status did not end within its deadline (%s, podman project %s)",
+                 root, l.project);
+        st_cli_watchdog(timeout_ms + PODMAN_CMD_MS + 5000, pmsg);
+        rc = podman_status(&l, root, timeout_ms);
+        st_cli_watchdog(0, "");
+        return rc;
+    }
     bk_t *bs = calloc((size_t)l.n, sizeof *bs);
     if (!bs) {
         st_cli_errorf("out of memory");

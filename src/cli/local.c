@@ -4,6 +4,7 @@
  */
 #include "cli/local.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -18,6 +19,25 @@ void st_cli_local_default(st_cli_local_t *l)
     snprintf(l->host, sizeof l->host, "%s", ST_CLI_LOCAL_HOST);
     l->kafka_port = ST_CLI_LOCAL_KAFKA_PORT;
     l->admin_port = ST_CLI_LOCAL_ADMIN_PORT;
+    snprintf(l->image, sizeof l->image, "%s", ST_CLI_LOCAL_IMAGE);
+    snprintf(l->project, sizeof l->project, "%s", ST_CLI_LOCAL_PROJECT);
+}
+
+bool st_cli_local_project_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 40 || !isalnum((unsigned char)s[0]))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("_.-", s[i]))
+            return false;
+    return true;
+}
+
+int st_cli_local_container(const st_cli_local_t *l, int i, char *buf, size_t len)
+{
+    int n = snprintf(buf, len, "%s-%d", l->project, i);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
 int st_cli_local_kafka_port(const st_cli_local_t *l, int i)
@@ -123,6 +143,33 @@ int st_cli_local_sets(const st_cli_local_t *l, int i, const char *data_dir,
     return ST_CLI_LOCAL_NSETS;
 }
 
+int st_cli_local_podman_sets(const st_cli_local_t *l, int i, char sets[][ST_CLI_LOCAL_SETLEN])
+{
+    char voters[ST_CLI_LOCAL_SETLEN] = "";
+    size_t used = 0;
+    for (int v = 1; v <= st_cli_local_nvoters(l); v++) {
+        int n = snprintf(voters + used, sizeof voters - used, "%s%d@strata-%d:9093",
+                         v > 1 ? "," : "", v, v);
+        if (n < 0 || (size_t)n >= sizeof voters - used)
+            return -1;
+        used += (size_t)n;
+    }
+    if (put(sets[0], "node.id=%d", i) ||
+        put(sets[1], "process.roles=%s",
+            st_cli_local_is_voter(l, i) ? "broker,controller" : "broker") ||
+        put(sets[2], "controller.quorum.voters=%s", voters) ||
+        put(sets[3], "listeners=INTERNAL://:9092,EXTERNAL://:9094,CONTROLLER://:9093") ||
+        put(sets[4], "listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT,"
+                     "CONTROLLER:PLAINTEXT") ||
+        put(sets[5], "advertised.listeners=INTERNAL://strata-%d:9092,EXTERNAL://%s:%d", i, l->host,
+            st_cli_local_kafka_port(l, i)) ||
+        put(sets[6], "inter.broker.listener.name=INTERNAL") ||
+        put(sets[7], "controller.listener.names=CONTROLLER") ||
+        put(sets[8], "admin.listen=0.0.0.0:9644") || put(sets[9], "log.dirs=/var/lib/strata"))
+        return -1;
+    return ST_CLI_LOCAL_PODMAN_NSETS;
+}
+
 int st_cli_local_bootstrap(const st_cli_local_t *l, char *buf, size_t len)
 {
     size_t used = 0;
@@ -142,7 +189,12 @@ int st_cli_local_conf_format(const st_cli_local_t *l, char *buf, size_t len)
 {
     int n = snprintf(buf, len, "brokers=%d\nhost=%s\nkafka_port=%d\nadmin_port=%d\n", l->n, l->host,
                      l->kafka_port, l->admin_port);
-    return n < 0 || (size_t)n >= len ? -1 : 0;
+    if (n < 0 || (size_t)n >= len)
+        return -1;
+    int m = l->podman ? snprintf(buf + n, len - (size_t)n, "mode=podman\nimage=%s\nproject=%s\n",
+                                 l->image, l->project)
+                      : snprintf(buf + n, len - (size_t)n, "mode=process\n");
+    return m < 0 || (size_t)m >= len - (size_t)n ? -1 : 0;
 }
 
 /* A whole decimal number in [lo, hi]; 0 or -1. */
@@ -163,7 +215,7 @@ int st_cli_local_conf_parse(const char *text, st_cli_local_t *l, char *err, size
         const char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
         lineno++;
-        char line[256];
+        char line[320];
         if (n >= sizeof line) {
             snprintf(err, errlen, "line %d is too long", lineno);
             return -1;
@@ -187,7 +239,24 @@ int st_cli_local_conf_parse(const char *text, st_cli_local_t *l, char *err, size
             bad = parse_int(val, 1, 65535, &l->kafka_port);
         else if (!strcmp(key, "admin_port"))
             bad = parse_int(val, 1, 65535, &l->admin_port);
-        else if (!strcmp(key, "host")) {
+        else if (!strcmp(key, "mode")) {
+            if (!strcmp(val, "podman"))
+                l->podman = true;
+            else if (!strcmp(val, "process"))
+                l->podman = false;
+            else
+                bad = -1;
+        } else if (!strcmp(key, "image")) {
+            if (!*val || strlen(val) >= sizeof l->image)
+                bad = -1;
+            else
+                snprintf(l->image, sizeof l->image, "%s", val);
+        } else if (!strcmp(key, "project")) {
+            if (!st_cli_local_project_ok(val))
+                bad = -1;
+            else
+                snprintf(l->project, sizeof l->project, "%s", val);
+        } else if (!strcmp(key, "host")) {
             if (!*val || strlen(val) >= sizeof l->host)
                 bad = -1;
             else

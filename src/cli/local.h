@@ -16,6 +16,14 @@
  * DIR/cluster.conf records n, host and the two base ports (st_cli_local_conf_format), so
  * `stop` and `status` find a cluster started with other ports without being told again.
  *
+ * A podman cluster (`start --podman`; cluster.conf: mode=podman, image=, project=) runs broker i
+ * in container PROJECT-i (hostname and network alias strata-i on the network PROJECT, data in
+ * the volume PROJECT-i) from IMAGE (deploy/Containerfile). Inside, every broker has the same
+ * ports: INTERNAL :9092 (inter-broker, advertised strata-i:9092), EXTERNAL :9094, CONTROLLER
+ * :9093, admin :9644. The host publishes broker i's EXTERNAL on host:kafka_port + 100*(i-1)
+ * (what EXTERNAL advertises, so a client on the host reaches every broker) and its admin API on
+ * host:admin_port + (i-1): the same host ports as a cluster of processes.
+ *
  * Single-threaded; no state.
  */
 #ifndef ST_CLI_LOCAL_H
@@ -37,11 +45,18 @@
 #define ST_CLI_LOCAL_SETLEN     4200 /* one "key=value" (log.dirs holds a path) */
 #define ST_CLI_LOCAL_NSETS      8    /* the --set settings each broker gets */
 
+#define ST_CLI_LOCAL_IMAGE        "localhost/strata:latest" /* podman: the image by default */
+#define ST_CLI_LOCAL_PROJECT      "strata-cluster"          /* podman: names' prefix by default */
+#define ST_CLI_LOCAL_PODMAN_NSETS 10 /* the --set settings a container gets */
+
 typedef struct st_cli_local {
-    int n;          /* brokers, 1..ST_CLI_LOCAL_MAX */
-    char host[64];  /* every listener's address */
-    int kafka_port; /* broker 1's Kafka port; broker i's is this + 100*(i-1) */
-    int admin_port; /* broker 1's admin port; broker i's is this + (i-1) */
+    int n;            /* brokers, 1..ST_CLI_LOCAL_MAX */
+    char host[64];    /* every listener's address */
+    int kafka_port;   /* broker 1's Kafka port; broker i's is this + 100*(i-1) */
+    int admin_port;   /* broker 1's admin port; broker i's is this + (i-1) */
+    bool podman;      /* brokers are podman containers, not processes */
+    char image[256];  /* podman: the image */
+    char project[64]; /* podman: container PROJECT-i, network PROJECT, volume PROJECT-i */
 } st_cli_local_t;
 
 /* The default layout: 3 brokers, 127.0.0.1, 9092 and 9644. */
@@ -64,10 +79,25 @@ bool st_cli_local_is_voter(const st_cli_local_t *l, int i);
  */
 int st_cli_local_sets(const st_cli_local_t *l, int i, const char *data_dir,
                       char sets[][ST_CLI_LOCAL_SETLEN]);
+/*
+ * The settings broker i's container gets after the image's (strata-server --set, after
+ * deploy/container.properties): node.id, process.roles, controller.quorum.voters (strata-v:9093),
+ * listeners, listener.security.protocol.map, advertised.listeners, inter.broker.listener.name,
+ * controller.listener.names, admin.listen and log.dirs (/var/lib/strata, the volume). Returns
+ * how many (ST_CLI_LOCAL_PODMAN_NSETS), or -1 when one does not fit.
+ */
+int st_cli_local_podman_sets(const st_cli_local_t *l, int i, char sets[][ST_CLI_LOCAL_SETLEN]);
+/* Broker i's container name, PROJECT-i; -1 when it does not fit. */
+int st_cli_local_container(const st_cli_local_t *l, int i, char *buf, size_t len);
+/* Whether s may name a podman project (container, network and volume prefix): 1..40 of
+ * [a-zA-Z0-9_.-], starting with a letter or digit. */
+bool st_cli_local_project_ok(const char *s);
+
 /* "host:kafka_port(1),host:kafka_port(2),..." into buf; -1 when it does not fit. */
 int st_cli_local_bootstrap(const st_cli_local_t *l, char *buf, size_t len);
 
-/* DIR/cluster.conf's text ("brokers=3\nhost=...\nkafka_port=...\nadmin_port=...\n"). */
+/* DIR/cluster.conf's text ("brokers=3\nhost=...\nkafka_port=...\nadmin_port=...\n", then
+ * "mode=podman\nimage=...\nproject=...\n" for a podman cluster; mode=process otherwise). */
 int st_cli_local_conf_format(const st_cli_local_t *l, char *buf, size_t len);
 /* Reads that text into *l (keys it does not know are skipped); -1 with err on a bad line or
  * a layout st_cli_local_check refuses. */

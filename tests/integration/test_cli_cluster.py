@@ -15,6 +15,11 @@ directory on free ports (--kafka-port, --admin-port: never the default 9092 and 
   as stopped with how its server ended; stop reports a broker killed by a signal (exit 1).
 - a pid file naming a live process that is not the broker is taken for stale: status says
   stopped, stop removes it and exits 0.
+- --podman against a stand-in podman on PATH (it records its argv and keeps a pretend state;
+  the test answers /v1/cluster on the admin ports): the exact podman commands of start, status
+  and stop, the mode read back from cluster.conf, a second start refused, a start that times
+  out removing what it made, and the errors (no podman on PATH, no image, podman refused, usage).
+  The real containers are scripts/deploy-test-image.sh's (make deploy-test).
 
 Run by hand with
     STRATA_CLI=build-test/strata STRATA_SERVER=build-test/strata-server \\
@@ -382,6 +387,286 @@ class ClusterCommands(unittest.TestCase):
                      os.path.join(self.tmp, "nothing"))
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("cannot run", r.stderr)
+
+
+# A stand-in for podman (start --podman): records each call's argv (one JSON list a line in
+# argv.log) and keeps the containers and networks it was told of in state.json; conf.json
+# steers it (version_rc: what `podman version` exits with; image: whether `image exists`
+# finds it; exit_code: what a stopped container exited with).
+FAKE_PODMAN = r"""#!/usr/bin/python3
+import json, os, sys
+d = os.environ["FAKE_PODMAN_DIR"]
+a = sys.argv[1:]
+with open(os.path.join(d, "argv.log"), "a") as f:
+    f.write(json.dumps(a) + "\n")
+conf = json.load(open(os.path.join(d, "conf.json")))
+sp = os.path.join(d, "state.json")
+st = json.load(open(sp)) if os.path.exists(sp) else {"ctrs": {}, "nets": []}
+def save():
+    json.dump(st, open(sp, "w"))
+def names(args):
+    return [x for x in args if not x.startswith("-") and not x.isdigit()]
+if a[0] == "version":
+    if conf["version_rc"]:
+        sys.stderr.write("Error: cannot set up namespace: operation not permitted\n")
+    else:
+        print("4.3.1")
+    sys.exit(conf["version_rc"])
+if a[:2] == ["image", "exists"]:
+    sys.exit(0 if conf["image"] else 1)
+if a[:2] == ["network", "exists"]:
+    sys.exit(0 if a[2] in st["nets"] else 1)
+if a[:2] == ["network", "create"]:
+    st["nets"].append(a[-1]); save(); print(a[-1]); sys.exit(0)
+if a[:2] == ["network", "inspect"]:
+    print("10.89.7.0/24 fd00::/64 ")
+    sys.exit(0)
+if a[:2] == ["network", "rm"]:
+    if a[2] not in st["nets"]:
+        sys.stderr.write("Error: unable to find network with name or ID %s: network not found\n"
+                         % a[2])
+        sys.exit(1)
+    st["nets"].remove(a[2]); save(); sys.exit(0)
+if a[0] == "ps":  # podman 4.3's JSON, the fields the CLI reads
+    print(json.dumps([{"Names": [n], "State": c["state"], "ExitCode": c["code"],
+                       "Labels": {"strata.cluster": a[3].split("=")[-1]}}
+                      for n, c in sorted(st["ctrs"].items())]))
+    sys.exit(0)
+if a[0] == "run":
+    name = a[a.index("--name") + 1]
+    st["ctrs"][name] = {"state": "running", "code": 0}; save(); print("0123abcd"); sys.exit(0)
+if a[0] == "stop":
+    for n in names(a[1:]):
+        st["ctrs"][n] = {"state": "exited", "code": conf["exit_code"]}
+    save(); sys.exit(0)
+if a[0] == "rm":
+    for n in names(a[1:]):
+        st["ctrs"].pop(n, None)
+    save(); sys.exit(0)
+if a[0] == "logs":
+    print("fake log of", a[-1]); sys.exit(0)
+sys.stderr.write("fake podman: what is %r?\n" % a); sys.exit(125)
+"""
+
+
+class FakeAdmin:
+    """/v1/cluster of a complete cluster of n brokers on each admin port (what a real broker
+    in a container would answer once all are registered and unfenced)."""
+
+    def __init__(self, n, aport):
+        import http.server
+        import threading
+        body = lambda i: json.dumps({"node_id": i, "controller_id": 1, "ready": True, "brokers": [
+            {"node_id": j, "host": "127.0.0.1", "port": 9094, "fenced": False}
+            for j in range(1, n + 1)]}).encode()
+
+        def handler(i):
+            class H(http.server.BaseHTTPRequestHandler):
+                def do_GET(self):
+                    b = body(i) if self.path == "/v1/cluster" else b"{}"
+                    self.send_response(200 if self.path == "/v1/cluster" else 404)
+                    self.send_header("Content-Length", str(len(b)))
+                    self.end_headers()
+                    self.wfile.write(b)
+
+                def log_message(self, *a):
+                    pass
+            return H
+        self.servers = [http.server.ThreadingHTTPServer(("127.0.0.1", aport + i - 1), handler(i))
+                        for i in range(1, n + 1)]
+        for s in self.servers:
+            threading.Thread(target=s.serve_forever, daemon=True).start()
+
+    def close(self):
+        for s in self.servers:
+            s.shutdown()
+            s.server_close()
+
+
+@unittest.skipUnless(CLI, "STRATA_CLI not set (the strata tool is not built)")
+class PodmanMode(unittest.TestCase):
+    """start|stop|status --podman against a stand-in podman on PATH: the exact commands the CLI
+    runs, the same readiness wait on the admin ports (answered by the test), the mode read back
+    from cluster.conf, and the clear errors when podman or the image is missing. The real
+    podman run is scripts/deploy-test-image.sh (make deploy-test)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="strata-it-cli-podman-")
+        self.dir = os.path.join(os.path.realpath(self.tmp), "c")
+        self.fake = os.path.join(self.tmp, "bin")
+        os.mkdir(self.fake)
+        with open(os.path.join(self.fake, "podman"), "w") as f:
+            f.write(FAKE_PODMAN)
+        os.chmod(os.path.join(self.fake, "podman"), 0o755)
+        self.env = dict(os.environ)
+        for k in ("STRATA_ARGS", "STRATA_CLUSTER_DIR", "STRATA_BROKERS", "STRATA_IMAGE",
+                  "STRATA_PODMAN"):
+            self.env.pop(k, None)
+        self.env["PATH"] = self.fake + ":" + self.env.get("PATH", "/usr/bin:/bin")
+        self.env["FAKE_PODMAN_DIR"] = self.tmp
+        self.conf(version_rc=0, image=True, exit_code=0)
+        self.admin = None
+
+    def tearDown(self):
+        if self.admin:
+            self.admin.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def conf(self, **kw):
+        with open(os.path.join(self.tmp, "conf.json"), "w") as f:
+            json.dump(kw, f)
+
+    def calls(self):
+        """The podman calls so far (and forgets them)."""
+        p = os.path.join(self.tmp, "argv.log")
+        if not os.path.exists(p):
+            return []
+        with open(p) as f:
+            out = [json.loads(line) for line in f]
+        os.unlink(p)
+        return out
+
+    def cli(self, *args, timeout=30, env=None):
+        return harness.run_cmd([CLI, *args], timeout=timeout, env=env or self.env)
+
+    def test_start_status_stop(self):
+        kport, aport = pick_layout(2)
+        self.admin = FakeAdmin(2, aport)
+        t0 = time.monotonic()
+        r = self.cli("cluster", "start", "--podman", "-n", "2", "-d", self.dir, "--image",
+                     "localhost/strata:test", "--project", "sp1", "--kafka-port", str(kport),
+                     "--admin-port", str(aport), "--smp", "1", "--timeout", "10s")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertLess(time.monotonic() - t0, 8)
+        label = "label=strata.cluster=sp1"
+        ps = ["ps", "-a", "--filter", label, "--format", "json"]
+
+        def run(i):
+            k = kport + 100 * (i - 1)
+            return ["run", "-d", "--name", "sp1-%d" % i, "--label", "strata.cluster=sp1",
+                    "--hostname", "strata-%d" % i, "--network", "sp1", "--network-alias",
+                    "strata-%d" % i, "--ip", "10.89.7.1%d" % i,
+                    "--add-host", "strata-1:10.89.7.11", "--add-host", "strata-2:10.89.7.12",
+                    "-p", "127.0.0.1:%d:9094" % k,
+                    "-p", "127.0.0.1:%d:9644" % (aport + i - 1), "-v", "sp1-%d:/var/lib/strata" % i,
+                    "localhost/strata:test",
+                    "--set", "node.id=%d" % i, "--set", "process.roles=broker,controller",
+                    "--set", "controller.quorum.voters=1@strata-1:9093,2@strata-2:9093",
+                    "--set", "listeners=INTERNAL://:9092,EXTERNAL://:9094,CONTROLLER://:9093",
+                    "--set", "listener.security.protocol.map=INTERNAL:PLAINTEXT,"
+                    "EXTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "--set", "advertised.listeners=INTERNAL://strata-%d:9092,"
+                    "EXTERNAL://127.0.0.1:%d" % (i, k),
+                    "--set", "inter.broker.listener.name=INTERNAL",
+                    "--set", "controller.listener.names=CONTROLLER",
+                    "--set", "admin.listen=0.0.0.0:9644", "--set", "log.dirs=/var/lib/strata",
+                    "--smp", "1"]
+        calls = self.calls()
+        self.assertEqual(calls[:8], [
+            ["version", "--format", "{{.Client.Version}}"],
+            ["image", "exists", "localhost/strata:test"],
+            ps,
+            ["network", "exists", "sp1"],
+            ["network", "create", "--label", "strata.cluster=sp1", "sp1"],
+            ["network", "inspect", "--format", "{{range .Subnets}}{{.Subnet}} {{end}}", "sp1"],
+            run(1), run(2)])
+        self.assertEqual(calls[8:], [ps] * (len(calls) - 8))  # the readiness wait's
+        self.assertIn("broker 1: container sp1-1, kafka 127.0.0.1:%d, admin http://127.0.0.1:%d, "
+                      "voter, controller" % (kport, aport), r.stdout)
+        self.assertIn("bootstrap servers: 127.0.0.1:%d,127.0.0.1:%d" % (kport, kport + 100),
+                      r.stdout)
+        with open(os.path.join(self.dir, "cluster.conf")) as f:
+            conf = f.read()
+        self.assertIn("mode=podman\nimage=localhost/strata:test\nproject=sp1\n", conf)
+
+        # A second start over it is refused, naming the containers; nothing is run.
+        r = self.cli("cluster", "start", "--podman", "-n", "2", "-d", self.dir, "--project",
+                     "sp1", "--kafka-port", str(kport), "--admin-port", str(aport))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("sp1-1: running", r.stderr)
+        self.assertNotIn("run", [c[0] for c in self.calls()])
+
+        # status and stop take the mode, project and ports from cluster.conf: no flags.
+        r = self.cli("cluster", "status", "-d", self.dir)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, re.compile(r"^1\s+running\s+sp1-1\s+127\.0\.0\.1:%d\s+"
+                                              r"127\.0\.0\.1:%d\s+unfenced, voter$"
+                                              % (kport, aport), re.M))
+        self.assertIn("2 of 2 container(s) running, 2 registered and unfenced", r.stdout)
+        self.assertEqual(self.calls(), [ps])
+        r = self.cli("cluster", "stop", "-d", self.dir, "--timeout", "7s")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        # one at a time, the last broker first (stopped together, a broker may wait on its
+        # resolver past -t once the network's DNS went with the others)
+        self.assertEqual(self.calls(), [ps, ["stop", "-t", "7", "sp1-2"], ["stop", "-t", "7", "sp1-1"], ps,
+                                        ["rm", "-f", "--ignore", "sp1-1", "sp1-2"],
+                                        ["network", "rm", "sp1"]])
+        self.assertIn("broker 2 (container sp1-2): stopped, exit status 0", r.stdout)
+        # status of a stopped podman cluster exits 1; a second stop has nothing to stop
+        r = self.cli("cluster", "status", "-d", self.dir)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertRegex(r.stdout, re.compile(r"^2\s+absent\s+sp1-2\s", re.M))
+        r = self.cli("cluster", "stop", "-d", self.dir)
+        self.assertIn("broker 1 (container sp1-1): no such container", r.stdout)
+
+    def test_timeout_removes_what_it_started(self):
+        kport, aport = pick_layout(1)  # no admin API answers: start times out
+        self.conf(version_rc=0, image=True, exit_code=143)
+        t0 = time.monotonic()
+        r = self.cli("cluster", "start", "--podman", "-n", "1", "-d", self.dir, "--kafka-port",
+                     str(kport), "--admin-port", str(aport), "--timeout", "1500ms")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertLess(time.monotonic() - t0, 10)
+        self.assertIn("not every broker registered and unfenced within 1500 ms", r.stderr)
+        self.assertIn("broker 1 (container strata-cluster-1): running, but its admin API "
+                      "127.0.0.1:%d" % aport, r.stderr)
+        self.assertIn("fake log of strata-cluster-1", r.stderr)
+        calls = self.calls()
+        self.assertEqual(calls[1], ["image", "exists", "localhost/strata:latest"])
+        self.assertIn(["stop", "-t", "10", "strata-cluster-1"], calls)
+        self.assertEqual(calls[-2:], [["rm", "-f", "--ignore", "strata-cluster-1"],
+                                      ["network", "rm", "strata-cluster"]])
+        self.assertIn("stopped and removed the containers", r.stderr)
+
+    def test_errors(self):
+        # no podman on PATH: a clear error, at once, before anything is written
+        env = dict(self.env, PATH=os.path.join(self.tmp, "empty"))
+        t0 = time.monotonic()
+        r = self.cli("cluster", "start", "--podman", "-d", self.dir, env=env)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertIn("podman is not installed", r.stderr)
+        self.assertIn("apt-get install podman", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "cluster.conf")))
+        # no such image: the hint says how to build it; nothing runs
+        self.conf(version_rc=0, image=False, exit_code=0)
+        r = self.cli("cluster", "start", "--podman", "-d", self.dir, "--image", "nope:1")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("no image nope:1", r.stderr)
+        self.assertIn("podman build -f deploy/Containerfile", r.stderr)
+        self.assertEqual([c[0] for c in self.calls()], ["version", "image"])
+        # podman there but refused (a sandbox without user namespaces): its own words
+        self.conf(version_rc=125, image=True, exit_code=0)
+        r = self.cli("cluster", "start", "--podman", "-d", self.dir)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("`podman version --format {{.Client.Version}} ...` failed (exit status "
+                      "125): Error: cannot set up namespace", r.stderr)
+        # usage
+        for args, want in ((["--image", "x"], "go with --podman"),
+                           (["--podman", "--project", "-bad"], "--project wants"),
+                           (["--podman", "--server", "/bin/true"], "not --server")):
+            r = self.cli("cluster", "start", "-d", self.dir, *args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(want, r.stderr)
+        # stop and status of a podman cluster.conf with podman gone: the same clear error
+        os.makedirs(self.dir, exist_ok=True)
+        with open(os.path.join(self.dir, "cluster.conf"), "w") as f:
+            f.write("brokers=3\nhost=127.0.0.1\nkafka_port=9092\nadmin_port=9644\nmode=podman\n"
+                    "image=localhost/strata:latest\nproject=strata-cluster\n")
+        for cmd in ("stop", "status"):
+            r = self.cli("cluster", cmd, "-d", self.dir, env=env)
+            self.assertEqual(r.returncode, 1, (cmd, r.stdout, r.stderr))
+            self.assertIn("podman is not installed", r.stderr)
 
 
 if __name__ == "__main__":

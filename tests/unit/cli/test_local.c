@@ -123,13 +123,75 @@ static void conf_round_trip(void **state)
     l.admin_port = 22000;
     char text[256], err[256];
     assert_int_equal(st_cli_local_conf_format(&l, text, sizeof text), 0);
-    assert_string_equal(text, "brokers=5\nhost=127.0.0.1\nkafka_port=21000\nadmin_port=22000\n");
+    assert_string_equal(
+        text, "brokers=5\nhost=127.0.0.1\nkafka_port=21000\nadmin_port=22000\nmode=process\n");
     assert_int_equal(st_cli_local_conf_parse(text, &back, err, sizeof err), 0);
     assert_int_equal(back.n, 5);
     assert_int_equal(back.kafka_port, 21000);
     assert_int_equal(back.admin_port, 22000);
     assert_string_equal(back.host, "127.0.0.1");
+    assert_false(back.podman);
     assert_int_equal(st_cli_local_conf_format(&l, text, 10), -1);
+}
+
+/* A podman cluster's cluster.conf names the mode, image and project; stop and status read them. */
+static void conf_podman(void **state)
+{
+    (void)state;
+    st_cli_local_t l, back;
+    st_cli_local_default(&l);
+    assert_string_equal(l.image, "localhost/strata:latest");
+    assert_string_equal(l.project, "strata-cluster");
+    l.podman = true;
+    snprintf(l.image, sizeof l.image, "localhost/strata:deploy-test");
+    snprintf(l.project, sizeof l.project, "dt-1");
+    char text[512], err[256];
+    assert_int_equal(st_cli_local_conf_format(&l, text, sizeof text), 0);
+    assert_string_equal(text, "brokers=3\nhost=127.0.0.1\nkafka_port=9092\nadmin_port=9644\n"
+                              "mode=podman\nimage=localhost/strata:deploy-test\nproject=dt-1\n");
+    assert_int_equal(st_cli_local_conf_parse(text, &back, err, sizeof err), 0);
+    assert_true(back.podman);
+    assert_string_equal(back.image, "localhost/strata:deploy-test");
+    assert_string_equal(back.project, "dt-1");
+    /* a cluster.conf of before the mode line: processes */
+    assert_int_equal(st_cli_local_conf_parse("brokers=2\n", &back, err, sizeof err), 0);
+    assert_false(back.podman);
+    assert_int_equal(st_cli_local_conf_parse("mode=docker\n", &back, err, sizeof err), -1);
+    assert_int_equal(st_cli_local_conf_parse("project=-x\n", &back, err, sizeof err), -1);
+    assert_int_equal(st_cli_local_conf_parse("project=a/b\n", &back, err, sizeof err), -1);
+    assert_int_equal(st_cli_local_conf_parse("image=\n", &back, err, sizeof err), -1);
+    assert_true(st_cli_local_project_ok("strata-dt1_x.2"));
+    assert_false(st_cli_local_project_ok(""));
+    assert_false(st_cli_local_project_ok("a b"));
+    char name[64];
+    assert_int_equal(st_cli_local_container(&l, 2, name, sizeof name), 0);
+    assert_string_equal(name, "dt-1-2");
+    assert_int_equal(st_cli_local_container(&l, 2, name, 4), -1);
+}
+
+/* What broker i's container gets: listeners inside at fixed ports, EXTERNAL advertised on the
+ * host port the container's 9094 is published on, voters by their network aliases. */
+static void podman_settings(void **state)
+{
+    (void)state;
+    st_cli_local_t l;
+    st_cli_local_default(&l);
+    l.n = 4;
+    l.kafka_port = 21000;
+    char sets[ST_CLI_LOCAL_PODMAN_NSETS][ST_CLI_LOCAL_SETLEN];
+    assert_int_equal(st_cli_local_podman_sets(&l, 4, sets), ST_CLI_LOCAL_PODMAN_NSETS);
+    assert_string_equal(sets[0], "node.id=4");
+    assert_string_equal(sets[1], "process.roles=broker");
+    assert_string_equal(sets[2],
+                        "controller.quorum.voters=1@strata-1:9093,2@strata-2:9093,3@strata-3:9093");
+    assert_string_equal(sets[3], "listeners=INTERNAL://:9092,EXTERNAL://:9094,CONTROLLER://:9093");
+    assert_string_equal(sets[5],
+                        "advertised.listeners=INTERNAL://strata-4:9092,EXTERNAL://127.0.0.1:21300");
+    assert_string_equal(sets[6], "inter.broker.listener.name=INTERNAL");
+    assert_string_equal(sets[8], "admin.listen=0.0.0.0:9644");
+    assert_string_equal(sets[9], "log.dirs=/var/lib/strata");
+    assert_int_equal(st_cli_local_podman_sets(&l, 1, sets), ST_CLI_LOCAL_PODMAN_NSETS);
+    assert_string_equal(sets[1], "process.roles=broker,controller");
 }
 
 static void conf_parse_errors(void **state)
@@ -263,6 +325,8 @@ int main(void)
         cmocka_unit_test(settings_of_a_broker),
         cmocka_unit_test(check_refuses_bad_layouts),
         cmocka_unit_test(conf_round_trip),
+        cmocka_unit_test(conf_podman),
+        cmocka_unit_test(podman_settings),
         cmocka_unit_test(conf_parse_errors),
         cmocka_unit_test(split_words),
         cmocka_unit_test(view_parse),
