@@ -434,7 +434,8 @@ static int wait_move(adm_t *a, const char *topic, int32_t partition, const int32
         bool done = !in_progress && (!target || same_set(p->replica_nodes, p->replica_nodes_count,
                                                          target, ntarget));
         if (done) {
-            printf("%s-%d: reassignment complete: %s\n", topic, partition, line);
+            printf("%s-%d: %s: %s\n", topic, partition,
+                   target ? "reassignment complete" : "no longer in progress", line);
             return ST_CLI_OK;
         }
         if (strcmp(line, last)) {
