@@ -195,6 +195,8 @@ class CliClusterAdminTest(unittest.TestCase):
         self.assertIn("no topic 'no-such-topic'", r.stderr)
         r = self.cli("elect-leaders", "--topic", topic, "--partition", "9", rc=1)
         self.assertIn("%s-9: UNKNOWN_TOPIC_OR_PARTITION" % topic, r.stdout)
+        r = self.cli("elect-leaders", "--type", "unclean", "--topic", topic)
+        self.assertIn("%s-0: ELECTION_NOT_NEEDED" % topic, r.stdout)   # its leader is live
         r = self.cli("elect-leaders", "--type", "sideways", rc=2)
         self.assertIn("preferred or unclean", r.stderr)
         r = self.cli("elect-leaders", "--partition", "0", rc=2)
