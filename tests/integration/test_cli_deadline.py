@@ -112,8 +112,18 @@ class CliDeadlineTest(unittest.TestCase):
         # At once, while the metadata still names the dead broker as leader: librdkafka 2.0's
         # query_watermark_offsets then ignores its timeout (the hang of the issue).
         describe("no answer from broker %d within --timeout|Leader not available" % victim)
-        wait_until(lambda: any(l < 0 for l in leaders().values()), 60,
-                   "the killed broker's partition without a leader")
+        # Every broker the tool may ask (any of `alive`) must show it: one whose metadata is
+        # still behind the controller's names the dead broker as leader.
+        def leaderless_everywhere():
+            for n in self.c.nodes:
+                if n == victim:
+                    continue
+                parts = self.c.metadata(n, [TOPIC])["topics"][TOPIC]["partitions"]
+                if not all(parts[i]["leader"] < 0 for i in dead):
+                    return False
+            return True
+        wait_until(leaderless_everywhere, 60,
+                   "the killed broker's partitions without a leader on every live broker")
         describe("Leader not available")
 
         # cluster info and cluster health name the broker that is gone (fenced by now: its

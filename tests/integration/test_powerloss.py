@@ -159,7 +159,18 @@ class DropFS:
             r = subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
             return r.returncode == 0
         wait_until(gone, 15, "fusermount3 -u %s" % self.mnt)
-        rc = self.proc.wait(10)
+        try:
+            rc = self.proc.wait(30)  # a loaded machine (the whole suite at -j2) is slow here
+        except subprocess.TimeoutExpired:
+            state = ""
+            for name in ("status", "wchan", "stack"):
+                try:
+                    with open("/proc/%d/%s" % (self.proc.pid, name)) as f:
+                        state += "/proc/%s:\n%s\n" % (name, f.read()[-1500:])
+                except OSError:
+                    pass
+            raise AssertionError("dropfs still running 30 s after its unmount\n%s\n%s"
+                                 % (state, self.log_text()[-3000:]))
         self.proc = None
         if rc != 0:
             raise AssertionError("dropfs exited with status %d\n%s" % (rc, self.log_text()[-3000:]))

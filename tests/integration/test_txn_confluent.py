@@ -245,7 +245,7 @@ class TxnSingleBrokerTest(ServerTestCase):
 
 # ---- three brokers ----------------------------------------------------------------------------
 
-CLUSTER_N = 1500
+CLUSTER_N = 2400  # records: the application must outlast two kills and their recoveries
 CLUSTER_K = 25
 KILLS = 2
 CLUSTER_SETS = {
