@@ -426,9 +426,8 @@ static bool is_ready(st_admin_t *a, const char **why)
     if (q)
         st_quorum_info(q, &qi);
     if (q && !qi.local && !st_quorum_alone(q)) {
-        const st_md_t *md = best ? best->md : NULL;
-        const st_md_broker_t *me = md ? st_md_broker(md, (int32_t)b->cfg->node_id) : NULL;
-        if (!me || !md->self_incarnation || me->incarnation != md->self_incarnation) {
+        const st_md_broker_t *me = st_md_self(best ? best->md : NULL, (int32_t)b->cfg->node_id);
+        if (!me) {
             ok = false;
             *why = "not registered with the controller yet";
         } else if (me->fenced) {

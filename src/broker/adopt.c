@@ -487,8 +487,7 @@ static void adopted(void *arg)
     st_broker_t *b = s->b;
     if (atomic_fetch_sub_explicit(&b->adopting, 1, memory_order_acq_rel) == 1 &&
         atomic_load_explicit(&b->stopping, memory_order_acquire))
-        for (int i = 0; i < b->nshards; i++) /* a stop waits on this (runtime.c) */
-            st_loop_wake(b->shards[i]->loop);
+        st_broker_wake_all(b); /* a stop waits on this (runtime.c) */
 }
 
 void st_broker_adopt(st_kshard_t *s, st_md_t *md, st_adopt_done_fn done, void *arg)

@@ -479,7 +479,7 @@ static void kshard_on_release(void *ctx, const char *ip)
     st_net_admission_retry(s->net); /* a slot of max.connections may be free now */
 }
 
-static void wake_all(st_broker_t *b)
+void st_broker_wake_all(st_broker_t *b)
 {
     for (int i = 0; i < b->nshards; i++)
         if (b->shards[i]->loop)
@@ -495,7 +495,7 @@ static void kshard_drained(void *arg)
     st_loop_timer_stop(s->loop, &s->tick_timer);
     s->shutdown_state = 2;
     atomic_fetch_add_explicit(&s->b->drained, 1, memory_order_acq_rel);
-    wake_all(s->b);
+    st_broker_wake_all(s->b);
 }
 
 /*
@@ -518,7 +518,7 @@ static void kshard_shutdown_step(st_kshard_t *s)
             st_journal_close(s->env.journal); /* every log synced: nothing to replay */
         s->shutdown_state = 3;
         atomic_fetch_add_explicit(&b->closed, 1, memory_order_acq_rel);
-        wake_all(b);
+        st_broker_wake_all(b);
     }
     if (s->shutdown_state == 3 && s->syncs_in_flight == 0 && st_tls_transports_here() == 0 &&
         atomic_load_explicit(&b->closed, memory_order_acquire) == b->nshards) {
@@ -982,8 +982,8 @@ static json_t *quorum_seed(void *arg)
  * (kafka/h_metadata.c st_kmetadata_ready asks the same). */
 static bool registered(const st_md_t *md, int32_t node)
 {
-    const st_md_broker_t *me = md ? st_md_broker(md, node) : NULL;
-    return me && !me->fenced && md->self_incarnation && me->incarnation == md->self_incarnation;
+    const st_md_broker_t *me = st_md_self(md, node);
+    return me && !me->fenced;
 }
 
 #define ST_REGISTER_WAIT_MS 30000

@@ -92,6 +92,8 @@ void st_kshard_unstall(st_kshard_t *s);
 /* Any thread: runs c->fn on shard `shard`'s thread before it next sleeps (calls posted to one
  * shard run in the order posted). Also during shutdown, so that fn can release what c holds. */
 void st_broker_post(st_broker_t *b, int shard, st_ext_call_t *c);
+/* Any thread: wakes every shard's loop that exists (a shutdown barrier moved). */
+void st_broker_wake_all(st_broker_t *b);
 
 /* Main thread: stops the metadata quorum (a leader hands over first; blocks up to two election
  * timeouts), then asks every shard to shut down cleanly. */

@@ -245,8 +245,9 @@ static bool same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
     return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }
 
-/* A voter's address from a lookup's result: logged when it changes (or first appears). */
-static void voter_learn(st_hb_voter_t *v, const struct addrinfo *res)
+/* A voter's address from a lookup's result: logged when it changes (or, later than the start,
+ * first appears). */
+static void voter_learn(st_hb_voter_t *v, const struct addrinfo *res, bool later)
 {
     struct sockaddr_in a;
     memcpy(&a, res->ai_addr, sizeof a);
@@ -257,7 +258,7 @@ static void voter_learn(st_hb_voter_t *v, const struct addrinfo *res)
     if (v->known) {
         uv_ip4_name(&v->addr, was, sizeof was);
         ST_INFO("heartbeats: voter %d (%s) is at %s now (was %s)", (int)v->id, v->host, now, was);
-    } else if (v->link->timer_up) {
+    } else if (later) {
         ST_INFO("heartbeats: voter %d (%s) resolves to %s", (int)v->id, v->host, now);
     }
     v->addr = a;
@@ -266,11 +267,11 @@ static void voter_learn(st_hb_voter_t *v, const struct addrinfo *res)
 
 static void voter_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res)
 {
-    st_hb_voter_t *v = g->data;
-    v->resolving = false;
-    v->link->lookup_busy = false;
-    if (status == 0 && res && !v->link->closing)
-        voter_learn(v, res);
+    st_hb_link_t *l = g->data;
+    st_hb_voter_t *v = l->lookup;
+    l->lookup = NULL;
+    if (status == 0 && res && !l->closing)
+        voter_learn(v, res, true);
     /* a failed lookup keeps the last address: a name server's hiccup is not a move */
     if (res)
         uv_freeaddrinfo(res);
@@ -282,16 +283,16 @@ static void voter_resolved(uv_getaddrinfo_t *g, int status, struct addrinfo *res
 static void resolve_tick(uv_timer_t *t)
 {
     st_hb_link_t *l = t->data;
-    if (l->lookup_busy || l->nvoters == 0)
+    if (l->lookup || l->nvoters == 0)
         return;
     st_hb_voter_t *v = &l->voters[l->next_lookup];
     l->next_lookup = (l->next_lookup + 1) % l->nvoters;
     char port[16];
     snprintf(port, sizeof port, "%d", v->port);
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM};
-    v->gai.data = v;
-    if (uv_getaddrinfo(t->loop, &v->gai, voter_resolved, v->host, port, &hints) == 0)
-        v->resolving = l->lookup_busy = true;
+    l->gai.data = l;
+    if (uv_getaddrinfo(t->loop, &l->gai, voter_resolved, v->host, port, &hints) == 0)
+        l->lookup = v;
 }
 
 int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *c, st_hb_recv_fn recv,
@@ -307,12 +308,12 @@ int st_hb_link_open(st_hb_link_t *l, uv_loop_t *loop, const st_config_t *c, st_h
     for (int i = 0; i < l->nvoters; i++) {
         st_hb_voter_t *v = &l->voters[i];
         *v = (st_hb_voter_t){
-            .id = c->voters[i].id, .host = c->voters[i].host, .port = c->voters[i].port, .link = l};
+            .id = c->voters[i].id, .host = c->voters[i].host, .port = c->voters[i].port};
         struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
         char port[16];
         snprintf(port, sizeof port, "%d", v->port);
         if (getaddrinfo(v->host, port, &hints, &res) == 0 && res)
-            voter_learn(v, res);
+            voter_learn(v, res, false);
         else
             ST_WARN("controller.quorum.voters: %s does not resolve (IPv4) yet; heartbeats to "
                     "voter %d wait until it does",
@@ -358,9 +359,8 @@ void st_hb_link_close(st_hb_link_t *l)
         uv_close((uv_handle_t *)&l->resolve, NULL);
         l->timer_up = false;
     }
-    for (int i = 0; i < l->nvoters; i++)
-        if (l->voters[i].resolving) /* its callback still runs, with UV_ECANCELED */
-            uv_cancel((uv_req_t *)&l->voters[i].gai);
+    if (l->lookup) /* its callback still runs, with UV_ECANCELED */
+        uv_cancel((uv_req_t *)&l->gai);
     uv_close((uv_handle_t *)&l->udp, NULL);
 }
 

@@ -135,18 +135,16 @@ typedef struct st_hb_voter {
     int32_t id;
     const char *host; /* the config's */
     int port;
-    bool known;     /* addr holds its last resolved address (IPv4) */
-    bool resolving; /* gai in flight */
+    bool known; /* addr holds its last resolved address (IPv4) */
     struct sockaddr_in addr;
-    uv_getaddrinfo_t gai;
-    struct st_hb_link *link;
 } st_hb_voter_t;
 
 typedef struct st_hb_link {
     uv_udp_t udp;
     uv_timer_t resolve; /* every ST_HB_RESOLVE_MS: the next voter's name again */
     bool timer_up, closing;
-    bool lookup_busy; /* one lookup at a time, the voters in turn */
+    uv_getaddrinfo_t gai;  /* the one lookup at a time, the voters in turn */
+    st_hb_voter_t *lookup; /* whose name gai is looking up, or NULL */
     int next_lookup;
     int nvoters;
     st_hb_voter_t voters[16];

@@ -380,6 +380,12 @@ const st_md_broker_t *st_md_broker(const st_md_t *md, int32_t node_id)
     return NULL;
 }
 
+const st_md_broker_t *st_md_self(const st_md_t *md, int32_t node_id)
+{
+    const st_md_broker_t *me = md ? st_md_broker(md, node_id) : NULL;
+    return me && md->self_incarnation && me->incarnation == md->self_incarnation ? me : NULL;
+}
+
 void st_md_assign_shards(st_md_t *md, int nshards)
 {
     for (int i = 0; i < md->ntopics; i++) {

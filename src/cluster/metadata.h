@@ -140,6 +140,10 @@ int st_md_topic_grow(st_md_topic_t *t, int32_t n);
 const st_md_topic_t *st_md_find(const st_md_t *md, const char *name, int32_t len);
 const st_md_topic_t *st_md_find_id(const st_md_t *md, const uint8_t id[16]);
 const st_md_broker_t *st_md_broker(const st_md_t *md, int32_t node_id);
+/* This node's registration in md when it is this run's (its incarnation is md->self_incarnation,
+ * set by the quorum that published md), else NULL: a snapshot from before the quorum published
+ * one, or a registration an earlier run of the node left, says nothing yet. */
+const st_md_broker_t *st_md_self(const st_md_t *md, int32_t node_id);
 /* Sets the shard of every partition on this broker (node-local, never replicated): spread by
  * topic id and index over nshards. On a snapshot not yet shared. */
 void st_md_assign_shards(st_md_t *md, int nshards);

@@ -204,11 +204,8 @@ void st_kmetadata_ready(st_kshard_t *s, bool force)
     st_kafka_shard_t *ks = st_kafka_shard(s);
     if (!ks || ks->md_ready)
         return;
-    const st_md_broker_t *me = st_md_broker(s->md, (int32_t)cfg->node_id);
-    /* (the snapshot a broker starts with, before the quorum published one, has no
-     * incarnation: it says nothing yet) */
-    bool caught_up =
-        me && !me->fenced && s->md->self_incarnation && me->incarnation == s->md->self_incarnation;
+    const st_md_broker_t *me = st_md_self(s->md, (int32_t)cfg->node_id);
+    bool caught_up = me && !me->fenced;
     bool waited = ks->md_wait_since && st_mono_ms() - ks->md_wait_since > MD_WAIT_MAX_MS;
     if (!caught_up && !waited && !force)
         return;

@@ -183,10 +183,12 @@ void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_
     out->segment_bytes = st_tcfg_int(cfg, t, "segment.bytes");
     /* tests' small segments (Kafka 4's internal.segment.bytes): a topic's own, else the
      * broker's internal.log.segment.bytes, neither held to the 1 MiB floor */
-    const char *small = t ? st_md_topic_config(t, "internal.segment.bytes") : NULL;
-    long long v = small ? atoll(small) : cfg->internal_log_segment_bytes;
-    if (v >= 14 && (small || !(t && st_md_topic_config(t, "segment.bytes"))))
-        out->segment_bytes = v;
+    const char *own = t ? st_md_topic_config(t, "internal.segment.bytes") : NULL;
+    if (own && atoll(own) >= 14)
+        out->segment_bytes = atoll(own);
+    else if (cfg->internal_log_segment_bytes >= 14 &&
+             !(t && st_md_topic_config(t, "segment.bytes")))
+        out->segment_bytes = cfg->internal_log_segment_bytes;
     out->segment_ms = st_tcfg_int(cfg, t, "segment.ms");
     out->retention_ms = st_tcfg_int(cfg, t, "retention.ms");
     out->retention_bytes = st_tcfg_int(cfg, t, "retention.bytes");

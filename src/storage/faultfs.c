@@ -351,15 +351,9 @@ static ssize_t ff_pwrite(void *ctx, int fd, const void *buf, size_t n, int64_t o
     return (ssize_t)n;
 }
 
-static int ff_fdatasync(void *ctx, int fd)
+/* What the file holds now becomes what a crash leaves of it. */
+static int ino_make_durable(ff_inode_t *ino)
 {
-    st_faultfs_t *f = ctx;
-    int rc = ff_fault(f, ST_FAULT_FDATASYNC);
-    if (rc < 0)
-        return rc;
-    ff_inode_t *ino = ff_get_fd(f, fd);
-    if (!ino)
-        return -EBADF;
     uint8_t *d = malloc(ino->len ? ino->len : 1);
     if (!d)
         return -ENOMEM;
@@ -369,6 +363,18 @@ static int ff_fdatasync(void *ctx, int fd)
     ino->dur = d;
     ino->dur_len = ino->len;
     return 0;
+}
+
+static int ff_fdatasync(void *ctx, int fd)
+{
+    st_faultfs_t *f = ctx;
+    int rc = ff_fault(f, ST_FAULT_FDATASYNC);
+    if (rc < 0)
+        return rc;
+    ff_inode_t *ino = ff_get_fd(f, fd);
+    if (!ino)
+        return -EBADF;
+    return ino_make_durable(ino);
 }
 
 static int ff_ftruncate(void *ctx, int fd, int64_t len)
@@ -606,14 +612,8 @@ static int ff_syncfs(void *ctx, const char *path)
         ff_inode_t *ino = f->names[i].ino;
         if (!ino)
             continue;
-        uint8_t *d = malloc(ino->len ? ino->len : 1);
-        if (!d)
-            return -ENOMEM;
-        if (ino->len)
-            memcpy(d, ino->data, ino->len);
-        free(ino->dur);
-        ino->dur = d;
-        ino->dur_len = ino->len;
+        if ((rc = ino_make_durable(ino)) < 0)
+            return rc;
     }
     while (f->ndnames)
         ff_ddel_at(f, &f->dnames[f->ndnames - 1]);

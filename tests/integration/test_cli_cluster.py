@@ -42,21 +42,12 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import harness  # noqa: E402
+from cluster import _bind  # noqa: E402  (a socket bound to 127.0.0.1:port, or None)
 
 CLI = os.environ.get("STRATA_CLI")
 # As tests/integration/cluster.py: below the kernel's ephemeral range, so no outgoing
 # connection's local end takes a port the layout needs.
 PORT_LOW, PORT_HIGH = 20000, 32000
-
-
-def _bind(kind, port):
-    s = socket.socket(socket.AF_INET, kind)
-    try:
-        s.bind(("127.0.0.1", port))
-        return s
-    except OSError:
-        s.close()
-        return None
 
 
 def pick_layout(n):
