@@ -52,6 +52,8 @@ static bool forwardable(st_kreq_t *r)
     case ST_KP_API_CREATE_ACLS:
     case ST_KP_API_DELETE_ACLS:
     case ST_KP_API_ALTER_USER_SCRAM_CREDENTIALS:
+    case ST_KP_API_ELECT_LEADERS:
+    case ST_KP_API_ALTER_PARTITION_REASSIGNMENTS:
         cluster_op = ST_ACL_OP_ALTER;
         break;
     case ST_KP_API_ALTER_CLIENT_QUOTAS:
@@ -151,6 +153,8 @@ bool st_kforward(st_kreq_t *r)
     case ST_KP_API_ALTER_CLIENT_QUOTAS:
     case ST_KP_API_ALTER_CONFIGS:
     case ST_KP_API_INCREMENTAL_ALTER_CONFIGS:
+    case ST_KP_API_ELECT_LEADERS:
+    case ST_KP_API_ALTER_PARTITION_REASSIGNMENTS:
         break;
     default:
         return false;

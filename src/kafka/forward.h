@@ -1,18 +1,20 @@
 /*
  * forward.h — Kafka's forwarding of metadata changes to the active controller (KIP-590): a
  * broker that is not the active controller sends CreateAcls, DeleteAcls,
- * AlterUserScramCredentials, AlterClientQuotas, AlterConfigs and IncrementalAlterConfigs on to
- * the one that is, and relays its answer, so an admin client may send them to any broker
- * (Java's admin client and kafka-python send them to the least loaded broker; librdkafka to
+ * AlterUserScramCredentials, AlterClientQuotas, AlterConfigs, IncrementalAlterConfigs,
+ * ElectLeaders and AlterPartitionReassignments on to the one that is (Kafka 4's KRaft brokers
+ * forward the last two as well), and relays its answer, so an admin client may send them to any
+ * broker (Java's admin client and kafka-python send them to the least loaded broker; librdkafka to
  * the controller Metadata names). Without forwarding they were answered NOT_CONTROLLER, which
  * no client retries. CreateTopics, DeleteTopics and CreatePartitions, which clients send to
  * the controller Metadata names, are not forwarded: a broker that is not the controller
  * answers them NOT_CONTROLLER.
  *
  *   request's shard: st_kforward(r) -> the principal's checks here, the handler's own (ALTER
- *       on the cluster; ALTER_CONFIGS on it for quotas, on each resource for configs: the ACLs
- *       are the same replicated list on every broker) -> the request's body, untouched, to
- *       the controller through the inter-broker client (kafka/txn_route.h, replica/client.h)
+ *       on the cluster for ACLs, SCRAM, elections and reassignments; ALTER_CONFIGS on it for
+ * quotas, on each resource for configs: the ACLs are the same replicated list on every broker) ->
+ * the request's body, untouched, to the controller through the inter-broker client
+ * (kafka/txn_route.h, replica/client.h)
  *       -> client thread: the answer copied, posted back -> request's shard: the answer's
  *       body relayed under this request's header
  *

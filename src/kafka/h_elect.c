@@ -4,11 +4,12 @@
  *
  * ElectLeaders and AlterPartitionReassignments go to the controller (controller.h) as one
  * operation per request with one item per partition, decided there against the metadata (in a
- * cluster by the active controller, so another broker answers NOT_CONTROLLER); the answer leaves
- * once every shard here applied the change. A reassignment is accepted at once and completes
- * once its target replicas are in sync (cluster/records.h, KIP-455); ListPartitionReassignments
- * answers from any broker's metadata with the moves in progress, their adding and removing
- * replicas.
+ * cluster by the active controller: another broker forwards the request there, forward.h, and
+ * answers NOT_CONTROLLER only when it cannot); the answer leaves once every shard of the broker
+ * that decided applied the change (a broker that forwarded may learn it a moment later). A
+ * reassignment is accepted at once and completes once its target replicas are in sync
+ * (cluster/records.h, KIP-455); ListPartitionReassignments answers from any broker's metadata with
+ * the moves in progress, their adding and removing replicas.
  *
  * Each answer mirrors its request, partition by partition. An entry the handler answers itself
  * (a topic name holding a NUL byte, which as a C string would name another topic) gets a

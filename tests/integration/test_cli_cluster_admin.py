@@ -12,7 +12,10 @@ confluent-kafka:
     the other replica), `elect-leaders --type preferred` moves it back (Metadata) and a second
     run says ELECTION_NOT_NEEDED, exit 0;
   - bad input (unknown topic or partition, bad --replicas, an unregistered broker, bad --type)
-    gives a clear error and exit 1 (refused by the broker) or 2 (usage).
+    gives a clear error and exit 1 (refused by the broker) or 2 (usage);
+  - ElectLeaders and AlterPartitionReassignments sent (raw, kwire) to a broker that is not the
+    controller are forwarded to it (KIP-590, as Kafka 4's brokers do): answered as the
+    controller answers, never NOT_CONTROLLER, and the move they start completes.
 
 auto.leader.rebalance.enable=false, so only the command moves a leadership back."""
 
@@ -24,6 +27,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import kclients as kc  # noqa: E402
+import kwire  # noqa: E402
 from cluster import ANY, Cluster  # noqa: E402
 from harness import run_cmd  # noqa: E402
 
@@ -201,6 +205,25 @@ class CliClusterAdminTest(unittest.TestCase):
         self.assertIn("preferred or unclean", r.stderr)
         r = self.cli("elect-leaders", "--partition", "0", rc=2)
         self.assertIn("--partition needs --topic", r.stderr)
+
+    def test_4_forwarded_from_a_non_controller(self):
+        topic = "cliadm-fwd-%d" % os.getpid()
+        before = self.create(topic)
+        ctrl = self.c.wait_for_quorum(QUORUM_TIMEOUT)
+        other = [n for n in self.c.running() if n != ctrl][0]
+        with kwire.Conn.to(self.c.node(other).bootstrap) as conn:
+            # its leader is live: the controller's answer is ELECTION_NOT_NEEDED (84)
+            err, res = kwire.elect_leaders(conn, 2, 1, {topic: [0]})
+            self.assertEqual(err, 0)
+            self.assertEqual(res[topic][0][0], 84, "forwarded, not NOT_CONTROLLER (41): %s" % res)
+            err, res = kwire.elect_leaders(conn, 2, 0, {topic: [5]})
+            self.assertEqual(res[topic][5][0], 3, res)        # UNKNOWN_TOPIC_OR_PARTITION
+            spare = ({1, 2, 3} - set(before["replicas"])).pop()
+            target = [before["replicas"][0], spare]
+            out = kwire.alter_partition_reassignments(conn, 0, {topic: {0: target}})
+            self.assertEqual((out["error"], out["partitions"]), (0, {topic: {0: (0, None)}}), out)
+        self.wait_part(topic, lambda p: p["replicas"] == target and sorted(p["isr"]) ==
+                       sorted(target), "the forwarded move to %s completed" % target)
 
 
 if __name__ == "__main__":
