@@ -25,8 +25,9 @@ typedef struct adopt_leg {
     /* in progress (the shard's): the old snapshot, whether the brokers changed, the cursor */
     st_md_t *old;
     bool brokers_changed;
-    int ti;     /* topic index in md */
-    int32_t pi; /* partition index in that topic */
+    bool broker_configs_changed; /* dynamic broker settings: every log reconfigured */
+    int ti;                      /* topic index in md */
+    int32_t pi;                  /* partition index in that topic */
     int opened, slices;
     int64_t start_ns, longest_ns, longest_cpu_ns; /* the longest slice: wall, thread CPU */
     int lc_ti; /* the topic whose log settings lc holds (-1: none yet) */
@@ -132,7 +133,10 @@ static void set_role(st_kshard_t *s, st_part_t *part, const st_md_t *md, const s
                            .nreplicas = mp->nreplicas,
                            .nisr = mp->nisr};
     role.leader = mp->leader == role.self;
+    /* the topic's, else this broker's dynamic one (kafka/broker_config.h), else the static */
     const char *mi = st_md_topic_config(t, "min.insync.replicas");
+    if (!mi)
+        mi = st_md_broker_config(md, role.self, "min.insync.replicas", NULL);
     if (mi)
         role.min_isr = (int32_t)strtol(mi, NULL, 10);
     memcpy(role.replicas, mp->replicas, sizeof role.replicas);
@@ -345,7 +349,7 @@ static void adopt_slice(st_task_t *task)
         if (st_mono_ns() >= stop || j->n == ST_ADOPT_SLICE_MAX)
             break;
         const st_md_topic_t *ot = a->old ? st_md_find_id(a->old, t->id) : NULL;
-        bool reconf = ot && !configs_equal(ot, t);
+        bool reconf = ot && (a->broker_configs_changed || !configs_equal(ot, t));
         int32_t p = a->pi++;
         if (!hosts(s, &t->partitions[p]))
             continue;
@@ -353,7 +357,7 @@ static void adopt_slice(st_task_t *task)
         if (!part) {
             st_part_t *np;
             if (a->lc_ti != a->ti) { /* once per topic: 10,000 partitions share one */
-                h->topic_log_config(s->b->cfg, t, &a->lc);
+                h->topic_log_config(s->b->cfg, a->md, t, &a->lc);
                 a->lc_ti = a->ti;
             }
             st_storage_defer_begin(&s->env);
@@ -370,7 +374,7 @@ static void adopt_slice(st_task_t *task)
         }
         if (reconf) {
             st_log_config_t lc;
-            h->topic_log_config(s->b->cfg, t, &lc);
+            h->topic_log_config(s->b->cfg, a->md, t, &lc);
             st_part_reconfigure(part, &lc);
         }
         set_role(s, part, a->md, t, p, reconf || a->brokers_changed);
@@ -421,8 +425,9 @@ static void adopt_start(st_kshard_t *s, adopt_leg_t *a)
     a->old = s->md;
     s->md = st_md_ref(a->md);
     a->brokers_changed = brokers_differ(a->old, a->md);
+    a->broker_configs_changed = !st_md_broker_configs_equal(a->old, a->md);
     if (h->md_adopted)
-        h->md_adopted(s);
+        h->md_adopted(s, a->old);
     sweep_t w = {s, a->md};
     st_parts_each(&s->parts, sweep_one, &w);
     a->ti = 0;

@@ -28,26 +28,29 @@ struct st_connquota {
     size_t n, cap;
 };
 
-static int parse_overrides(st_connquota_t *q, const char *spec, char *err, size_t errlen)
+/* spec's overrides (ip:count,...) into a new array *out of *n; 0, or -1 with one line in err
+ * (nothing allocated). */
+static int parse_overrides(const char *spec, ip_override_t **out, int *n, char *err, size_t errlen)
 {
     size_t len = strlen(spec);
     char *s = malloc(len + 1);
-    q->overrides = calloc(len / 2 + 1, sizeof *q->overrides);
-    if (!s || !q->overrides) {
+    ip_override_t *v = calloc(len / 2 + 1, sizeof *v);
+    if (!s || !v) {
         free(s);
+        free(v);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     memcpy(s, spec, len + 1);
-    int rc = 0;
+    int rc = 0, count = 0;
     for (char *save = NULL, *item = strtok_r(s, ",", &save); item;
          item = strtok_r(NULL, ",", &save)) {
         while (*item == ' ')
             item++;
         char *colon = strrchr(item, ':'), *end = NULL;
-        long v = colon ? strtol(colon + 1, &end, 10) : -1;
-        ip_override_t *o = &q->overrides[q->noverrides];
-        if (!colon || end == colon + 1 || *end || v < 0 || v > 2147483647 ||
+        long max = colon ? strtol(colon + 1, &end, 10) : -1;
+        ip_override_t *o = &v[count];
+        if (!colon || end == colon + 1 || *end || max < 0 || max > 2147483647 ||
             st_quota_ip_normalize(item, (size_t)(colon - item), o->ip)) {
             snprintf(err, errlen,
                      "max.connections.per.ip.overrides: \"%s\" is not ip:count (an IPv4 or IPv6 "
@@ -56,11 +59,44 @@ static int parse_overrides(st_connquota_t *q, const char *spec, char *err, size_
             rc = -1;
             break;
         }
-        o->max = (int)v;
-        q->noverrides++;
+        o->max = (int)max;
+        count++;
     }
     free(s);
-    return rc;
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+int st_connquota_check_overrides(const char *overrides, char *err, size_t errlen)
+{
+    ip_override_t *v;
+    int n;
+    if (parse_overrides(overrides, &v, &n, err, errlen))
+        return -1;
+    free(v);
+    return 0;
+}
+
+int st_connquota_reconfigure(st_connquota_t *q, int64_t max_per_ip, int64_t max_total,
+                             const char *overrides, char *err, size_t errlen)
+{
+    ip_override_t *v;
+    int n;
+    if (parse_overrides(overrides, &v, &n, err, errlen))
+        return -1;
+    pthread_mutex_lock(&q->mu);
+    free(q->overrides);
+    q->overrides = v;
+    q->noverrides = n;
+    q->max_per_ip = max_per_ip > INT32_MAX ? INT32_MAX : (int)max_per_ip;
+    q->max_total = max_total > INT32_MAX ? INT32_MAX : (int)max_total;
+    pthread_mutex_unlock(&q->mu);
+    return 0;
 }
 
 st_connquota_t *st_connquota_create(const st_config_t *cfg, char *err, size_t errlen)
@@ -73,7 +109,8 @@ st_connquota_t *st_connquota_create(const st_config_t *cfg, char *err, size_t er
     pthread_mutex_init(&q->mu, NULL);
     q->max_per_ip = (int)cfg->max_connections_per_ip;
     q->max_total = (int)cfg->max_connections;
-    if (parse_overrides(q, cfg->max_connections_per_ip_overrides, err, errlen)) {
+    if (parse_overrides(cfg->max_connections_per_ip_overrides, &q->overrides, &q->noverrides, err,
+                        errlen)) {
         st_connquota_destroy(q);
         return NULL;
     }

@@ -39,6 +39,13 @@ typedef struct st_connquota st_connquota_t;
  * IPv6 addresses); NULL and a line in err when an override is malformed or out of memory. */
 st_connquota_t *st_connquota_create(const st_config_t *cfg, char *err, size_t errlen);
 void st_connquota_destroy(st_connquota_t *q);
+/* New limits at run time (dynamic max.connections, max.connections.per.ip and
+ * max.connections.per.ip.overrides): the open connections stay, the next ones are admitted by
+ * the new limits. 0, or -1 with one line in err (the old limits stay). */
+int st_connquota_reconfigure(st_connquota_t *q, int64_t max_per_ip, int64_t max_total,
+                             const char *overrides, char *err, size_t errlen);
+/* Whether overrides is a valid max.connections.per.ip.overrides: 0, or -1 with one line. */
+int st_connquota_check_overrides(const char *overrides, char *err, size_t errlen);
 
 /* A connection from ip (inet_ntop's text) at now_ms; `protected_listener`: it came in on the
  * inter-broker listener of a broker with several (not bound by max.connections). quotas[0..n)

@@ -766,7 +766,7 @@ static int kshard_open_partitions(st_kshard_t *s)
                 continue;
             st_part_t *part;
             st_log_config_t lc;
-            s->b->hooks->topic_log_config(s->b->cfg, t, &lc);
+            s->b->hooks->topic_log_config(s->b->cfg, md, t, &lc);
             if (st_parts_open(&s->parts, t->name, t->id, p, &lc, &part) != 0)
                 offline++;
             n++;

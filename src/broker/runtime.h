@@ -33,7 +33,8 @@ typedef struct st_broker_hooks {
      * least 8 bytes): decode its header and run its handler, or st_kreq_fail it. */
     void (*dispatch)(st_kreq_t *r);
     /* Any thread: the log settings of topic t. */
-    void (*topic_log_config)(const st_config_t *cfg, const st_md_topic_t *t, st_log_config_t *out);
+    void (*topic_log_config)(const st_config_t *cfg, const st_md_t *md, const st_md_topic_t *t,
+                             st_log_config_t *out);
     /* On the shard, after its partitions are open: its services (group coordinator). */
     int (*shard_start)(st_kshard_t *s);
     /* On the shard, when shutdown begins: waiting requests answer now. */
@@ -43,7 +44,7 @@ typedef struct st_broker_hooks {
     /* On each shard, adopting a state (broker/adopt.h): its snapshot was just swapped; a
      * partition this broker no longer hosts, before it is deleted; a partition's role was just
      * set from the snapshot (leader: this broker leads it). NULL: nothing. */
-    void (*md_adopted)(st_kshard_t *s);
+    void (*md_adopted)(st_kshard_t *s, const st_md_t *old);
     void (*partition_gone)(st_kshard_t *s, st_part_t *p);
     void (*partition_role)(st_kshard_t *s, st_part_t *p, const st_md_t *md, const st_md_topic_t *t,
                            int32_t index, bool leader);

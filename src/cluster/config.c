@@ -15,7 +15,11 @@
 #include "base/err.h"
 #include "base/log.h"
 
-enum { ST_CFG_STR, ST_CFG_INT, ST_CFG_BOOL };
+enum {
+    ST_CFG_STR = ST_CONFIG_TYPE_STR,
+    ST_CFG_INT = ST_CONFIG_TYPE_INT,
+    ST_CFG_BOOL = ST_CONFIG_TYPE_BOOL
+};
 
 typedef struct {
     const char *key;
@@ -33,6 +37,7 @@ static const st_cfg_desc_t st_cfg_table[] = {
 #undef ST_CFG_DESC
 };
 #define ST_CFG_N (sizeof st_cfg_table / sizeof st_cfg_table[0])
+_Static_assert(ST_CFG_N <= ST_CONFIG_MAX_KEYS, "st_config_t.given is too small");
 
 __attribute__((format(printf, 3, 4))) static int st_cfg_fail(char *err, size_t errlen,
                                                              const char *fmt, ...)
@@ -44,43 +49,66 @@ __attribute__((format(printf, 3, 4))) static int st_cfg_fail(char *err, size_t e
     return ST_E_CONFIG;
 }
 
+/* value parsed as d's type and checked against its bounds: 0 (*num, *flag set for INT and
+ * BOOL), or ST_E_CONFIG with one line in err. */
+static int cfg_parse(const st_cfg_desc_t *d, const char *value, int64_t *num, bool *flag, char *err,
+                     size_t errlen)
+{
+    if (d->type == ST_CFG_STR)
+        return 0;
+    if (d->type == ST_CFG_BOOL) {
+        if (strcasecmp(value, "true") == 0)
+            *flag = true;
+        else if (strcasecmp(value, "false") == 0)
+            *flag = false;
+        else
+            return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected true or false)",
+                               d->key, value);
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (errno || end == value || *end)
+        return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected an integer)", d->key,
+                           value);
+    if (v < d->min || v > d->max)
+        return st_cfg_fail(err, errlen, "bad value for %s: %lld (allowed %lld..%lld)", d->key, v,
+                           (long long)d->min, (long long)d->max);
+    *num = v;
+    return 0;
+}
+
+static const st_cfg_desc_t *cfg_find(const char *key)
+{
+    for (size_t i = 0; i < ST_CFG_N; i++)
+        if (strcmp(st_cfg_table[i].key, key) == 0)
+            return &st_cfg_table[i];
+    return NULL;
+}
+
 int st_config_set(st_config_t *c, const char *key, const char *value, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < ST_CFG_N; i++) {
-        const st_cfg_desc_t *d = &st_cfg_table[i];
-        if (strcmp(d->key, key) != 0)
-            continue;
+    const st_cfg_desc_t *d = cfg_find(key);
+    if (d) {
         void *p = (char *)c + d->off;
+        int64_t num = 0;
+        bool flag = false;
+        int rc = cfg_parse(d, value, &num, &flag, err, errlen);
+        if (rc)
+            return rc;
         if (d->type == ST_CFG_STR) {
             char *v = strdup(value);
             if (!v)
                 return -ENOMEM;
             free(*(char **)p);
             *(char **)p = v;
-            return 0;
+        } else if (d->type == ST_CFG_BOOL) {
+            *(bool *)p = flag;
+        } else {
+            *(int64_t *)p = num;
         }
-        if (d->type == ST_CFG_BOOL) {
-            if (strcasecmp(value, "true") == 0)
-                *(bool *)p = true;
-            else if (strcasecmp(value, "false") == 0)
-                *(bool *)p = false;
-            else
-                return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected true or false)",
-                                   key, value);
-            return 0;
-        }
-        char *end;
-        errno = 0;
-        long long v = strtoll(value, &end, 10);
-        if (errno || end == value || *end)
-            return st_cfg_fail(err, errlen, "bad value for %s: '%s' (expected an integer)", key,
-                               value);
-        if (v < d->min || v > d->max) {
-            snprintf(err, errlen, "bad value for %s: %lld (allowed %lld..%lld)", key, v,
-                     (long long)d->min, (long long)d->max);
-            return ST_E_CONFIG;
-        }
-        *(int64_t *)p = v;
+        c->given[d - st_cfg_table] = true;
         return 0;
     }
     /* listener.name.<name>.ssl.*: a per-listener value of a global ssl.* setting;
@@ -194,7 +222,52 @@ int st_config_init(st_config_t *c)
         if (rc)
             return rc;
     }
+    memset(c->given, 0, sizeof c->given); /* defaults, not given */
     return 0;
+}
+
+int st_config_nkeys(void)
+{
+    return (int)ST_CFG_N;
+}
+
+const char *st_config_key(int i, int *type, const char **help)
+{
+    if (i < 0 || i >= (int)ST_CFG_N)
+        return NULL;
+    if (type)
+        *type = st_cfg_table[i].type;
+    if (help)
+        *help = st_cfg_table[i].help;
+    return st_cfg_table[i].key;
+}
+
+const char *st_config_get(const st_config_t *c, const char *key, char *buf, size_t n, bool *given)
+{
+    const st_cfg_desc_t *d = cfg_find(key);
+    if (!d)
+        return NULL;
+    if (given)
+        *given = c->given[d - st_cfg_table];
+    const void *p = (const char *)c + d->off;
+    if (d->type == ST_CFG_STR)
+        return *(char *const *)p ? *(char *const *)p : "";
+    if (d->type == ST_CFG_BOOL)
+        return *(const bool *)p ? "true" : "false";
+    snprintf(buf, n, "%" PRId64, *(const int64_t *)p);
+    return buf;
+}
+
+int st_config_check(const char *key, const char *value, char *err, size_t errlen)
+{
+    const st_cfg_desc_t *d = cfg_find(key);
+    if (!d) {
+        snprintf(err, errlen, "unknown setting %s", key);
+        return ST_E_NOT_FOUND;
+    }
+    int64_t num;
+    bool flag;
+    return cfg_parse(d, value, &num, &flag, err, errlen);
 }
 
 void st_config_fini(st_config_t *c)

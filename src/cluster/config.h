@@ -304,10 +304,13 @@ enum {
 #define ST_CFG_CTYPE_INT  int64_t
 #define ST_CFG_CTYPE_BOOL bool
 
+#define ST_CONFIG_MAX_KEYS 256
+
 typedef struct st_config {
 #define ST_CFG_FIELD(field, key, type, def, min, max, help) ST_CFG_CTYPE_##type field;
     ST_CONFIG_KEYS(ST_CFG_FIELD)
 #undef ST_CFG_FIELD
+    bool given[ST_CONFIG_MAX_KEYS]; /* by table position: set in the file or by --set */
     /* Derived from the settings above by st_config_finish(). */
     /* The Kafka listeners (every entry of listeners but the controller's), in order; port and
      * adv_port as configured (0: the kernel's pick, the bound port). */
@@ -349,6 +352,17 @@ int st_config_init(st_config_t *c);
 void st_config_fini(st_config_t *c);
 /* Sets one key; on failure writes one line into err and returns ST_E_CONFIG. */
 int st_config_set(st_config_t *c, const char *key, const char *value, char *err, size_t errlen);
+/* The settings table by position i (0 .. st_config_nkeys() - 1): its key (NULL past the end),
+ * *type ST_CONFIG_TYPE_*, *help. type and help may be NULL. */
+enum { ST_CONFIG_TYPE_STR, ST_CONFIG_TYPE_INT, ST_CONFIG_TYPE_BOOL };
+int st_config_nkeys(void);
+const char *st_config_key(int i, int *type, const char **help);
+/* Setting key's value as text (numbers written into buf), NULL for an unknown key; *given
+ * (may be NULL): set in the file or by --set rather than left at its default. */
+const char *st_config_get(const st_config_t *c, const char *key, char *buf, size_t n, bool *given);
+/* Whether value suits key's type and bounds: 0, ST_E_CONFIG with one line in err, or
+ * ST_E_NOT_FOUND for a key that is not in the table. */
+int st_config_check(const char *key, const char *value, char *err, size_t errlen);
 /* Reads a properties file, setting each key. */
 int st_config_load(st_config_t *c, const char *path, char *err, size_t errlen);
 /* Checks cross-field rules and computes the derived fields. */

@@ -58,6 +58,11 @@ void st_md_unref(st_md_t *md)
     free(md->brokers);
     free(md->scram);
     free(md->quotas);
+    for (int i = 0; i < md->nbcfg; i++) {
+        free(md->bcfg[i].key);
+        free(md->bcfg[i].value);
+    }
+    free(md->bcfg);
     free(md->cluster_id);
     st_acl_set_fini(&md->acls);
     free(md);
@@ -349,6 +354,9 @@ st_md_t *st_md_clone(const st_md_t *s)
         memcpy(md->quotas, s->quotas, (size_t)s->nquotas * sizeof *md->quotas);
         md->nquotas = s->nquotas;
     }
+    for (int i = 0; i < s->nbcfg; i++)
+        if (st_md_set_broker_config(md, s->bcfg[i].broker, s->bcfg[i].key, s->bcfg[i].value))
+            goto fail;
     return md;
 fail:
     st_md_unref(md);
@@ -498,4 +506,89 @@ int st_md_set_quota(st_md_t *md, const st_quota_entity_t *e, int key, double val
         md->nquotas--;
     }
     return 0;
+}
+
+/* ---- dynamic broker settings ---- */
+
+/* The position of (broker, key) in md->bcfg, sorted by broker then key; *found says whether
+ * it is there. */
+static int bcfg_pos(const st_md_t *md, int32_t broker, const char *key, bool *found)
+{
+    int lo = 0, hi = md->nbcfg;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        const st_md_bcfg_t *c = &md->bcfg[mid];
+        int cmp = c->broker != broker ? (c->broker < broker ? -1 : 1) : strcmp(c->key, key);
+        if (cmp == 0) {
+            *found = true;
+            return mid;
+        }
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *found = false;
+    return lo;
+}
+
+int st_md_set_broker_config(st_md_t *md, int32_t broker, const char *key, const char *value)
+{
+    bool found;
+    int i = bcfg_pos(md, broker, key, &found);
+    if (!value) {
+        if (found) {
+            free(md->bcfg[i].key);
+            free(md->bcfg[i].value);
+            memmove(&md->bcfg[i], &md->bcfg[i + 1], (size_t)(md->nbcfg - i - 1) * sizeof *md->bcfg);
+            md->nbcfg--;
+        }
+        return 0;
+    }
+    char *v = strdup(value);
+    if (!v)
+        return -ENOMEM;
+    if (found) {
+        free(md->bcfg[i].value);
+        md->bcfg[i].value = v;
+        return 0;
+    }
+    char *k = strdup(key);
+    st_md_bcfg_t *arr = k ? realloc(md->bcfg, (size_t)(md->nbcfg + 1) * sizeof *arr) : NULL;
+    if (!arr) {
+        free(k);
+        free(v);
+        return -ENOMEM;
+    }
+    md->bcfg = arr;
+    memmove(&arr[i + 1], &arr[i], (size_t)(md->nbcfg - i) * sizeof *arr);
+    arr[i] = (st_md_bcfg_t){broker, k, v};
+    md->nbcfg++;
+    return 0;
+}
+
+const char *st_md_broker_config(const st_md_t *md, int32_t node, const char *key, int *scope)
+{
+    bool found = false;
+    int i = md ? bcfg_pos(md, node, key, &found) : 0;
+    int sc = node == ST_MD_BROKER_DEFAULT ? 2 : 1;
+    if (md && !found && sc == 1) {
+        i = bcfg_pos(md, ST_MD_BROKER_DEFAULT, key, &found);
+        sc = 2;
+    }
+    if (scope)
+        *scope = found ? sc : 0;
+    return found ? md->bcfg[i].value : NULL;
+}
+
+bool st_md_broker_configs_equal(const st_md_t *a, const st_md_t *b)
+{
+    int na = a ? a->nbcfg : 0, nb = b ? b->nbcfg : 0;
+    if (na != nb)
+        return false;
+    for (int i = 0; i < na; i++)
+        if (a->bcfg[i].broker != b->bcfg[i].broker || strcmp(a->bcfg[i].key, b->bcfg[i].key) ||
+            strcmp(a->bcfg[i].value, b->bcfg[i].value))
+            return false;
+    return true;
 }

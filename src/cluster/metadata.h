@@ -83,6 +83,16 @@ typedef struct st_md_scram {
     uint8_t server_key[ST_MD_SCRAM_KEY_MAX];
 } st_md_scram_t;
 
+/* A dynamic broker setting (Kafka's BROKER config resource, stored in the metadata log):
+ * key=value on one broker, or on every broker (broker ST_MD_BROKER_DEFAULT, the resource
+ * named ""). */
+#define ST_MD_BROKER_DEFAULT (-1)
+typedef struct st_md_bcfg {
+    int32_t broker;
+    char *key;
+    char *value;
+} st_md_bcfg_t;
+
 typedef struct st_md {
     _Atomic int refs;
     int64_t version;
@@ -98,6 +108,8 @@ typedef struct st_md {
     st_md_scram_t *scram; /* sorted by user, then mechanism */
     int nquotas;
     st_quota_t *quotas; /* client quotas (record "quota"), in the order first set */
+    int nbcfg;
+    st_md_bcfg_t *bcfg; /* dynamic broker settings (record "broker_config"), by broker, key */
 } st_md_t;
 
 /* An empty snapshot with one reference. */
@@ -160,6 +172,14 @@ int st_md_set_quota(st_md_t *md, const st_quota_entity_t *e, int key, double val
 const st_quota_t *st_md_find_quota(const st_md_t *md, const st_quota_entity_t *e);
 
 /* A topic id as 32 lower-case hex digits, and back (ST_E_INVALID when malformed). */
+/* Sets (value non-NULL) or removes (NULL) a dynamic broker setting. 0 or -ENOMEM. */
+int st_md_set_broker_config(st_md_t *md, int32_t broker, const char *key, const char *value);
+/* The dynamic value of key on broker `node`: its own (*scope 1), else the cluster default
+ * (*scope 2), else NULL (*scope 0). scope may be NULL. */
+const char *st_md_broker_config(const st_md_t *md, int32_t node, const char *key, int *scope);
+/* Whether a and b hold the same dynamic broker settings (NULL holds none). */
+bool st_md_broker_configs_equal(const st_md_t *a, const st_md_t *b);
+
 void st_md_id_hex(const uint8_t id[16], char out[33]);
 int st_md_id_parse(const char *s, uint8_t id[16]);
 

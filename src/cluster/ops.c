@@ -129,6 +129,106 @@ static int apply_configs(const st_ctl_rules_t *r, st_md_topic_t *t, st_ctl_item_
     return 0;
 }
 
+/* key's value on broker itself (not inherited from the cluster default), or NULL. */
+static const char *own_value(const st_md_t *md, int32_t broker, const char *key)
+{
+    int scope;
+    const char *v = st_md_broker_config(md, broker, key, &scope);
+    return scope == (broker == ST_MD_BROKER_DEFAULT ? 2 : 1) ? v : NULL;
+}
+
+/* A broker resource's changes (ALTER_CONFIGS with broker_resource), as apply_configs does a
+ * topic's: all validated, then applied on md, a record for each key whose value changes. */
+static void ctl_broker_configs(const st_ctl_rules_t *r, st_md_t *md, st_ctl_item_t *it,
+                               bool validate_only, json_t *records)
+{
+    it->error = 0;
+    it->message[0] = 0;
+    if (!r->broker_config_check) {
+        st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST, "Broker settings are static%s", "");
+        return;
+    }
+    for (int c = 0; c < it->ncfg; c++) {
+        const st_ctl_cfg_t *cf = &it->cfg[c];
+        char err[200] = "";
+        bool list = false;
+        if (cf->op < ST_CTL_CFG_SET || cf->op > ST_CTL_CFG_SUBTRACT) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_REQUEST, "Invalid config operation for %s",
+                             cf->key);
+            return;
+        }
+        const char *v = cf->op == ST_CTL_CFG_SET ? cf->value : NULL;
+        int16_t code = r->broker_config_check(r->arg, cf->key, v, &list, err, sizeof err);
+        if (code) {
+            st_ctl_item_fail(it, code, "%s", err);
+            return;
+        }
+        if (cf->op != ST_CTL_CFG_DELETE && !cf->value) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_CONFIG, "Null value for config %s", cf->key);
+            return;
+        }
+        if ((cf->op == ST_CTL_CFG_APPEND || cf->op == ST_CTL_CFG_SUBTRACT) && !list) {
+            st_ctl_item_fail(it, ST_KERR_INVALID_CONFIG,
+                             "Config %s is not a list: APPEND/SUBTRACT do not apply", cf->key);
+            return;
+        }
+    }
+    /* the new values on a scratch state holding only the broker settings first: a list
+     * edit's result is checked as a whole, and a refusal leaves md as it was */
+    st_md_t *next = st_md_new(md->cluster_id, md->controller_id);
+    for (int i = 0; next && i < md->nbcfg; i++)
+        if (st_md_set_broker_config(next, md->bcfg[i].broker, md->bcfg[i].key, md->bcfg[i].value))
+            it->error = ST_KERR_UNKNOWN_SERVER_ERROR;
+    if (!next || it->error) {
+        st_ctl_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
+        st_md_unref(next);
+        return;
+    }
+    if (it->replace_configs)
+        for (int i = next->nbcfg - 1; i >= 0; i--)
+            if (next->bcfg[i].broker == it->broker)
+                st_md_set_broker_config(next, it->broker, next->bcfg[i].key, NULL);
+    for (int c = 0; c < it->ncfg && !it->error; c++) {
+        const st_ctl_cfg_t *cf = &it->cfg[c];
+        const char *cur = own_value(next, it->broker, cf->key);
+        char out[1024];
+        const char *nv = cf->op == ST_CTL_CFG_DELETE ? NULL : cf->value;
+        if (cf->op == ST_CTL_CFG_APPEND || cf->op == ST_CTL_CFG_SUBTRACT) {
+            list_edit(cur ? cur : "", cf->value, cf->op == ST_CTL_CFG_APPEND, out, sizeof out);
+            char err[200] = "";
+            bool list;
+            int16_t code = r->broker_config_check(r->arg, cf->key, out, &list, err, sizeof err);
+            if (code) {
+                st_ctl_item_fail(it, code, "%s", err);
+                break;
+            }
+            nv = out;
+        }
+        if (st_md_set_broker_config(next, it->broker, cf->key, nv))
+            st_ctl_item_fail(it, ST_KERR_UNKNOWN_SERVER_ERROR, "out of memory%s", "");
+    }
+    if (!it->error && !validate_only) {
+        /* a record for each key of this resource whose value changes, then md takes them */
+        for (int i = 0; i < next->nbcfg; i++) {
+            const st_md_bcfg_t *c = &next->bcfg[i];
+            const char *was = own_value(md, it->broker, c->key);
+            if (c->broker == it->broker && (!was || strcmp(was, c->value)))
+                json_array_append_new(records, st_rec_broker_config(c->broker, c->key, c->value));
+        }
+        for (int i = 0; i < md->nbcfg; i++) {
+            const st_md_bcfg_t *c = &md->bcfg[i];
+            if (c->broker == it->broker && !own_value(next, it->broker, c->key))
+                json_array_append_new(records, st_rec_broker_config(c->broker, c->key, NULL));
+        }
+        st_md_t tmp = *md;
+        md->nbcfg = next->nbcfg;
+        md->bcfg = next->bcfg;
+        next->nbcfg = tmp.nbcfg;
+        next->bcfg = tmp.bcfg; /* freed with next */
+    }
+    st_md_unref(next);
+}
+
 /* Random bytes: the rules' source, else the kernel's. */
 static void random_bytes(const st_ctl_rules_t *r, void *buf, size_t n)
 {
@@ -657,6 +757,10 @@ int st_ctl_decide(const st_ctl_rules_t *rules, const st_md_t *state, int kind, b
     const uint8_t *owed = NULL;
     for (int i = 0; i < n; i++) {
         st_ctl_item_t *it = &items[i];
+        if (kind == ST_CTL_ALTER_CONFIGS && it->broker_resource) {
+            ctl_broker_configs(rules, md, it, validate_only, records);
+            continue;
+        }
         if (!decide_item(rules, md, kind, it) || validate_only)
             continue;
         if (owed && memcmp(owed, it->id, 16) != 0)

@@ -11,7 +11,11 @@
  *                         the live brokers, configs, placement (st_rec_place)
  *     DELETE              internal topics refused
  *     CREATE_PARTITIONS   only to grow; the new partitions placed like a creation's
- *     ALTER_CONFIGS       every change validated first, then all applied (or none)
+ *     ALTER_CONFIGS       every change validated first, then all applied (or none); an item
+ *                         with `broker_resource` changes the dynamic settings of a broker
+ *                         (`broker`, or ST_MD_BROKER_DEFAULT for all) the same way, each key
+ *                         checked by rules->broker_config_check; a "broker_config" record
+ *                         per key that changes
  *     ELECT_LEADERS       preferred (st_rec_elect_preferred) or unclean (st_rec_elect)
  *     REASSIGN            st_rec_reassign / st_rec_reassign_cancel
  *     CREATE_ACLS         validated (st_acl_invalid), added unless already there
@@ -82,6 +86,8 @@ typedef struct st_ctl_item {
     int ncfg;
     const st_ctl_cfg_t *cfg;
     bool replace_configs; /* AlterConfigs: the given set replaces all overrides */
+    bool broker_resource; /* ALTER_CONFIGS: a broker's settings, not a topic's */
+    int32_t broker;       /* ... of this broker, or ST_MD_BROKER_DEFAULT (every broker) */
     bool internal;
     /* ElectLeaders and reassignments: one item per partition */
     int32_t partition;
@@ -119,6 +125,11 @@ typedef struct st_ctl_rules {
     int (*config_find)(void *arg, const char *key, bool *list, const char **fixed_default);
     /* A value for key: 0, or -1 with one line in err. */
     int (*config_validate)(void *arg, const char *key, const char *value, char *err, size_t n);
+    /* A dynamic broker setting: 0 when key may change at run time and value (NULL: any)
+     * is valid for it (*list: a list setting); else Kafka's error code with one line in err
+     * (INVALID_CONFIG for an unknown or read-only key, or a bad value). */
+    int16_t (*broker_config_check)(void *arg, const char *key, const char *value, bool *list,
+                                   char *err, size_t n);
     /* n random bytes into buf. NULL: getrandom(2). */
     void (*random)(void *arg, void *buf, size_t n);
     void *arg;

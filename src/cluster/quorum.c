@@ -259,7 +259,12 @@ static int propose(st_quorum_t *q, json_t *records, st_quorum_req_t *user)
 static int change_broker(st_quorum_t *q, const st_md_broker_t *b)
 {
     json_t *records = json_array();
-    int rc = st_rec_broker_change(q->state, b, q->cfg->unclean_leader_election_enable, records);
+    /* the controller's unclean.leader.election.enable: dynamic (its own, else the cluster
+     * default, records "broker_config") over the static one */
+    const char *dyn = st_md_broker_config(q->state, (int32_t)q->cfg->node_id,
+                                          "unclean.leader.election.enable", NULL);
+    bool unclean = dyn ? strcasecmp(dyn, "true") == 0 : q->cfg->unclean_leader_election_enable;
+    int rc = st_rec_broker_change(q->state, b, unclean, records);
     if (!rc)
         rc = propose(q, records, NULL);
     json_decref(records);

@@ -146,6 +146,12 @@ json_t *st_rec_quota(const st_quota_entity_t *e, int key, double value, bool rem
     return r;
 }
 
+json_t *st_rec_broker_config(int32_t broker, const char *key, const char *value)
+{
+    return json_pack("{s:s,s:i,s:s,s:s?}", "type", "broker_config", "broker", (int)broker, "key",
+                     key, "value", value);
+}
+
 /* Dumps root, padded with spaces to a multiple of 8, into alloc'd memory. */
 static void *dump_padded(json_t *root, size_t *len, void *(*alloc)(size_t))
 {
@@ -189,9 +195,13 @@ void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t))
             if (md->quotas[i].set & (1u << k))
                 json_array_append_new(
                     quotas, st_rec_quota(&md->quotas[i].e, k, md->quotas[i].values[k], false));
-    json_t *root = json_pack("{s:i,s:s,s:o,s:o,s:o,s:o,s:o}", "v", ST_REC_VERSION, "cluster",
+    json_t *bcfg = json_array();
+    for (int i = 0; i < md->nbcfg; i++)
+        json_array_append_new(
+            bcfg, st_rec_broker_config(md->bcfg[i].broker, md->bcfg[i].key, md->bcfg[i].value));
+    json_t *root = json_pack("{s:i,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "v", ST_REC_VERSION, "cluster",
                              md->cluster_id, "brokers", brokers, "topics", topics, "acls", acls,
-                             "scram", scram, "quotas", quotas);
+                             "scram", scram, "quotas", quotas, "broker_configs", bcfg);
     void *out = root ? dump_padded(root, len, alloc) : NULL;
     json_decref(root);
     return out;
@@ -384,6 +394,18 @@ static int apply_quota(st_md_t *md, json_t *r)
     return st_md_set_quota(md, &e, key, remove ? 0 : json_number_value(value), remove);
 }
 
+static int apply_broker_config(st_md_t *md, json_t *r)
+{
+    json_t *broker = json_object_get(r, "broker"), *value = json_object_get(r, "value");
+    const char *key = json_string_value(json_object_get(r, "key"));
+    if (!json_is_integer(broker) || json_integer_value(broker) < ST_MD_BROKER_DEFAULT ||
+        json_integer_value(broker) > INT32_MAX || !key || !*key ||
+        (value && !json_is_null(value) && !json_is_string(value)))
+        return ST_E_MALFORMED;
+    return st_md_set_broker_config(md, (int32_t)json_integer_value(broker), key,
+                                   json_string_value(value));
+}
+
 static int apply_record(st_md_t *md, json_t *r, int64_t index)
 {
     const char *type = json_string_value(json_object_get(r, "type"));
@@ -406,6 +428,8 @@ static int apply_record(st_md_t *md, json_t *r, int64_t index)
         return apply_scram(md, r);
     if (strcmp(type, "quota") == 0)
         return apply_quota(md, r);
+    if (strcmp(type, "broker_config") == 0)
+        return apply_broker_config(md, r);
     if (strcmp(type, "remove_scram") == 0) {
         const char *user = json_string_value(json_object_get(r, "user"));
         json_t *mech = json_object_get(r, "mech");
@@ -471,6 +495,8 @@ int st_rec_restore(st_md_t *md, const void *buf, size_t len)
     md->nbrokers = 0;
     md->nscram = 0;
     md->nquotas = 0;
+    while (md->nbcfg > 0)
+        st_md_set_broker_config(md, md->bcfg[0].broker, md->bcfg[0].key, NULL);
     char *c = strdup(cluster);
     if (c) {
         free(md->cluster_id);
@@ -503,6 +529,11 @@ int st_rec_restore(st_md_t *md, const void *buf, size_t len)
     json_array_foreach(json_object_get(root, "quotas"), i, r)
     {
         rc = rc ? rc : apply_quota(md, r);
+    }
+    /* absent from snapshots written before dynamic broker settings existed */
+    json_array_foreach(json_object_get(root, "broker_configs"), i, r)
+    {
+        rc = rc ? rc : apply_broker_config(md, r);
     }
     json_decref(root);
     return rc ? ST_E_CORRUPT : 0;

@@ -26,6 +26,11 @@
  *                                                           not part of the entity, null: the
  *                                                           default; "remove": true instead of
  *                                                           "value" removes the key
+ *   {"type": "broker_config", "broker": 2, "key": "log.retention.ms", "value": "3600000"}
+ *                                                           a dynamic broker setting (Kafka's
+ *                                                           BROKER resource) set, "broker": -1
+ *                                                           the cluster default (resource
+ *                                                           ""), "value" absent: removed
  * A topic record replaces the topic with its id (or adds it when its name is free; a record
  * for a name another topic holds is ignored). A broker's epoch is the index of the entry that
  * registered its current incarnation.
@@ -33,7 +38,7 @@
  * The snapshot of the state machine is the same encoding of the whole state:
  *   {"v": 1, "cluster": "<id>", "brokers": [<broker record>...], "topics": [<topic record>...],
  *    "acls": [<acl record>...], "scram": [<scram record>...],
- *    "quotas": [<quota record>...]}
+ *    "quotas": [<quota record>...], "broker_configs": [<broker_config record>...]}
  *
  * Threads: any (pure functions of their arguments).
  */
@@ -67,6 +72,10 @@ json_t *st_rec_scram(const st_md_scram_t *c);
 json_t *st_rec_remove_scram(const char *user, int8_t mechanism);
 /* A "quota" record: key's value on e set, or with remove removed. */
 json_t *st_rec_quota(const st_quota_entity_t *e, int key, double value, bool remove);
+
+/* A "broker_config" record: key on broker (ST_MD_BROKER_DEFAULT: all) set to value, or with
+ * value NULL removed. */
+json_t *st_rec_broker_config(int32_t broker, const char *key, const char *value);
 
 /* The whole state, for a snapshot (malloc'd with alloc; *len bytes). */
 void *st_rec_snapshot(const st_md_t *md, size_t *len, void *(*alloc)(size_t));

@@ -33,6 +33,7 @@
 #include "kafka/handlers.h"
 #include "kafka/leader.h"
 #include "kafka/replica_link.h"
+#include "kafka/broker_config.h"
 #include "kafka/topic_config.h"
 #include "proto/kerr.h"
 #include "storage/fs.h"
@@ -144,6 +145,7 @@ static int ctl_propose(st_quorum_req_t *req, const st_md_t *state, json_t *recor
                             .internal = rules_internal,
                             .config_find = rules_config_find,
                             .config_validate = rules_config_validate,
+                            .broker_config_check = st_bcfg_check,
                             .arg = (void *)cfg};
     return st_ctl_decide(&rules, state, op->kind, op->validate_only, op->items, op->n, records);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "kafka/authz.h"
+#include "kafka/broker_config.h"
 #include "kafka/handlers.h"
 #include "kafka/controller.h"
 #include "kafka/throttle.h"
@@ -24,11 +25,6 @@
 
 #define ST_RES_TOPIC  2
 #define ST_RES_BROKER 4
-
-/* ConfigSource values of DescribeConfigs. */
-#define ST_SRC_TOPIC         1
-#define ST_SRC_STATIC_BROKER 4
-#define ST_SRC_DEFAULT       5
 
 /* The answer for an entry refused before it reaches the controller. */
 static const char msg_nul_topic[] = "Topic name is illegal, it contains a NUL byte";
@@ -164,12 +160,15 @@ static void create_topics_done(st_kshard_t *s, st_ctl_op_t *op)
         o->configs = st_arena_zalloc(&r->arena, (size_t)st_tcfg_count * sizeof *o->configs);
         o->configs_count = o->configs ? st_tcfg_count : -1;
         for (int c = 0; o->configs && c < st_tcfg_count; c++) {
-            char buf[64];
+            char buf[64], dbuf[64];
             bool over;
-            const char *v = st_tcfg_value(s->b->cfg, t, &st_tcfg_table[c], buf, sizeof buf, &over);
+            int src;
+            const char *v =
+                st_tcfg_value(s->b->cfg, s->md, t, &st_tcfg_table[c], buf, sizeof buf, &over);
+            st_tcfg_default(s->b->cfg, s->md, &st_tcfg_table[c], dbuf, sizeof dbuf, &src);
             o->configs[c].name = st_kstr(st_tcfg_table[c].name);
             o->configs[c].value = st_kstr(st_arena_strndup(&r->arena, v, strlen(v)));
-            o->configs[c].config_source = over ? ST_SRC_TOPIC : ST_SRC_DEFAULT;
+            o->configs[c].config_source = over ? ST_SRC_TOPIC : (int8_t)src;
         }
     }
     mutation_settle(r, a);
@@ -519,11 +518,17 @@ static bool key_wanted(const st_kp_describe_configs_req_resource_t *q, const cha
     return false;
 }
 
+static st_kstr_t arena_kstr(st_kreq_t *r, const char *v)
+{
+    return v ? st_kstr(st_arena_strndup(&r->arena, v, strlen(v))) : ST_KSTR_NULL;
+}
+
 static void describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *req,
                            const st_kp_describe_configs_req_resource_t *q,
                            st_kp_describe_configs_resp_result_t *o)
 {
     const st_config_t *cfg = r->shard->b->cfg;
+    const st_md_t *md = r->shard->md;
     const char *name;
     if (!st_kreq_cstr(r, q->resource_name, &name)) {
         /* Kafka validates the name (Topic.validate) before looking the topic up. */
@@ -531,7 +536,7 @@ static void describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *req
         o->error_message = st_kstr(msg_nul_topic);
         return;
     }
-    const st_md_topic_t *t = st_md_find(r->shard->md, q->resource_name.ptr, q->resource_name.len);
+    const st_md_topic_t *t = st_md_find(md, q->resource_name.ptr, q->resource_name.len);
     if (!t) {
         o->error_code = ST_KERR_UNKNOWN_TOPIC_OR_PARTITION;
         o->error_message = st_kstr("Topic does not exist");
@@ -547,13 +552,15 @@ static void describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *req
             continue;
         char buf[64], dbuf[64];
         bool over;
-        const char *v = st_tcfg_value(cfg, t, d, buf, sizeof buf, &over);
+        int dsrc;
+        const char *v = st_tcfg_value(cfg, md, t, d, buf, sizeof buf, &over);
+        const char *dv = st_tcfg_default(cfg, md, d, dbuf, sizeof dbuf, &dsrc);
         st_kp_describe_configs_resp_config_t *e = &o->configs[n++];
         st_kp_describe_configs_resp_config_init(e);
         e->name = st_kstr(d->name);
-        e->value = st_kstr(st_arena_strndup(&r->arena, v, strlen(v)));
-        e->config_source = over ? ST_SRC_TOPIC : ST_SRC_DEFAULT;
-        e->is_default = !over; /* v0's form of config_source */
+        e->value = arena_kstr(r, v);
+        e->config_source = over ? ST_SRC_TOPIC : (int8_t)dsrc;
+        e->is_default = !over && dsrc == ST_SRC_DEFAULT; /* v0's form of config_source */
         e->config_type = (int8_t)d->type;
         e->documentation = req->include_documentation ? st_kstr(d->doc) : ST_KSTR_NULL;
         if (req->include_synonyms) {
@@ -563,67 +570,124 @@ static void describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *req
             if (over)
                 e->synonyms[e->synonyms_count++] =
                     (st_kp_describe_configs_resp_synonym_t){e->name, e->value, ST_SRC_TOPIC};
-            const char *dv = st_tcfg_default(cfg, d, dbuf, sizeof dbuf);
             e->synonyms[e->synonyms_count++] = (st_kp_describe_configs_resp_synonym_t){
-                st_kstr(d->broker_key ? d->broker_key : d->name),
-                st_kstr(st_arena_strndup(&r->arena, dv, strlen(dv))), ST_SRC_DEFAULT};
+                st_kstr(d->broker_key ? d->broker_key : d->name), arena_kstr(r, dv), (int8_t)dsrc};
         }
     }
     o->configs_count = n;
 }
 
-static void describe_broker(st_kreq_t *r, const st_kp_describe_configs_req_resource_t *q,
+/* DescribeConfigs' config_type of broker setting key. */
+static int8_t broker_config_type(const char *key, int type)
+{
+    for (int i = 0; i < st_tcfg_count; i++)
+        if (st_tcfg_table[i].broker_key && strcmp(st_tcfg_table[i].broker_key, key) == 0)
+            return (int8_t)st_tcfg_table[i].type;
+    if (strcmp(key, "max.connections.per.ip.overrides") == 0 || strcmp(key, "listeners") == 0 ||
+        strcmp(key, "super.users") == 0)
+        return ST_TCFG_LIST;
+    return type == ST_CONFIG_TYPE_BOOL  ? ST_TCFG_BOOLEAN
+           : type == ST_CONFIG_TYPE_INT ? ST_TCFG_LONG
+                                        : ST_TCFG_STRING;
+}
+
+/* One broker setting's entry: its value where it comes from (a secret's is null), and with
+ * synonyms every source that has a value, the winning one first (Kafka's order). */
+static void broker_entry(st_kreq_t *r, const st_kp_describe_configs_req_t *req, const char *key,
+                         int type, const char *help, st_kp_describe_configs_resp_config_t *e)
+{
+    const st_config_t *cfg = r->shard->b->cfg;
+    const st_md_t *md = r->shard->md;
+    char buf[64], sbuf[64];
+    int src;
+    bool sensitive = st_bcfg_sensitive(key), given;
+    const char *v = st_bcfg_value(cfg, md, key, buf, sizeof buf, &src);
+    st_kp_describe_configs_resp_config_init(e);
+    e->name = st_kstr(key);
+    e->value = sensitive ? ST_KSTR_NULL : arena_kstr(r, v);
+    e->read_only = !st_bcfg_dynamic(key);
+    e->config_source = (int8_t)src;
+    e->is_default = src == ST_SRC_DEFAULT;
+    e->is_sensitive = sensitive;
+    e->config_type = broker_config_type(key, type);
+    e->documentation = req->include_documentation ? st_kstr(help) : ST_KSTR_NULL;
+    if (!req->include_synonyms)
+        return;
+    e->synonyms = st_arena_zalloc(&r->arena, 4 * sizeof *e->synonyms);
+    if (!e->synonyms)
+        return;
+    int32_t node = (int32_t)cfg->node_id;
+    int scope;
+    const char *own = e->read_only ? NULL : st_md_broker_config(md, node, key, &scope);
+    if (own && scope == 1)
+        e->synonyms[e->synonyms_count++] = (st_kp_describe_configs_resp_synonym_t){
+            e->name, sensitive ? ST_KSTR_NULL : arena_kstr(r, own), ST_SRC_DYNAMIC_BROKER};
+    const char *all =
+        e->read_only ? NULL : st_md_broker_config(md, ST_MD_BROKER_DEFAULT, key, NULL);
+    if (all)
+        e->synonyms[e->synonyms_count++] = (st_kp_describe_configs_resp_synonym_t){
+            e->name, sensitive ? ST_KSTR_NULL : arena_kstr(r, all), ST_SRC_DYNAMIC_DEFAULT};
+    const char *sv = st_config_get(cfg, key, sbuf, sizeof sbuf, &given);
+    e->synonyms[e->synonyms_count++] = (st_kp_describe_configs_resp_synonym_t){
+        e->name, sensitive ? ST_KSTR_NULL : arena_kstr(r, sv),
+        given ? ST_SRC_STATIC_BROKER : ST_SRC_DEFAULT};
+}
+
+/* A broker resource: "" the cluster-wide dynamic defaults set, "<id>" (this broker's id) every
+ * setting with its value on this broker. */
+static void describe_broker(st_kreq_t *r, const st_kp_describe_configs_req_t *req,
+                            const st_kp_describe_configs_req_resource_t *q,
                             st_kp_describe_configs_resp_result_t *o)
 {
     const st_config_t *cfg = r->shard->b->cfg;
+    const st_md_t *md = r->shard->md;
     char self[16];
     snprintf(self, sizeof self, "%lld", (long long)cfg->node_id);
-    if (q->resource_name.len > 0 && !st_kstr_eq(q->resource_name, self)) {
+    bool defaults = q->resource_name.len == 0;
+    if (!defaults && !st_kstr_eq(q->resource_name, self)) {
         o->error_code = ST_KERR_INVALID_REQUEST;
         o->error_message = st_kstr("Unexpected broker id");
         return;
     }
-    /* Broker settings are static (strata.properties / --set); each topic config's broker-
-     * level synonym is reported with its value, and the broker-only settings clients look at
-     * (librdkafka's re-authentication tests read connections.max.reauth.ms). */
-    static const struct {
-        const char *name;
-        int type;
-    } extra[] = {{"connections.max.reauth.ms", ST_TCFG_LONG},
-                 {"connection.failed.authentication.delay.ms", ST_TCFG_INT}};
-    int nextra = (int)(sizeof extra / sizeof extra[0]);
-    o->configs = st_arena_zalloc(&r->arena, (size_t)(st_tcfg_count + nextra) * sizeof *o->configs);
+    int nkeys = st_config_nkeys();
+    o->configs = st_arena_zalloc(&r->arena, (size_t)(nkeys + md->nbcfg + 1) * sizeof *o->configs);
     if (!o->configs)
         return;
     int n = 0;
-    for (int c = 0; c < nextra; c++) {
-        if (!key_wanted(q, extra[c].name))
-            continue;
-        char buf[32];
-        snprintf(buf, sizeof buf, "%lld",
-                 (long long)(c == 0 ? cfg->connections_max_reauth_ms
-                                    : cfg->connection_failed_authentication_delay_ms));
-        st_kp_describe_configs_resp_config_t *e = &o->configs[n++];
-        st_kp_describe_configs_resp_config_init(e);
-        e->name = st_kstr(extra[c].name);
-        e->value = st_kstr(st_arena_strndup(&r->arena, buf, strlen(buf)));
-        e->read_only = true;
-        e->config_source = ST_SRC_STATIC_BROKER;
-        e->config_type = (int8_t)extra[c].type;
+    if (defaults) {
+        for (int i = 0; i < md->nbcfg; i++) {
+            const st_md_bcfg_t *c = &md->bcfg[i];
+            if (c->broker != ST_MD_BROKER_DEFAULT || !key_wanted(q, c->key))
+                continue;
+            int type = ST_CONFIG_TYPE_STR;
+            const char *help = NULL;
+            for (int k = 0; k < nkeys; k++)
+                if (strcmp(st_config_key(k, &type, &help), c->key) == 0)
+                    break;
+            st_kp_describe_configs_resp_config_t *e = &o->configs[n++];
+            st_kp_describe_configs_resp_config_init(e);
+            e->name = arena_kstr(r, c->key);
+            e->value = st_bcfg_sensitive(c->key) ? ST_KSTR_NULL : arena_kstr(r, c->value);
+            e->config_source = ST_SRC_DYNAMIC_DEFAULT;
+            e->is_sensitive = st_bcfg_sensitive(c->key);
+            e->config_type = broker_config_type(c->key, type);
+            e->documentation = req->include_documentation && help ? st_kstr(help) : ST_KSTR_NULL;
+            if (req->include_synonyms) {
+                e->synonyms = st_arena_zalloc(&r->arena, sizeof *e->synonyms);
+                if (e->synonyms)
+                    e->synonyms[e->synonyms_count++] = (st_kp_describe_configs_resp_synonym_t){
+                        e->name, e->value, ST_SRC_DYNAMIC_DEFAULT};
+            }
+        }
+        o->configs_count = n;
+        return;
     }
-    for (int c = 0; c < st_tcfg_count; c++) {
-        const st_tcfg_desc_t *d = &st_tcfg_table[c];
-        if (!d->broker_key || !key_wanted(q, d->broker_key))
-            continue;
-        char buf[64];
-        const char *v = st_tcfg_default(cfg, d, buf, sizeof buf);
-        st_kp_describe_configs_resp_config_t *e = &o->configs[n++];
-        st_kp_describe_configs_resp_config_init(e);
-        e->name = st_kstr(d->broker_key);
-        e->value = st_kstr(st_arena_strndup(&r->arena, v, strlen(v)));
-        e->read_only = true;
-        e->config_source = ST_SRC_STATIC_BROKER;
-        e->config_type = (int8_t)d->type;
+    for (int k = 0; k < nkeys; k++) {
+        int type;
+        const char *help;
+        const char *key = st_config_key(k, &type, &help);
+        if (key_wanted(q, key))
+            broker_entry(r, req, key, type, help, &o->configs[n++]);
     }
     o->configs_count = n;
 }
@@ -667,7 +731,7 @@ void st_kh_describe_configs(st_kreq_t *r)
         } else if (q->resource_type == ST_RES_TOPIC)
             describe_topic(r, &req, q, o);
         else if (q->resource_type == ST_RES_BROKER)
-            describe_broker(r, q, o);
+            describe_broker(r, &req, q, o);
         else {
             o->error_code = ST_KERR_INVALID_REQUEST;
             o->error_message = st_kstr("Unsupported resource type");
@@ -741,6 +805,40 @@ static alter_t *alter_new(st_kreq_t *r, int n)
     return al;
 }
 
+/* The controller item of resource i with room for its ncfg configs. */
+static st_ctl_item_t *alter_item(st_kreq_t *r, admin_t *a, int i, int ncfg, st_ctl_cfg_t **cfg)
+{
+    st_ctl_item_t *it = admin_take(a, i);
+    it->ncfg = ncfg > 0 ? ncfg : 0;
+    *cfg = st_arena_zalloc(&r->arena, (size_t)it->ncfg * sizeof **cfg + 1);
+    it->cfg = *cfg;
+    return it;
+}
+
+/* A BROKER resource: "" (every broker's default) or a broker id, decided by the controller
+ * (ops.h: broker_resource). */
+static st_ctl_item_t *alter_broker(st_kreq_t *r, admin_t *a, alter_t *al, int i, st_kstr_t name,
+                                   int ncfg, st_ctl_cfg_t **cfg)
+{
+    int64_t id = ST_MD_BROKER_DEFAULT;
+    if (name.len > 0) {
+        id = 0;
+        for (int32_t k = 0; k < name.len; k++) {
+            char ch = name.ptr[k];
+            if (ch < '0' || ch > '9' || k >= 10 || (id = id * 10 + (ch - '0')) > INT32_MAX) {
+                al->errors[i] = ST_KERR_INVALID_REQUEST;
+                al->messages[i] = st_kstr("Unable to parse broker name as a base 10 number");
+                return NULL;
+            }
+        }
+    }
+    st_ctl_item_t *it = alter_item(r, a, i, ncfg, cfg);
+    it->name = NULL;
+    it->broker_resource = true;
+    it->broker = (int32_t)id;
+    return it;
+}
+
 /* Answers resource i directly, or returns a controller item for it with its name set (the
  * caller adds the configs, of which there are ncfg). */
 static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int i, int8_t type,
@@ -763,11 +861,11 @@ static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int 
             return NULL;
         }
     }
+    if (type == ST_RES_BROKER)
+        return alter_broker(r, a, al, i, name, ncfg, cfg);
     if (type != ST_RES_TOPIC) {
         al->errors[i] = ST_KERR_INVALID_REQUEST;
-        al->messages[i] = st_kstr(type == ST_RES_BROKER
-                                      ? "Broker settings are static: set them in strata.properties"
-                                      : "Unsupported resource type");
+        al->messages[i] = st_kstr("Unsupported resource type");
         return NULL;
     }
     if (!st_kauthz_k(r, ST_ACL_OP_ALTER_CONFIGS, ST_ACL_RES_TOPIC, name)) {
@@ -781,11 +879,8 @@ static st_ctl_item_t *alter_resource(st_kreq_t *r, admin_t *a, alter_t *al, int 
         al->messages[i] = st_kstr(msg_nul_topic);
         return NULL;
     }
-    st_ctl_item_t *it = admin_take(a, i);
+    st_ctl_item_t *it = alter_item(r, a, i, ncfg, cfg);
     it->name = cname ? cname : "";
-    it->ncfg = ncfg > 0 ? ncfg : 0;
-    *cfg = st_arena_zalloc(&r->arena, (size_t)it->ncfg * sizeof **cfg + 1);
-    it->cfg = *cfg;
     return it;
 }
 

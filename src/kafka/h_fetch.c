@@ -772,7 +772,7 @@ void st_kh_fetch(st_kreq_t *r)
         /* v0-3 need their records converted down; a consumer is refused where the topic (or
          * the broker) turned that off, as Kafka does */
         if (!fp->error && r->api_version < 4 && f->replica_id < 0 &&
-            !st_tcfg_int(r->shard->b->cfg, mt, "message.downconversion.enable"))
+            !st_tcfg_int(r->shard->b->cfg, r->shard->md, mt, "message.downconversion.enable"))
             fp->error = ST_KERR_UNSUPPORTED_VERSION;
         if (fp->error)
             fp->owner = -1; /* answered here: no owner reads it */

@@ -8,6 +8,7 @@
 #include "broker/protolog.h"
 #include "kafka/controller.h"
 #include "kafka/fetch_wait.h"
+#include "kafka/broker_config.h"
 #include "kafka/coordsvc.h"
 #include "kafka/group_route.h"
 #include "kafka/forward.h"
@@ -147,12 +148,16 @@ static void replication_stop(st_broker_t *b)
     st_krepl_stop(b);
 }
 
-/* After each adoption: shard 0 hands the inter-broker client its new snapshot. */
-static void md_adopted(st_kshard_t *s)
+/* After each adoption: shard 0 hands the inter-broker client its new snapshot and applies
+ * the process-wide broker settings that changed (broker_config.h). */
+static void md_adopted(st_kshard_t *s, const st_md_t *old)
 {
     st_ctl_md_adopted(s);
-    if (s->id == 0)
-        st_ktxn_client_metadata(s);
+    if (s->id != 0)
+        return;
+    st_ktxn_client_metadata(s);
+    if (!st_md_broker_configs_equal(old, s->md))
+        st_bcfg_adopted(s, old);
 }
 
 const st_broker_hooks_t st_kafka_hooks = {

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "base/err.h"
+#include "kafka/broker_config.h"
 
 #define L INT64_MAX
 const st_tcfg_desc_t st_tcfg_table[] = {
@@ -141,46 +142,44 @@ int st_tcfg_validate(const st_tcfg_desc_t *d, const char *v, char *err, size_t e
     }
 }
 
-const char *st_tcfg_default(const st_config_t *cfg, const st_tcfg_desc_t *d, char *buf, size_t n)
+const char *st_tcfg_default(const st_config_t *cfg, const st_md_t *md, const st_tcfg_desc_t *d,
+                            char *buf, size_t n, int *source)
 {
-    if (!d->broker_key)
-        return d->fixed_default;
-#define ST_TCFG_BROKER(field, key, type, def, min, max, help)                                      \
-    if (strcmp(d->broker_key, key) == 0)                                                           \
-        return st_tcfg_fmt_##type(cfg->field, buf, n);
-#define st_tcfg_fmt_STR(v, b, k)  (snprintf(b, k, "%s", v), b)
-#define st_tcfg_fmt_INT(v, b, k)  (snprintf(b, k, "%" PRId64, v), b)
-#define st_tcfg_fmt_BOOL(v, b, k) ((v) ? "true" : "false")
-    ST_CONFIG_KEYS(ST_TCFG_BROKER)
-#undef ST_TCFG_BROKER
+    const char *v = d->broker_key ? st_bcfg_value(cfg, md, d->broker_key, buf, n, source) : NULL;
+    if (v)
+        return v;
+    if (source)
+        *source = ST_SRC_DEFAULT;
     return d->fixed_default ? d->fixed_default : "";
 }
 
-const char *st_tcfg_value(const st_config_t *cfg, const st_md_topic_t *t, const st_tcfg_desc_t *d,
-                          char *buf, size_t n, bool *is_override)
+const char *st_tcfg_value(const st_config_t *cfg, const st_md_t *md, const st_md_topic_t *t,
+                          const st_tcfg_desc_t *d, char *buf, size_t n, bool *is_override)
 {
     const char *v = t ? st_md_topic_config(t, d->name) : NULL;
     if (is_override)
         *is_override = v != NULL;
-    return v ? v : st_tcfg_default(cfg, d, buf, n);
+    return v ? v : st_tcfg_default(cfg, md, d, buf, n, NULL);
 }
 
-int64_t st_tcfg_int(const st_config_t *cfg, const st_md_topic_t *t, const char *name)
+int64_t st_tcfg_int(const st_config_t *cfg, const st_md_t *md, const st_md_topic_t *t,
+                    const char *name)
 {
     const st_tcfg_desc_t *d = st_tcfg_find(name, strlen(name));
     if (!d)
         return 0;
     char buf[64];
-    const char *v = st_tcfg_value(cfg, t, d, buf, sizeof buf, NULL);
+    const char *v = st_tcfg_value(cfg, md, t, d, buf, sizeof buf, NULL);
     if (d->type == ST_TCFG_BOOLEAN)
         return strcasecmp(v, "true") == 0;
     return strtoll(v, NULL, 10);
 }
 
-void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_config_t *out)
+void st_topic_log_config(const st_config_t *cfg, const st_md_t *md, const st_md_topic_t *t,
+                         st_log_config_t *out)
 {
     st_log_config_default(out);
-    out->segment_bytes = st_tcfg_int(cfg, t, "segment.bytes");
+    out->segment_bytes = st_tcfg_int(cfg, md, t, "segment.bytes");
     /* tests' small segments (Kafka 4's internal.segment.bytes): a topic's own, else the
      * broker's internal.log.segment.bytes, neither held to the 1 MiB floor */
     const char *own = t ? st_md_topic_config(t, "internal.segment.bytes") : NULL;
@@ -189,32 +188,32 @@ void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_
     else if (cfg->internal_log_segment_bytes >= 14 &&
              !(t && st_md_topic_config(t, "segment.bytes")))
         out->segment_bytes = cfg->internal_log_segment_bytes;
-    out->segment_ms = st_tcfg_int(cfg, t, "segment.ms");
-    out->retention_ms = st_tcfg_int(cfg, t, "retention.ms");
-    out->retention_bytes = st_tcfg_int(cfg, t, "retention.bytes");
+    out->segment_ms = st_tcfg_int(cfg, md, t, "segment.ms");
+    out->retention_ms = st_tcfg_int(cfg, md, t, "retention.ms");
+    out->retention_bytes = st_tcfg_int(cfg, md, t, "retention.bytes");
     char pol[64];
     const char *cp =
-        st_tcfg_value(cfg, t, st_tcfg_find("cleanup.policy", 14), pol, sizeof pol, NULL);
+        st_tcfg_value(cfg, md, t, st_tcfg_find("cleanup.policy", 14), pol, sizeof pol, NULL);
     out->retention_deletes = strstr(cp, "delete") != NULL;
     out->compact = strstr(cp, "compact") != NULL;
     char rb[64];
-    const char *rv =
-        st_tcfg_value(cfg, t, st_tcfg_find("min.cleanable.dirty.ratio", 25), rb, sizeof rb, NULL);
+    const char *rv = st_tcfg_value(cfg, md, t, st_tcfg_find("min.cleanable.dirty.ratio", 25), rb,
+                                   sizeof rb, NULL);
     double ratio = strtod(rv, NULL);
     /* The topic config is checked as a number only; the log takes 0..1. */
     out->min_cleanable_dirty_ratio = isnan(ratio) ? 0.5 : ratio < 0 ? 0 : ratio > 1 ? 1 : ratio;
-    out->min_compaction_lag_ms = st_tcfg_int(cfg, t, "min.compaction.lag.ms");
-    out->max_compaction_lag_ms = st_tcfg_int(cfg, t, "max.compaction.lag.ms");
-    out->delete_retention_ms = st_tcfg_int(cfg, t, "delete.retention.ms");
-    out->index_interval_bytes = (int32_t)st_tcfg_int(cfg, t, "index.interval.bytes");
-    out->max_message_bytes = (int32_t)st_tcfg_int(cfg, t, "max.message.bytes");
+    out->min_compaction_lag_ms = st_tcfg_int(cfg, md, t, "min.compaction.lag.ms");
+    out->max_compaction_lag_ms = st_tcfg_int(cfg, md, t, "max.compaction.lag.ms");
+    out->delete_retention_ms = st_tcfg_int(cfg, md, t, "delete.retention.ms");
+    out->index_interval_bytes = (int32_t)st_tcfg_int(cfg, md, t, "index.interval.bytes");
+    out->max_message_bytes = (int32_t)st_tcfg_int(cfg, md, t, "max.message.bytes");
     char buf[64];
     const st_tcfg_desc_t *d = st_tcfg_find("message.timestamp.type", 22);
-    const char *ts = st_tcfg_value(cfg, t, d, buf, sizeof buf, NULL);
+    const char *ts = st_tcfg_value(cfg, md, t, d, buf, sizeof buf, NULL);
     out->timestamp_type =
         strcasecmp(ts, "LogAppendTime") == 0 ? ST_TS_LOG_APPEND_TIME : ST_TS_CREATE_TIME;
     out->flush_policy =
-        st_tcfg_int(cfg, t, "write.caching") ? ST_FLUSH_WRITE_CACHING : ST_FLUSH_STRICT;
-    out->flush_messages = st_tcfg_int(cfg, t, "flush.messages");
-    out->flush_ms = st_tcfg_int(cfg, t, "flush.ms");
+        st_tcfg_int(cfg, md, t, "write.caching") ? ST_FLUSH_WRITE_CACHING : ST_FLUSH_STRICT;
+    out->flush_messages = st_tcfg_int(cfg, md, t, "flush.messages");
+    out->flush_ms = st_tcfg_int(cfg, md, t, "flush.ms");
 }

@@ -42,14 +42,20 @@ extern const int st_tcfg_count;
 const st_tcfg_desc_t *st_tcfg_find(const char *name, size_t len);
 /* Validates a value for a topic config; on failure writes a message into err. */
 int st_tcfg_validate(const st_tcfg_desc_t *d, const char *value, char *err, size_t errlen);
-/* The default (broker-level) value of d, written into buf. */
-const char *st_tcfg_default(const st_config_t *cfg, const st_tcfg_desc_t *d, char *buf, size_t n);
-/* The effective value for topic t (override or default), and whether it is an override. */
-const char *st_tcfg_value(const st_config_t *cfg, const st_md_topic_t *t, const st_tcfg_desc_t *d,
-                          char *buf, size_t n, bool *is_override);
+/* The default (broker-level) value of d, written into buf: its broker setting's value on this
+ * broker under snapshot md (dynamic, static or the default, broker_config.h; md NULL: the
+ * static one), *source (may be NULL) where it came from (broker_config.h's ST_SRC_*). */
+const char *st_tcfg_default(const st_config_t *cfg, const st_md_t *md, const st_tcfg_desc_t *d,
+                            char *buf, size_t n, int *source);
+/* The effective value for topic t of snapshot md (override or default), and whether it is an
+ * override. */
+const char *st_tcfg_value(const st_config_t *cfg, const st_md_t *md, const st_md_topic_t *t,
+                          const st_tcfg_desc_t *d, char *buf, size_t n, bool *is_override);
 /* The effective integer value of an INT/LONG/BOOLEAN topic config by name. */
-int64_t st_tcfg_int(const st_config_t *cfg, const st_md_topic_t *t, const char *name);
-/* The log settings of a topic: broker defaults overlaid with the topic's overrides. */
-void st_topic_log_config(const st_config_t *cfg, const st_md_topic_t *t, st_log_config_t *out);
+int64_t st_tcfg_int(const st_config_t *cfg, const st_md_t *md, const st_md_topic_t *t,
+                    const char *name);
+/* The log settings of topic t of snapshot md: broker defaults overlaid with its overrides. */
+void st_topic_log_config(const st_config_t *cfg, const st_md_t *md, const st_md_topic_t *t,
+                         st_log_config_t *out);
 
 #endif

@@ -42,6 +42,27 @@ static int validate_cfg(void *arg, const char *key, const char *value, char *err
     return 0;
 }
 
+/* Broker settings: log.retention.ms dynamic, a.list a dynamic list, log.dirs read-only. */
+static int16_t check_bcfg(void *arg, const char *key, const char *value, bool *list, char *err,
+                          size_t n)
+{
+    (void)arg;
+    *list = strcmp(key, "a.list") == 0;
+    if (strcmp(key, "log.dirs") == 0) {
+        snprintf(err, n, "Cannot update these configs dynamically: Set(%s)", key);
+        return ST_KERR_INVALID_CONFIG;
+    }
+    if (strcmp(key, "log.retention.ms") && !*list) {
+        snprintf(err, n, "Unknown broker config: %s", key);
+        return ST_KERR_INVALID_CONFIG;
+    }
+    if (value && strcmp(value, "bad") == 0) {
+        snprintf(err, n, "Invalid value bad for %s", key);
+        return ST_KERR_INVALID_CONFIG;
+    }
+    return 0;
+}
+
 static bool internal(void *arg, const char *name, int32_t *npartitions, int *rf)
 {
     (void)arg;
@@ -64,6 +85,7 @@ static const st_ctl_rules_t RULES = {.num_partitions = 2,
                                      .internal = internal,
                                      .config_find = find_cfg,
                                      .config_validate = validate_cfg,
+                                     .broker_config_check = check_bcfg,
                                      .random = counting,
                                      .arg = &seed};
 
@@ -267,6 +289,77 @@ static void test_configs(void **state)
     st_md_unref(md);
 }
 
+/* A broker resource's changes: all or none, one record per key that changes, kept by a
+ * snapshot; a broker's own value over the cluster default. */
+static void test_broker_configs(void **state)
+{
+    (void)state;
+    st_md_t *md = brokers(2);
+    st_ctl_cfg_t set[] = {{"log.retention.ms", "1000", ST_CTL_CFG_SET},
+                          {"a.list", "x", ST_CTL_CFG_APPEND}};
+    st_ctl_item_t all = {
+        .broker_resource = true, .broker = ST_MD_BROKER_DEFAULT, .cfg = set, .ncfg = 2};
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &all, false), 2);
+    assert_int_equal(all.error, 0);
+    int scope;
+    assert_string_equal(st_md_broker_config(md, 2, "log.retention.ms", &scope), "1000");
+    assert_int_equal(scope, 2);
+    /* the same again changes nothing: no record */
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &all, false), 0);
+    assert_int_equal(all.error, 0);
+    st_ctl_cfg_t more[] = {{"a.list", "y", ST_CTL_CFG_APPEND}};
+    all.cfg = more;
+    all.ncfg = 1;
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &all, false), 1);
+    assert_string_equal(st_md_broker_config(md, 1, "a.list", NULL), "x,y");
+    /* broker 2's own value wins there only */
+    st_ctl_cfg_t own[] = {{"log.retention.ms", "7", ST_CTL_CFG_SET}};
+    st_ctl_item_t b2 = {.broker_resource = true, .broker = 2, .cfg = own, .ncfg = 1};
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &b2, false), 1);
+    assert_string_equal(st_md_broker_config(md, 2, "log.retention.ms", &scope), "7");
+    assert_int_equal(scope, 1);
+    assert_string_equal(st_md_broker_config(md, 1, "log.retention.ms", &scope), "1000");
+    /* a read-only key, an unknown one or a bad value refuses the whole resource */
+    st_ctl_cfg_t refused[][2] = {
+        {{"log.retention.ms", "5", ST_CTL_CFG_SET}, {"log.dirs", "/x", ST_CTL_CFG_SET}},
+        {{"log.retention.ms", "5", ST_CTL_CFG_SET}, {"nope", "1", ST_CTL_CFG_SET}},
+        {{"log.retention.ms", "5", ST_CTL_CFG_SET}, {"log.retention.ms", "bad", ST_CTL_CFG_SET}},
+        {{"log.retention.ms", "5", ST_CTL_CFG_SET}, {"log.retention.ms", "5", ST_CTL_CFG_APPEND}}};
+    for (int i = 0; i < 4; i++) {
+        st_ctl_item_t r = {.broker_resource = true, .broker = 2, .cfg = refused[i], .ncfg = 2};
+        assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &r, false), 0);
+        assert_int_equal(r.error, ST_KERR_INVALID_CONFIG);
+        assert_string_equal(st_md_broker_config(md, 2, "log.retention.ms", NULL), "7");
+    }
+    /* validate_only: the answer, no record */
+    st_ctl_cfg_t v[] = {{"log.retention.ms", "9", ST_CTL_CFG_SET}};
+    st_ctl_item_t vo = {.broker_resource = true, .broker = 2, .cfg = v, .ncfg = 1};
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &vo, true), 0);
+    assert_int_equal(vo.error, 0);
+    assert_string_equal(st_md_broker_config(md, 2, "log.retention.ms", NULL), "7");
+    /* a snapshot keeps them */
+    size_t len;
+    void *snap = st_rec_snapshot(md, &len, NULL);
+    st_md_t *back = st_md_new("", -1);
+    assert_int_equal(st_rec_restore(back, snap, len), 0);
+    free(snap);
+    assert_true(st_md_broker_configs_equal(md, back));
+    st_md_unref(back);
+    /* AlterConfigs' replacement of broker 2's set (none given) removes its own value: the
+     * default shows through again */
+    st_ctl_item_t rep = {.broker_resource = true, .broker = 2, .replace_configs = true};
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &rep, false), 1);
+    assert_string_equal(st_md_broker_config(md, 2, "log.retention.ms", &scope), "1000");
+    assert_int_equal(scope, 2);
+    st_ctl_cfg_t del[] = {{"log.retention.ms", NULL, ST_CTL_CFG_DELETE},
+                          {"a.list", NULL, ST_CTL_CFG_DELETE}};
+    all.cfg = del;
+    all.ncfg = 2;
+    assert_int_equal(run(md, ST_CTL_ALTER_CONFIGS, &all, false), 2);
+    assert_int_equal(md->nbcfg, 0);
+    st_md_unref(md);
+}
+
 static void test_elect(void **state)
 {
     (void)state;
@@ -409,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_internal_topic_min_isr_capped),
         cmocka_unit_test(test_delete_and_grow),
         cmocka_unit_test(test_configs),
+        cmocka_unit_test(test_broker_configs),
         cmocka_unit_test(test_elect),
         cmocka_unit_test(test_reassign_checks),
         cmocka_unit_test(test_manual_assignment),
