@@ -1,15 +1,17 @@
 /*
  * cluster_admin.c — `strata cluster elect-leaders|reassign|reassignments`, as Kafka's
  * kafka-leader-election.sh and kafka-reassign-partitions.sh: ElectLeaders (43),
- * AlterPartitionReassignments (45) and ListPartitionReassignments (46).
+ * AlterPartitionReassignments (45) and ListPartitionReassignments (46); and `strata cluster
+ * config get|set`, as kafka-configs.sh --entity-type brokers: DescribeConfigs (32) and
+ * IncrementalAlterConfigs (44) on BROKER resources.
  *
- * librdkafka 2.0 has none of these in its Admin API, so they go through kreq.h. A broker that
- * is not the active controller answers ElectLeaders and AlterPartitionReassignments
- * NOT_CONTROLLER (they are not forwarded), so both go to the broker Metadata names as the
- * controller, and on NOT_CONTROLLER the metadata is read again and the request sent to the new
- * one, until the deadline. `reassign --wait` polls the controller's ListPartitionReassignments
- * and Metadata until the move is no longer listed and the replicas are the target.
- * Every command has one deadline, --timeout, for all its requests and waits.
+ * librdkafka 2.0 has none of these in its Admin API (nor IncrementalAlterConfigs), so they go
+ * through kreq.h. ElectLeaders and AlterPartitionReassignments go to the broker Metadata names
+ * as the controller (any broker would forward them), and on NOT_CONTROLLER the metadata is
+ * read again and the request sent to the new one, until the deadline. `reassign --wait` polls the
+ * controller's ListPartitionReassignments and Metadata until the move is no longer listed and the
+ * replicas are the target. Every command has one deadline, --timeout, for all its requests and
+ * waits.
  */
 #include <inttypes.h>
 #include <poll.h>
@@ -100,6 +102,21 @@ static bool adm_pause(adm_t *a, int ms)
     return !st_cli_stop && st_mono_ms() < a->deadline;
 }
 
+/* Opens c to broker id of the last metadata: 0; -1 after printing why it failed; -2 (nothing
+ * printed) when Metadata does not list id. */
+static int adm_connect(adm_t *a, int32_t id, st_cli_kconn_t *c)
+{
+    for (int i = 0; i < a->md.brokers_count; i++) {
+        const st_kp_metadata_resp_broker_t *b = &a->md.brokers[i];
+        if (b->node_id != id)
+            continue;
+        char hp[300];
+        snprintf(hp, sizeof hp, "%.*s:%d", (int)b->host.len, b->host.ptr, b->port);
+        return st_cli_kconn_open(c, hp, a->deadline);
+    }
+    return -2;
+}
+
 /* Opens a->ctl to the controller the last metadata named. */
 static int adm_controller(adm_t *a)
 {
@@ -111,16 +128,11 @@ static int adm_controller(adm_t *a)
                       a->ctl_id);
         return -1;
     }
-    for (int i = 0; i < a->md.brokers_count; i++) {
-        const st_kp_metadata_resp_broker_t *b = &a->md.brokers[i];
-        if (b->node_id != a->ctl_id)
-            continue;
-        char hp[300];
-        snprintf(hp, sizeof hp, "%.*s:%d", (int)b->host.len, b->host.ptr, b->port);
-        return st_cli_kconn_open(&a->ctl, hp, a->deadline);
-    }
-    st_cli_errorf("the controller, broker %d, is not among the brokers Metadata lists", a->ctl_id);
-    return -1;
+    int rc = adm_connect(a, a->ctl_id, &a->ctl);
+    if (rc == -2)
+        st_cli_errorf("the controller, broker %d, is not among the brokers Metadata lists",
+                      a->ctl_id);
+    return rc ? -1 : 0;
 }
 
 /* After NOT_CONTROLLER: waits a moment, reads the metadata again and reconnects; false when
@@ -605,5 +617,204 @@ int st_cli_cluster_reassignments(int argc, char **argv)
     rc = ST_CLI_OK;
 out:
     adm_fini(&a);
+    return rc;
+}
+
+/* ---- cluster config get|set ---- */
+
+#define RES_BROKER 4
+
+static const char *source_name(int8_t s)
+{
+    switch (s) {
+    case 2:
+        return "DYNAMIC_BROKER_CONFIG";
+    case 3:
+        return "DYNAMIC_DEFAULT_BROKER_CONFIG";
+    case 4:
+        return "STATIC_BROKER_CONFIG";
+    case 5:
+        return "DEFAULT_CONFIG";
+    default:
+        return "UNKNOWN";
+    }
+}
+
+/* `get`: DescribeConfigs of one broker (or "" the cluster default), on that broker. */
+static int config_get(adm_t *a, int64_t broker, bool all, const st_cli_strlist_t *keys)
+{
+    char name[24] = "";
+    st_cli_kconn_t *c = &a->boot;
+    if (broker >= 0) {
+        snprintf(name, sizeof name, "%lld", (long long)broker);
+        int rc = adm_connect(a, (int32_t)broker, &a->ctl);
+        if (rc == -2)
+            st_cli_errorf("no broker %lld in the cluster's metadata", (long long)broker);
+        if (rc)
+            return ST_CLI_FAIL;
+        c = &a->ctl;
+    }
+    int16_t v = st_cli_kconn_version(c, ST_KP_API_DESCRIBE_CONFIGS, 1, 4);
+    if (v < 0)
+        return ST_CLI_FAIL;
+    st_kstr_t *kv = calloc(keys->n + 1, sizeof *kv);
+    for (size_t i = 0; i < keys->n; i++)
+        kv[i] = st_kstr(keys->v[i]);
+    st_kp_describe_configs_req_resource_t res = {RES_BROKER, st_kstr(name), keys->n ? kv : NULL,
+                                                 keys->n ? (int32_t)keys->n : -1};
+    st_kp_describe_configs_req_t req = {.resources = &res, .resources_count = 1};
+    st_kp_describe_configs_resp_t resp;
+    int rc = ST_CLI_FAIL;
+    if (ST_CLI_KCALL(c, DESCRIBE_CONFIGS, describe_configs, v, &req, &a->arena, &resp))
+        goto out;
+    if (resp.results_count != 1) {
+        st_cli_errorf("DescribeConfigs answered %d resources for 1", resp.results_count);
+        goto out;
+    }
+    const st_kp_describe_configs_resp_result_t *r = &resp.results[0];
+    if (r->error_code) {
+        char msg[600];
+        errmsg(msg, sizeof msg, r->error_code, r->error_message);
+        st_cli_errorf("cannot read the configs of broker %s: %s", broker < 0 ? "default" : name,
+                      msg);
+        goto out;
+    }
+    int shown = 0;
+    for (int i = 0; i < r->configs_count; i++) {
+        const st_kp_describe_configs_resp_config_t *e = &r->configs[i];
+        if (!all && !keys->n && e->config_source == 5)
+            continue; /* left at its default */
+        printf("%.*s=%.*s  (%s%s)\n", (int)e->name.len, e->name.ptr,
+               e->is_sensitive    ? 8
+               : e->value.len < 0 ? 0
+                                  : (int)e->value.len,
+               e->is_sensitive ? "[hidden]"
+               : e->value.ptr  ? e->value.ptr
+                               : "",
+               source_name(e->config_source), e->read_only ? ", read-only" : "");
+        shown++;
+    }
+    if (!shown)
+        printf(broker < 0 ? "no cluster-wide dynamic broker setting is set\n"
+                          : "every setting is at its default (--all lists them)\n");
+    rc = ST_CLI_OK;
+out:
+    free(kv);
+    return rc;
+}
+
+/* `set`: IncrementalAlterConfigs (SET for K=V, DELETE for --delete K) of one broker or of the
+ * cluster default, sent to the first broker (which forwards it to the controller). */
+static int config_set(adm_t *a, int64_t broker, const st_cli_strlist_t *sets,
+                      const st_cli_strlist_t *dels, bool validate_only)
+{
+    char name[24] = "";
+    if (broker >= 0)
+        snprintf(name, sizeof name, "%lld", (long long)broker);
+    size_t n = sets->n + dels->n;
+    st_kp_incremental_alter_configs_req_config_t *cv = calloc(n + 1, sizeof *cv);
+    char **bufs = calloc(n + 1, sizeof *bufs);
+    int rc = ST_CLI_FAIL;
+    for (size_t i = 0; i < sets->n; i++) {
+        const char *k, *v;
+        if (st_cli_split_kv(sets->v[i], &bufs[i], &k, &v) < 0) {
+            st_cli_errorf("wants KEY=VALUE, not '%s'", sets->v[i]);
+            goto out;
+        }
+        cv[i] = (st_kp_incremental_alter_configs_req_config_t){st_kstr(k), 0, st_kstr(v)};
+    }
+    for (size_t i = 0; i < dels->n; i++)
+        cv[sets->n + i] =
+            (st_kp_incremental_alter_configs_req_config_t){st_kstr(dels->v[i]), 1, ST_KSTR_NULL};
+    st_kp_incremental_alter_configs_req_resource_t res = {RES_BROKER, st_kstr(name), cv,
+                                                          (int32_t)n};
+    st_kp_incremental_alter_configs_req_t req = {&res, 1, validate_only};
+    st_kp_incremental_alter_configs_resp_t resp;
+    st_cli_kconn_t *c = &a->boot;
+    for (;;) {
+        int16_t v = st_cli_kconn_version(c, ST_KP_API_INCREMENTAL_ALTER_CONFIGS, 0, 1);
+        if (v < 0)
+            goto out;
+        if (ST_CLI_KCALL(c, INCREMENTAL_ALTER_CONFIGS, incremental_alter_configs, v, &req,
+                         &a->arena, &resp))
+            goto out;
+        if (resp.responses_count != 1) {
+            st_cli_errorf("IncrementalAlterConfigs answered %d resources for 1",
+                          resp.responses_count);
+            goto out;
+        }
+        /* the broker could not reach the controller: to the controller itself */
+        if (resp.responses[0].error_code != ST_KERR_NOT_CONTROLLER)
+            break;
+        if (!adm_new_controller(a))
+            goto out;
+        c = &a->ctl;
+    }
+    const st_kp_incremental_alter_configs_resp_response_t *r = &resp.responses[0];
+    if (r->error_code) {
+        char msg[600];
+        errmsg(msg, sizeof msg, r->error_code, r->error_message);
+        st_cli_errorf("cannot change %s%s: %s", broker < 0 ? "the cluster default" : "broker ",
+                      name, msg);
+        goto out;
+    }
+    printf("%s %zu setting(s) of %s%s\n", validate_only ? "would change" : "changed", n,
+           broker < 0 ? "every broker (the cluster default)" : "broker ", broker < 0 ? "" : name);
+    rc = ST_CLI_OK;
+out:
+    for (size_t i = 0; i < n; i++)
+        free(bufs[i]);
+    free(bufs);
+    free(cv);
+    return rc;
+}
+
+int st_cli_cluster_config(int argc, char **argv)
+{
+    static const char usage[] = "cluster config get (--broker N | --default) [--all] [KEY...]\n"
+                                "       strata cluster config set (--broker N | --default) "
+                                "[KEY=VALUE...] [--delete KEY]...";
+    const char *verb = argc > 0 ? argv[0] : "";
+    bool get = !strcmp(verb, "get"), set = !strcmp(verb, "set");
+    st_cli_strlist_t pos = {0}, dels = {0};
+    int64_t broker = -1;
+    bool defaults = false, all = false, dry = false;
+    const st_cli_opt_t opts[] = {
+        {0, "broker", ST_CLI_OPT_INT, &broker, "N", "this broker's settings (its node.id)"},
+        {0, "default", ST_CLI_OPT_FLAG, &defaults, NULL,
+         "the cluster-wide dynamic default of every broker (Kafka's resource \"\")"},
+        {0, "all", ST_CLI_OPT_FLAG, &all, NULL, "get: also the settings left at their default"},
+        {0, "delete", ST_CLI_OPT_LIST, &dels, "KEY",
+         "set: remove this dynamic value (repeatable): the next source shows through"},
+        {0, "validate-only", ST_CLI_OPT_FLAG, &dry, NULL,
+         "set: ask the controller whether it would accept the change, change nothing"},
+        ST_CLI_OPT_END};
+    int rc = st_cli_parse(argc - (get || set), argv + (get || set), usage,
+                          "Reads or changes broker settings at run time (kafka-configs.sh "
+                          "--entity-type brokers). get prints KEY=VALUE (SOURCE) for the settings "
+                          "not at their default; set writes dynamic values into the metadata "
+                          "log, which every broker applies without a restart. Settings Kafka "
+                          "keeps read-only are refused (INVALID_CONFIG); set them in "
+                          "strata.properties.",
+                          opts, true, &pos, 0, SIZE_MAX);
+    if (rc < 0 && !get && !set)
+        rc = st_cli_usage_error(usage, "config wants get or set, not '%s'", verb);
+    if (rc < 0 && (broker >= 0) == defaults)
+        rc = st_cli_usage_error(usage, "name one of --broker N and --default");
+    if (rc < 0 && set && !pos.n && !dels.n)
+        rc = st_cli_usage_error(usage, "set wants KEY=VALUE or --delete KEY");
+    if (rc >= 0) {
+        st_cli_strlist_fini(&pos);
+        st_cli_strlist_fini(&dels);
+        return rc;
+    }
+    adm_t a;
+    adm_init(&a);
+    rc = adm_open(&a, NULL) ? ST_CLI_FAIL
+         : get              ? config_get(&a, broker, all, &pos)
+                            : config_set(&a, broker, &pos, &dels, dry);
+    adm_fini(&a);
+    st_cli_strlist_fini(&pos);
+    st_cli_strlist_fini(&dels);
     return rc;
 }

@@ -13,6 +13,7 @@ int st_cli_cluster_status(int argc, char **argv);
 int st_cli_cluster_elect_leaders(int argc, char **argv);
 int st_cli_cluster_reassign(int argc, char **argv);
 int st_cli_cluster_reassignments(int argc, char **argv);
+int st_cli_cluster_config(int argc, char **argv);
 
 int st_cli_topic_create(int argc, char **argv);
 int st_cli_topic_list(int argc, char **argv);

@@ -32,6 +32,8 @@ static const command_t commands[] = {
     {"cluster", "reassign", st_cli_cluster_reassign, "move a partition to other replicas", 0},
     {"cluster", "reassignments", st_cli_cluster_reassignments, "the partition moves in progress",
      0},
+    {"cluster", "config", st_cli_cluster_config,
+     "get or set broker settings at run time (get|set --broker N|--default)", 0},
     {"topic", "create", st_cli_topic_create, "create a topic", 0},
     {"topic", "list", st_cli_topic_list, "list topics", 0},
     {"topic", "describe", st_cli_topic_describe, "partitions, leaders, offsets, configs", 0},

@@ -2,9 +2,9 @@
  * broker_config.h — dynamic broker settings: Kafka's BROKER config resource.
  *
  * A broker setting has up to four sources, the first present winning (Kafka's ConfigSource
- * numbers): a value set at run time for this broker (DYNAMIC_BROKER_CONFIG, 1, the resource
+ * numbers): a value set at run time for this broker (DYNAMIC_BROKER_CONFIG, 2, the resource
  * named by the node id), one set at run time for every broker (DYNAMIC_DEFAULT_BROKER_CONFIG,
- * 2, the resource named ""), the properties file or --set (STATIC_BROKER_CONFIG, 4), the
+ * 3, the resource named ""), the properties file or --set (STATIC_BROKER_CONFIG, 4), the
  * table's default (DEFAULT_CONFIG, 5). The dynamic values live in the metadata log (records
  * "broker_config", cluster/records.h), so every broker reads them from the snapshot it has
  * adopted: a partition's log settings and its min.insync.replicas come from the same snapshot
@@ -33,9 +33,9 @@
 
 /* Kafka's DescribeConfigs config_source values. */
 enum {
-    ST_SRC_TOPIC = 1, /* DYNAMIC_TOPIC_CONFIG, for a topic resource */
-    ST_SRC_DYNAMIC_BROKER = 1,
-    ST_SRC_DYNAMIC_DEFAULT = 2,
+    ST_SRC_TOPIC = 1, /* TOPIC_CONFIG, for a topic resource */
+    ST_SRC_DYNAMIC_BROKER = 2,
+    ST_SRC_DYNAMIC_DEFAULT = 3,
     ST_SRC_STATIC_BROKER = 4,
     ST_SRC_DEFAULT = 5,
 };
