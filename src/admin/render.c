@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "admin/prom.h"
+#include "base/trace.h"
 #include "cluster/hb_sec.h"
 #include "cluster/tls_transport.h"
 #include "proto/kerr.h"
@@ -829,6 +830,22 @@ static void cluster_metrics(st_prom_t *p, const st_admin_view_t *v)
     st_prom_sample(p, "", &fen, 1, fenced);
 }
 
+/* The span exporter's counters (base/trace.h, broker/otlp.h): zero while tracing is off. */
+static void tracing_metrics(st_prom_t *p)
+{
+    st_trace_stats_t t;
+    st_trace_stats(&t);
+    st_prom_family(p, "strata_tracing_spans_exported_total", "counter",
+                   "Spans the OTLP endpoint (tracing.endpoint) accepted.");
+    st_prom_sample_u64(p, "", NULL, 0, t.exported);
+    st_prom_family(p, "strata_tracing_spans_dropped_total", "counter",
+                   "Spans lost: the export queue was full, or their export failed.");
+    st_prom_sample_u64(p, "", NULL, 0, t.dropped);
+    st_prom_family(p, "strata_tracing_export_errors_total", "counter",
+                   "Span exports that failed (no connection, timeout, or a non-2xx answer).");
+    st_prom_sample_u64(p, "", NULL, 0, t.errors);
+}
+
 int st_admin_render_metrics(const st_admin_view_t *v, st_buf_t *out)
 {
     int n = 0;
@@ -843,6 +860,7 @@ int st_admin_render_metrics(const st_admin_view_t *v, st_buf_t *out)
     shard_metrics(&p, v);
     partition_metrics(&p, a, n);
     group_metrics(&p, v, a, n);
+    tracing_metrics(&p);
     free(a);
     return out->oom ? -ENOMEM : 0;
 }

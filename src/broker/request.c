@@ -34,8 +34,48 @@ static void req_free(st_kreq_t *r)
     free(r);
 }
 
+void st_kreq_trace(st_kreq_t *r)
+{
+    if (r->api_key != ST_KP_API_PRODUCE && r->api_key != ST_KP_API_FETCH)
+        return;
+    st_trace_begin(&r->trace);
+    if (!r->trace.span_id)
+        return;
+    r->span = st_arena_alloc(&r->arena, sizeof *r->span);
+    if (!r->span) {
+        r->trace.span_id = 0;
+        return;
+    }
+    bool produce = r->api_key == ST_KP_API_PRODUCE;
+    st_span_root(r->span, &r->trace, produce ? "kafka.produce" : "kafka.fetch", r->start_ns);
+    st_span_attr_str(r->span, "kafka.api", produce ? "Produce" : "Fetch", -1);
+    st_span_attr_int(r->span, "kafka.api_version", r->api_version);
+    st_span_attr_int(r->span, "kafka.correlation_id", r->hdr.correlation_id);
+    st_span_attr_str(r->span, "kafka.client_id", r->hdr.client_id.ptr,
+                     r->hdr.client_id.len > 0 ? r->hdr.client_id.len : 0);
+    st_span_attr_int(r->span, "kafka.request_bytes", (int64_t)r->frame_len);
+    st_span_attr_int(r->span, "strata.shard", r->shard->id);
+}
+
+/* A sampled request's last spans: kafka.response (from st_kreq_begin, when there is an
+ * answer) and the root. */
+static void trace_end(st_kreq_t *r, bool answered)
+{
+    int64_t now = st_mono_ns();
+    if (answered && r->respond_ns) {
+        st_span_t sp;
+        st_span_init(&sp, &r->trace, st_trace_new_id(), "kafka.response", r->respond_ns);
+        st_span_end(&sp, now);
+    }
+    st_span_attr_int(r->span, "kafka.error_code", r->error_code);
+    r->span->error = r->error_code != 0;
+    st_span_end(r->span, now);
+}
+
 st_out_t *st_kreq_begin(st_kreq_t *r, st_kwriter_t *w)
 {
+    if (r->span)
+        r->respond_ns = st_mono_ns();
     st_out_t *o = st_out_new();
     if (!o)
         return NULL;
@@ -73,6 +113,8 @@ void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc)
         st_out_free(o);
         st_conn_respond(r->conn, r->seq, NULL);
         st_conn_close(r->conn);
+        if (r->span)
+            trace_end(r, false);
         req_free(r);
         return;
     }
@@ -87,6 +129,8 @@ void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc)
     /* muted before it is sent: the response leaves, nothing more is read (Kafka's KIP-219) */
     st_conn_mute(r->conn, r->throttle_ms);
     st_conn_respond(r->conn, r->seq, o);
+    if (r->span)
+        trace_end(r, true);
     req_free(r);
 }
 
@@ -95,6 +139,8 @@ void st_kreq_finish_silent(st_kreq_t *r)
     account(r);
     st_conn_mute(r->conn, r->throttle_ms);
     st_conn_respond(r->conn, r->seq, NULL);
+    if (r->span)
+        trace_end(r, false);
     req_free(r);
 }
 
@@ -107,6 +153,8 @@ void st_kreq_fail(st_kreq_t *r, const char *why)
     account(r);
     st_conn_respond(r->conn, r->seq, NULL);
     st_conn_close(r->conn);
+    if (r->span)
+        trace_end(r, false);
     req_free(r);
 }
 

@@ -6,7 +6,9 @@
  *   st_kreq_finish() -> response encoded (size, header, body) -> the connection sends it in
  *   request order -> arena freed.
  *
- * Every answer is counted in the shard's stats (requests, errors by code, latency).
+ * Every answer is counted in the shard's stats (requests, errors by code, latency). A sampled
+ * request's root span (st_kreq_trace) ends as its answer is handed to the connection, with a
+ * kafka.response child from st_kreq_begin to then.
  *
  * Threads: everything here on the request's shard (r->shard).
  */
@@ -16,6 +18,7 @@
 #include <stdint.h>
 
 #include "base/arena.h"
+#include "base/trace.h"
 #include "broker/shard.h"
 #include "net/conn.h"
 #include "net/out.h"
@@ -36,11 +39,14 @@ typedef struct st_kreq {
     int16_t api_version;
     st_kreader_t body; /* the bytes after the header */
     int64_t start_ns;
-    int16_t error_code;  /* top-level error, for metrics */
-    int32_t throttle_ms; /* a quota's throttle: written into the response where it begins with
-                            throttle_time_ms (if larger), the connection muted as long */
-    size_t body_off;     /* where the response body begins in its out (st_kreq_begin) */
-    bool protolog;       /* its request was logged: its response is too (protolog.h) */
+    int16_t error_code;   /* top-level error, for metrics */
+    int32_t throttle_ms;  /* a quota's throttle: written into the response where it begins with
+                             throttle_time_ms (if larger), the connection muted as long */
+    size_t body_off;      /* where the response body begins in its out (st_kreq_begin) */
+    bool protolog;        /* its request was logged: its response is too (protolog.h) */
+    st_trace_ctx_t trace; /* sampled (span_id != 0): its spans hang from span (base/trace.h) */
+    st_span_t *span;      /* a sampled request's root span (its arena), ended with its answer */
+    int64_t respond_ns;   /* a sampled request's st_kreq_begin */
 } st_kreq_t;
 
 /* Encodes the response header and body, hands the frame to the connection, frees the
@@ -61,6 +67,10 @@ st_out_t *st_kreq_begin(st_kreq_t *r, st_kwriter_t *w);
 /* Sends the response begun with st_kreq_begin (rc: the body's encoding result); with
  * r->throttle_ms, throttled as said there. */
 void st_kreq_finish(st_kreq_t *r, st_out_t *o, int rc);
+/* Decides whether r (its header decoded) is traced: Produce and Fetch are, as often as
+ * tracing.sample.ratio says (broker/otlp.h); a sampled one gets its root span, named after its
+ * api, with the attributes every request has. */
+void st_kreq_trace(st_kreq_t *r);
 /* Finishes a request that gets no response (Produce with acks=0). */
 void st_kreq_finish_silent(st_kreq_t *r);
 /* Closes the connection and frees the request (unknown api, malformed request). */

@@ -162,6 +162,13 @@ enum {
     X(log_level, "log.level", STR, "info", 0, 0, "trace, debug, info, warn or error")              \
     X(log_protocol, "log.protocol", STR, "", 0, 0,                                                 \
       "log each decoded request and response: all, client.id=ID or address=IP (empty: off)")       \
+    X(tracing_endpoint, "tracing.endpoint", STR, "", 0, 0,                                         \
+      "OpenTelemetry traces of Produce and Fetch, sent as OTLP/HTTP JSON to this URL "             \
+      "(http://host:port/path, e.g. http://127.0.0.1:4318/v1/traces; empty: off)")                 \
+    X(tracing_sample_ratio, "tracing.sample.ratio", STR, "0.01", 0, 0,                             \
+      "share of Produce and Fetch requests traced when tracing.endpoint is set (0 to 1)")          \
+    X(tracing_service_name, "tracing.service.name", STR, "strata", 0, 0,                           \
+      "service.name of the exported spans")                                                        \
     X(socket_request_max_bytes, "socket.request.max.bytes", INT, "104857600", 1024, 2147483647,    \
       "largest request frame accepted")                                                            \
     X(connection_max_inflight_bytes, "connection.max.inflight.bytes", INT, "268435456", 65536,     \

@@ -116,6 +116,8 @@ struct st_fetch {
     st_timer_t timer;
     st_task_t rerun;
     st_fetch_t *prev, *next; /* shard's waiting list */
+    int rounds;              /* rounds run */
+    int64_t wait_since_ns;   /* a sampled request waiting: since when (its kafka.fetch.wait) */
 };
 
 /* ---- reads and their release ---- */
@@ -204,9 +206,44 @@ static int fetch_aborted(st_part_t *p, fetch_part_t *fp, int64_t upto)
     return 0;
 }
 
+/* A sampled request's read of fp (on its owner, p its partition, begun at t0) as a span. */
+static void fetch_trace_read(st_kshard_t *s, st_fetch_t *f, fetch_part_t *fp, st_part_t *p,
+                             int64_t t0)
+{
+    st_span_t sp;
+    st_span_init(&sp, &f->r->trace, st_trace_new_id(), "kafka.fetch.read", t0);
+    st_span_attr_str(&sp, "messaging.destination.name", p ? st_part_topic(p) : "", -1);
+    st_span_attr_int(&sp, "messaging.destination.partition.id", fp->partition);
+    st_span_attr_int(&sp, "kafka.fetch_offset", fp->fetch_offset);
+    st_span_attr_int(&sp, "kafka.error_code", fp->error);
+    st_span_attr_int(&sp, "kafka.high_watermark", fp->hw);
+    st_span_attr_int(&sp, "strata.bytes", fp->rel ? (int64_t)fp->rel->read.bytes : 0);
+    st_span_attr_int(&sp, "strata.shard", s->id);
+    st_span_attr_int(&sp, "strata.remote", s->id != f->r->shard->id);
+    st_span_attr_int(&sp, "strata.round", f->rounds);
+    sp.error = fp->error != 0;
+    st_span_end(&sp, st_mono_ns());
+}
+
+static void fetch_read_part(st_kshard_t *s, st_fetch_t *f, fetch_part_t *fp, st_part_t *p,
+                            int origin);
+
 static void fetch_read_one(st_kshard_t *s, st_fetch_t *f, fetch_part_t *fp, int origin)
 {
     st_part_t *p = st_parts_get(&s->parts, fp->topic_id, fp->partition);
+    if (!f->r->span) {
+        fetch_read_part(s, f, fp, p, origin);
+        return;
+    }
+    int64_t t0 = st_mono_ns();
+    fetch_read_part(s, f, fp, p, origin);
+    fetch_trace_read(s, f, fp, p, t0);
+}
+
+/* fetch_read_one's work: the read of fp from p (NULL: not here). */
+static void fetch_read_part(st_kshard_t *s, st_fetch_t *f, fetch_part_t *fp, st_part_t *p,
+                            int origin)
+{
     if ((fp->error = st_kleader_local(s, p)))
         return;
     st_part_read_t rd = {.hw = fp->hw, .log_start = fp->log_start, .lso = fp->lso};
@@ -341,6 +378,8 @@ static void fetch_wait(st_fetch_t *f)
         st_mesh_send(s->b->mesh, s->id, fp->owner, &g->msg, fetch_reg_on_owner);
     }
     f->waiting = true;
+    if (f->r->span)
+        f->wait_since_ns = st_mono_ns();
     f->prev = NULL;
     st_kafka_shard_t *ks = st_kafka_shard(s);
     f->next = ks->waits;
@@ -381,9 +420,23 @@ static void fetch_gathered(void *arg)
     fetch_wait(f);
 }
 
+/* A sampled request's long-poll wait, ended (woken, timed out or cancelled) as a span. */
+static void fetch_trace_wait(st_fetch_t *f)
+{
+    st_span_t sp;
+    st_span_init(&sp, &f->r->trace, st_trace_new_id(), "kafka.fetch.wait", f->wait_since_ns);
+    st_span_attr_int(&sp, "kafka.max_wait_ms", f->req.max_wait_ms);
+    st_span_attr_int(&sp, "strata.timed_out", f->final);
+    st_span_end(&sp, st_mono_ns());
+    f->wait_since_ns = 0;
+}
+
 static void fetch_round(st_fetch_t *f)
 {
     st_kshard_t *s = f->r->shard;
+    if (f->wait_since_ns)
+        fetch_trace_wait(f);
+    f->rounds++;
     st_fanout_begin(&f->fan, s->b->mesh, s->id, fetch_run, fetch_gathered, f);
     for (int i = 0; i < f->nparts; i++) {
         fetch_part_t *fp = &f->parts[i];
@@ -546,6 +599,8 @@ static void fetch_respond(st_fetch_t *f)
     st_kreq_t *r = f->r;
     fetch_unlink(f);
     st_loop_timer_stop(r->shard->loop, &f->timer);
+    if (f->wait_since_ns)
+        fetch_trace_wait(f);
     int64_t budget = f->req.max_bytes > 0 ? f->req.max_bytes : INT32_MAX;
     if (budget > r->shard->b->cfg->fetch_max_bytes)
         budget = r->shard->b->cfg->fetch_max_bytes;
@@ -606,6 +661,10 @@ static void fetch_respond(st_fetch_t *f)
     /* a consumer's record bytes count against consumer_byte_rate (followers have none) */
     if (f->replica_id < 0)
         f->resp.throttle_time_ms = st_kthrottle_record(r, ST_QUOTA_CONSUMER_BYTE_RATE, used);
+    if (r->span) {
+        st_span_attr_int(r->span, "strata.rounds", f->rounds);
+        st_span_attr_int(r->span, "strata.response_record_bytes", used);
+    }
     st_kwriter_t w;
     st_out_t *out = st_kreq_begin(r, &w);
     int rc = -ENOMEM;
@@ -709,6 +768,10 @@ void st_kh_fetch(st_kreq_t *r)
         f->replica_id = -1; /* -2 (a debugging consumer) and others read as consumers do */
     else
         st_kthrottle_exempt(r); /* a follower's: no request_percentage, as in Kafka */
+    if (r->span && f->replica_id >= 0) {
+        r->span = NULL; /* followers' fetches are not traced: they never stop (otlp.h) */
+        r->trace.span_id = 0;
+    }
     st_kp_fetch_resp_init(&f->resp);
     st_timer_init(&f->timer, fetch_timeout, f);
     st_task_init(&f->rerun, fetch_rerun, f);
@@ -776,6 +839,14 @@ void st_kh_fetch(st_kreq_t *r)
             fp->error = ST_KERR_UNSUPPORTED_VERSION;
         if (fp->error)
             fp->owner = -1; /* answered here: no owner reads it */
+    }
+    if (r->span) {
+        st_span_attr_int(r->span, "kafka.topics", f->req.topics_count);
+        st_span_attr_int(r->span, "kafka.partitions", f->nparts);
+        st_span_attr_int(r->span, "kafka.max_wait_ms", f->req.max_wait_ms);
+        st_span_attr_int(r->span, "kafka.min_bytes", f->req.min_bytes);
+        if (f->req.topics_count == 1 && mt)
+            st_span_attr_str(r->span, "messaging.destination.name", mt->name, -1);
     }
     fetch_round(f);
 }

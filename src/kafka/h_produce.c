@@ -78,6 +78,9 @@ typedef struct {
     int16_t epoch;
     int32_t seq;      /* its first batch's first sequence */
     const char *name; /* the topic's name (the request's arena), for the coordinator */
+    /* a sampled request (base/trace.h): its owner's leg span, the wait for the ISR's start */
+    st_span_t *legspan;
+    int64_t isr_since_ns;
 } prod_part_t;
 
 struct st_produce {
@@ -91,6 +94,7 @@ struct st_produce {
     st_fanout_leg_t *legs; /* one per shard */
     bool txn;              /* a transactional id: first batches of a transaction are verified */
     int round;             /* 0: the appends; 1: those verified with the coordinator since */
+    st_span_t *legspans;   /* a sampled request's: one kafka.produce.shard span per shard */
 };
 
 /* The error_message of an append whose wait ended in error `err` (Kafka error kerr). */
@@ -110,6 +114,26 @@ static const char *prod_wait_why(int16_t kerr, int err)
     }
 }
 
+/* A sampled request's partition pp is as durable as acks asked, or failed (err): the wait for
+ * the ISR is a span (the local sync is the partition's, partition.h), and the owner's leg ends
+ * no earlier than now. */
+static void prod_trace_durable(prod_part_t *pp, int err)
+{
+    int64_t now = st_mono_ns();
+    if (pp->isr_since_ns) {
+        st_trace_ctx_t tc = st_span_ctx(pp->legspan);
+        st_span_t sp;
+        st_span_init(&sp, &tc, st_trace_new_id(), "kafka.produce.replication_wait",
+                     pp->isr_since_ns);
+        st_span_attr_str(&sp, "messaging.destination.name", pp->name, -1);
+        st_span_attr_int(&sp, "messaging.destination.partition.id", pp->partition);
+        st_span_attr_int(&sp, "kafka.error_code", pp->error);
+        sp.error = err != 0;
+        st_span_end(&sp, now);
+    }
+    pp->legspan->end_ns = now;
+}
+
 /* An append is as durable as acks asked (partition.h), or its wait failed: with acks=all,
  * ST_E_FEW_REPLICAS (the ISR shrank below min.insync.replicas) or ST_E_NOT_LEADER (leadership
  * moved); the records are in the log either way, and an idempotent producer's retry is
@@ -121,6 +145,8 @@ static void prod_durable(void *arg, int err)
         pp->error = st_kerr_from(err);
         pp->why = prod_wait_why(pp->error, err);
     }
+    if (pp->legspan)
+        prod_trace_durable(pp, err);
     st_fanout_release(pp->leg);
 }
 
@@ -164,6 +190,26 @@ static bool prod_verify(st_part_t *part, prod_part_t *pp)
     return true;
 }
 
+/* A sampled request's append of pp (begun at t0, res its result) as a span of its owner's
+ * leg; an append that now waits for the ISR starts that wait (prod_trace_durable ends it). */
+static void prod_trace_append(prod_part_t *pp, const st_trace_ctx_t *tc, int64_t t0,
+                              const st_part_append_res_t *res, bool later)
+{
+    int64_t now = st_mono_ns();
+    st_span_t sp;
+    st_span_init(&sp, tc, st_trace_new_id(), "kafka.produce.append", t0);
+    st_span_attr_str(&sp, "messaging.destination.name", pp->name, -1);
+    st_span_attr_int(&sp, "messaging.destination.partition.id", pp->partition);
+    st_span_attr_int(&sp, "messaging.batch.message_bytes", pp->len > 0 ? pp->len : 0);
+    st_span_attr_int(&sp, "kafka.error_code", res->error);
+    if (!res->error)
+        st_span_attr_int(&sp, "kafka.base_offset", res->base_offset);
+    sp.error = res->error != 0;
+    st_span_end(&sp, now);
+    if (later && res->waits_isr)
+        pp->isr_since_ns = now;
+}
+
 static void prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, prod_part_t *pp, int16_t acks,
                             int64_t timeout_ms, bool txn)
 {
@@ -177,8 +223,20 @@ static void prod_append_one(st_kshard_t *s, st_fanout_leg_t *leg, prod_part_t *p
         return;
     st_part_append_res_t res;
     pp->leg = leg;
-    bool later = st_part_append_timed(part, pp->records, pp->len > 0 ? (size_t)pp->len : 0,
-                                      (st_acks_t)acks, timeout_ms, &res, prod_durable, pp);
+    st_trace_ctx_t tc = {.span_id = 0};
+    int64_t t0 = 0;
+    if (pp->legspan) {
+        tc = st_span_ctx(pp->legspan);
+        t0 = st_mono_ns();
+        if (!pp->name)
+            pp->name = st_part_topic(part); /* the partition outlives the request */
+    }
+    /* acks=0: nothing waits for the sync, which may end after the request: no span of it */
+    bool later =
+        st_part_append_traced(part, pp->records, pp->len > 0 ? (size_t)pp->len : 0, (st_acks_t)acks,
+                              timeout_ms, acks ? &tc : NULL, &res, prod_durable, pp);
+    if (pp->legspan)
+        prod_trace_append(pp, &tc, t0, &res, later);
     pp->error = res.error;
     pp->why = res.why;
     pp->rejects = res.rejects;
@@ -198,10 +256,12 @@ static void prod_run(st_fanout_leg_t *leg)
 {
     st_kshard_t *s = st_kshard_current();
     st_produce_t *p = leg->data;
+    st_span_t *ls = p->legspans ? &p->legspans[s->id] : NULL;
     for (int i = 0; i < p->nparts; i++) {
         prod_part_t *pp = &p->parts[i];
         if (pp->owner != s->id)
             continue;
+        pp->legspan = ls;
         if (!pp->error && (p->round == 0 || pp->verify == VERIFY_OK)) {
             prod_append_one(s, leg, pp, p->req.acks, p->req.timeout_ms, p->txn);
         } else if (p->round == 1 && pp->verify == VERIFY_ASK) {
@@ -211,6 +271,8 @@ static void prod_run(st_fanout_leg_t *leg)
                 st_part_verify_forget(part, pp->pid, pp->epoch, pp->seq);
         }
     }
+    if (ls && ls->end_ns < st_mono_ns())
+        ls->end_ns = st_mono_ns();
 }
 
 /* Copies the owner's list of refused records into the response (the request's arena). */
@@ -356,6 +418,31 @@ static bool prod_ask(st_kreq_t *r, st_produce_t *p)
     return true;
 }
 
+/* A sampled request's round is back: each owner's leg span (sent, run and, with acks, waited
+ * until its partitions were durable; ended on the owner) ends here; each partition's leg
+ * pointer goes, so the next round starts afresh. */
+static void prod_trace_legs(st_kreq_t *r, st_produce_t *p)
+{
+    int nshards = r->shard->b->nshards;
+    for (int i = 0; i < nshards; i++) {
+        st_span_t *ls = &p->legspans[i];
+        if (ls->end_ns == 0)
+            continue; /* not sent to */
+        int n = 0;
+        for (int k = 0; k < p->nparts; k++)
+            if (p->parts[k].legspan == ls) {
+                n++;
+                p->parts[k].legspan = NULL;
+            }
+        st_span_attr_int(ls, "strata.shard", i);
+        st_span_attr_int(ls, "strata.remote", i != r->shard->id);
+        st_span_attr_int(ls, "strata.partitions", n);
+        st_span_attr_int(ls, "strata.round", p->round);
+        st_span_end(ls, ls->end_ns);
+    }
+    p->legspans = NULL;
+}
+
 /* Back on the connection's shard once every owner answered. */
 static void prod_finish(void *arg)
 {
@@ -363,6 +450,8 @@ static void prod_finish(void *arg)
     st_kreq_t *r = p->r;
     free(p->legs);
     p->legs = NULL;
+    if (p->legspans)
+        prod_trace_legs(r, p);
     if (p->round == 0 && p->txn && prod_ask(r, p))
         return; /* prod_verified goes on */
     for (int i = 0; i < p->nparts; i++) {
@@ -449,6 +538,14 @@ static void prod_send(st_kreq_t *r, st_produce_t *p)
     }
     for (int i = 0; i < nshards; i++)
         p->legs[i].data = p;
+    if (r->span) {
+        p->legspans = st_arena_alloc(&r->arena, (size_t)nshards * sizeof *p->legspans);
+        int64_t now = st_mono_ns();
+        for (int i = 0; p->legspans && i < nshards; i++) {
+            st_span_init(&p->legspans[i], &r->trace, st_trace_new_id(), "kafka.produce.shard", now);
+            p->legspans[i].end_ns = 0; /* set on the owner as it runs */
+        }
+    }
     st_fanout_begin(&p->fan, r->shard->b->mesh, r->shard->id, prod_run, prod_finish, p);
     for (int i = 0; i < p->nparts; i++)
         if ((!p->parts[i].error && (p->round == 0 || p->parts[i].verify == VERIFY_OK)) ||
@@ -485,6 +582,13 @@ void st_kh_produce(st_kreq_t *r)
     }
     for (int t = 0; t < p->req.topic_data_count; t++)
         names[t] = p->req.topic_data[t].name;
+    if (r->span) {
+        st_span_attr_int(r->span, "kafka.acks", p->req.acks);
+        st_span_attr_int(r->span, "kafka.topics", p->req.topic_data_count);
+        st_span_attr_int(r->span, "kafka.partitions", p->nparts);
+        if (p->req.topic_data_count == 1 && names[0].len > 0)
+            st_span_attr_str(r->span, "messaging.destination.name", names[0].ptr, names[0].len);
+    }
     for (int k = 0; k < p->nparts; k++) {
         prod_part_t *pp = &p->parts[k];
         pp->out = p->q[k].resp_partition;

@@ -74,6 +74,7 @@ static void dispatch(st_kreq_t *r)
             return;
         }
         st_protolog_request(r);
+        st_kreq_trace(r);
     } else {
         st_kreader_init(&r->body, r->frame + r->frame_len, 0, &r->arena);
     }

@@ -251,11 +251,30 @@ typedef struct {
     void *arg;
     int64_t offset;       /* DeleteRecords: the new log start */
     int32_t leader_epoch; /* DeleteRecords on a replicated leader: the leadership it began in */
+    st_trace_ctx_t tc;    /* a sampled append's (span_id 0: none): its sync is a span */
+    int64_t since_ns;     /* a sampled append: when its sync wait began */
 } wait_t;
+
+/* A sampled append's sync, as a span hanging from w->tc (trace.h). */
+static void trace_sync(const wait_t *w, int res)
+{
+    st_span_t sp;
+    st_span_init(&sp, &w->tc, st_trace_new_id(), "kafka.produce.sync", w->since_ns);
+    st_span_attr_str(&sp, "messaging.destination.name", w->part->topic, -1);
+    st_span_attr_int(&sp, "messaging.destination.partition.id", w->part->index);
+    st_span_attr_int(&sp, "strata.durable_offset", w->offset);
+    if (res) {
+        sp.error = true;
+        st_span_attr_int(&sp, "strata.error", res);
+    }
+    st_span_end(&sp, st_mono_ns());
+}
 
 static void on_durable(void *arg, int res)
 {
     wait_t *w = arg;
+    if (w->tc.span_id)
+        trace_sync(w, res);
     st_part_t *part = w->part;
     st_part_done_fn done = w->done;
     void *done_arg = w->arg;
@@ -294,16 +313,24 @@ static void on_start_durable(void *arg, int res)
 }
 
 static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, int64_t timeout_ms,
-                   st_part_append_res_t *res, st_part_done_fn done, void *arg);
+                   const st_trace_ctx_t *tc, st_part_append_res_t *res, st_part_done_fn done,
+                   void *arg);
+
+bool st_part_append_traced(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
+                           int64_t timeout_ms, const st_trace_ctx_t *tc, st_part_append_res_t *res,
+                           st_part_done_fn done, void *arg)
+{
+    bool later = append(p, records, len, acks, timeout_ms, tc, res, done, arg);
+    if (res->error && !res->err)
+        res->err = ST_E_INVALID;
+    return later;
+}
 
 bool st_part_append_timed(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
                           int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
                           void *arg)
 {
-    bool later = append(p, records, len, acks, timeout_ms, res, done, arg);
-    if (res->error && !res->err)
-        res->err = ST_E_INVALID;
-    return later;
+    return st_part_append_traced(p, records, len, acks, timeout_ms, NULL, res, done, arg);
 }
 
 bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
@@ -313,7 +340,8 @@ bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
 }
 
 static bool wait_acks(st_part_t *p, st_acks_t acks, int64_t last_offset, int64_t timeout_ms,
-                      st_part_append_res_t *res, st_part_done_fn done, void *arg);
+                      const st_trace_ctx_t *tc, st_part_append_res_t *res, st_part_done_fn done,
+                      void *arg);
 
 /* Whether this replica may append now (online, leads, enough in sync for acks=all); fills
  * res's error otherwise. */
@@ -375,7 +403,7 @@ bool st_part_write_marker(st_part_t *p, int64_t pid, int16_t epoch, bool commit,
     res->base_offset = info.base_offset;
     res->log_append_time = -1;
     res->log_start_offset = info.log_start_offset;
-    return wait_acks(p, ST_ACKS_ALL, info.last_offset, timeout_ms, res, done, arg);
+    return wait_acks(p, ST_ACKS_ALL, info.last_offset, timeout_ms, NULL, res, done, arg);
 }
 
 /* A refusal of the producer batch leading records for a reason that passes, noted so that the
@@ -393,7 +421,8 @@ static void note_refused(st_part_t *p, const uint8_t *records, size_t len, int16
 }
 
 static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, int64_t timeout_ms,
-                   st_part_append_res_t *res, st_part_done_fn done, void *arg)
+                   const st_trace_ctx_t *tc, st_part_append_res_t *res, st_part_done_fn done,
+                   void *arg)
 {
     if (!may_append(p, acks, res)) {
         if (p->log)
@@ -449,12 +478,13 @@ static bool append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks, i
         res->log_start_offset = info.log_start_offset;
         last_offset = info.last_offset;
     }
-    return wait_acks(p, acks, last_offset, timeout_ms, res, done, arg);
+    return wait_acks(p, acks, last_offset, timeout_ms, tc, res, done, arg);
 }
 
 /* Waits for an append ending at last_offset as acks asks (see st_part_append's return). */
 static bool wait_acks(st_part_t *p, st_acks_t acks, int64_t last_offset, int64_t timeout_ms,
-                      st_part_append_res_t *res, st_part_done_fn done, void *arg)
+                      const st_trace_ctx_t *tc, st_part_append_res_t *res, st_part_done_fn done,
+                      void *arg)
 {
     const st_part_repl_t *r = &p->repl;
     /* The seam of acks: ST_ACKS_ALL waits for the high watermark, which in a cluster is where
@@ -470,7 +500,12 @@ static bool wait_acks(st_part_t *p, st_acks_t acks, int64_t last_offset, int64_t
         res->err = -ENOMEM;
         return false;
     }
-    *w = (wait_t){p, answer && !over_isr ? done : NULL, arg, -1, -1};
+    *w = (wait_t){p, answer && !over_isr ? done : NULL, arg, -1, -1, {{0}, 0}, 0};
+    if (tc && tc->span_id) {
+        w->tc = *tc;
+        w->since_ns = st_mono_ns();
+        w->offset = last_offset + 1;
+    }
     int rc = st_log_wait_durable(p->log, last_offset + 1, on_durable, w);
     if (rc == 0)
         p->pending_durable++;
@@ -494,6 +529,7 @@ static bool wait_acks(st_part_t *p, st_acks_t acks, int64_t last_offset, int64_t
             res->err = -ENOMEM;
             return false;
         }
+        res->waits_isr = true;
         return true;
     }
     if (rc == 0)
@@ -540,7 +576,7 @@ int st_part_append_replica(st_part_t *p, const uint8_t *records, size_t len, int
     wait_t *w = malloc(sizeof *w);
     if (!w)
         return -ENOMEM;
-    *w = (wait_t){p, done, arg, -1, -1};
+    *w = (wait_t){.part = p, .done = done, .arg = arg, .offset = -1, .leader_epoch = -1};
     rc = st_log_wait_durable(p->log, info.last_offset + 1, on_durable, w);
     if (rc == 0) {
         p->pending_durable++;
@@ -571,7 +607,11 @@ bool st_part_delete_records(st_part_t *p, int64_t offset, int16_t *error, int64_
             *error = ST_KERR_KAFKA_STORAGE_ERROR;
             return false;
         }
-        *w = (wait_t){p, done, arg, off, p->repl.on ? p->repl.role.leader_epoch : -1};
+        *w = (wait_t){.part = p,
+                      .done = done,
+                      .arg = arg,
+                      .offset = off,
+                      .leader_epoch = p->repl.on ? p->repl.role.leader_epoch : -1};
         rc = st_log_wait_start_durable(p->log, on_start_durable, w);
         if (rc == 0) {
             p->pending_durable++;

@@ -56,6 +56,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/trace.h"
 #include "io/loop.h"
 #include "partition/producer_state.h"
 #include "storage/env.h"
@@ -225,6 +226,8 @@ typedef struct st_part_append_res {
     st_part_rejects_t *rejects; /* INVALID_RECORD for keyless records: the caller frees */
     int64_t base_offset, log_append_time, log_start_offset;
     int64_t appended_bytes; /* bytes written: 0 for a refusal or a producer's duplicate */
+    bool waits_isr;         /* done will come once the ISR has it (acks=all, replicated), not at the
+                               local sync */
 } st_part_append_res_t;
 
 /* An append's (or DeleteRecords') completion: err is 0 or the Strata error of its sync
@@ -250,6 +253,12 @@ bool st_part_append(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
 bool st_part_append_timed(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
                           int64_t timeout_ms, st_part_append_res_t *res, st_part_done_fn done,
                           void *arg);
+/* The same, for a sampled request (base/trace.h; tc NULL or unsampled: none): the local sync
+ * the append waits for is recorded as a kafka.produce.sync span hanging from tc, on this
+ * shard, as it completes (before done and before the high watermark moves on it). */
+bool st_part_append_traced(st_part_t *p, uint8_t *records, size_t len, st_acks_t acks,
+                           int64_t timeout_ms, const st_trace_ctx_t *tc, st_part_append_res_t *res,
+                           st_part_done_fn done, void *arg);
 
 /*
  * A transaction marker (WriteTxnMarkers): appends Kafka's control batch for producer pid

@@ -19,6 +19,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "cluster/config.h"
+#include "broker/otlp.h"
 #include "broker/protolog.h"
 #include "broker/runtime.h"
 #include "kafka/serve.h"
@@ -200,6 +201,11 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
         fprintf(stderr, "strata-server: %s\n", err);
         return 1;
     }
+    if (st_otlp_start(cfgp->tracing_endpoint, cfgp->tracing_sample_ratio,
+                      cfgp->tracing_service_name, err, sizeof err)) {
+        fprintf(stderr, "strata-server: %s\n", err);
+        return 1;
+    }
     st_broker_t *b;
     int rc = st_kafka_init(cfgp);
     if (rc) {
@@ -270,6 +276,7 @@ static int run(int argc, char **argv, st_config_t *cfgp, char **sets)
     st_broker_join(b);
     st_admin_destroy(admin);
     st_broker_destroy(b);
+    st_otlp_stop(); /* after the shards: their last spans go too */
     st_protolog_fini();
     ST_INFO("stopped cleanly");
     return 0;
