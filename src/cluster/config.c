@@ -46,11 +46,18 @@ __attribute__((format(printf, 3, 4))) static int st_cfg_fail(char *err, size_t e
 
 int st_config_set(st_config_t *c, const char *key, const char *value, char *err, size_t errlen)
 {
+    return st_config_set_from(c, key, value, ST_CONFIG_SRC_SET, err, errlen);
+}
+
+int st_config_set_from(st_config_t *c, const char *key, const char *value, st_config_source_t src,
+                       char *err, size_t errlen)
+{
     for (size_t i = 0; i < ST_CFG_N; i++) {
         const st_cfg_desc_t *d = &st_cfg_table[i];
         if (strcmp(d->key, key) != 0)
             continue;
         void *p = (char *)c + d->off;
+        c->source[i] = (uint8_t)src; /* a refused value stops the start anyway */
         if (d->type == ST_CFG_STR) {
             char *v = strdup(value);
             if (!v)
@@ -125,6 +132,7 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
                     return -ENOMEM;
                 free(c->listener_overrides[i].value);
                 c->listener_overrides[i].value = v;
+                c->listener_overrides[i].source = src;
                 return 0;
             }
         struct st_config_override *o =
@@ -134,6 +142,7 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
         c->listener_overrides = o;
         o[c->nlistener_overrides].key = strdup(key);
         o[c->nlistener_overrides].value = strdup(value);
+        o[c->nlistener_overrides].source = src;
         if (!o[c->nlistener_overrides].key || !o[c->nlistener_overrides].value) {
             free(o[c->nlistener_overrides].key);
             free(o[c->nlistener_overrides].value);
@@ -190,7 +199,8 @@ int st_config_init(st_config_t *c)
     memset(c, 0, sizeof *c);
     char err[256];
     for (size_t i = 0; i < ST_CFG_N; i++) {
-        int rc = st_config_set(c, st_cfg_table[i].key, st_cfg_table[i].def, err, sizeof err);
+        int rc = st_config_set_from(c, st_cfg_table[i].key, st_cfg_table[i].def,
+                                    ST_CONFIG_SRC_DEFAULT, err, sizeof err);
         if (rc)
             return rc;
     }
@@ -205,6 +215,8 @@ void st_config_fini(st_config_t *c)
     }
     free(c->listener_overrides);
     c->listener_overrides = NULL;
+    free(c->config_file);
+    c->config_file = NULL;
     c->nlistener_overrides = 0;
     for (size_t i = 0; i < ST_CFG_N; i++)
         if (st_cfg_table[i].type == ST_CFG_STR) {
@@ -227,13 +239,18 @@ static int st_cfg_ini_cb(void *user, const char *section, const char *name, cons
     (void)section;
     if (l->rc)
         return 0;
-    l->rc = st_config_set(l->c, name, value, l->err, l->errlen);
+    l->rc = st_config_set_from(l->c, name, value, ST_CONFIG_SRC_FILE, l->err, l->errlen);
     return l->rc == 0;
 }
 
 int st_config_load(st_config_t *c, const char *path, char *err, size_t errlen)
 {
     st_cfg_load_t l = {c, err, errlen, 0};
+    char *name = strdup(path);
+    if (!name)
+        return -ENOMEM;
+    free(c->config_file);
+    c->config_file = name;
     int rc = ini_parse(path, st_cfg_ini_cb, &l);
     if (rc == -1) {
         snprintf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
@@ -903,6 +920,50 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
         c->authorizer_enabled = true;
     }
     return 0;
+}
+
+const char *st_config_source_name(st_config_source_t s)
+{
+    return s == ST_CONFIG_SRC_FILE ? "file" : s == ST_CONFIG_SRC_SET ? "--set" : "default";
+}
+
+/* Whether name ends with suffix. */
+static bool st_ends_with(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && strcasecmp(name + n - k, suffix) == 0;
+}
+
+bool st_config_is_secret(const char *key)
+{
+    return strcasestr(key, "password") || strcasestr(key, "secret") || st_ends_with(key, ".key") ||
+           st_ends_with(key, "sasl.jaas.config") || strcasecmp(key, "sasl.bootstrap.users") == 0;
+}
+
+void st_config_each(const st_config_t *c, void (*fn)(void *arg, const st_config_item_t *it),
+                    void *arg)
+{
+    static const char *const types[] = {"string", "int", "bool"};
+    for (size_t i = 0; i < ST_CFG_N; i++) {
+        const st_cfg_desc_t *d = &st_cfg_table[i];
+        const void *p = (const char *)c + d->off;
+        char num[24];
+        const char *v = num;
+        if (d->type == ST_CFG_STR)
+            v = *(char *const *)p ? *(char *const *)p : "";
+        else if (d->type == ST_CFG_BOOL)
+            v = *(const bool *)p ? "true" : "false";
+        else
+            snprintf(num, sizeof num, "%" PRId64, *(const int64_t *)p);
+        st_config_item_t it = {d->key, v, types[d->type], (st_config_source_t)c->source[i],
+                               st_config_is_secret(d->key)};
+        fn(arg, &it);
+    }
+    for (int i = 0; i < c->nlistener_overrides; i++) {
+        const struct st_config_override *o = &c->listener_overrides[i];
+        st_config_item_t it = {o->key, o->value, "string", o->source, st_config_is_secret(o->key)};
+        fn(arg, &it);
+    }
 }
 
 void st_config_print_keys(FILE *f)
