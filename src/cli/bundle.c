@@ -4,7 +4,8 @@
  * broker's /v1/debug/{log,config,data-dir,process} (src/admin/debug.h), one file each, plus
  * MANIFEST.json saying what was fetched, its HTTP status, size, SHA-256 and timing. An
  * endpoint that fails (an older broker's 404, a timeout) is recorded there, not fatal; the
- * command fails only when nothing could be fetched.
+ * command fails when nothing could be fetched, or when the admin API refused the credentials
+ * (401, 403: only its open paths would be in the bundle).
  *
  * Archive layout (tarball.h), DIR being the output's name without .tar.gz:
  *   DIR/MANIFEST.json  DIR/metrics.txt  DIR/cluster.json  DIR/topics.json  DIR/partitions.json
@@ -254,7 +255,7 @@ int st_cli_debug_bundle(int argc, char **argv)
 
     fetched_t f[NENDPOINTS];
     memset(f, 0, sizeof f);
-    size_t ok = 0, first_fail = NENDPOINTS;
+    size_t ok = 0, first_fail = NENDPOINTS, denied = NENDPOINTS;
     for (size_t i = 0; i < NENDPOINTS; i++) {
         int64_t left = deadline - mono_ms();
         f[i].started_ms = wall_ms();
@@ -273,6 +274,8 @@ int st_cli_debug_bundle(int argc, char **argv)
             ok++;
         else if (first_fail == NENDPOINTS)
             first_fail = i;
+        if (f[i].rc == 0 && (f[i].status == 401 || f[i].status == 403) && denied == NENDPOINTS)
+            denied = i;
         if (i == 0 && unreachable(f[i].rc)) {
             st_cli_errorf("%s — is strata-server running with admin.listen=%s? (--admin names "
                           "another address)",
@@ -284,13 +287,20 @@ int st_cli_debug_bundle(int argc, char **argv)
     st_cli_watchdog(0, "");
     int64_t t1 = wall_ms();
     rc = ST_CLI_FAIL;
+    /* Without the right credentials only the open paths answer: no bundle worth sending. */
+    if (denied < NENDPOINTS) {
+        int st = f[denied].status;
+        st_cli_errorf("%s answered HTTP status %d to %s: the admin API wants %s (--admin-user "
+                      "USER, its password in $STRATA_ADMIN_PASSWORD); no bundle written",
+                      admin, st, endpoints[denied].path,
+                      st == 403 ? "a user in super.users"
+                      : user    ? "a SCRAM user's right password"
+                                : "a SCRAM user's credentials");
+        goto out;
+    }
     if (ok == 0) {
         const fetched_t *x = &f[first_fail];
-        if (x->rc == 0 && (x->status == 401 || x->status == 403))
-            st_cli_errorf("%s answered HTTP status %d: the admin API wants a user%s "
-                          "(--admin-user USER, its password in $STRATA_ADMIN_PASSWORD)",
-                          admin, x->status, x->status == 403 ? " in super.users" : "");
-        else if (x->rc == 0)
+        if (x->rc == 0)
             st_cli_errorf("%s answered HTTP status %d to %s: is it a Strata admin API?", admin,
                           x->status, endpoints[first_fail].path);
         else
