@@ -6,8 +6,8 @@ listener, sasl.jaas.config, ssl.keystore.password on the command line and ssl.ke
 a properties file (-c) — with admin.require.auth, and a topic with records. The bundle, taken
 with --admin-user, holds every endpoint's file and a MANIFEST.json whose sizes and SHA-256s
 match them; config.json gives every setting's source (default, file, --set) and hides the
-secrets, whose values appear in no member, compressed or not; log.txt has the broker's start
-line; data-dir.json lists the partition's segment files; process.json the process. The
+secrets, whose values appear in no member, compressed or not (nor in hex: a PLAIN login is in
+the protocol log, its SaslAuthenticate bodies hidden); log.txt has the broker's start line; data-dir.json lists the partition's segment files; process.json the process. The
 debug routes want credentials like the rest. Failures: no credentials (exit 1, says what to
 give), a port nobody listens on (exit 1 within a moment, names the address), a server that
 accepts and never answers (--timeout holds, exit 1), Ctrl-C (ends at once). No half archive
@@ -111,6 +111,7 @@ class DebugBundleTest(unittest.TestCase):
             "sasl.jaas.config": jaas,
             "ssl.keystore.password": KEYSTORE_PW,
             "admin.require.auth": "true",
+            "log.protocol": "client.id=bundle-sasl",
         })
         cls.srv.start()
         cls.admin = "127.0.0.1:%d" % cls.srv.admin_port
@@ -120,6 +121,11 @@ class DebugBundleTest(unittest.TestCase):
         kc.create_topic(cls.srv.bootstrap, cls.topic, partitions=1)
         p = kc.producer(cls.srv.bootstrap)
         kc.produce_all(p, cls.topic, [{"value": b"record-%d" % i} for i in range(50)])
+        # A client logging in with PLAIN, its requests in the protocol log.
+        sp = kc.producer("127.0.0.1:%d" % cls.srv.sasl_port, **{
+            "client.id": "bundle-sasl", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": USER, "sasl.password": USER_PW})
+        kc.produce_all(sp, cls.topic, [{"value": b"sasl-record"}])
         # the shards publish what the admin API shows about once a second
         wait_until(lambda: cls.topic.encode() in cls.get("/v1/topics", auth=True)[1], 10,
                    "the topic in /v1/topics")
@@ -202,10 +208,13 @@ class DebugBundleTest(unittest.TestCase):
         self.assertEqual(set(members) - {"MANIFEST.json"},
                          {e["file"] for e in eps.values() if e["ok"]})
 
-        # No secret anywhere: in no member, nor in the compressed bytes.
+        # No secret anywhere: in no member, nor in the compressed bytes; nor in hex (the
+        # protocol log's byte previews).
+        plain = (b"\0" + USER.encode() + b"\0" + USER_PW.encode())[:16].hex()
         for s in SECRETS:
             for name, body in members.items():
-                self.assertNotIn(s.encode(), body, "%s holds a secret" % name)
+                for form in (s.encode(), s.encode()[:8].hex().encode(), plain.encode()):
+                    self.assertNotIn(form, body, "%s holds a secret" % name)
             self.assertNotIn(s.encode(), raw)
 
         # config.json: every setting with its source; the secrets hidden.
@@ -232,6 +241,10 @@ class DebugBundleTest(unittest.TestCase):
         self.assertIn("strata-server", log)
         self.assertRegex(log, r"info  \[main\] strata-server \S+ ready: kafka on")
         self.assertTrue(log.endswith("\n"))
+        sasl = [ln for ln in log.splitlines() if '"api":"SaslAuthenticate"' in ln]
+        self.assertTrue(sasl, "the PLAIN login in the protocol log")
+        for ln in sasl:
+            self.assertIn('"body":"[hidden]"', ln)
 
         # data-dir.json: the partition's segment files, with sizes.
         dd = json.loads(members["data-dir.json"])
