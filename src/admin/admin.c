@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "admin/debug.h"
 #include "admin/groups.h"
 #include "admin/render.h"
 #include "admin/routes.h"
@@ -694,6 +695,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                              "{\"error\":\"out of memory\"}");
         }
         return reply(c, MHD_HTTP_OK, html ? "text/html; charset=utf-8" : JSON_TYPE, &out);
+    }
+    if (st_admin_debug_route(url)) { /* debug.h */
+        st_admin_debug_in_t in = {
+            a->b->cfg,     STRATA_VERSION,  a->b->cluster_id,
+            a->b->nshards, a->start_wall_s, (double)(st_mono_ns() - a->start_mono_ns) / 1e9};
+        st_buf_t out;
+        st_buf_init(&out);
+        const char *type;
+        if (!st_admin_debug_render(url, &in, &out, &type))
+            return reply(c, MHD_HTTP_OK, type, &out);
+        st_buf_fini(&out);
+        return reply_str(c, MHD_HTTP_INTERNAL_SERVER_ERROR, JSON_TYPE,
+                         "{\"error\":\"out of memory\"}");
     }
     bool metrics = strcmp(url, "/metrics") == 0;
     bool cluster = strcmp(url, "/v1/cluster") == 0;

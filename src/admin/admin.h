@@ -8,6 +8,9 @@
  *   GET /v1/topics         JSON: topics with partition counts, sizes, configs
  *   GET /v1/partitions     JSON: leader, shard, offsets, size, segments, counters
  *                          (?topic=NAME for one topic)
+ *   GET /v1/debug/log, /v1/debug/config, /v1/debug/data-dir, /v1/debug/process
+ *                          the broker's recent log, settings (secrets hidden), data directory
+ *                          listing and process figures, for a debug bundle (debug.h)
  *   POST /v1/debug/fail-sync?count=N&errno=EIO|ENOSPC|<n>
  *                          test builds only (ST_DEBUG_BUILD): the next N storage syncs on any
  *                          shard complete with that error; GET tells how many are left

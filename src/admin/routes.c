@@ -27,6 +27,18 @@ const st_admin_route_t st_admin_routes[] = {
     {"/v1/partitions", "GET", JSON,
      "partitions: leader, replicas, ISR, offsets, sizes, the cleaner's dirty ratio", "topic",
      "only this topic's"},
+    {"/v1/debug/log", "GET", "text/plain; charset=utf-8",
+     "the broker's most recent log lines (the last 2000, at most 1 MiB), oldest first", NULL, NULL},
+    {"/v1/debug/config", "GET", JSON,
+     "every effective setting with its type and source (default, file, --set); secrets "
+     "\"[hidden]\"",
+     NULL, NULL},
+    {"/v1/debug/data-dir", "GET", JSON,
+     "every file and directory under log.dirs: path, type, size, mtime (at most 100000)", NULL,
+     NULL},
+    {"/v1/debug/process", "GET", JSON,
+     "pid, version, uptime, memory, threads, open descriptors, limits, kernel, CPUs, load", NULL,
+     NULL},
     {"/v1/protocol-log", "POST", JSON,
      "log each decoded request and response of one client for a while (broker log, lines "
      "\"protocol {...}\"): ?client_id=ID&address=IP&seconds=N (60)",

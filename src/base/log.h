@@ -4,11 +4,23 @@
  * One line per event: wall time, level, shard, message. The shard is a thread-local set by
  * each shard thread at start (-1 for threads that are not shards). Any thread may log; a line
  * is written with one write(2), so lines from different threads do not interleave.
+ *
+ * Every line written is also kept in an in-memory ring of the last ST_LOG_RING_BYTES (each
+ * line cut at ST_LOG_RING_LINE_MAX there), which st_log_recent copies out (the admin API's
+ * GET /v1/debug/log, for a debug bundle). Writers take the ring's mutex for one memcpy of
+ * their line; a reader copies ST_LOG_RING_CHUNK bytes per hold, so a shard that logs waits at
+ * most that one short copy, never the whole read.
  */
 #ifndef ST_BASE_LOG_H
 #define ST_BASE_LOG_H
 
 #include <stddef.h>
+
+#include "base/buf.h"
+
+#define ST_LOG_RING_BYTES    (1u << 20)
+#define ST_LOG_RING_LINE_MAX 8192
+#define ST_LOG_RING_CHUNK    (64u << 10)
 
 typedef enum {
     ST_LOG_TRACE,
@@ -28,6 +40,9 @@ st_log_level_t st_log_get_level(void);
 /* Parses "trace".."fatal"; returns 0 or ST_E_INVALID. */
 int st_log_parse_level(const char *s, st_log_level_t *out);
 void st_log_set_shard(int shard);
+/* Appends to out the most recent whole lines logged, oldest first: at most max_lines of them
+ * (0: all the ring holds). Any thread. 0, or -ENOMEM. */
+int st_log_recent(st_buf_t *out, size_t max_lines);
 int st_log_shard(void);
 
 #define ST_TRACE(...)                                                                              \

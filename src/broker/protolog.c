@@ -151,6 +151,14 @@ static void head(st_buf_t *b, const st_kreq_t *r, const char *dir)
     st_kfmt_str(b, st_kstr(a && *a->principal ? a->principal : ""));
 }
 
+/* Whether an API's bodies carry credentials (a PLAIN password, a SCRAM proof, a salted
+ * password): logged as "[hidden]", as debug bundles and log shippers see the log. */
+static bool secret_api(int16_t api_key)
+{
+    return api_key == ST_KP_API_SASL_AUTHENTICATE ||
+           api_key == ST_KP_API_ALTER_USER_SCRAM_CREDENTIALS;
+}
+
 static void emit(st_buf_t *b)
 {
     if (!b->oom)
@@ -176,7 +184,9 @@ void st_protolog_request(st_kreq_t *r)
     void *msg = NULL;
     bool first = false;
     st_kfmt_key(&b, "body", &first);
-    if (st_kp_req_decode_any(&rd, r->api_key, r->api_version, &msg) == 0 && msg)
+    if (secret_api(r->api_key))
+        st_kfmt_raw(&b, "\"[hidden]\"");
+    else if (st_kp_req_decode_any(&rd, r->api_key, r->api_version, &msg) == 0 && msg)
         st_kp_req_format(&b, r->api_key, r->api_version, msg);
     else
         st_kfmt_raw(&b, "null");
@@ -203,6 +213,8 @@ void st_protolog_response(st_kreq_t *r, const st_out_t *o)
     st_kfmt_key(&b, "body", &first);
     if (!o) {
         st_kfmt_raw(&b, "null");
+    } else if (secret_api(r->api_key)) {
+        st_kfmt_raw(&b, "\"[hidden]\"");
     } else if (o->nfiles > 0) {
         st_kfmt_raw(&b, "{\"records_by_sendfile\":");
         st_kfmt_i64(&b, o->nfiles);

@@ -38,6 +38,7 @@ int st_cli_bench_e2e(int argc, char **argv);
 int st_cli_debug_dump_log(int argc, char **argv);
 int st_cli_debug_verify_index(int argc, char **argv);
 int st_cli_debug_mock_cluster(int argc, char **argv);
+int st_cli_debug_bundle(int argc, char **argv);
 
 int st_cli_proxy(int argc, char **argv);
 

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,19 +97,34 @@ static int dial(const char *hostport, int64_t deadline, char *err, size_t errlen
     return fd < 0 ? rc : fd;
 }
 
-int st_cli_http_get(const char *hostport, const char *path, int64_t timeout_ms, char **body,
-                    size_t *len, char *err, size_t errlen)
+int st_cli_http_fetch(const char *hostport, const char *path, const char *auth, int64_t timeout_ms,
+                      int *status, char **body, size_t *len, char *err, size_t errlen)
 {
     int64_t deadline = now_ms() + timeout_ms;
     int fd = dial(hostport, deadline, err, errlen);
     if (fd < 0)
         return fd;
-    char req[2048];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\nConnection: close\r\n\r\n",
-                     path, hostport);
+    char cred[700] = "";
+    if (auth) {
+        unsigned char b64[4 * ((512 + 2) / 3) + 1];
+        size_t al = strlen(auth);
+        if (al > 512) {
+            snprintf(err, errlen, "admin credentials too long");
+            close(fd);
+            return -EINVAL;
+        }
+        EVP_EncodeBlock(b64, (const unsigned char *)auth, (int)al);
+        snprintf(cred, sizeof cred, "Authorization: Basic %s\r\n", b64);
+        OPENSSL_cleanse(b64, sizeof b64);
+    }
+    char req[3072];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\n%sConnection: close\r\n\r\n",
+                     path, hostport, cred);
+    OPENSSL_cleanse(cred, sizeof cred);
     int rc = 0;
     if (n < 0 || (size_t)n >= sizeof req) {
         snprintf(err, errlen, "request path too long");
+        OPENSSL_cleanse(req, sizeof req);
         close(fd);
         return -EINVAL;
     }
@@ -120,6 +137,7 @@ int st_cli_http_get(const char *hostport, const char *path, int64_t timeout_ms, 
         else if (w < 0 && errno != EINTR)
             rc = -errno;
     }
+    OPENSSL_cleanse(req, sizeof req);
     char *buf = NULL;
     size_t have = 0, cap = 0;
     while (rc == 0) {
@@ -145,7 +163,11 @@ int st_cli_http_get(const char *hostport, const char *path, int64_t timeout_ms, 
     }
     close(fd);
     if (rc) {
-        snprintf(err, errlen, "reading from %s: %s", hostport, strerror(-rc));
+        if (rc == -ETIMEDOUT)
+            snprintf(err, errlen, "%s did not answer %s within %lld ms", hostport, path,
+                     (long long)timeout_ms);
+        else
+            snprintf(err, errlen, "reading from %s: %s", hostport, strerror(-rc));
         free(buf);
         return rc;
     }
@@ -154,11 +176,9 @@ int st_cli_http_get(const char *hostport, const char *path, int64_t timeout_ms, 
         return -EPROTO;
     }
     buf[have] = 0;
-    int status = 0;
     char *sep = strstr(buf, "\r\n\r\n");
-    if (sscanf(buf, "HTTP/%*d.%*d %d", &status) != 1 || !sep || status != 200) {
-        snprintf(err, errlen, "%s answered %s %d", hostport, sep ? "HTTP status" : "no HTTP",
-                 status);
+    if (sscanf(buf, "HTTP/%*d.%*d %d", status) != 1 || !sep) {
+        snprintf(err, errlen, "%s answered no HTTP", hostport);
         free(buf);
         return -EPROTO;
     }
@@ -166,5 +186,21 @@ int st_cli_http_get(const char *hostport, const char *path, int64_t timeout_ms, 
     *len = have - (size_t)(sep - buf);
     memmove(buf, sep, *len + 1);
     *body = buf;
+    return 0;
+}
+
+int st_cli_http_get(const char *hostport, const char *path, int64_t timeout_ms, char **body,
+                    size_t *len, char *err, size_t errlen)
+{
+    int status = 0;
+    int rc = st_cli_http_fetch(hostport, path, NULL, timeout_ms, &status, body, len, err, errlen);
+    if (rc)
+        return rc;
+    if (status != 200) {
+        snprintf(err, errlen, "%s answered HTTP status %d", hostport, status);
+        free(*body);
+        *body = NULL;
+        return -EPROTO;
+    }
     return 0;
 }

@@ -29,4 +29,14 @@ int st_cli_resolve(const char *addr, bool passive, struct addrinfo **out);
 int st_cli_http_get(const char *hostport, const char *path, int64_t timeout_ms, char **body,
                     size_t *len, char *err, size_t errlen);
 
+/*
+ * The same GET with any answer taken: returns 0 once the server answered, with its status in
+ * *status and its body in *body and *len (as above), whatever the status; auth ("user:password",
+ * or NULL) goes as HTTP basic credentials. Otherwise (no connection, no HTTP answer within
+ * timeout_ms, a body over 64 MiB) a negative errno with one line in err: -ETIMEDOUT when the
+ * time ran out, -ECONNREFUSED, -EINVAL for an address that is not host:port.
+ */
+int st_cli_http_fetch(const char *hostport, const char *path, const char *auth, int64_t timeout_ms,
+                      int *status, char **body, size_t *len, char *err, size_t errlen);
+
 #endif

@@ -58,6 +58,8 @@ static const command_t commands[] = {
     {"bench", "e2e", st_cli_bench_e2e, "produce-to-consume latency", 0},
     {"debug", "dump-log", st_cli_debug_dump_log, "print the batches of a segment file", 0},
     {"debug", "verify-index", st_cli_debug_verify_index, "check a segment's index files", 0},
+    {"debug", "bundle", st_cli_debug_bundle,
+     "fetch a broker's logs, settings, figures into one .tar.gz for a bug report", 0},
     {"debug", "mock-cluster", st_cli_debug_mock_cluster, "run librdkafka's mock cluster", 1},
     {"proxy", NULL, st_cli_proxy, "forward Kafka traffic, optionally printing it", 0},
 };

@@ -37,7 +37,6 @@ static const st_cfg_desc_t st_cfg_table[] = {
 #undef ST_CFG_DESC
 };
 #define ST_CFG_N (sizeof st_cfg_table / sizeof st_cfg_table[0])
-_Static_assert(ST_CFG_N <= ST_CONFIG_MAX_KEYS, "st_config_t.given is too small");
 
 __attribute__((format(printf, 3, 4))) static int st_cfg_fail(char *err, size_t errlen,
                                                              const char *fmt, ...)
@@ -89,6 +88,12 @@ static const st_cfg_desc_t *cfg_find(const char *key)
 
 int st_config_set(st_config_t *c, const char *key, const char *value, char *err, size_t errlen)
 {
+    return st_config_set_from(c, key, value, ST_CONFIG_SRC_SET, err, errlen);
+}
+
+int st_config_set_from(st_config_t *c, const char *key, const char *value, st_config_source_t src,
+                       char *err, size_t errlen)
+{
     const st_cfg_desc_t *d = cfg_find(key);
     if (d) {
         void *p = (char *)c + d->off;
@@ -97,6 +102,7 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
         int rc = cfg_parse(d, value, &num, &flag, err, errlen);
         if (rc)
             return rc;
+        c->source[d - st_cfg_table] = (uint8_t)src;
         if (d->type == ST_CFG_STR) {
             char *v = strdup(value);
             if (!v)
@@ -108,7 +114,6 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
         } else {
             *(int64_t *)p = num;
         }
-        c->given[d - st_cfg_table] = true;
         return 0;
     }
     /* listener.name.<name>.ssl.*: a per-listener value of a global ssl.* setting;
@@ -153,6 +158,7 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
                     return -ENOMEM;
                 free(c->listener_overrides[i].value);
                 c->listener_overrides[i].value = v;
+                c->listener_overrides[i].source = src;
                 return 0;
             }
         struct st_config_override *o =
@@ -162,6 +168,7 @@ int st_config_set(st_config_t *c, const char *key, const char *value, char *err,
         c->listener_overrides = o;
         o[c->nlistener_overrides].key = strdup(key);
         o[c->nlistener_overrides].value = strdup(value);
+        o[c->nlistener_overrides].source = src;
         if (!o[c->nlistener_overrides].key || !o[c->nlistener_overrides].value) {
             free(o[c->nlistener_overrides].key);
             free(o[c->nlistener_overrides].value);
@@ -218,11 +225,11 @@ int st_config_init(st_config_t *c)
     memset(c, 0, sizeof *c);
     char err[256];
     for (size_t i = 0; i < ST_CFG_N; i++) {
-        int rc = st_config_set(c, st_cfg_table[i].key, st_cfg_table[i].def, err, sizeof err);
+        int rc = st_config_set_from(c, st_cfg_table[i].key, st_cfg_table[i].def,
+                                    ST_CONFIG_SRC_DEFAULT, err, sizeof err);
         if (rc)
             return rc;
     }
-    memset(c->given, 0, sizeof c->given); /* defaults, not given */
     return 0;
 }
 
@@ -248,7 +255,7 @@ const char *st_config_get(const st_config_t *c, const char *key, char *buf, size
     if (!d)
         return NULL;
     if (given)
-        *given = c->given[d - st_cfg_table];
+        *given = c->source[d - st_cfg_table] != ST_CONFIG_SRC_DEFAULT;
     const void *p = (const char *)c + d->off;
     if (d->type == ST_CFG_STR)
         return *(char *const *)p ? *(char *const *)p : "";
@@ -278,6 +285,8 @@ void st_config_fini(st_config_t *c)
     }
     free(c->listener_overrides);
     c->listener_overrides = NULL;
+    free(c->config_file);
+    c->config_file = NULL;
     c->nlistener_overrides = 0;
     for (size_t i = 0; i < ST_CFG_N; i++)
         if (st_cfg_table[i].type == ST_CFG_STR) {
@@ -300,13 +309,18 @@ static int st_cfg_ini_cb(void *user, const char *section, const char *name, cons
     (void)section;
     if (l->rc)
         return 0;
-    l->rc = st_config_set(l->c, name, value, l->err, l->errlen);
+    l->rc = st_config_set_from(l->c, name, value, ST_CONFIG_SRC_FILE, l->err, l->errlen);
     return l->rc == 0;
 }
 
 int st_config_load(st_config_t *c, const char *path, char *err, size_t errlen)
 {
     st_cfg_load_t l = {c, err, errlen, 0};
+    char *name = strdup(path);
+    if (!name)
+        return -ENOMEM;
+    free(c->config_file);
+    c->config_file = name;
     int rc = ini_parse(path, st_cfg_ini_cb, &l);
     if (rc == -1) {
         snprintf(err, errlen, "cannot open config file %s: %s", path, strerror(errno));
@@ -976,6 +990,50 @@ int st_config_finish(st_config_t *c, char *err, size_t errlen)
         c->authorizer_enabled = true;
     }
     return 0;
+}
+
+const char *st_config_source_name(st_config_source_t s)
+{
+    return s == ST_CONFIG_SRC_FILE ? "file" : s == ST_CONFIG_SRC_SET ? "--set" : "default";
+}
+
+/* Whether name ends with suffix. */
+static bool st_ends_with(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && strcasecmp(name + n - k, suffix) == 0;
+}
+
+bool st_config_is_secret(const char *key)
+{
+    return strcasestr(key, "password") || strcasestr(key, "secret") || st_ends_with(key, ".key") ||
+           st_ends_with(key, "sasl.jaas.config") || strcasecmp(key, "sasl.bootstrap.users") == 0;
+}
+
+void st_config_each(const st_config_t *c, void (*fn)(void *arg, const st_config_item_t *it),
+                    void *arg)
+{
+    static const char *const types[] = {"string", "int", "bool"};
+    for (size_t i = 0; i < ST_CFG_N; i++) {
+        const st_cfg_desc_t *d = &st_cfg_table[i];
+        const void *p = (const char *)c + d->off;
+        char num[24];
+        const char *v = num;
+        if (d->type == ST_CFG_STR)
+            v = *(char *const *)p ? *(char *const *)p : "";
+        else if (d->type == ST_CFG_BOOL)
+            v = *(const bool *)p ? "true" : "false";
+        else
+            snprintf(num, sizeof num, "%" PRId64, *(const int64_t *)p);
+        st_config_item_t it = {d->key, v, types[d->type], (st_config_source_t)c->source[i],
+                               st_config_is_secret(d->key)};
+        fn(arg, &it);
+    }
+    for (int i = 0; i < c->nlistener_overrides; i++) {
+        const struct st_config_override *o = &c->listener_overrides[i];
+        st_config_item_t it = {o->key, o->value, "string", o->source, st_config_is_secret(o->key)};
+        fn(arg, &it);
+    }
 }
 
 void st_config_print_keys(FILE *f)

@@ -307,17 +307,29 @@ enum {
     X(allow_everyone_if_no_acl_found, "allow.everyone.if.no.acl.found", BOOL, "false", 0, 0,       \
       "with ACLs on, a resource no ACL names is open to everyone")
 
+/* ST_CFG_KEY_<field>: a setting's index in the table; ST_CONFIG_NKEYS of them. */
+enum {
+#define ST_CFG_INDEX(field, key, type, def, min, max, help) ST_CFG_KEY_##field,
+    ST_CONFIG_KEYS(ST_CFG_INDEX)
+#undef ST_CFG_INDEX
+        ST_CONFIG_NKEYS
+};
+
+/* Where a setting's value came from (the later wins: default, then file, then --set). */
+typedef enum {
+    ST_CONFIG_SRC_DEFAULT,
+    ST_CONFIG_SRC_FILE, /* st_config_load */
+    ST_CONFIG_SRC_SET,  /* st_config_set: --set on the command line */
+} st_config_source_t;
+
 #define ST_CFG_CTYPE_STR  char *
 #define ST_CFG_CTYPE_INT  int64_t
 #define ST_CFG_CTYPE_BOOL bool
-
-#define ST_CONFIG_MAX_KEYS 256
 
 typedef struct st_config {
 #define ST_CFG_FIELD(field, key, type, def, min, max, help) ST_CFG_CTYPE_##type field;
     ST_CONFIG_KEYS(ST_CFG_FIELD)
 #undef ST_CFG_FIELD
-    bool given[ST_CONFIG_MAX_KEYS]; /* by table position: set in the file or by --set */
     /* Derived from the settings above by st_config_finish(). */
     /* The Kafka listeners (every entry of listeners but the controller's), in order; port and
      * adv_port as configured (0: the kernel's pick, the bound port). */
@@ -330,8 +342,11 @@ typedef struct st_config {
     int nlistener_overrides;
     struct st_config_override {
         char *key, *value;
+        st_config_source_t source;
     } * listener_overrides;
-    unsigned sasl_mechanisms; /* sasl.enabled.mechanisms: ST_SASL_* bits */
+    uint8_t source[ST_CONFIG_NKEYS]; /* st_config_source_t of each table setting */
+    char *config_file;               /* the file st_config_load read last (NULL: none) */
+    unsigned sasl_mechanisms;        /* sasl.enabled.mechanisms: ST_SASL_* bits */
     /* The inter-broker listener's address and advertised address (registration, logs): */
     char listen_host[256];
     int listen_port;
@@ -357,7 +372,8 @@ typedef struct st_config {
 /* Fills every field with its default. */
 int st_config_init(st_config_t *c);
 void st_config_fini(st_config_t *c);
-/* Sets one key; on failure writes one line into err and returns ST_E_CONFIG. */
+/* Sets one key (its source: ST_CONFIG_SRC_SET); on failure writes one line into err and
+ * returns ST_E_CONFIG. */
 int st_config_set(st_config_t *c, const char *key, const char *value, char *err, size_t errlen);
 /* The settings table by position i (0 .. st_config_nkeys() - 1): its key (NULL past the end),
  * *type ST_CONFIG_TYPE_*, *help. type and help may be NULL. */
@@ -370,6 +386,9 @@ const char *st_config_get(const st_config_t *c, const char *key, char *buf, size
 /* Whether value suits key's type and bounds: 0, ST_E_CONFIG with one line in err, or
  * ST_E_NOT_FOUND for a key that is not in the table. */
 int st_config_check(const char *key, const char *value, char *err, size_t errlen);
+/* The same, recording src as where the value came from. */
+int st_config_set_from(st_config_t *c, const char *key, const char *value, st_config_source_t src,
+                       char *err, size_t errlen);
 /* Reads a properties file, setting each key. */
 int st_config_load(st_config_t *c, const char *path, char *err, size_t errlen);
 /* Checks cross-field rules and computes the derived fields. */
@@ -399,6 +418,23 @@ int st_config_inter_broker_credentials(const st_config_t *c, char *user, size_t 
 /* connections.max.reauth.ms for a SASL mechanism ("SCRAM-SHA-512") on a listener:
  * listener.name.<listener>.<mechanism>.connections.max.reauth.ms if set, else the global one. */
 int64_t st_config_reauth_ms(const st_config_t *c, const char *listener, const char *mechanism);
+/* One effective setting, as st_config_each hands it out. */
+typedef struct st_config_item {
+    const char *key;
+    const char *value; /* as text (integers and booleans formatted; valid during the call) */
+    const char *type;  /* "string", "int" or "bool" */
+    st_config_source_t source;
+    bool secret; /* st_config_is_secret(key): never show value */
+} st_config_item_t;
+/* Calls fn for every setting: the table's, in its order, then the listener.name.* ones. */
+void st_config_each(const st_config_t *c, void (*fn)(void *arg, const st_config_item_t *it),
+                    void *arg);
+/* "default", "file" or "--set". */
+const char *st_config_source_name(st_config_source_t s);
+/* Whether a setting holds a secret whose value must never be shown (logs, the admin API, debug
+ * bundles): a name with "password" or "secret" in it, a key's contents (ending ".key"),
+ * sasl.jaas.config (credentials), sasl.bootstrap.users (passwords). */
+bool st_config_is_secret(const char *key);
 /* Prints every key with its default and help, for --help. */
 void st_config_print_keys(FILE *f);
 /* Parses "host:port"; port must be 0..65535. */
