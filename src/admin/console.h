@@ -96,8 +96,10 @@ typedef struct st_admin_console_req {
  * /v1/topics/{t}/configs, /v1/topics/{t}/partitions/{p}/records). */
 bool st_admin_console_owns(const char *url);
 /* Serves such a route. md: the newest metadata the admin thread holds (NULL: none yet), to
- * check names and find leaders. Fills ans (its body initialised here; the caller sends and
- * frees it). Always answers, errors as {"error": "..."} with a 4xx/5xx status. */
+ * find a partition's leader (what it does not know is asked of this broker, whose answer
+ * decides: an unknown topic is a 404 from UNKNOWN_TOPIC_OR_PARTITION). Fills ans (its body
+ * initialised here; the caller sends and frees it). Always answers, errors as {"error": "..."} with
+ * a 4xx/5xx status. */
 void st_admin_console_handle(st_broker_t *b, const st_md_t *md, const st_admin_console_req_t *rq,
                              st_admin_answer_t *ans);
 

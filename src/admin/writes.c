@@ -695,13 +695,11 @@ static bool query_num(const char *s, int64_t *v, bool *bad)
 static void read_records(st_broker_t *b, const st_md_t *md, const char *topic, int32_t partition,
                          const st_admin_console_req_t *rq, st_admin_answer_t *ans)
 {
+    /* The leader as the admin thread's metadata names it; a topic or partition it does not
+     * know (its snapshot may be a second old) is asked of this broker, whose answer decides. */
     const st_md_topic_t *t = md ? st_md_find(md, topic, (int32_t)strlen(topic)) : NULL;
-    if (!t || partition < 0 || partition >= t->npartitions) {
-        answer_error(ans, 404, t ? "no such partition" : "no such topic",
-                     ST_KERR_UNKNOWN_TOPIC_OR_PARTITION);
-        return;
-    }
-    int32_t leader = t->partitions[partition].leader;
+    int32_t leader = t && partition < t->npartitions ? t->partitions[partition].leader
+                                                     : (int32_t)b->cfg->node_id;
     if (leader < 0) {
         answer_error(ans, 503, "the partition has no leader now", ST_KERR_LEADER_NOT_AVAILABLE);
         return;
@@ -838,8 +836,6 @@ void st_admin_console_handle(st_broker_t *b, const st_md_t *md, const st_admin_c
     if (strcmp(rest, "/configs") == 0) {
         if (!post) {
             answer_error(ans, 405, "method not allowed: POST", 0);
-        } else if (md && !st_md_find(md, topic, (int32_t)nlen)) {
-            answer_error(ans, 404, "no such topic", ST_KERR_UNKNOWN_TOPIC_OR_PARTITION);
         } else {
             alter_configs(b, topic, rq, ans);
         }
