@@ -949,7 +949,7 @@ int st_admin_listen(st_admin_t *a, const char *host, int port, char *err, size_t
     }
     a->listen_fd = -1; /* MHD owns it now and closes it when stopped */
     ST_INFO("admin API on %s://%s:%d (/metrics, /v1/status/ready, /v1/cluster, /v1/topics, "
-            "/v1/partitions)%s%s",
+            "/v1/partitions, /v1/groups; console /ui)%s%s",
             tls ? "https" : "http", host, a->port,
             cfg->admin_require_auth ? ", basic auth (SCRAM users" : "",
             cfg->admin_require_auth ? (cfg->authorizer_enabled ? ", super.users only)" : ")") : "");

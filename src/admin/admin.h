@@ -8,6 +8,8 @@
  *   GET /v1/topics         JSON: topics with partition counts, sizes, configs
  *   GET /v1/partitions     JSON: leader, shard, offsets, size, segments, counters
  *                          (?topic=NAME for one topic)
+ *   GET /v1/groups         JSON: consumer groups, committed offsets and lag per partition
+ *   GET /ui                the web console; its writes and record reads: console.h
  *   POST /v1/debug/fail-sync?count=N&errno=EIO|ENOSPC|<n>
  *                          test builds only (ST_DEBUG_BUILD): the next N storage syncs on any
  *                          shard complete with that error; GET tells how many are left
