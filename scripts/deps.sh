@@ -7,7 +7,7 @@ pkgs=(gcc make cmake pkg-config python3 liburing-dev librdkafka-dev zlib1g-dev
       libsnappy-dev liblz4-dev libzstd-dev libssl-dev libinih-dev libjansson-dev
       libmicrohttpd-dev libcmocka-dev libsystemd-dev libpcre2-dev)
 if [ "$what" = test ]; then
-  pkgs+=(clang clang-format libclang-rt-14-dev kcat python3-confluent-kafka python3-kafka fio
+  pkgs+=(clang clang-format libclang-rt-14-dev kcat python3-confluent-kafka python3-kafka fio chromium
          python3-snappy python3-lz4 python3-zstandard
          prometheus nats-server libfuse3-dev fuse3 openssl dpkg-dev python3-yaml
          golang-go golang-github-shopify-sarama-dev golang-github-segmentio-kafka-go-dev)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "admin/debug.h"
+#include "admin/console.h"
 #include "admin/groups.h"
 #include "admin/render.h"
 #include "admin/routes.h"
@@ -601,19 +602,57 @@ static enum MHD_Result reply_denied(struct MHD_Connection *c, unsigned status)
     return rc;
 }
 
+/* The console's Kafka-client routes (console.h), with the newest metadata held meanwhile. */
+static enum MHD_Result console_request(st_admin_t *a, struct MHD_Connection *c, const char *url,
+                                       const char *method, const st_admin_body_t *body)
+{
+    view_hold_t h;
+    if (view_take(a, &h, false))
+        return reply_str(c, MHD_HTTP_INTERNAL_SERVER_ERROR, JSON_TYPE,
+                         "{\"error\":\"out of memory\"}");
+    st_admin_console_req_t rq = {
+        .url = url,
+        .method = method,
+        .body = body ? body->buf.data : NULL,
+        .body_len = body ? body->buf.len : 0,
+        .q_offset = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset"),
+        .q_timestamp = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timestamp"),
+        .q_max = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "max"),
+    };
+    st_admin_answer_t ans;
+    st_admin_console_handle(a->b, st_admin_view_md(&h.v), &rq, &ans);
+    view_drop(&h);
+    return reply(c, ans.status, ans.type, &ans.body);
+}
+
+/* A request ended (answered or not): frees a POST's body. */
+static void request_done(void *cls, struct MHD_Connection *c, void **state,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)c;
+    (void)toe;
+    if (*state && *state != cls)
+        st_admin_body_free(*state);
+    *state = NULL;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **state)
 {
     (void)version;
-    (void)upload;
     st_admin_t *a = cls;
     if (*state == NULL) { /* first call: headers only; answer on the next */
-        *state = a;
+        *state = strcmp(method, "POST") == 0 ? st_admin_body_new() : NULL;
+        if (!*state)
+            *state = a;
         return MHD_YES;
     }
-    if (*upload_size) {
-        *upload_size = 0; /* ignore any body */
+    st_admin_body_t *upbody = *state != a ? *state : NULL;
+    if (*upload_size) { /* a POST's body is kept (up to ST_ADMIN_BODY_MAX), others ignored */
+        if (upbody)
+            st_admin_body_add(upbody, upload, *upload_size);
+        *upload_size = 0;
         return MHD_YES;
     }
     if (a->b->cfg->admin_require_auth && !open_path(a, url)) {
@@ -621,6 +660,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         if (st)
             return reply_denied(c, st);
     }
+    if (upbody && upbody->too_large)
+        return reply_str(c, MHD_HTTP_CONTENT_TOO_LARGE, JSON_TYPE,
+                         "{\"error\":\"request body over 65536 bytes\"}");
 #ifdef ST_DEBUG_BUILD
     if (strcmp(url, "/v1/debug/fail-sync") == 0) {
         char body[64];
@@ -671,9 +713,24 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         free(text);
         return mr;
     }
-    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+    bool is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (st_admin_console_owns(url) && !(is_get && strcmp(url, "/v1/topics") == 0))
+        return console_request(a, c, url, method, upbody);
+    if (!is_get)
         return reply_str(c, MHD_HTTP_METHOD_NOT_ALLOWED, JSON_TYPE,
                          "{\"error\":\"method not allowed\"}");
+    const st_admin_asset_t *asset = st_admin_ui_asset(url);
+    if (asset) {
+        struct MHD_Response *r = MHD_create_response_from_buffer(asset->len, (void *)asset->data,
+                                                                 MHD_RESPMEM_PERSISTENT);
+        if (!r)
+            return MHD_NO;
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, asset->type);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        enum MHD_Result mr = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);
+        return mr;
+    }
     if (strcmp(url, "/v1/status/ready") == 0) {
         const char *why;
         bool ok = is_ready(a, &why);
@@ -713,7 +770,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     bool cluster = strcmp(url, "/v1/cluster") == 0;
     bool topics = strcmp(url, "/v1/topics") == 0;
     bool parts = strcmp(url, "/v1/partitions") == 0;
-    if (!metrics && !cluster && !topics && !parts)
+    bool groups = strcmp(url, "/v1/groups") == 0;
+    if (!metrics && !cluster && !topics && !parts && !groups)
         return reply_str(c, MHD_HTTP_NOT_FOUND, JSON_TYPE, "{\"error\":\"not found\"}");
     view_hold_t h;
     if (view_take(a, &h, metrics))
@@ -728,6 +786,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         rc = st_admin_render_cluster(&h.v, &out);
     else if (topics)
         rc = st_admin_render_topics(&h.v, &out);
+    else if (groups)
+        rc = st_admin_render_groups(&h.v, &out);
     else
         rc = st_admin_render_partitions(
             &h.v, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "topic"), &out);
@@ -892,8 +952,8 @@ int st_admin_listen(st_admin_t *a, const char *host, int port, char *err, size_t
     a->mhd = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | (tls ? MHD_USE_TLS : 0), 0, NULL, NULL,
         handle, a, MHD_OPTION_LISTEN_SOCKET, a->listen_fd, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-        tls ? MHD_OPTION_ARRAY : MHD_OPTION_END, tls_opts, MHD_OPTION_END);
+        (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_NOTIFY_COMPLETED,
+        request_done, a, tls ? MHD_OPTION_ARRAY : MHD_OPTION_END, tls_opts, MHD_OPTION_END);
     if (!a->mhd) {
         snprintf(err, errlen, "cannot start the admin HTTP server on %s:%d", host, a->port);
         close(a->listen_fd);
@@ -903,7 +963,7 @@ int st_admin_listen(st_admin_t *a, const char *host, int port, char *err, size_t
     }
     a->listen_fd = -1; /* MHD owns it now and closes it when stopped */
     ST_INFO("admin API on %s://%s:%d (/metrics, /v1/status/ready, /v1/cluster, /v1/topics, "
-            "/v1/partitions)%s%s",
+            "/v1/partitions, /v1/groups; console /ui)%s%s",
             tls ? "https" : "http", host, a->port,
             cfg->admin_require_auth ? ", basic auth (SCRAM users" : "",
             cfg->admin_require_auth ? (cfg->authorizer_enabled ? ", super.users only)" : ")") : "");

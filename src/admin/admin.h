@@ -11,6 +11,8 @@
  *   GET /v1/debug/log, /v1/debug/config, /v1/debug/data-dir, /v1/debug/process
  *                          the broker's recent log, settings (secrets hidden), data directory
  *                          listing and process figures, for a debug bundle (debug.h)
+ *   GET /v1/groups         JSON: consumer groups, committed offsets and lag per partition
+ *   GET /ui                the web console; its writes and record reads: console.h
  *   POST /v1/debug/fail-sync?count=N&errno=EIO|ENOSPC|<n>
  *                          test builds only (ST_DEBUG_BUILD): the next N storage syncs on any
  *                          shard complete with that error; GET tells how many are left

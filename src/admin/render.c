@@ -1011,6 +1011,13 @@ int st_admin_render_partitions(const st_admin_view_t *v, const char *topic, st_b
             json_object_set_new(o, "leader", json_integer(mp->leader));
             json_object_set_new(o, "leader_epoch", json_integer(mp->leader_epoch));
             json_object_set_new(o, "shard", json_integer(mp->shard));
+            json_t *rs = json_array(), *isr = json_array();
+            for (int k = 0; k < mp->nreplicas; k++)
+                json_array_append_new(rs, json_integer(mp->replicas[k]));
+            for (int k = 0; k < mp->nisr; k++)
+                json_array_append_new(isr, json_integer(mp->isr[k]));
+            json_object_set_new(o, "replicas", rs);
+            json_object_set_new(o, "isr", isr);
             /* Offsets come from the owner's snapshot; null until it has published one with
              * this partition open. */
 #define NUM(key, expr)                                                                             \

@@ -13,36 +13,59 @@
 #define JSON "application/json"
 
 const st_admin_route_t st_admin_routes[] = {
-    {"/", "GET", JSON, "this index (an HTML page for a browser)", NULL, NULL},
-    {"/v1/openapi.json", "GET", JSON, "the OpenAPI 3.0 description of this API", NULL, NULL},
+    {"/", "GET", JSON, "this index (an HTML page for a browser)", NULL, NULL, NULL},
+    {"/v1/openapi.json", "GET", JSON, "the OpenAPI 3.0 description of this API", NULL, NULL, NULL},
     {"/v1/status/ready", "GET", JSON,
      "200 {\"ready\":true} once the broker serves Kafka (and, in a cluster, has caught up "
      "with the metadata), 503 before",
-     NULL, NULL},
+     NULL, NULL, NULL},
     {"/metrics", "GET", "text/plain; version=0.0.4", "Prometheus exposition of every metric", NULL,
-     NULL},
+     NULL, NULL},
     {"/v1/cluster", "GET", JSON, "cluster id, controller, brokers (fenced or not), this node", NULL,
+     NULL, NULL},
+    {"/v1/topics", "GET", JSON, "every topic with its partition count and configs", NULL, NULL,
      NULL},
-    {"/v1/topics", "GET", JSON, "every topic with its partition count and configs", NULL, NULL},
     {"/v1/partitions", "GET", JSON,
      "partitions: leader, replicas, ISR, offsets, sizes, the cleaner's dirty ratio", "topic",
-     "only this topic's"},
+     "only this topic's", NULL},
     {"/v1/debug/log", "GET", "text/plain; charset=utf-8",
-     "the broker's most recent log lines (the last 2000, at most 1 MiB), oldest first", NULL, NULL},
+     "the broker's most recent log lines (the last 2000, at most 1 MiB), oldest first", NULL, NULL,
+     NULL},
     {"/v1/debug/config", "GET", JSON,
      "every effective setting with its type and source (default, file, --set); secrets "
      "\"[hidden]\"",
-     NULL, NULL},
+     NULL, NULL, NULL},
     {"/v1/debug/data-dir", "GET", JSON,
      "every file and directory under log.dirs: path, type, size, mtime (at most 100000)", NULL,
-     NULL},
+     NULL, NULL},
     {"/v1/debug/process", "GET", JSON,
      "pid, version, uptime, memory, threads, open descriptors, limits, kernel, CPUs, load", NULL,
+     NULL, NULL},
+    {"/v1/groups", "GET", JSON,
+     "consumer groups: state, members, committed offset, high watermark and lag per partition",
+     NULL, NULL, NULL},
+    {"/v1/topics", "POST", JSON,
+     "create a topic (CreateTopics): 201, 400 bad input, 409 exists, 413 body over 64 KiB", NULL,
+     NULL, "{\"name\": T, \"partitions\": N, \"replication_factor\": N, \"configs\": {K: V}}"},
+    {"/v1/topics/{topic}/configs", "POST", JSON,
+     "change a topic's configs (IncrementalAlterConfigs): 404 unknown topic", NULL, NULL,
+     "{K: \"value\" to set, K: null for the default, ...}"},
+    {"/v1/topics/{topic}/partitions/{partition}/records", "GET", JSON,
+     "records from an offset or a timestamp (a Fetch to the leader): offset, timestamp, key and "
+     "value as text (null when not UTF-8) and base64, headers",
+     "offset,timestamp,max",
+     "the first offset (default: the earliest)|the first record at or after this time (ms)|at "
+     "most this many records (1-500, default 50)",
+     NULL},
+    {"/ui", "GET", "text/html", "the web console (brokers, topics, groups, messages)", NULL, NULL,
      NULL},
     {"/v1/protocol-log", "POST", JSON,
      "log each decoded request and response of one client for a while (broker log, lines "
      "\"protocol {...}\"): ?client_id=ID&address=IP&seconds=N (60)",
-     NULL, NULL},
+     "client_id,address,seconds",
+     "only this client id's connections|only connections from this address|for this long "
+     "(1-3600, default 60)",
+     NULL},
 };
 const int st_admin_nroutes = (int)(sizeof st_admin_routes / sizeof st_admin_routes[0]);
 
@@ -106,6 +129,35 @@ int st_admin_render_index(st_buf_t *out, const char *version, bool html)
                 out);
 }
 
+/* The parameters of r: its path's {names}, then its query's names (comma-separated, their
+ * summaries separated by '|'). */
+static json_t *route_params(const st_admin_route_t *r)
+{
+    json_t *ps = json_array();
+    for (const char *p = strchr(r->path, '{'); ps && p; p = strchr(p + 1, '{')) {
+        size_t n = strcspn(p + 1, "}");
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)n, p + 1);
+        json_array_append_new(ps, json_pack("{s:s,s:s,s:b,s:{s:s}}", "name", name, "in", "path",
+                                            "required", 1, "schema", "type",
+                                            strcmp(name, "partition") ? "string" : "integer"));
+    }
+    const char *q = r->query, *d = r->query_summary;
+    while (ps && q && *q) {
+        size_t n = strcspn(q, ","), dn = d ? strcspn(d, "|") : 0;
+        char name[64], desc[256];
+        snprintf(name, sizeof name, "%.*s", (int)n, q);
+        snprintf(desc, sizeof desc, "%.*s", (int)dn, d ? d : "");
+        json_array_append_new(ps, json_pack("{s:s,s:s,s:b,s:s,s:{s:s}}", "name", name, "in",
+                                            "query", "required", 0, "description", desc, "schema",
+                                            "type", "string"));
+        q += n + (q[n] == ',');
+        if (d)
+            d += dn + (d[dn] == '|');
+    }
+    return ps;
+}
+
 int st_admin_render_openapi(st_buf_t *out, const char *version)
 {
     json_t *paths = json_object();
@@ -118,29 +170,31 @@ int st_admin_render_openapi(st_buf_t *out, const char *version)
         if (strcmp(r->path, "/v1/status/ready") == 0)
             json_object_set_new(resp, "503", json_pack("{s:s}", "description", "not serving yet"));
         bool post = strcmp(r->method, "POST") == 0;
-        if (post)
+        if (post || r->query)
             json_object_set_new(resp, "400", json_pack("{s:s}", "description", "bad parameters"));
-        json_t *get = json_pack("{s:s,s:o}", "summary", r->summary, "responses", resp);
-        if (post)
-            json_object_set_new(
-                get, "parameters",
-                json_pack("[{s:s,s:s,s:s,s:{s:s}},{s:s,s:s,s:s,s:{s:s}},{s:s,s:s,s:s,s:{s:s}}]",
-                          "name", "client_id", "in", "query", "description",
-                          "only this client id's connections", "schema", "type", "string", "name",
-                          "address", "in", "query", "description",
-                          "only connections from this address", "schema", "type", "string", "name",
-                          "seconds", "in", "query", "description",
-                          "for this long (1-3600, default 60)", "schema", "type", "integer"));
-        if (r->query)
-            json_object_set_new(get, "parameters",
-                                json_pack("[{s:s,s:s,s:b,s:s,s:{s:s}}]", "name", r->query, "in",
-                                          "query", "required", 0, "description", r->query_summary,
-                                          "schema", "type", "string"));
-        json_object_set_new(paths, r->path, json_pack("{s:o}", post ? "post" : "get", get));
+        if (strchr(r->path, '{'))
+            json_object_set_new(resp, "404", json_pack("{s:s}", "description", "no such topic"));
+        json_t *op = json_pack("{s:s,s:o}", "summary", r->summary, "responses", resp);
+        json_t *params = route_params(r);
+        if (json_array_size(params))
+            json_object_set_new(op, "parameters", params);
+        else
+            json_decref(params);
+        if (r->body)
+            json_object_set_new(op, "requestBody",
+                                json_pack("{s:s,s:b,s:{s:{s:{s:s}}}}", "description", r->body,
+                                          "required", 1, "content", "application/json", "schema",
+                                          "type", "object"));
+        json_t *item = json_object_get(paths, r->path); /* GET and POST on one path */
+        if (!item) {
+            item = json_object();
+            json_object_set_new(paths, r->path, item);
+        }
+        json_object_set_new(item, post ? "post" : "get", op);
     }
     return dump(json_pack("{s:s,s:{s:s,s:s,s:s},s:o}", "openapi", "3.0.3", "info", "title",
                           "Strata admin API", "version", version, "description",
-                          "A Strata broker's admin HTTP API (read-only). With "
+                          "A Strata broker's admin HTTP API. With "
                           "admin.require.auth every path but /v1/status/ready needs HTTP basic "
                           "auth with a SCRAM user's password.",
                           "paths", paths),

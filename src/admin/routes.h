@@ -14,14 +14,15 @@
 
 typedef struct st_admin_route {
     const char *path;
-    const char *method;  /* "GET" or "POST" */
-    const char *type;    /* the content type of its answer */
-    const char *summary; /* one line */
-    const char *query;   /* an optional query parameter's name (NULL: none) */
-    const char *query_summary;
+    const char *method;        /* "GET" or "POST" */
+    const char *type;          /* the content type of its answer */
+    const char *summary;       /* one line */
+    const char *query;         /* optional query parameters' names, comma-separated (NULL: none) */
+    const char *query_summary; /* theirs, separated by '|' */
+    const char *body;          /* a POST's JSON body, in one line (NULL: none) */
 } st_admin_route_t;
 
-/* The GET endpoints, in the index's order. */
+/* The endpoints, in the index's order (a path may appear once per method). */
 extern const st_admin_route_t st_admin_routes[];
 extern const int st_admin_nroutes;
 

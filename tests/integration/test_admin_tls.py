@@ -13,6 +13,7 @@ admin.tls.enabled but no keystore refuses to start, naming the setting.
 
 import base64
 import http.client
+import json
 import os
 import shutil
 import ssl
@@ -63,10 +64,13 @@ class AdminTlsTest(unittest.TestCase):
         s.start()
         return s
 
-    def get(self, s, path, user=None, password=None, scheme="https"):
-        """(status, headers, body) of GET path; HTTP errors are answers too."""
+    def get(self, s, path, user=None, password=None, scheme="https", post=None):
+        """(status, headers, body) of GET path (POST with a JSON body when post is not None);
+        HTTP errors are answers too."""
         url = "%s://127.0.0.1:%d%s" % (scheme, s.admin_port, path)
-        req = urllib.request.Request(url)
+        req = urllib.request.Request(url, data=None if post is None else json.dumps(post).encode(),
+                                     headers={} if post is None else
+                                     {"Content-Type": "application/json"})
         if user is not None:
             tok = base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
             req.add_header("Authorization", "Basic " + tok)
@@ -88,6 +92,14 @@ class AdminTlsTest(unittest.TestCase):
             st, hd, body = self.get(s, "/v1/topics", user, pw)
             self.assertEqual(st, 401, "%s: %s" % (user, body))
             self.assertEqual(hd.get("WWW-Authenticate"), 'Basic realm="strata-admin"')
+        # The console and its writes need the credentials too.
+        self.assertEqual(self.get(s, "/ui")[0], 401)
+        self.assertEqual(self.get(s, "/v1/topics", post={"name": "console-t"})[0], 401)
+        st, _, body = self.get(s, "/v1/topics", ALICE, ALICE_PW, post={"name": "console-t"})
+        self.assertEqual(st, 201, body)
+        st, _, body = self.get(s, "/ui", ALICE, ALICE_PW)
+        self.assertEqual(st, 200)
+        self.assertIn("console.js", body)
         # Open without credentials: the readiness probe and, by default, Prometheus's scrape.
         st, _, body = self.get(s, "/metrics")
         self.assertEqual(st, 200)
@@ -114,6 +126,8 @@ class AdminTlsTest(unittest.TestCase):
         wait_until(lambda: self.get(s, "/v1/cluster", ALICE, ALICE_PW)[0] == 200, 15,
                    "alice (a super user) admitted")
         st, _, body = self.get(s, "/v1/cluster", BOB, BOB_PW)
+        self.assertEqual(st, 403, body)
+        st, _, body = self.get(s, "/v1/topics", BOB, BOB_PW, post={"name": "console-t"})
         self.assertEqual(st, 403, body)
         self.assertEqual(self.get(s, "/metrics")[0], 401)
         st, _, body = self.get(s, "/metrics", ALICE, ALICE_PW)

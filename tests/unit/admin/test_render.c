@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/console.h"
 #include "admin/render.h"
 
 typedef struct {
@@ -359,6 +360,61 @@ static void test_json_partitions(void **state)
 }
 
 /* The cleaner's figures: only for compacted partitions, in /metrics and /v1/partitions. */
+/* GET /v1/groups: each group with its offsets joined to the owner's high watermark; an offset
+ * of a partition no snapshot holds has no lag. */
+static void test_json_groups(void **state)
+{
+    fixture_t *f = *state;
+    st_admin_groups_add(f->snaps[0], "a-first", "Empty", 0);
+    st_admin_groups_add_offset(f->snaps[0], "a-first", "gone", 0, 5);
+    st_buf_t b;
+    st_buf_init(&b);
+    assert_int_equal(st_admin_render_groups(&f->v, &b), 0);
+    json_error_t err;
+    json_t *j = json_loadb((const char *)b.data, b.len, 0, &err);
+    st_buf_fini(&b);
+    assert_non_null(j);
+    json_t *gs = json_object_get(j, "groups");
+    assert_int_equal(json_array_size(gs), 2);
+    json_t *g0 = json_array_get(gs, 0), *g1 = json_array_get(gs, 1);
+    assert_string_equal(json_string_value(json_object_get(g0, "group")), "a-first");
+    assert_true(
+        json_is_null(json_object_get(json_array_get(json_object_get(g0, "offsets"), 0), "lag")));
+    assert_string_equal(json_string_value(json_object_get(g1, "group")), "g\"1");
+    assert_string_equal(json_string_value(json_object_get(g1, "state")), "Stable");
+    assert_int_equal(json_integer_value(json_object_get(g1, "members")), 2);
+    assert_int_equal(json_integer_value(json_object_get(g1, "lag")), 40);
+    json_t *offs = json_object_get(g1, "offsets");
+    assert_int_equal(json_array_size(offs), 2);
+    json_t *o = json_array_get(offs, 0);
+    assert_int_equal(json_integer_value(json_object_get(o, "partition")), 0);
+    assert_int_equal(json_integer_value(json_object_get(o, "committed")), 60);
+    assert_int_equal(json_integer_value(json_object_get(o, "high_watermark")), 100);
+    assert_int_equal(json_integer_value(json_object_get(o, "lag")), 40);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(offs, 1), "lag")), 0);
+    json_decref(j);
+}
+
+/* The console's files are in the binary, found by their /ui URLs. */
+static void test_ui_assets(void **state)
+{
+    (void)state;
+    const st_admin_asset_t *a = st_admin_ui_asset("/ui");
+    assert_non_null(a);
+    assert_string_equal(a->name, "index.html");
+    assert_ptr_equal(st_admin_ui_asset("/ui/"), a);
+    assert_ptr_equal(st_admin_ui_asset("/ui/index.html"), a);
+    assert_non_null(strstr((const char *)a->data, "console.js"));
+    a = st_admin_ui_asset("/ui/console.js");
+    assert_non_null(a);
+    assert_string_equal(a->type, "text/javascript; charset=utf-8");
+    assert_int_equal(strlen((const char *)a->data), a->len);
+    assert_non_null(st_admin_ui_asset("/ui/console.css"));
+    assert_null(st_admin_ui_asset("/ui/nope.js"));
+    assert_null(st_admin_ui_asset("/uix"));
+    assert_null(st_admin_ui_asset("/ui/../etc/passwd"));
+}
+
 static void test_cleaner_figures(void **state)
 {
     fixture_t *f = *state;
@@ -425,6 +481,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_json_topics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_partitions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cleaner_figures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_groups, setup, teardown),
+        cmocka_unit_test(test_ui_assets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
