@@ -2,6 +2,7 @@
  * console.c — the web console's files and the groups view (console.h).
  */
 #include "admin/console.h"
+#include "admin/render.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -117,12 +118,5 @@ int st_admin_render_groups(const st_admin_view_t *v, st_buf_t *out)
     for (int i = 0; i < n; i++)
         json_array_append_new(arr, group_json(v, gs[i]));
     free(gs);
-    json_t *j = json_pack("{s:o}", "groups", arr);
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!s)
-        return -ENOMEM;
-    int rc = st_buf_append(out, s, strlen(s));
-    free(s);
-    return rc;
+    return st_admin_json_append(json_pack("{s:o}", "groups", arr), out);
 }

@@ -1,5 +1,6 @@
 /* debug.c — GET /v1/debug/{log,config,data-dir,process}, the debug bundle's sources (debug.h). */
 #include "admin/debug.h"
+#include "admin/render.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,17 +19,6 @@
 
 #define JSON_TYPE "application/json"
 #define HIDDEN    "[hidden]"
-
-static int dump(json_t *j, st_buf_t *out)
-{
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!s)
-        return -ENOMEM;
-    int rc = st_buf_append(out, s, strlen(s));
-    free(s);
-    return rc;
-}
 
 /* ---- /v1/debug/config -------------------------------------------------------------------- */
 
@@ -54,9 +44,9 @@ static int render_config(const st_admin_debug_in_t *in, st_buf_t *out)
     if (!acc.arr)
         return -ENOMEM;
     st_config_each(in->cfg, add_setting, &acc);
-    return dump(json_pack("{s:s?,s:i,s:o}", "config_file", in->cfg->config_file, "hidden",
-                          acc.hidden, "settings", acc.arr),
-                out);
+    return st_admin_json_append(json_pack("{s:s?,s:i,s:o}", "config_file", in->cfg->config_file,
+                                          "hidden", acc.hidden, "settings", acc.arr),
+                                out);
 }
 
 /* ---- /v1/debug/data-dir ------------------------------------------------------------------ */
@@ -187,11 +177,12 @@ static int render_data_dir(const st_admin_debug_in_t *in, st_buf_t *out)
         json_decref(w.errors);
         return -ENOMEM;
     }
-    return dump(json_pack("{s:s,s:I,s:I,s:I,s:b,s:i,s:o,s:o}", "path", abs, "files",
-                          (json_int_t)files, "dirs", (json_int_t)dirs, "total_bytes",
-                          (json_int_t)bytes, "truncated", w.truncated, "max_entries",
-                          ST_ADMIN_DEBUG_DIR_MAX, "entries", entries, "errors", w.errors),
-                out);
+    return st_admin_json_append(json_pack("{s:s,s:I,s:I,s:I,s:b,s:i,s:o,s:o}", "path", abs, "files",
+                                          (json_int_t)files, "dirs", (json_int_t)dirs,
+                                          "total_bytes", (json_int_t)bytes, "truncated",
+                                          w.truncated, "max_entries", ST_ADMIN_DEBUG_DIR_MAX,
+                                          "entries", entries, "errors", w.errors),
+                                out);
 }
 
 /* ---- /v1/debug/process ------------------------------------------------------------------- */
@@ -273,7 +264,7 @@ static int render_process(const st_admin_debug_in_t *in, st_buf_t *out)
         (json_int_t)proc_status("nonvoluntary_ctxt_switches"), "cwd", cwd, "limits", limits,
         "uname", uts, "load_average", la, "cpus_online", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN),
         "memory_total_bytes", (json_int_t)(pages > 0 && page > 0 ? (int64_t)pages * page : -1));
-    return dump(j, out);
+    return st_admin_json_append(j, out);
 }
 
 /* ---- dispatch ---------------------------------------------------------------------------- */

@@ -867,7 +867,7 @@ int st_admin_render_metrics(const st_admin_view_t *v, st_buf_t *out)
 
 /* ---- JSON ------------------------------------------------------------------------------- */
 
-static int dump(json_t *j, st_buf_t *out)
+int st_admin_json_append(json_t *j, st_buf_t *out)
 {
     if (!j)
         return -ENOMEM;
@@ -947,7 +947,7 @@ int st_admin_render_cluster(const st_admin_view_t *v, st_buf_t *out)
                                       v->qi.voter));
     json_object_set_new(j, "topics", json_integer(ntopics));
     json_object_set_new(j, "partitions", json_integer(nparts));
-    return dump(j, out);
+    return st_admin_json_append(j, out);
 }
 
 int st_admin_render_topics(const st_admin_view_t *v, st_buf_t *out)
@@ -987,7 +987,7 @@ int st_admin_render_topics(const st_admin_view_t *v, st_buf_t *out)
     free(a);
     json_t *j = json_object();
     json_object_set_new(j, "topics", arr);
-    return dump(j, out);
+    return st_admin_json_append(j, out);
 }
 
 int st_admin_render_partitions(const st_admin_view_t *v, const char *topic, st_buf_t *out)
@@ -1054,5 +1054,5 @@ int st_admin_render_partitions(const st_admin_view_t *v, const char *topic, st_b
     free(a);
     json_t *j = json_object();
     json_object_set_new(j, "partitions", arr);
-    return dump(j, out);
+    return st_admin_json_append(j, out);
 }

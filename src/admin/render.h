@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "admin/snap.h"
 #include "base/buf.h"
 #include "broker/stats.h"
@@ -53,6 +55,10 @@ int st_admin_render_cluster(const st_admin_view_t *v, st_buf_t *out);
 int st_admin_render_topics(const st_admin_view_t *v, st_buf_t *out);
 /* topic: only that topic's partitions, or NULL for all. */
 int st_admin_render_partitions(const st_admin_view_t *v, const char *topic, st_buf_t *out);
+
+/* Appends j as compact JSON to out and drops j (NULL j: out of memory). 0, or -ENOMEM. Every
+ * JSON answer of the admin API goes through it. */
+int st_admin_json_append(json_t *j, st_buf_t *out);
 
 /* The newest metadata snapshot among the view's shard snapshots, or NULL. */
 const st_md_t *st_admin_view_md(const st_admin_view_t *v);

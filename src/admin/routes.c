@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admin/render.h"
+
 #define JSON "application/json"
 
 const st_admin_route_t st_admin_routes[] = {
@@ -69,17 +71,6 @@ const st_admin_route_t st_admin_routes[] = {
 };
 const int st_admin_nroutes = (int)(sizeof st_admin_routes / sizeof st_admin_routes[0]);
 
-static int dump(json_t *j, st_buf_t *out)
-{
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!s)
-        return -ENOMEM;
-    int rc = st_buf_append(out, s, strlen(s));
-    free(s);
-    return rc;
-}
-
 /* s with &, <, > and " escaped, appended to out. */
 static void html_text(st_buf_t *out, const char *s)
 {
@@ -124,9 +115,10 @@ int st_admin_render_index(st_buf_t *out, const char *version, bool html)
         json_array_append_new(eps, json_pack("{s:s,s:s,s:s,s:s}", "path", r->path, "method",
                                              r->method, "type", r->type, "summary", r->summary));
     }
-    return dump(json_pack("{s:s,s:s,s:s,s:o}", "service", "strata admin API", "version", version,
-                          "openapi", "/v1/openapi.json", "endpoints", eps),
-                out);
+    return st_admin_json_append(json_pack("{s:s,s:s,s:s,s:o}", "service", "strata admin API",
+                                          "version", version, "openapi", "/v1/openapi.json",
+                                          "endpoints", eps),
+                                out);
 }
 
 /* The parameters of r: its path's {names}, then its query's names (comma-separated, their
@@ -192,11 +184,12 @@ int st_admin_render_openapi(st_buf_t *out, const char *version)
         }
         json_object_set_new(item, post ? "post" : "get", op);
     }
-    return dump(json_pack("{s:s,s:{s:s,s:s,s:s},s:o}", "openapi", "3.0.3", "info", "title",
-                          "Strata admin API", "version", version, "description",
-                          "A Strata broker's admin HTTP API. With "
-                          "admin.require.auth every path but /v1/status/ready needs HTTP basic "
-                          "auth with a SCRAM user's password.",
-                          "paths", paths),
-                out);
+    return st_admin_json_append(
+        json_pack("{s:s,s:{s:s,s:s,s:s},s:o}", "openapi", "3.0.3", "info", "title",
+                  "Strata admin API", "version", version, "description",
+                  "A Strata broker's admin HTTP API. With "
+                  "admin.require.auth every path but /v1/status/ready needs HTTP basic "
+                  "auth with a SCRAM user's password.",
+                  "paths", paths),
+        out);
 }

@@ -15,9 +15,11 @@
 #include <time.h>
 
 #include "admin/console.h"
+#include "admin/render.h"
 #include "base/arena.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/varint.h"
 #include "kafka/txn_route.h"
 #include "proto/kerr.h"
 #include "proto/kheader.h"
@@ -43,18 +45,14 @@
 
 static void answer_json(st_admin_answer_t *ans, unsigned status, json_t *j)
 {
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    ans->status = s ? status : 500;
     ans->type = JSON_TYPE;
     st_buf_clear(&ans->body);
-    if (!s) {
+    ans->status = st_admin_json_append(j, &ans->body) ? 500 : status;
+    if (ans->status == 500) {
         static const char oom[] = "{\"error\":\"out of memory\"}";
+        st_buf_clear(&ans->body);
         st_buf_append(&ans->body, oom, sizeof oom - 1);
-        return;
     }
-    st_buf_append(&ans->body, s, strlen(s));
-    free(s);
 }
 
 /* {"error": why} (and "code": the Kafka error's name when there is one). */
@@ -284,7 +282,8 @@ static bool topic_ok(const char *p, size_t n)
 
 #define MAX_CONFIGS 256
 
-static void create_topic(st_broker_t *b, const st_admin_console_req_t *rq, st_admin_answer_t *ans)
+static void create_topic(st_broker_t *b, const st_md_t *md, const st_admin_console_req_t *rq,
+                         st_admin_answer_t *ans)
 {
     json_t *j = body_object(rq, ans);
     if (!j)
@@ -360,8 +359,9 @@ static void create_topic(st_broker_t *b, const st_admin_console_req_t *rq, st_ad
         answer_error(ans, 400, bad, 0);
         goto out;
     }
-    rc =
-        call_run(b, c, (int32_t)b->cfg->node_id, ST_KP_API_CREATE_TOPICS, CREATE_TOPICS_VERSION, 1);
+    /* to the active controller: another broker answers CreateTopics NOT_CONTROLLER */
+    int32_t ctl = md && md->controller_id >= 0 ? md->controller_id : (int32_t)b->cfg->node_id;
+    rc = call_run(b, c, ctl, ST_KP_API_CREATE_TOPICS, CREATE_TOPICS_VERSION, 1);
     if (rc) {
         answer_call_error(ans, rc);
         goto out;
@@ -534,56 +534,32 @@ static void set_bytes(json_t *obj, const char *name, const uint8_t *p, int32_t n
     json_object_set_new(obj, b64name, b64_json(p, (size_t)n));
 }
 
-/* A zigzag varint at *p (before end), as the record format writes them. */
-static bool varint(const uint8_t **p, const uint8_t *end, int64_t *v)
+/* A header's length-prefixed field at *p (before end): its bytes and length (-1: null). */
+static bool header_field(const uint8_t **p, const uint8_t *end, const uint8_t **d, int32_t *n)
 {
-    uint64_t u = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-        if (*p >= end)
-            return false;
-        uint8_t c = *(*p)++;
-        u |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) {
-            *v = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
-            return true;
-        }
-    }
-    return false;
-}
-
-/* A length-prefixed byte field at *p: its bytes and length (-1: null). */
-static bool bytes_field(const uint8_t **p, const uint8_t *end, const uint8_t **d, int32_t *n)
-{
-    int64_t l;
-    if (!varint(p, end, &l) || l < -1 || l > end - *p)
+    int32_t l;
+    int k = st_varint32_decode(*p, (size_t)(end - *p), &l);
+    if (k < 0 || l < -1 || l > end - (*p + k))
         return false;
+    *p += k;
     *d = l < 0 ? NULL : *p;
-    *n = (int32_t)l;
+    *n = l;
     *p += l < 0 ? 0 : l;
     return true;
 }
 
-/* The record's headers, read from its raw bytes (st_batch_walk checked them; read again with
+/* The record's headers, from the header bytes the walk found (it checked them; read with
  * bounds all the same). */
 static json_t *headers_json(const st_batch_record_t *rec)
 {
     json_t *arr = json_array();
-    if (!arr || rec->header_count <= 0 || !rec->raw)
+    if (!arr || !rec->headers)
         return arr;
-    const uint8_t *p = rec->raw, *end = rec->raw + rec->raw_len;
-    int64_t skip;
-    const uint8_t *d;
-    int32_t n;
-    if (!varint(&p, end, &skip) || p >= end) /* length */
-        return arr;
-    p++; /* attributes */
-    if (!varint(&p, end, &skip) || !varint(&p, end, &skip) || !bytes_field(&p, end, &d, &n) ||
-        !bytes_field(&p, end, &d, &n) || !varint(&p, end, &skip))
-        return arr;
-    for (int64_t i = 0; i < skip && i < 10000; i++) {
+    const uint8_t *p = rec->headers, *end = rec->headers + rec->headers_len;
+    for (int32_t i = 0; i < rec->header_count; i++) {
         const uint8_t *kd, *vd;
         int32_t kn, vn;
-        if (!bytes_field(&p, end, &kd, &kn) || !bytes_field(&p, end, &vd, &vn))
+        if (!header_field(&p, end, &kd, &kn) || !header_field(&p, end, &vd, &vn))
             break;
         json_t *h = json_object();
         set_bytes(h, "key", kd, kn);
@@ -821,7 +797,7 @@ void st_admin_console_handle(st_broker_t *b, const st_md_t *md, const st_admin_c
         if (!post)
             answer_error(ans, 405, "method not allowed", 0);
         else
-            create_topic(b, rq, ans);
+            create_topic(b, md, rq, ans);
         return;
     }
     const char *name = rq->url + strlen(TOPICS_PREFIX);

@@ -21,8 +21,7 @@ static const char *const dynamic_keys[] = {
 };
 #define NDYNAMIC (sizeof dynamic_keys / sizeof dynamic_keys[0])
 
-/* The topic config whose broker default key is, or NULL. */
-static const st_tcfg_desc_t *topic_default_of(const char *key)
+const st_tcfg_desc_t *st_bcfg_topic_config(const char *key)
 {
     for (int i = 0; i < st_tcfg_count; i++)
         if (st_tcfg_table[i].broker_key && strcmp(st_tcfg_table[i].broker_key, key) == 0)
@@ -35,13 +34,7 @@ bool st_bcfg_dynamic(const char *key)
     for (size_t i = 0; i < NDYNAMIC; i++)
         if (strcmp(dynamic_keys[i], key) == 0)
             return true;
-    return topic_default_of(key) != NULL;
-}
-
-bool st_bcfg_sensitive(const char *key)
-{
-    return strstr(key, "password") || strstr(key, "secret") || strstr(key, "jaas.config") ||
-           strcmp(key, "ssl.keystore.key") == 0 || strcmp(key, "sasl.bootstrap.users") == 0;
+    return st_bcfg_topic_config(key) != NULL;
 }
 
 __attribute__((format(printf, 3, 4))) static int16_t refuse(char *err, size_t errlen,
@@ -69,7 +62,7 @@ int16_t st_bcfg_check(void *arg, const char *key, const char *value, bool *list,
     /* the broker table's type and bounds, then the topic config's (its choices, a double) */
     if (st_config_check(key, value, tmp, sizeof tmp))
         return refuse(err, errlen, "%s", tmp);
-    const st_tcfg_desc_t *d = topic_default_of(key);
+    const st_tcfg_desc_t *d = st_bcfg_topic_config(key);
     if (d && st_tcfg_validate(d, value, tmp, sizeof tmp))
         return refuse(err, errlen, "%s", tmp);
     st_log_level_t lvl;

@@ -30,6 +30,7 @@
 #include "broker/shard.h"
 #include "cluster/config.h"
 #include "cluster/metadata.h"
+#include "kafka/topic_config.h"
 
 /* Kafka's DescribeConfigs config_source values. */
 enum {
@@ -42,8 +43,9 @@ enum {
 
 /* Whether broker setting key may change at run time. */
 bool st_bcfg_dynamic(const char *key);
-/* Whether key's value is a secret (DescribeConfigs answers null, is_sensitive). */
-bool st_bcfg_sensitive(const char *key);
+/* The topic config whose broker default setting key is (log.retention.ms: retention.ms), or
+ * NULL. */
+const st_tcfg_desc_t *st_bcfg_topic_config(const char *key);
 /* cluster/ops.h's broker_config_check: 0 when key is dynamic and value (NULL: not checked)
  * valid for it; else INVALID_CONFIG with one line in err. arg is unused. */
 int16_t st_bcfg_check(void *arg, const char *key, const char *value, bool *list, char *err,

@@ -580,9 +580,9 @@ static void describe_topic(st_kreq_t *r, const st_kp_describe_configs_req_t *req
 /* DescribeConfigs' config_type of broker setting key. */
 static int8_t broker_config_type(const char *key, int type)
 {
-    for (int i = 0; i < st_tcfg_count; i++)
-        if (st_tcfg_table[i].broker_key && strcmp(st_tcfg_table[i].broker_key, key) == 0)
-            return (int8_t)st_tcfg_table[i].type;
+    const st_tcfg_desc_t *d = st_bcfg_topic_config(key);
+    if (d)
+        return (int8_t)d->type;
     if (strcmp(key, "max.connections.per.ip.overrides") == 0 || strcmp(key, "listeners") == 0 ||
         strcmp(key, "super.users") == 0)
         return ST_TCFG_LIST;
@@ -600,7 +600,7 @@ static void broker_entry(st_kreq_t *r, const st_kp_describe_configs_req_t *req, 
     const st_md_t *md = r->shard->md;
     char buf[64], sbuf[64];
     int src;
-    bool sensitive = st_bcfg_sensitive(key), given;
+    bool sensitive = st_config_is_secret(key), given;
     const char *v = st_bcfg_value(cfg, md, key, buf, sizeof buf, &src);
     st_kp_describe_configs_resp_config_init(e);
     e->name = st_kstr(key);
@@ -667,9 +667,9 @@ static void describe_broker(st_kreq_t *r, const st_kp_describe_configs_req_t *re
             st_kp_describe_configs_resp_config_t *e = &o->configs[n++];
             st_kp_describe_configs_resp_config_init(e);
             e->name = arena_kstr(r, c->key);
-            e->value = st_bcfg_sensitive(c->key) ? ST_KSTR_NULL : arena_kstr(r, c->value);
+            e->value = st_config_is_secret(c->key) ? ST_KSTR_NULL : arena_kstr(r, c->value);
             e->config_source = ST_SRC_DYNAMIC_DEFAULT;
-            e->is_sensitive = st_bcfg_sensitive(c->key);
+            e->is_sensitive = st_config_is_secret(c->key);
             e->config_type = broker_config_type(c->key, type);
             e->documentation = req->include_documentation && help ? st_kstr(help) : ST_KSTR_NULL;
             if (req->include_synonyms) {
