@@ -195,11 +195,13 @@ static void fault_install(st_admin_t *a, st_kshard_t *s)
     f->loop = s->loop;
     s->env.sync_ctx = f;
     s->env.sync_submit = fault_submit;
+    s->env.syncfs_delay_ms = &a->sync_delay_ms;
 }
 
 /* POST /v1/debug/sync-delay?ms=N: every sync completes N ms later than it did (a slow disk;
- * 0 disarms); with &start=1 every sync starts N ms late instead, so the bytes stay unsynced
- * that long (what a power cut then takes). GET: the delay. */
+ * 0 disarms), an adoption's syncfs too (storage/env.h syncfs_delay_ms); with &start=1 every sync
+ * starts N ms late instead, so the bytes stay unsynced that long (what a power cut then takes).
+ * GET: the delay. */
 static int delay_request(st_admin_t *a, struct MHD_Connection *c, bool post, char *out, size_t n)
 {
     if (post) {

@@ -3,6 +3,7 @@
 #include "broker/adopt.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -195,6 +196,7 @@ typedef struct adopt_sync {
     adopt_leg_t *a;
     st_fs_t fs;
     const char *dir;
+    int64_t delay_ms; /* a debug build's slow disk (storage/env.h syncfs_delay_ms) */
     int rc;
     int n, applied;          /* partitions; of them given their roles so far */
     struct adopt_sync *next; /* the leg's ready list */
@@ -265,6 +267,11 @@ static void *sync_main(void *arg)
 {
     adopt_sync_t *j = arg;
     j->rc = j->fs.ops->syncfs(j->fs.ctx, j->dir);
+    if (j->delay_ms > 0) { /* on this thread only: the shard serves meanwhile */
+        struct timespec ts = {j->delay_ms / 1000, (j->delay_ms % 1000) * 1000000};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
     st_broker_post(j->s->b, j->s->id, &j->call);
     return NULL;
 }
@@ -278,6 +285,7 @@ static void sync_start(st_kshard_t *s, adopt_leg_t *a, adopt_sync_t *j)
     j->a = a;
     j->fs = s->env.base;
     j->dir = s->b->cfg->log_dirs;
+    j->delay_ms = s->env.syncfs_delay_ms ? atomic_load(s->env.syncfs_delay_ms) : 0;
     st_fs_t posix = st_fs_posix();
     if (!j->fs.ops->syncfs) { /* nothing was deferred (storage/env.h) */
         j->rc = 0;

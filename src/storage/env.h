@@ -32,6 +32,7 @@
 #ifndef ST_STORAGE_ENV_H
 #define ST_STORAGE_ENV_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "storage/file.h"
@@ -54,6 +55,9 @@ typedef struct st_storage_env {
     void *writeback_ctx;
     st_fdcache_t fdcache;       /* descriptors of this env's files */
     struct st_journal *journal; /* the shard's journal (journal.h), NULL: none */
+    /* A debug build's slow disk (admin/admin.c, POST /v1/debug/sync-delay): a deferred syncfs
+     * made on a thread of its own (broker/adopt.c) returns this many ms later. NULL: none. */
+    const _Atomic int64_t *syncfs_delay_ms;
 } st_storage_env_t;
 
 /* Defaults: the given fs, st_wall_ms, inline fdatasync through fs, a cache of max_open_files

@@ -10,7 +10,11 @@ partition and every connection is on that shard. Timing targets are not asserted
 bench/cluster_partitions.py's.
 
 A stop that comes while the shard is still opening them (SIGTERM once the admin API shows some
-of the partitions and not all) must still be clean: the adoption in flight finishes (opening
+of the partitions and not all) must still be clean. So that the stop cannot miss the middle on a
+fast machine (the admin API's snapshot is a second old at most, and a fast disk opens 1,000
+partitions in less: a CI failure), the disk is made slow first: POST /v1/debug/sync-delay (test
+builds) makes each slice's syncfs return SLOW_SYNC_MS late, and at most two slices wait for
+theirs (broker/adopt.h), so the opening takes seconds. The stop must be clean: the adoption in flight finishes (opening
 nothing more) before any shard closes its logs, so no log is opened after the close and nothing
 the adoption holds is left behind (the sanitizer build reports a leak as an abort, exit -6: this
 was a CI failure), and the restarted broker has the whole topic, which the quorum had committed.
@@ -31,6 +35,7 @@ from harness import ServerTestCase, wait_until  # noqa: E402
 PARTITIONS = 600
 STOP_PARTITIONS = 1000
 CREATE_TIMEOUT = 120
+SLOW_SYNC_MS = 1500
 
 
 class AdoptManyTest(ServerTestCase):
@@ -104,8 +109,11 @@ class AdoptManyTest(ServerTestCase):
         from confluent_kafka.admin import NewTopic
         name = self.unique()
         a = kc.admin(self.bootstrap)
-        a.create_topics([NewTopic(name, STOP_PARTITIONS, 1)], request_timeout=CREATE_TIMEOUT)
         s = self.server
+        status, _, body = ac.http_get(s.admin_port, "/v1/debug/sync-delay?ms=%d" % SLOW_SYNC_MS,
+                                      "POST")
+        self.assertEqual(status, 200, body)
+        a.create_topics([NewTopic(name, STOP_PARTITIONS, 1)], request_timeout=CREATE_TIMEOUT)
 
         def opened():
             ps = ac.get_json(s.admin_port, "/v1/partitions")["partitions"]
