@@ -276,6 +276,8 @@ enum {
       "largest session timeout a member may ask for")                                              \
     X(group_initial_rebalance_delay_ms, "group.initial.rebalance.delay.ms", INT, "3000", 0,        \
       INT64_MAX, "wait this long for more members when a group forms")                             \
+    X(group_max_size, "group.max.size", INT, "2147483647", 1, 2147483647,                          \
+      "members a classic group holds at most; one more is refused GROUP_MAX_SIZE_REACHED")         \
     X(group_consumer_session_timeout_ms, "group.consumer.session.timeout.ms", INT, "45000", 1,     \
       2147483647, "a consumer group (KIP-848) member silent this long is fenced")                  \
     X(group_consumer_min_session_timeout_ms, "group.consumer.min.session.timeout.ms", INT,         \
@@ -288,6 +290,9 @@ enum {
       "5000", 1, 2147483647, "lower bound of group.consumer.heartbeat.interval.ms")                \
     X(group_consumer_max_heartbeat_interval_ms, "group.consumer.max.heartbeat.interval.ms", INT,   \
       "15000", 1, 2147483647, "upper bound of group.consumer.heartbeat.interval.ms")               \
+    X(group_consumer_max_size, "group.consumer.max.size", INT, "2147483647", 1, 2147483647,        \
+      "members a consumer group (KIP-848) holds at most; one more is refused "                     \
+      "GROUP_MAX_SIZE_REACHED")                                                                    \
     X(group_consumer_assignors, "group.consumer.assignors", STR, "uniform,range", 0, 0,            \
       "server-side assignors of consumer groups (uniform, range); the first is the default")       \
     X(producer_id_expiration_ms, "producer.id.expiration.ms", INT, "86400000", 1, INT64_MAX,       \

@@ -977,6 +977,12 @@ void st_gcoord_consumer_heartbeat(st_gcoord_t *c, int32_t partition,
             mmsg = "The member epoch is not the one the coordinator knows: the member must "
                    "abandon its partitions and rejoin.";
     }
+    if (!merr && !m && c->cfg.consumer_max_size > 0 &&
+        g->cg->nmembers >= c->cfg.consumer_max_size) {
+        /* Kafka's throwIfConsumerGroupIsFull: a member that is not there yet */
+        merr = ST_KERR_GROUP_MAX_SIZE_REACHED;
+        mmsg = "The consumer group has reached its maximum capacity (group.consumer.max.size).";
+    }
     if (merr || rc) {
         st_gtpset_free(&owned);
         st_gbatch_fini(&b);

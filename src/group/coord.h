@@ -90,6 +90,7 @@ typedef struct st_gcoord_config {
     int64_t min_session_timeout_ms;
     int64_t max_session_timeout_ms;
     int64_t initial_rebalance_delay_ms;
+    int32_t max_size; /* group.max.size: members of a classic group (<= 0: no bound) */
     int64_t offsets_retention_ms;
     int64_t expire_check_ms; /* how often expired offsets are looked for */
     int32_t num_partitions;  /* partitions of __consumer_offsets (upper bound of indexes) */
@@ -107,6 +108,7 @@ typedef struct st_gcoord_config {
     /* KIP-848 consumer groups */
     int32_t consumer_session_timeout_ms;    /* group.consumer.session.timeout.ms */
     int32_t consumer_heartbeat_interval_ms; /* group.consumer.heartbeat.interval.ms */
+    int32_t consumer_max_size;              /* group.consumer.max.size (<= 0: no bound) */
     const char *consumer_assignors;         /* group.consumer.assignors, comma-separated; the
                                                first is the default (NULL: "uniform,range") */
     /* The version of the broker's topic metadata (it changes with every topic created or

@@ -238,6 +238,14 @@ void st_gcoord_join(st_gcoord_t *c, int32_t partition, const st_kp_join_group_re
         done(arg);
         return;
     }
+    /* a member that is not there yet, in a group at group.max.size (Kafka's acceptJoiningMember;
+     * a static member taking its slot back adds none) */
+    bool full = c->cfg.max_size > 0 && g->nmembers >= c->cfg.max_size;
+    if (full && !self) {
+        resp->error_code = ST_KERR_GROUP_MAX_SIZE_REACHED;
+        done(arg);
+        return;
+    }
     char idbuf[320];
     st_kstr_t id = {idbuf, 0};
     if (unknown) {

@@ -179,6 +179,7 @@ static int group_start(st_kshard_t *s)
     const st_md_topic_t *t = st_kgroup_offsets_topic(s->md);
     st_gcoord_config_t gc = {
         .min_session_timeout_ms = cfg->group_min_session_timeout_ms,
+        .max_size = (int32_t)cfg->group_max_size,
         .max_session_timeout_ms = cfg->group_max_session_timeout_ms,
         .initial_rebalance_delay_ms = cfg->group_initial_rebalance_delay_ms,
         .offsets_retention_ms = cfg->offsets_retention_minutes * 60000,
@@ -190,6 +191,7 @@ static int group_start(st_kshard_t *s)
         .ctx = s,
         .consumer_session_timeout_ms = (int32_t)cfg->group_consumer_session_timeout_ms,
         .consumer_heartbeat_interval_ms = (int32_t)cfg->group_consumer_heartbeat_interval_ms,
+        .consumer_max_size = (int32_t)cfg->group_consumer_max_size,
         .consumer_assignors = cfg->group_consumer_assignors,
         .topics_version = topics_version,
         .topics = topics,

@@ -36,7 +36,7 @@ HB, DESCRIBE, COMMIT, JOIN, LIST = 68, 69, 8, 11, 16
 NONE, INVALID_REQUEST, FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR = 0, 42, 110, 112
 STALE_MEMBER_EPOCH, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID = 113, 23, 25
 INVALID_REGULAR_EXPRESSION, MEMBER_ID_REQUIRED, GROUP_ID_NOT_FOUND = 128, 79, 69
-UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID = 111, 82
+UNRELEASED_INSTANCE_ID, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED = 111, 82, 81
 
 SETS = {
     "group.consumer.min.session.timeout.ms": "1000",
@@ -401,6 +401,63 @@ class ProducerThread(threading.Thread):
     def stop(self):
         self.stop_ev.set()
         self.join(30)
+
+
+class MaxSizeTest(harness.ServerTestCase):
+    """group.consumer.max.size and group.max.size (2 each): one member more is refused
+    GROUP_MAX_SIZE_REACHED, the members there go on, a member leaving makes room."""
+    SMP = 1
+    SETS = dict(SETS, **{"group.consumer.max.size": "2", "group.max.size": "2"})
+
+    def test_consumer_group_third_member_refused(self):
+        t, g = self.unique("mx"), self.unique("g")
+        kc.create_topic(self.bootstrap, t, 4)
+        with coordinator_conn(self.bootstrap) as c:
+            for m in ("m1", "m2"):
+                r = heartbeat(c, g, m, 0, [t], rebalance_timeout=5000)
+                self.assertEqual(r["error"], NONE, r)
+            r = heartbeat(c, g, "m3", 0, [t], rebalance_timeout=5000)
+            self.assertEqual(r["error"], GROUP_MAX_SIZE_REACHED, r)
+            self.assertIn("maximum capacity", r["message"] or "")
+            self.assertEqual(sorted(m["member_id"] for m in describe(c, g)["members"]),
+                             ["m1", "m2"])
+            self.assertEqual(heartbeat(c, g, "m1", -1)["error"], NONE)
+            r = heartbeat(c, g, "m3", 0, [t], rebalance_timeout=5000)
+            self.assertEqual(r["error"], NONE, r)
+            self.assertEqual(sorted(m["member_id"] for m in describe(c, g)["members"]),
+                             ["m2", "m3"])
+
+    def test_classic_group_third_consumer_told(self):
+        """librdkafka (classic protocol): the third consumer's poll reports the refusal; the
+        two in the group own the topic's partitions between them."""
+        from confluent_kafka import Consumer
+        t, g = self.unique("mxc"), self.unique("gc")
+        kc.create_topic(self.bootstrap, t, 4)
+        conf = {"bootstrap.servers": self.bootstrap, "group.id": g,
+                "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                "auto.offset.reset": "earliest"}
+        cs = [Consumer(conf) for _ in range(3)]
+        try:
+            for x in cs[:2]:
+                x.subscribe([t])
+            wait_until(lambda: [x.poll(0.1) for x in cs[:2]] and
+                       sum(len(x.assignment()) for x in cs[:2]) == 4, 30,
+                       "two consumers own the 4 partitions")
+            cs[2].subscribe([t])
+            errors = []
+
+            def told():
+                for x in cs:
+                    m = x.poll(0.1)
+                    if x is cs[2] and m is not None and m.error():
+                        errors.append(m.error().code())
+                return GROUP_MAX_SIZE_REACHED in errors
+            wait_until(told, 30, "the third consumer told GROUP_MAX_SIZE_REACHED")
+            self.assertEqual(cs[2].assignment(), [])
+            self.assertEqual(sum(len(x.assignment()) for x in cs[:2]), 4)
+        finally:
+            for x in cs:
+                x.close()
 
 
 class RealConsumersTest(unittest.TestCase):

@@ -393,6 +393,27 @@ static void test_revocation_deadline_fences(void **state)
     assert_int_equal(hb(f, "m1", 1, false, all, 10)->resp.error_code, ST_KERR_UNKNOWN_MEMBER_ID);
 }
 
+/* group.consumer.max.size: a member more is refused, the ones there go on, a member leaving
+ * makes room, and a member already there rejoining (epoch 0) is not one more. */
+static void test_max_size(void **state)
+{
+    fx_t *f = *state;
+    f->cfg.consumer_max_size = 2;
+    cfg_consumer(f, 60000);
+    assert_int_equal(hb(f, "m1", 0, true, NULL, 0)->resp.error_code, 0);
+    assert_int_equal(hb(f, "m2", 0, true, NULL, 0)->resp.error_code, 0);
+    hb_t *h = hb(f, "m3", 0, true, NULL, 0);
+    assert_int_equal(h->resp.error_code, ST_KERR_GROUP_MAX_SIZE_REACHED);
+    assert_non_null(h->resp.error_message.ptr);
+    assert_int_equal(describe_cg(f).members_count, 2);
+    assert_int_equal(describe_cg(f).group_epoch, 2); /* the refusal changed nothing */
+    assert_int_equal(hb(f, "m2", 0, true, NULL, 0)->resp.error_code, 0);
+    assert_int_equal(hb(f, "m1", -1, false, NULL, 0)->resp.error_code, 0);
+    h = hb(f, "m3", 0, true, NULL, 0);
+    assert_int_equal(h->resp.error_code, 0);
+    assert_int_equal(describe_cg(f).members_count, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -404,6 +425,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_heartbeats_and_reload, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_session_expiry_fences, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_revocation_deadline_fences, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_max_size, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -237,6 +237,38 @@ static void test_join_sync_heartbeat_and_rebalance(void **state)
     assert_int_equal(j1.resp.members_count, 1);
 }
 
+/* group.max.size: at the bound a new member is refused GROUP_MAX_SIZE_REACHED before it gets an
+ * id (dynamic) or a slot (static), while the member there rejoins. */
+static void test_max_size(void **state)
+{
+    fx_t *f = *state;
+    fx_close_all(f);
+    f->cfg.max_size = 1;
+    fx_open_log(f);
+    fx_coord(f);
+    join_t j1, j2;
+    char *m1 = join_dynamic(f, &j1, "g1");
+    assert_int_equal(j1.done, 1);
+    assert_int_equal(j1.resp.error_code, 0);
+    join(f, &j2, "g1", NULL, NULL, 5);
+    assert_int_equal(j2.done, 1);
+    assert_int_equal(j2.resp.error_code, ST_KERR_GROUP_MAX_SIZE_REACHED);
+    join(f, &j2, "g1", NULL, "static-1", 5);
+    assert_int_equal(j2.done, 1);
+    assert_int_equal(j2.resp.error_code, ST_KERR_GROUP_MAX_SIZE_REACHED);
+    join(f, &j2, "g1", "made-up", NULL, 5);
+    assert_int_equal(j2.resp.error_code, ST_KERR_GROUP_MAX_SIZE_REACHED);
+    join(f, &j1, "g1", m1, NULL, 5); /* the member there rejoins */
+    if (!j1.done)
+        run_until(f, &j1.done, 5000);
+    assert_int_equal(j1.resp.error_code, 0);
+    assert_int_equal(j1.resp.members_count, 1);
+    /* another group is not bound by this one */
+    join_t j3;
+    join_dynamic(f, &j3, "g2");
+    assert_int_equal(j3.resp.error_code, 0);
+}
+
 static void test_static_member_rejoin_and_fencing(void **state)
 {
     fx_t *f = *state;
@@ -1111,6 +1143,7 @@ int main(void)
         cmocka_unit_test(test_partition_for_matches_java),
         cmocka_unit_test_setup_teardown(test_join_sync_heartbeat_and_rebalance, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_max_size, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_static_member_rejoin_and_fencing, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
