@@ -359,6 +359,7 @@ class Workload:
         problems = []
         if lost:
             lost.sort()
+            figures["lost_list"] = lost
             problems.append("%d acknowledged records lost, e.g. %s" % (len(lost), lost[:8]))
         if dups:
             problems.append("%d records twice in the log, e.g. %s" % (
@@ -532,8 +533,49 @@ class ReplicationCase(unittest.TestCase):
                            figures["errors"], rec, extra, identical,
                            time.monotonic() - self.t_begin), flush=True)
         if problems:
-            self.fail("%s:\n  %s\n%s" % (scenario, "\n  ".join(problems), c.logs(40)))
+            where = self.where_lost(w, figures.get("lost_list", []))
+            self.fail("%s:\n  %s\n%s\n%s" % (scenario, "\n  ".join(problems), where,
+                                             c.logs(40)))
         return figures
+
+    def where_lost(self, w, lost):
+        """For the first lost records: what each replica's files hold at the acknowledged
+        offset, and the offsets the group read around it (was it skipped by the reader, or is
+        it not in the log?)."""
+        from test_replication_rules import batch_records   # it imports this module
+        c, lines = self.c(), []
+        with w.lock:
+            consumed = list(w.consumed)
+        for p, v, o in lost[:3]:
+            if o < 0:
+                continue
+            read = sorted(x for q, x, _ in consumed if q == p and o - 3 <= x <= o + 25)
+            lines.append("lost %r at %d[%d]: the group read offsets %s around it"
+                         % (v, p, o, read))
+            try:
+                replicas = self.partitions(self.topic)[p]["replicas"]
+            except Exception as e:      # a node down: say so
+                lines.append("  no metadata: %s" % e)
+                continue
+            for n in replicas:
+                batches = read_batches(os.path.join(c.node(n).data_dir,
+                                                    "%s-%d" % (self.topic, p)), o + 100000)
+                hold = [b for base, b in batches.items() if base <= o <= batch_last_offset(b)]
+                if not hold:
+                    before = max((batch_last_offset(b) for base, b in batches.items()
+                                  if base < o), default=None)
+                    after = min((base for base in batches if base > o), default=None)
+                    lines.append("  node %d: no batch holds it (one ends at %s, the next starts "
+                                 "at %s)" % (n, before, after))
+                    continue
+                b = hold[0]
+                recs = dict(batch_records(b))
+                lines.append("  node %d: batch %d..%d epoch %d producer %d seq %d holds %r"
+                             % (n, struct.unpack_from(">q", b, 0)[0], batch_last_offset(b),
+                                struct.unpack_from(">i", b, 12)[0],
+                                struct.unpack_from(">q", b, 43)[0],
+                                struct.unpack_from(">i", b, 53)[0], recs.get(o)))
+        return "\n".join(lines)
 
     def check_replicas(self, ends):
         """Every replica's segment files hold the same batches through each partition's marker
